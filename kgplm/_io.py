@@ -1,0 +1,95 @@
+"""Shared file helpers: UTF-8 text reading with located errors, atomic writes."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from kgplm.exceptions import EncodingError, MissingFileError
+
+__all__ = ["require_file", "open_text", "iter_lines", "atomic_directory", "atomic_file"]
+
+
+def require_file(path: str | os.PathLike, what: str = "file") -> Path:
+    """Return ``path`` as a Path, or raise :class:`MissingFileError` if it is not an existing file."""
+    path = Path(path)
+    if not path.is_file():
+        raise MissingFileError(path, what)
+    return path
+
+
+def open_text(path: str | os.PathLike) -> io.TextIOBase:
+    """Open a UTF-8 text file (``.gz`` transparently) in strict decoding mode."""
+    path = require_file(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", errors="strict", newline="")
+    return open(path, encoding="utf-8", errors="strict", newline="")
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line_without_newline)`` from a UTF-8 text file, numbering from 1.
+
+    A byte sequence that is not UTF-8 raises :class:`EncodingError` naming the file and line.
+    A UTF-8 byte-order mark at the start is dropped.
+    """
+    line_number = 0
+    with open_text(path) as handle:
+        try:
+            for line_number, line in enumerate(handle, start=1):
+                if line_number == 1 and line.startswith("\ufeff"):
+                    line = line[1:]
+                yield line_number, line.rstrip("\r\n")
+        except UnicodeDecodeError as error:
+            raise EncodingError(
+                f"not valid UTF-8 ({error.reason} at byte {error.start} of the decoded chunk)",
+                path=path,
+                line=line_number + 1,
+                expected="a UTF-8 text file",
+            ) from None
+
+
+@contextlib.contextmanager
+def atomic_directory(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary directory beside ``target``; on success it replaces ``target``.
+
+    Nothing is half-written: a failure leaves any previous ``target`` untouched and removes the
+    temporary directory.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        yield temporary
+        if target.exists():
+            backup = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.replace(target, backup)
+            os.replace(temporary, target)
+            shutil.rmtree(backup, ignore_errors=True)
+        else:
+            os.replace(temporary, target)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_file(target: str | os.PathLike, mode: str = "w", **open_kwargs) -> Iterator[io.IOBase]:
+    """Open a temporary file beside ``target`` and rename it onto ``target`` on success."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
+    os.close(descriptor)
+    try:
+        with open(temporary, mode, **open_kwargs) as handle:
+            yield handle
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise

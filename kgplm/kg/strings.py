@@ -1,0 +1,69 @@
+"""A compact, memory-mappable table of strings (UTF-8 blob plus offsets)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["StringTable"]
+
+
+class StringTable(Sequence[str]):
+    """Immutable sequence of strings stored as one UTF-8 byte array and int64 offsets.
+
+    Saved as two ``.npy`` files, so a loaded table is memory-mapped and decodes a string only
+    when it is read: loading a store with millions of names costs no parsing time.
+    """
+
+    __slots__ = ("_blob", "_offsets")
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray) -> None:
+        if offsets.ndim != 1 or len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != len(blob):
+            raise ValueError("offsets must start at 0 and end at the blob length")
+        self._blob = blob
+        self._offsets = offsets
+
+    @classmethod
+    def from_strings(cls, strings: Iterable[str]) -> "StringTable":
+        encoded = [s.encode("utf-8") for s in strings]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        if encoded:
+            np.cumsum([len(b) for b in encoded], out=offsets[1:])
+        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        return cls(blob, offsets)
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = int(index)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"string index {index} out of range for a table of {len(self)}")
+        start, end = self._offsets[index], self._offsets[index + 1]
+        return self._blob[start:end].tobytes().decode("utf-8")
+
+    def __iter__(self) -> Iterator[str]:
+        data = self._blob.tobytes()
+        offsets = self._offsets.tolist()
+        for start, end in zip(offsets[:-1], offsets[1:]):
+            yield data[start:end].decode("utf-8")
+
+    def to_list(self) -> list[str]:
+        return list(self)
+
+    def save(self, directory: Path, stem: str) -> None:
+        np.save(directory / f"{stem}.blob.npy", np.ascontiguousarray(self._blob))
+        np.save(directory / f"{stem}.offsets.npy", self._offsets)
+
+    @classmethod
+    def load(cls, directory: Path, stem: str, mmap: bool = True) -> "StringTable":
+        mode = "r" if mmap else None
+        blob = np.load(directory / f"{stem}.blob.npy", mmap_mode=mode, allow_pickle=False)
+        offsets = np.load(directory / f"{stem}.offsets.npy", mmap_mode=mode, allow_pickle=False)
+        return cls(blob, offsets)
