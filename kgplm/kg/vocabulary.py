@@ -64,8 +64,9 @@ SCHEMA_CLASSES = frozenset(
     }
 )
 
-# Characters that may not stand inside an IRI reference (RFC 3987) plus '%' itself.
-_IRI_UNSAFE = re.compile(r'[\x00-\x20<>"{}|\\^`%\x7f]')
+# Characters that may not stand inside an IRI path segment (RFC 3987), '%' itself, and the
+# delimiters that would change the IRI's structure ('/', '?', '#', '[', ']').
+_IRI_UNSAFE = re.compile(r'[\x00-\x20<>"{}|\\^`%\x7f/?#\[\]]')
 
 
 def mint_iri(namespace: str, kind: str, name: str) -> str:

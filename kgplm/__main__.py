@@ -1,0 +1,5 @@
+import sys
+
+from kgplm.cli import main
+
+sys.exit(main())

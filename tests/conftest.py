@@ -1,0 +1,71 @@
+"""Shared fixtures: paths to the real data in ../shared/data and small graphs built in code."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    return Path(os.environ.get("KGPLM_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if not path.is_dir():
+        pytest.skip(f"real data not found at {path} (set KGPLM_SHARED_DATA)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def cmekg_tsv(shared_data: Path) -> Path:
+    path = shared_data / "kg" / "cmekg" / "triples.tsv.gz"
+    if not path.is_file():
+        pytest.skip(f"CMeKG dump not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def cmekg_store(cmekg_tsv: Path):
+    from kgplm import KGStore
+
+    return KGStore.from_cmekg(cmekg_tsv, show_progress=False)
+
+
+TOY_TURTLE = """\
+@prefix ex: <http://example.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix skos: <http://www.w3.org/2004/02/skos/core#> .
+@prefix owl: <http://www.w3.org/2002/07/owl#> .
+@prefix oboInOwl: <http://www.geneontology.org/formats/oboInOwl#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+
+ex:diabetes a ex:Disease ;
+    rdfs:label "糖尿病"@zh, "diabetes"@en ;
+    skos:altLabel "消渴"@zh ;
+    oboInOwl:hasExactSynonym "diabetes mellitus"@en ;
+    ex:icd10 "E14" ;
+    ex:prevalence "0.11"^^xsd:decimal ;
+    ex:hasSymptom ex:polyuria, ex:thirst .
+ex:polyuria a ex:Symptom ; rdfs:label "多尿"@zh .
+ex:thirst a ex:Symptom ; skos:prefLabel "口渴"@zh ; rdfs:label "烦渴"@zh .
+ex:metformin a ex:Drug ; rdfs:label "二甲双胍"@zh, "metformin"@en ;
+    ex:treats ex:diabetes ; owl:sameAs ex:glucophage .
+ex:glucophage rdfs:label "格华止"@zh .
+ex:lonely a ex:Symptom .
+ex:hasSymptom rdfs:label "常见症状"@zh .
+ex:Disease rdfs:label "疾病"@zh .
+ex:treats a owl:ObjectProperty ; rdfs:domain ex:Drug ; rdfs:label "治疗"@zh .
+"""
+
+
+@pytest.fixture()
+def toy_turtle(tmp_path: Path) -> Path:
+    path = tmp_path / "toy.ttl"
+    path.write_text(TOY_TURTLE, encoding="utf-8")
+    return path
