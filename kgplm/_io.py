@@ -35,23 +35,26 @@ def open_text(path: str | os.PathLike) -> io.TextIOBase:
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` from a UTF-8 text file, numbering from 1.
 
-    A byte sequence that is not UTF-8 raises :class:`EncodingError` naming the file and line.
-    A UTF-8 byte-order mark at the start is dropped.
+    Lines are decoded one at a time, so a byte sequence that is not UTF-8 raises
+    :class:`EncodingError` naming the exact file and line. ``.gz`` files are read transparently;
+    a UTF-8 byte-order mark at the start is dropped.
     """
-    line_number = 0
-    with open_text(path) as handle:
-        try:
-            for line_number, line in enumerate(handle, start=1):
-                if line_number == 1 and line.startswith("\ufeff"):
-                    line = line[1:]
-                yield line_number, line.rstrip("\r\n")
-        except UnicodeDecodeError as error:
-            raise EncodingError(
-                f"not valid UTF-8 ({error.reason} at byte {error.start} of the decoded chunk)",
-                path=path,
-                line=line_number + 1,
-                expected="a UTF-8 text file",
-            ) from None
+    path = require_file(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise EncodingError(
+                    f"not valid UTF-8 ({error.reason} at byte {error.start} of the line)",
+                    path=path,
+                    line=line_number,
+                    expected="a UTF-8 text file",
+                ) from None
+            if line_number == 1 and line.startswith("\ufeff"):
+                line = line[1:]
+            yield line_number, line.rstrip("\r\n")
 
 
 @contextlib.contextmanager

@@ -203,7 +203,7 @@ class GraphCollector:
             axis=1,
         )
         raw_count = len(triples)
-        triples = np.unique(triples, axis=0)  # sorted by (head, relation, tail)
+        triples = _unique_rows(triples, (num_entities, len(self.relation_index), num_entities))
         duplicates = raw_count - len(triples)
         if duplicates:
             logger.info("%s: removed %d duplicate triples", self.source, duplicates)
@@ -264,7 +264,7 @@ class GraphCollector:
         pairs = np.stack(
             [np.frombuffer(self.typed_entities, dtype=np.int32), np.frombuffer(self.typed_types, dtype=np.int32)], axis=1
         ) if len(self.typed_entities) else np.zeros((0, 2), dtype=np.int32)
-        pairs = np.unique(pairs, axis=0)
+        pairs = _unique_rows(pairs, (num_entities, len(self.type_index)))
         # The primary type of a multi-typed entity is its most specific one: the type with the
         # fewest members (ties: the lower type id, i.e. the first seen).
         members = np.bincount(pairs[:, 1], minlength=len(self.type_index)) if len(pairs) else np.zeros(0, np.int64)
@@ -362,10 +362,31 @@ class GraphCollector:
         return arrays, datatypes
 
 
+def _row_keys(columns: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray | None:
+    """One int64 per row that sorts like the rows (mixed radix), or None if it would overflow."""
+    if np.prod([float(max(s, 1)) for s in sizes]) >= 2.0**62:
+        return None
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for column, size in zip(columns, sizes):
+        key = key * max(int(size), 1) + column.astype(np.int64)
+    return key
+
+
+def _unique_rows(rows: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    """Sorted unique rows of a small-int matrix; a 1-D sort of packed keys is ~20x faster than axis=0."""
+    key = _row_keys([rows[:, i] for i in range(rows.shape[1])], sizes)
+    if key is None:
+        return np.unique(rows, axis=0)
+    _, first = np.unique(key, return_index=True)
+    return rows[first]
+
+
 def _compile_adjacency(triples: np.ndarray, num_entities: int) -> dict[str, np.ndarray]:
     """CSR out- and in-adjacency with relation ids; ``triples`` sorted by (head, relation, tail)."""
     heads, relations, tails = triples[:, 0], triples[:, 1], triples[:, 2]
-    in_order = np.lexsort((heads, relations, tails))
+    num_relations = int(relations.max()) + 1 if len(relations) else 1
+    key = _row_keys([tails, relations, heads], [num_entities, num_relations, num_entities])
+    in_order = np.argsort(key, kind="stable") if key is not None else np.lexsort((heads, relations, tails))
     return {
         "triples": np.ascontiguousarray(triples, dtype=np.int32),
         "out_indptr": _csr_from_rows(heads, num_entities),

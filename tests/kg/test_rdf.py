@@ -189,3 +189,41 @@ def test_duplicate_triples_are_counted(tmp_path: Path) -> None:
                     encoding="utf-8")
     store = KGStore.from_rdf(path, show_progress=False)
     assert store.num_triples == 2 and store.describe()["duplicate_triples"] == 2
+
+
+def test_two_process_parse_equals_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kgplm.kg.rdf as rdf
+
+    lines = [f"<http://x/e{i}> <http://x/r{i % 3}> <http://x/e{(i * 7) % 50}> .\n" for i in range(400)]
+    lines += [f'<http://x/e{i}> <http://www.w3.org/2000/01/rdf-schema#label> "名{i}"@zh .\n' for i in range(50)]
+    lines += ["_:b1 <http://x/r0> <http://x/e1> .\n", "<http://x/e2> <http://x/r1> _:b1 .\n"]
+    path = tmp_path / "big.nt"
+    path.write_text("".join(reversed(lines)), encoding="utf-8")
+    monkeypatch.setattr(rdf, "PARALLEL_MIN_BYTES", 0)
+    sequential = KGStore.from_rdf(path, workers=1, show_progress=False)
+    parallel = KGStore.from_rdf(path, workers=2, show_progress=False)
+    assert parallel.equals(sequential)  # same ids too: nodes keep their first-appearance order
+
+
+def test_two_process_parse_reports_the_absolute_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kgplm.kg.rdf as rdf
+
+    lines = [f"<http://x/e{i}> <http://x/r> <http://x/e{i + 1}> .\n" for i in range(300)]
+    lines[250] = "<http://x/e250> <http://x/r> broken .\n"
+    path = tmp_path / "broken.nt"
+    path.write_text("".join(lines), encoding="utf-8")
+    monkeypatch.setattr(rdf, "PARALLEL_MIN_BYTES", 0)
+    with pytest.raises(DataFormatError) as caught:
+        KGStore.from_rdf(path, workers=2, show_progress=False)
+    assert caught.value.line == 251 and str(path) in str(caught.value)
+
+
+def test_shipped_toy_graph() -> None:
+    """graphs/toy_medical.ttl, counted by hand: 6 diseases, 5 drugs + glucophage, 12 symptoms, 5 departments."""
+    path = Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl"
+    store = KGStore.from_rdf(path, show_progress=False)
+    assert (store.num_entities, store.num_relations, store.num_triples) == (29, 5, 33)
+    assert store.describe()["entities_per_type"] == {"症状": 12, "疾病": 6, "科室": 5, "药物": 5, None: 1}
+    headache = store.entity_id("头痛")
+    assert sorted(store.neighbors(headache).neighbor) == ["布洛芬", "感冒", "脑卒中", "阿司匹林", "高血压"]
+    assert store.entity_id("中风") == store.entity_id("stroke")

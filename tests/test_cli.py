@@ -1,0 +1,34 @@
+"""The ``kgplm`` command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kgplm import KGStore
+from kgplm.cli import main
+
+
+def test_kg_import_stats_neighbors_export(tmp_path: Path, toy_turtle: Path, capsys) -> None:
+    out = tmp_path / "store"
+    assert main(["kg", "import", str(toy_turtle), "--out", str(out)]) == 0
+    assert "6 entities" in capsys.readouterr().out
+    assert KGStore.load(out).num_triples == 4
+
+    assert main(["kg", "stats", str(out), "--json"]) == 0
+    assert '"num_triples": 4' in capsys.readouterr().out
+
+    assert main(["kg", "neighbors", "糖尿病", "--store", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "多尿" in text and "二甲双胍" in text and "常见症状" in text
+
+    ttl = tmp_path / "export.ttl"
+    assert main(["kg", "export", str(out), "--out", str(ttl)]) == 0
+    assert KGStore.from_rdf(ttl, show_progress=False).num_triples == 4
+
+
+def test_errors_exit_2_with_message(tmp_path: Path, toy_turtle: Path, capsys) -> None:
+    assert main(["kg", "neighbors", "糖尿", "--store", str(toy_turtle)]) == 2
+    error = capsys.readouterr().err
+    assert "no entity is named '糖尿'" in error and "糖尿病" in error
+    assert main(["kg", "stats", str(tmp_path / "missing.ttl")]) == 2
+    assert "not found" in capsys.readouterr().err
