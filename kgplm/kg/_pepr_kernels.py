@@ -1,0 +1,135 @@
+"""Numba kernels behind :mod:`kgplm.kg.pepr` (kept apart so that the math module stays readable).
+
+All kernels take a transition matrix in "pull" CSR form: row ``v`` lists the entities ``u`` that
+walk into ``v`` and ``values[k] = weight(u → v) / degree(u)``, so one step of the walk is
+``y[v] = Σ_k values[k] · x[indices[k]]``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["spmm_pull", "forward_push_scores"]
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def spmm_pull(indptr, indices, values, x, out):  # pragma: no cover - compiled
+    """``out = M @ x`` for a pull-CSR matrix ``M`` and a dense block ``x`` of shape (n, b)."""
+    num_rows, width = x.shape
+    for row in numba.prange(num_rows):
+        for column in range(width):
+            out[row, column] = 0.0
+        for k in range(indptr[row], indptr[row + 1]):
+            source = indices[k]
+            weight = values[k]
+            for column in range(width):
+                out[row, column] += weight * x[source, column]
+
+
+@numba.njit(cache=True, nogil=True)
+def _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub,
+              estimate, residual, queued, touched, queue):  # pragma: no cover - compiled
+    """Andersen–Chung–Lang forward push from ``seed`` with the seed as jump target.
+
+    Leaves ``estimate`` (p) and ``residual`` (r) such that ppr_seed = p + Σ_u r_u · ppr_u.
+    Hubs are never pushed: their residual is resolved exactly by the caller with precomputed
+    hub vectors. Non-hub nodes are pushed while r_u ≥ ε · deg(u). Dangling nodes send their
+    walk mass back to the seed (the jump vector). Returns the number of touched nodes.
+    """
+    num_touched = 0
+    head = 0
+    tail = 0
+    residual[seed] = 1.0
+    touched[num_touched] = seed
+    num_touched += 1
+    queued[seed] = True
+    queue[tail] = seed
+    tail += 1
+    capacity = queue.shape[0]
+    while head != tail:
+        node = queue[head]
+        head += 1
+        if head == capacity:
+            head = 0
+        queued[node] = False
+        mass = residual[node]
+        if is_hub[node] or mass < epsilon * max(degree[node], 1.0):
+            continue
+        estimate[node] += alpha * mass
+        residual[node] = 0.0
+        start, end = push_indptr[node], push_indptr[node + 1]
+        if start == end:  # dangling: the walk jumps back to the seed
+            residual[seed] += (1.0 - alpha) * mass
+            if not queued[seed]:
+                queued[seed] = True
+                queue[tail] = seed
+                tail += 1
+                if tail == capacity:
+                    tail = 0
+            continue
+        for k in range(start, end):
+            target = push_indices[k]
+            if residual[target] == 0.0 and estimate[target] == 0.0:
+                touched[num_touched] = target
+                num_touched += 1
+            residual[target] += (1.0 - alpha) * mass * push_values[k]
+            if not queued[target] and not is_hub[target] and residual[target] >= epsilon * max(degree[target], 1.0):
+                queued[target] = True
+                queue[tail] = target
+                tail += 1
+                if tail == capacity:
+                    tail = 0
+    return num_touched
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub,
+                        hub_slot, hub_vectors, candidate_indptr, candidate_indices, global_scores,
+                        seed_weight, global_weight, num_workers, out_scores):  # pragma: no cover - compiled
+    """PEPR scores of each seed's candidates: push, then resolve hub residuals exactly.
+
+    For seed s and candidate v: ``score = w_s · (p(v) + Σ_h r_h · H[v, h]) + w_g · g(v)`` where
+    ``H[:, h]`` is hub h's exact seed-jump PPR, g the exact global PageRank (paper jump), and the
+    residual left on non-hub nodes (each below ε · deg) is dropped. Candidates are given per seed
+    in CSR form; scores are written to ``out_scores`` aligned with ``candidate_indices``.
+    """
+    num_nodes = degree.shape[0]
+    num_seeds = seeds.shape[0]
+    num_hubs = hub_vectors.shape[1]
+    for worker in numba.prange(num_workers):
+        estimate = np.zeros(num_nodes)
+        residual = np.zeros(num_nodes)
+        queued = np.zeros(num_nodes, dtype=np.bool_)
+        touched = np.empty(num_nodes, dtype=np.int64)
+        queue = np.empty(num_nodes + 1, dtype=np.int64)
+        hub_residual = np.zeros(num_hubs)
+        for position in range(worker, num_seeds, num_workers):
+            seed = seeds[position]
+            start, end = candidate_indptr[position], candidate_indptr[position + 1]
+            if is_hub[seed]:
+                slot = hub_slot[seed]
+                for k in range(start, end):
+                    v = candidate_indices[k]
+                    out_scores[k] = seed_weight * hub_vectors[v, slot] + global_weight * global_scores[v]
+                continue
+            num_touched = _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
+                                    is_hub, estimate, residual, queued, touched, queue)
+            for i in range(num_touched):
+                node = touched[i]
+                if is_hub[node]:
+                    hub_residual[hub_slot[node]] = residual[node]
+            for k in range(start, end):
+                v = candidate_indices[k]
+                total = estimate[v]
+                for h in range(num_hubs):
+                    if hub_residual[h] != 0.0:
+                        total += hub_residual[h] * hub_vectors[v, h]
+                out_scores[k] = seed_weight * total + global_weight * global_scores[v]
+            for i in range(num_touched):
+                node = touched[i]
+                if is_hub[node]:
+                    hub_residual[hub_slot[node]] = 0.0
+                estimate[node] = 0.0
+                residual[node] = 0.0
+                queued[node] = False
