@@ -64,6 +64,20 @@ def _cmd_kg_neighbors(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_kg_pepr(args: argparse.Namespace) -> int:
+    from kgplm.kg.pepr import top_k_neighbors
+
+    store = _store(args.store)
+    seeds = None if args.seeds is None else [int(s) if s.isdigit() else s for s in args.seeds]
+    table = top_k_neighbors(store, seeds, k=args.k, mode=args.mode, candidates=args.candidates, alpha=args.alpha,
+                            jump=args.jump, directed=args.directed)
+    table.save(args.out)
+    filled = (table.neighbors >= 0).sum(axis=1)
+    print(f"wrote top-{args.k} PEPR neighbours of {len(table):,} entities to {args.out} "
+          f"({int((filled > 0).sum()):,} with at least one neighbour, mean {filled.mean():.2f} per entity)")
+    return 0
+
+
 def _cmd_kg_export(args: argparse.Namespace) -> int:
     store = _store(args.store)
     path = store.to_rdf(args.out, format=args.format)
@@ -103,8 +117,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default="cmekg", help=store_help)
     p.add_argument("--k", type=int, default=None, help="show at most K rows")
     p.add_argument("--direction", choices=["both", "out", "in"], default="both")
-    p.add_argument("--ranked-by", choices=["none", "pepr"], default="none")
+    p.add_argument("--ranked-by", choices=["none", "pepr"], default="pepr",
+                   help="order by personalised entity PageRank (default) or list raw neighbours")
     p.set_defaults(handler=_cmd_kg_neighbors)
+
+    p = kg.add_parser("pepr", help="top-K PEPR neighbour table for every entity (or --seeds)")
+    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--out", required=True, help="output .npz")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--mode", choices=["exact", "fast"], default="fast")
+    p.add_argument("--candidates", choices=["one_hop", "any"], default="one_hop")
+    p.add_argument("--alpha", type=float, default=0.15, help="jump probability")
+    p.add_argument("--jump", choices=["paper", "seed"], default="paper")
+    p.add_argument("--directed", action="store_true")
+    p.add_argument("--seeds", nargs="*", default=None, help="entity names or ids (default: every entity)")
+    p.set_defaults(handler=_cmd_kg_pepr)
 
     p = kg.add_parser("export", help="export a store as RDF")
     p.add_argument("store", help=store_help)

@@ -32,3 +32,17 @@ def test_errors_exit_2_with_message(tmp_path: Path, toy_turtle: Path, capsys) ->
     assert "no entity is named '糖尿'" in error and "糖尿病" in error
     assert main(["kg", "stats", str(tmp_path / "missing.ttl")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_kg_pepr_and_ranked_neighbors(tmp_path: Path, capsys) -> None:
+    from kgplm.kg.pepr import NeighborTable
+
+    toy = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
+    out = tmp_path / "table.npz"
+    assert main(["kg", "pepr", "--store", str(toy), "--out", str(out), "--k", "3", "--mode", "exact"]) == 0
+    assert "29 entities" in capsys.readouterr().out
+    table = NeighborTable.load(out)
+    assert table.neighbors.shape == (29, 3)
+    assert main(["kg", "neighbors", "糖尿病", "--store", str(toy), "--k", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "score" in lines[1] and len(lines) == 4 and "糖尿病肾病" in lines[2]

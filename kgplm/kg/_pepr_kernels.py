@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["spmm_pull", "forward_push_scores"]
+__all__ = ["spmm_pull", "pagerank_step", "forward_push_scores"]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -25,6 +25,37 @@ def spmm_pull(indptr, indices, values, x, out):  # pragma: no cover - compiled
             weight = values[k]
             for column in range(width):
                 out[row, column] += weight * x[source, column]
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def pagerank_step(indptr, indices, values, x, damping, base, out):  # pragma: no cover - compiled
+    """One fused PageRank step for a block: ``out = damping · (M @ x) + base`` (base per column).
+
+    The jump terms that differ per row (the seed's own jump) are added by the caller.
+    """
+    num_rows, width = x.shape
+    for row in numba.prange(num_rows):
+        for column in range(width):
+            out[row, column] = 0.0
+        for k in range(indptr[row], indptr[row + 1]):
+            source = indices[k]
+            weight = values[k]
+            for column in range(width):
+                out[row, column] += weight * x[source, column]
+        for column in range(width):
+            out[row, column] = damping * out[row, column] + base[column]
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def column_change(new, old, num_workers):  # pragma: no cover - compiled
+    """Per-column L1 distance between two (n, b) blocks, reduced over ``num_workers`` row stripes."""
+    num_rows, width = new.shape
+    partial = np.zeros((num_workers, width))
+    for worker in numba.prange(num_workers):
+        for row in range(worker, num_rows, num_workers):
+            for column in range(width):
+                partial[worker, column] += abs(new[row, column] - old[row, column])
+    return partial.sum(axis=0)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -86,13 +117,15 @@ def _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degr
 @numba.njit(parallel=True, cache=True, nogil=True)
 def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub,
                         hub_slot, hub_vectors, candidate_indptr, candidate_indices, global_scores,
-                        seed_weight, global_weight, num_workers, out_scores):  # pragma: no cover - compiled
+                        seed_weight, global_weight, symmetric, num_workers, out_scores):  # pragma: no cover
     """PEPR scores of each seed's candidates: push, then resolve hub residuals exactly.
 
     For seed s and candidate v: ``score = w_s · (p(v) + Σ_h r_h · H[v, h]) + w_g · g(v)`` where
     ``H[:, h]`` is hub h's exact seed-jump PPR, g the exact global PageRank (paper jump), and the
-    residual left on non-hub nodes (each below ε · deg) is dropped. Candidates are given per seed
-    in CSR form; scores are written to ``out_scores`` aligned with ``candidate_indices``.
+    residual left on non-hub nodes (each below ε · deg) contributes only its immediate restart
+    α · r_v. On an undirected walk (``symmetric``) a hub candidate's score is exact through
+    ppr_s(v) = deg(v) / deg(s) · ppr_v(s). Candidates are given per seed in CSR form; scores are
+    written to ``out_scores`` aligned with ``candidate_indices``.
     """
     num_nodes = degree.shape[0]
     num_seeds = seeds.shape[0]
@@ -121,10 +154,15 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
                     hub_residual[hub_slot[node]] = residual[node]
             for k in range(start, end):
                 v = candidate_indices[k]
-                total = estimate[v]
-                for h in range(num_hubs):
-                    if hub_residual[h] != 0.0:
-                        total += hub_residual[h] * hub_vectors[v, h]
+                if symmetric and is_hub[v] and degree[seed] > 0:
+                    # undirected walk: ppr_s(v) · deg(s) = ppr_v(s) · deg(v), and ppr_v is exact
+                    total = degree[v] / degree[seed] * hub_vectors[seed, hub_slot[v]]
+                else:
+                    # p(v), the restart share of v's own unpushed residual, and the hubs' exact part
+                    total = estimate[v] + alpha * residual[v]
+                    for h in range(num_hubs):
+                        if hub_residual[h] != 0.0:
+                            total += hub_residual[h] * hub_vectors[v, h]
                 out_scores[k] = seed_weight * total + global_weight * global_scores[v]
             for i in range(num_touched):
                 node = touched[i]

@@ -170,8 +170,14 @@ def _resolve_seeds(store: "KGStore", seeds) -> np.ndarray:
 
 def _power_iteration(walk: TransitionMatrix, seeds: np.ndarray, *, alpha: float, jump: str, dangling: str,
                      start: np.ndarray, tol: float, max_iter: int, dtype) -> tuple[np.ndarray, int]:
-    """Exact PEPR for a block of seeds; returns scores of shape (n, len(seeds)) and iterations used."""
-    from kgplm.kg._pepr_kernels import spmm_pull
+    """Exact PEPR for a block of seeds; returns scores of shape (n, len(seeds)) and iterations used.
+
+    One step: ``V ← (1 − α) A V + (α + d) P`` with ``d`` the walk mass on dangling entities
+    (sent to ``P``; with ``dangling="uniform"`` it is spread over all entities instead).
+    """
+    import numba
+
+    from kgplm.kg._pepr_kernels import column_change, pagerank_step
 
     n, width = walk.num_nodes, len(seeds)
     columns = np.arange(width)
@@ -183,17 +189,16 @@ def _power_iteration(walk: TransitionMatrix, seeds: np.ndarray, *, alpha: float,
     values = walk.pull_values.astype(dtype)
     current = np.repeat(start.astype(dtype)[:, None], width, axis=1)  # (n, seeds)
     step = np.empty_like(current)
+    workers = numba.get_num_threads()
+    change = np.inf
     for iteration in range(1, max_iter + 1):
-        spmm_pull(walk.pull_indptr, walk.pull_indices, values, current, step)
-        step *= 1.0 - alpha
-        dangling_mass = (1.0 - alpha) * current[dangling_nodes].sum(axis=0)  # (seeds,)
-        # jump: alpha·P plus the dangling mass, sent to P ("jump") or spread uniformly
-        to_jump = alpha + (dangling_mass if dangling == "jump" else 0.0)
-        step += (to_jump * uniform_weight / n)[None, :] if np.ndim(to_jump) else to_jump * uniform_weight / n
-        if dangling == "uniform":
-            step += (dangling_mass / n)[None, :]
-        step[seeds, columns] += to_jump * seed_weight
-        change = np.abs(step - current).sum(axis=0).max()
+        dangling_mass = (1.0 - alpha) * current[dangling_nodes].sum(axis=0, dtype=np.float64)  # (seeds,)
+        to_jump = alpha + (dangling_mass if dangling == "jump" else 0.0)  # mass that restarts via P
+        base = to_jump * uniform_weight / n + (dangling_mass / n if dangling == "uniform" else 0.0)
+        pagerank_step(walk.pull_indptr, walk.pull_indices, values, current, dtype(1.0 - alpha),
+                      np.broadcast_to(np.asarray(base, dtype=dtype), (width,)).copy(), step)
+        step[seeds, columns] += np.broadcast_to(to_jump * seed_weight, (width,)).astype(dtype)
+        change = column_change(step, current, workers).max()
         current, step = step, current
         if change < tol:
             return current, iteration
@@ -367,7 +372,13 @@ def _select_top_k(indptr, neighbors, relations, directions, scores, k) -> tuple[
     """Top k candidates per seed by score (ties: lower neighbour id first), −1 padded."""
     num_seeds = len(indptr) - 1
     owner = np.repeat(np.arange(num_seeds), np.diff(indptr))
-    order = np.lexsort((neighbors, -scores, owner))
+    # Scores equal to 7 significant digits of the seed's best score are ties (they differ only by
+    # iteration noise); ties go to the lower neighbour id so that tables are reproducible.
+    row_max = np.zeros(num_seeds)
+    np.maximum.at(row_max, owner, scores)
+    scale = np.where(row_max[owner] > 0, row_max[owner], 1.0)
+    rounded = np.round(scores / scale * 1e7)
+    order = np.lexsort((neighbors, -rounded, owner))
     rank = np.arange(len(order)) - np.repeat(indptr[:-1], np.diff(indptr))
     chosen = order[rank < k]
     chosen_rank = rank[rank < k]
@@ -447,11 +458,11 @@ def top_k_neighbors(
     frequencies: np.ndarray | None = None,
     directed: bool = False,
     dangling: str = "jump",
-    tol: float = 1e-8,
+    tol: float = 1e-6,
     max_iter: int = 1000,
     batch_size: int = 256,
-    epsilon: float = 1e-7,
-    num_hubs: int = 256,
+    epsilon: float = 1e-6,
+    num_hubs: int = 512,
     num_threads: int | None = None,
     show_progress: bool = True,
 ) -> NeighborTable:
@@ -499,21 +510,27 @@ def top_k_neighbors(
 
 
 def _fast_candidate_scores(store, walk, seeds, indptr, neighbors, *, epsilon, num_hubs, num_threads, alpha, jump,
-                           dangling, start, tol, max_iter, batch_size, dtype, show_progress) -> np.ndarray:
+                           dangling, start, tol, max_iter, batch_size, dtype, show_progress,
+                           hub_tol: float = 1e-6) -> np.ndarray:
     import numba
 
     from kgplm.kg._pepr_kernels import forward_push_scores
 
+    import time
+
     n = walk.num_nodes
+    started = time.perf_counter()
     hubs = _choose_hubs(walk, num_hubs)
     # exact seed-jump PPR of every hub, one column per hub: (n, hubs)
-    hub_vectors = np.zeros((n, len(hubs)), dtype=np.float64)
+    hub_vectors = np.zeros((n, len(hubs)), dtype=np.float32)
     for begin in range(0, len(hubs), batch_size):
         block = hubs[begin : begin + batch_size]
         vectors, _ = _power_iteration(walk, block, alpha=alpha, jump="seed", dangling="jump",
-                                      start=np.full(n, 1.0 / n), tol=min(tol, 1e-10), max_iter=max_iter,
-                                      dtype=np.float64)
+                                      start=np.full(n, 1.0 / n), tol=hub_tol, max_iter=max_iter,
+                                      dtype=np.float32)
         hub_vectors[:, begin : begin + len(block)] = vectors
+    logger.info("PEPR fast: exact vectors of %d hubs (degree ≥ %g) in %.1f s", len(hubs),
+                walk.degree[hubs].min() if len(hubs) else 0, time.perf_counter() - started)
     is_hub = np.zeros(n, dtype=np.bool_)
     is_hub[hubs] = True
     hub_slot = np.full(n, -1, dtype=np.int64)
@@ -538,7 +555,7 @@ def _fast_candidate_scores(store, walk, seeds, indptr, neighbors, *, epsilon, nu
                 forward_push_scores(seeds[begin:end], alpha, epsilon, walk.push_indptr, walk.push_indices,
                                     walk.push_values, walk.degree, is_hub, hub_slot, hub_vectors,
                                     indptr[begin : end + 1] - lo, neighbors[lo:hi], global_scores,
-                                    seed_weight, global_weight, threads, part)
+                                    seed_weight, global_weight, not walk.directed, threads, part)
                 scores[lo:hi] = part
                 progress.update(end - begin)
     finally:

@@ -1,0 +1,210 @@
+"""PEPR against networkx and a linear-system reference; neighbour tables, exact and fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from kgplm import KGStore
+from kgplm.exceptions import ConfigurationError, MissingFileError
+from kgplm.kg.pepr import (
+    NeighborTable,
+    global_pagerank,
+    paper_jump_weights,
+    personalized_pagerank,
+    top_k_neighbors,
+)
+from kgplm.kg.store import GraphCollector
+
+TOY = Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl"
+
+
+def store_from_edges(edges, num_entities: int | None = None) -> KGStore:
+    collector = GraphCollector(source="test")
+    nodes = num_entities or (max(max(h, t) for h, _, t in edges) + 1)
+    for i in range(nodes):
+        collector.entity(f"http://x/{i}")
+    for h, r, t in edges:
+        collector.add_triple(h, collector.relation(f"http://x/r{r}"), t)
+    return collector.build()
+
+
+def networkx_pepr(store: KGStore, seed: int, *, jump: str, directed: bool, alpha: float = 0.15) -> np.ndarray:
+    graph = nx.MultiDiGraph() if directed else nx.MultiGraph()
+    graph.add_nodes_from(range(store.num_entities))
+    graph.add_edges_from((h, t) for h, _, t in store.triples.tolist() if h != t)
+    z = store.num_entities
+    personalization = {v: 1.0 if v == seed else (1.0 / z if jump == "paper" else 0.0) for v in range(z)}
+    scores = nx.pagerank(graph, alpha=1 - alpha, personalization=personalization, tol=1e-15, max_iter=100000)
+    return np.array([scores[v] for v in range(z)])
+
+
+def test_path_graph_against_the_linear_system() -> None:
+    """a - b - c, seed a: V = α (I − (1 − α) A)^-1 e_a, solved directly."""
+    store = store_from_edges([(0, 0, 1), (1, 0, 2)])
+    alpha = 0.15
+    transition = np.array([[0, 0.5, 0], [1, 0, 1], [0, 0.5, 0]])  # column u = where u walks
+    expected = alpha * np.linalg.solve(np.eye(3) - (1 - alpha) * transition, np.array([1.0, 0, 0]))
+    np.testing.assert_allclose(personalized_pagerank(store, [0], jump="seed", tol=1e-14)[0], expected, atol=1e-12)
+    # by hand, q = 1 − α: V_a = α + q V_b / 2, V_b = q (V_a + V_c), V_c = q V_b / 2
+    # ⇒ V_a = α (1 − q²/2) / (1 − q²)
+    q = 1 - alpha
+    assert expected[0] == pytest.approx(alpha * (1 - q * q / 2) / (1 - q * q), rel=1e-12)
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("jump", ["seed", "paper"])
+def test_toy_graph_matches_networkx(directed: bool, jump: str) -> None:
+    store = KGStore.from_rdf(TOY, show_progress=False)
+    seeds = list(range(store.num_entities))
+    ours = personalized_pagerank(store, seeds, jump=jump, directed=directed, tol=1e-14, batch_size=7)
+    for seed in seeds:
+        np.testing.assert_allclose(ours[seed], networkx_pepr(store, seed, jump=jump, directed=directed), atol=1e-8)
+    np.testing.assert_allclose(ours.sum(axis=1), 1.0, atol=1e-10)
+
+
+def test_dangling_entities_and_isolated_ones() -> None:
+    """Directed graph with dangling entities (no out-edge) and an isolated one."""
+    store = store_from_edges([(0, 0, 1), (1, 0, 2), (2, 1, 0), (0, 1, 3), (3, 0, 4), (5, 0, 4)], num_entities=7)
+    for seed in (0, 3, 6):
+        for jump in ("seed", "paper"):
+            ours = personalized_pagerank(store, [seed], jump=jump, directed=True, tol=1e-14)[0]
+            np.testing.assert_allclose(ours, networkx_pepr(store, seed, jump=jump, directed=True), atol=1e-8)
+
+
+@pytest.fixture(scope="module")
+def cmekg_subgraph(cmekg_store: KGStore) -> KGStore:
+    """A real CMeKG neighbourhood of several hundred entities (BFS from 糖尿病)."""
+    start = cmekg_store.entity_id("糖尿病")
+    chosen, frontier = {start}, [start]
+    while frontier and len(chosen) < 400:
+        node = frontier.pop(0)
+        neighbors, _, _ = cmekg_store.one_hop(node)
+        for neighbor in neighbors.tolist():
+            if neighbor not in chosen and len(chosen) < 400:
+                chosen.add(neighbor)
+                frontier.append(neighbor)
+    triples = cmekg_store.triples
+    inside = np.isin(triples[:, 0], list(chosen)) & np.isin(triples[:, 2], list(chosen))
+    collector = GraphCollector(source="cmekg-subgraph")
+    for entity in sorted(chosen):
+        collector.add_label(collector.entity(cmekg_store.entity_iri(entity)), cmekg_store.entity_name(entity), "zh", 1)
+    for h, r, t in triples[inside].tolist():
+        collector.add_triple(collector.entity(cmekg_store.entity_iri(h)),
+                             collector.relation(cmekg_store.relation_iris[r], cmekg_store.relation_name(r)),
+                             collector.entity(cmekg_store.entity_iri(t)))
+    return collector.build()
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("jump", ["seed", "paper"])
+def test_cmekg_subgraph_matches_networkx(cmekg_subgraph: KGStore, directed: bool, jump: str) -> None:
+    store = cmekg_subgraph
+    assert store.num_entities >= 300
+    seeds = np.random.default_rng(0).choice(store.num_entities, 12, replace=False)
+    ours = personalized_pagerank(store, seeds, jump=jump, directed=directed, tol=1e-14)
+    for row, seed in enumerate(seeds.tolist()):
+        np.testing.assert_allclose(ours[row], networkx_pepr(store, seed, jump=jump, directed=directed), atol=1e-8)
+
+
+def test_paper_jump_is_a_mix_of_seed_ppr_and_global_pagerank(cmekg_subgraph: KGStore) -> None:
+    store = cmekg_subgraph
+    seeds = [0, 5, 17]
+    seed_weight, uniform_weight = paper_jump_weights(store.num_entities)
+    assert seed_weight + uniform_weight == pytest.approx(1.0)
+    mixed = seed_weight * personalized_pagerank(store, seeds, jump="seed", tol=1e-14) + uniform_weight * \
+        global_pagerank(store, tol=1e-15)[None, :]
+    np.testing.assert_allclose(personalized_pagerank(store, seeds, jump="paper", tol=1e-14), mixed, atol=1e-10)
+
+
+def test_frequency_initialisation_keeps_the_fixed_point() -> None:
+    store = KGStore.from_rdf(TOY, show_progress=False)
+    frequencies = np.zeros(store.num_entities)
+    frequencies[[0, 3, 5]] = [100, 10, 1]
+    plain = personalized_pagerank(store, [0, 4], tol=1e-14)
+    warm = personalized_pagerank(store, [0, 4], frequencies=frequencies, tol=1e-14)
+    np.testing.assert_allclose(plain, warm, atol=1e-12)
+    with pytest.raises(ConfigurationError, match="frequencies"):
+        personalized_pagerank(store, [0], frequencies=np.ones(3))
+
+
+def test_top_k_one_hop_table() -> None:
+    store = KGStore.from_rdf(TOY, show_progress=False)
+    table = top_k_neighbors(store, k=4, show_progress=False)
+    assert table.neighbors.shape == (store.num_entities, 4) and (table.seeds == np.arange(store.num_entities)).all()
+    scores = personalized_pagerank(store, np.arange(store.num_entities), tol=1e-14)
+    triples = set(map(tuple, store.triples.tolist()))
+    for seed in range(store.num_entities):
+        linked = {n for n in store.one_hop(seed)[0].tolist() if n != seed}
+        row = table.neighbors[seed]
+        chosen = row[row >= 0]
+        assert len(chosen) == min(4, len(linked)) and set(chosen) <= linked
+        assert (row[len(chosen):] == -1).all() and (table.relations[seed][len(chosen):] == -1).all()
+        # the chosen ones are the best-scored linked entities, in order
+        expected = sorted(linked, key=lambda n: (-round(scores[seed, n] / scores[seed, list(linked)].max() * 1e7), n))
+        assert chosen.tolist() == expected[: len(chosen)]
+        for j, neighbor in enumerate(chosen.tolist()):
+            relation, direction = table.relations[seed, j], table.directions[seed, j]
+            assert ((seed, relation, neighbor) if direction == 0 else (neighbor, relation, seed)) in triples
+            assert table.scores[seed, j] == pytest.approx(scores[seed, neighbor], rel=1e-4)
+
+
+def test_fast_mode_agrees_with_exact(cmekg_subgraph: KGStore) -> None:
+    exact = top_k_neighbors(cmekg_subgraph, k=10, show_progress=False, tol=1e-12)
+    fast = top_k_neighbors(cmekg_subgraph, k=10, mode="fast", num_hubs=8, epsilon=1e-9, show_progress=False)
+    np.testing.assert_array_equal(fast.neighbors, exact.neighbors)
+    np.testing.assert_allclose(fast.scores, exact.scores, atol=1e-6)
+    seed_mode = top_k_neighbors(cmekg_subgraph, k=10, mode="fast", jump="seed", num_hubs=0, epsilon=1e-10,
+                                show_progress=False)
+    np.testing.assert_array_equal(
+        seed_mode.neighbors, top_k_neighbors(cmekg_subgraph, k=10, jump="seed", tol=1e-12, show_progress=False).neighbors)
+
+
+def test_candidates_any() -> None:
+    store = KGStore.from_rdf(TOY, show_progress=False)
+    table = top_k_neighbors(store, [0, 10], k=5, candidates="any", show_progress=False)
+    scores = personalized_pagerank(store, [0, 10], tol=1e-14)
+    for row, seed in enumerate([0, 10]):
+        order = [n for n in np.argsort(-scores[row], kind="stable").tolist() if n != seed][:5]
+        assert set(table.neighbors[row].tolist()) == set(order)
+        linked = set(store.one_hop(seed)[0].tolist())
+        for neighbor, relation in zip(table.neighbors[row].tolist(), table.relations[row].tolist()):
+            assert (relation >= 0) == (neighbor in linked)
+
+
+def test_table_save_load(tmp_path: Path) -> None:
+    store = KGStore.from_rdf(TOY, show_progress=False)
+    table = top_k_neighbors(store, ["糖尿病", "高血压"], k=3, show_progress=False)
+    path = table.save(tmp_path / "table.npz")
+    loaded = NeighborTable.load(path)
+    for name in ("seeds", "neighbors", "relations", "directions", "scores"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(table, name))
+    assert loaded.config == table.config and loaded.config["k"] == 3
+    frame = loaded.to_frame(store, "糖尿病")
+    assert frame.neighbor.iloc[0] == "糖尿病肾病"
+    with pytest.raises(MissingFileError):
+        NeighborTable.load(tmp_path / "none.npz")
+
+
+def test_store_neighbors_ranked_by_pepr() -> None:
+    store = KGStore.from_rdf(TOY, show_progress=False)
+    frame = store.neighbors("糖尿病", ranked_by="pepr")
+    assert list(frame.score) == sorted(frame.score, reverse=True)
+    scores = personalized_pagerank(store, [store.entity_id("糖尿病")])[0]
+    assert frame.score.iloc[0] == pytest.approx(scores[frame.neighbor_id.iloc[0]])
+    assert len(store.neighbors("糖尿病", ranked_by="pepr", k=3)) == 3
+
+
+def test_argument_errors() -> None:
+    store = KGStore.from_rdf(TOY, show_progress=False)
+    with pytest.raises(ConfigurationError, match="alpha"):
+        personalized_pagerank(store, [0], alpha=0.85 + 0.2)
+    with pytest.raises(ConfigurationError, match="jump"):
+        personalized_pagerank(store, [0], jump="teleport")
+    with pytest.raises(ConfigurationError, match="mode"):
+        top_k_neighbors(store, mode="approximate")
+    with pytest.raises(ConfigurationError, match="candidates"):
+        top_k_neighbors(store, mode="fast", candidates="any")
