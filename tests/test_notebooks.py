@@ -19,6 +19,7 @@ def test_notebook_runs(path: Path, tmp_path: Path) -> None:
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "entities" in text and "max degree" in text
+    assert "top-5 is the head of the top-10: True" in text
 
 
 def test_there_is_a_notebook() -> None:

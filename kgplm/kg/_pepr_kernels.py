@@ -10,21 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["spmm_pull", "pagerank_step", "forward_push_scores"]
-
-
-@numba.njit(parallel=True, cache=True, nogil=True)
-def spmm_pull(indptr, indices, values, x, out):  # pragma: no cover - compiled
-    """``out = M @ x`` for a pull-CSR matrix ``M`` and a dense block ``x`` of shape (n, b)."""
-    num_rows, width = x.shape
-    for row in numba.prange(num_rows):
-        for column in range(width):
-            out[row, column] = 0.0
-        for k in range(indptr[row], indptr[row + 1]):
-            source = indices[k]
-            weight = values[k]
-            for column in range(width):
-                out[row, column] += weight * x[source, column]
+__all__ = ["pagerank_step", "column_change", "forward_push_scores"]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

@@ -206,6 +206,16 @@ def _power_iteration(walk: TransitionMatrix, seeds: np.ndarray, *, alpha: float,
     return current, max_iter
 
 
+def _iterate_blocks(walk: TransitionMatrix, seeds: np.ndarray, *, batch_size: int, show_progress: bool = False,
+                    description: str = "PEPR (exact)", **iteration):
+    """Yield ``(begin, block_seeds, scores (n, len(block)))`` over blocks of ``batch_size`` seeds."""
+    blocks = range(0, len(seeds), batch_size)
+    for begin in tqdm(blocks, desc=description, unit=" blocks", disable=not show_progress, leave=False):
+        block = seeds[begin : begin + batch_size]
+        scores, _ = _power_iteration(walk, block, **iteration)
+        yield begin, block, scores
+
+
 def personalized_pagerank(
     store: "KGStore",
     seeds,
@@ -238,11 +248,9 @@ def personalized_pagerank(
     walk = walk or TransitionMatrix.from_store(store, directed=directed)
     start = _initial_vector(store.num_entities, frequencies)
     result = np.empty((len(seeds), store.num_entities), dtype=dtype)
-    blocks = range(0, len(seeds), batch_size)
-    for begin in tqdm(blocks, desc="PEPR (exact)", unit=" blocks", disable=not show_progress, leave=False):
-        block = seeds[begin : begin + batch_size]
-        scores, _ = _power_iteration(walk, block, alpha=alpha, jump=jump, dangling=dangling, start=start,
-                                     tol=tol, max_iter=max_iter, dtype=dtype)
+    for begin, block, scores in _iterate_blocks(walk, seeds, batch_size=batch_size, show_progress=show_progress,
+                                                alpha=alpha, jump=jump, dangling=dangling, start=start, tol=tol,
+                                                max_iter=max_iter, dtype=dtype):
         result[begin : begin + len(block)] = scores.T
     return result
 
@@ -398,11 +406,9 @@ def _select_top_k(indptr, neighbors, relations, directions, scores, k) -> tuple[
 def _exact_candidate_scores(store, walk, seeds, candidate_indptr, candidate_neighbors, *, alpha, jump, dangling,
                             start, tol, max_iter, batch_size, dtype, show_progress) -> np.ndarray:
     scores = np.zeros(len(candidate_neighbors), dtype=np.float64)
-    blocks = range(0, len(seeds), batch_size)
-    for begin in tqdm(blocks, desc="PEPR (exact)", unit=" blocks", disable=not show_progress, leave=False):
-        block = seeds[begin : begin + batch_size]
-        block_scores, _ = _power_iteration(walk, block, alpha=alpha, jump=jump, dangling=dangling, start=start,
-                                           tol=tol, max_iter=max_iter, dtype=dtype)
+    for begin, block, block_scores in _iterate_blocks(walk, seeds, batch_size=batch_size, show_progress=show_progress,
+                                                      alpha=alpha, jump=jump, dangling=dangling, start=start, tol=tol,
+                                                      max_iter=max_iter, dtype=dtype):
         for column in range(len(block)):
             lo, hi = candidate_indptr[begin + column], candidate_indptr[begin + column + 1]
             scores[lo:hi] = block_scores[candidate_neighbors[lo:hi], column]
@@ -415,11 +421,10 @@ def _exact_any_candidates(store, walk, seeds, k, *, alpha, jump, dangling, start
     hop_indptr, hop_neighbors, hop_relations, hop_directions = _one_hop_candidates(store, seeds)
     result = [np.full((len(seeds), k), -1, dtype=np.int64), np.full((len(seeds), k), -1, dtype=np.int64),
               np.full((len(seeds), k), -1, dtype=np.int8), np.zeros((len(seeds), k), dtype=np.float32)]
-    blocks = range(0, len(seeds), batch_size)
-    for begin in tqdm(blocks, desc="PEPR (exact, any)", unit=" blocks", disable=not show_progress, leave=False):
-        block = seeds[begin : begin + batch_size]
-        block_scores, _ = _power_iteration(walk, block, alpha=alpha, jump=jump, dangling=dangling, start=start,
-                                           tol=tol, max_iter=max_iter, dtype=dtype)
+    for begin, block, block_scores in _iterate_blocks(walk, seeds, batch_size=batch_size, show_progress=show_progress,
+                                                      description="PEPR (exact, any)", alpha=alpha, jump=jump,
+                                                      dangling=dangling, start=start, tol=tol, max_iter=max_iter,
+                                                      dtype=dtype):
         for column, seed in enumerate(block.tolist()):
             column_scores = block_scores[:, column].astype(np.float64)
             column_scores[seed] = -np.inf
@@ -523,11 +528,9 @@ def _fast_candidate_scores(store, walk, seeds, indptr, neighbors, *, epsilon, nu
     hubs = _choose_hubs(walk, num_hubs)
     # exact seed-jump PPR of every hub, one column per hub: (n, hubs)
     hub_vectors = np.zeros((n, len(hubs)), dtype=np.float32)
-    for begin in range(0, len(hubs), batch_size):
-        block = hubs[begin : begin + batch_size]
-        vectors, _ = _power_iteration(walk, block, alpha=alpha, jump="seed", dangling="jump",
-                                      start=np.full(n, 1.0 / n), tol=hub_tol, max_iter=max_iter,
-                                      dtype=np.float32)
+    for begin, block, vectors in _iterate_blocks(walk, hubs, batch_size=batch_size, alpha=alpha, jump="seed",
+                                                 dangling="jump", start=np.full(n, 1.0 / n), tol=hub_tol,
+                                                 max_iter=max_iter, dtype=np.float32):
         hub_vectors[:, begin : begin + len(block)] = vectors
     logger.info("PEPR fast: exact vectors of %d hubs (degree ≥ %g) in %.1f s", len(hubs),
                 walk.degree[hubs].min() if len(hubs) else 0, time.perf_counter() - started)
