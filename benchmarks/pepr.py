@@ -45,6 +45,14 @@ def load_graph(name: str):
     return KGStore.load(cache)
 
 
+class _LoggedRows(list):
+    """Rows of the table, each also logged as soon as it is measured."""
+
+    def append(self, row) -> None:
+        print(f"  measured: {row}", file=sys.stderr, flush=True)
+        super().append(row)
+
+
 def recall_at_k(reference_scores: np.ndarray, reference_table, table) -> tuple[float, float]:
     values = []
     for row in range(len(reference_table)):
@@ -76,7 +84,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     recall_seeds = rng.choice(n, args.recall_seeds, replace=False)
     timing_seeds = rng.choice(n, args.timing_seeds, replace=False)
-    rows = []
+    rows = _LoggedRows()
 
     # exact: reference scores and table on the recall sample
     began = time.perf_counter()
@@ -107,8 +115,8 @@ def main() -> None:
     import scipy.sparse
 
     walk = TransitionMatrix.from_store(store)
-    adjacency = scipy.sparse.csr_array((np.ones(len(walk.push_indices)), walk.push_indices, walk.push_indptr),
-                                       shape=(n, n))
+    adjacency = scipy.sparse.csr_matrix((np.ones(len(walk.push_indices)), walk.push_indices, walk.push_indptr),
+                                        shape=(n, n))  # scikit-network takes csr_matrix, not csr_array
     anchors = recall_seeds[: args.anchor_seeds]
     try:
         from sknetwork.ranking import PageRank
