@@ -14,7 +14,6 @@ DEMO_ENTITIES = ("糖尿病", "高血压", "阿司匹林", "感冒")
 
 
 def run_demo(work_dir: str | Path = "artifacts/demo") -> int:
-    import numpy as np
     import pandas as pd
 
     from kgplm.kg.pepr import NeighborTable, top_k_neighbors

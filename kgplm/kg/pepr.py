@@ -58,7 +58,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any

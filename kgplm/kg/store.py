@@ -21,7 +21,7 @@ import logging
 import os
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,6 @@ from kgplm.kg.vocabulary import LABEL_ROLES, NAME_ROLES, OWL_SAME_AS, local_name
 if TYPE_CHECKING:  # pragma: no cover
     import rdflib
     import scipy.sparse
-    import torch_geometric.data
 
 __all__ = ["KGStore", "GraphCollector", "STORE_FORMAT_VERSION"]
 
