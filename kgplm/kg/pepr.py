@@ -402,7 +402,7 @@ def _select_top_k(indptr, neighbors, relations, directions, scores, k) -> tuple[
     return table_neighbors, table_relations, table_directions, table_scores
 
 
-def _exact_candidate_scores(store, walk, seeds, candidate_indptr, candidate_neighbors, *, alpha, jump, dangling,
+def _exact_candidate_scores(walk, seeds, candidate_indptr, candidate_neighbors, *, alpha, jump, dangling,
                             start, tol, max_iter, batch_size, dtype, show_progress) -> np.ndarray:
     scores = np.zeros(len(candidate_neighbors), dtype=np.float64)
     for begin, block, block_scores in _iterate_blocks(walk, seeds, batch_size=batch_size, show_progress=show_progress,
@@ -505,17 +505,17 @@ def top_k_neighbors(
         return NeighborTable(seeds, *columns, config=config)
     indptr, neighbors, relations, directions = _one_hop_candidates(store, seeds)
     if mode == "exact":
-        scores = _exact_candidate_scores(store, walk, seeds, indptr, neighbors, **common)
+        scores = _exact_candidate_scores(walk, seeds, indptr, neighbors, **common)
     else:
         scores = _fast_candidate_scores(store, walk, seeds, indptr, neighbors, epsilon=epsilon, num_hubs=num_hubs,
-                                        num_threads=num_threads, **common)
+                                        num_threads=num_threads, alpha=alpha, jump=jump, max_iter=max_iter,
+                                        batch_size=batch_size, show_progress=show_progress)
     columns = _select_top_k(indptr, neighbors, relations, directions, scores, k)
     return NeighborTable(seeds, *columns, config=config)
 
 
 def _fast_candidate_scores(store, walk, seeds, indptr, neighbors, *, epsilon, num_hubs, num_threads, alpha, jump,
-                           dangling, start, tol, max_iter, batch_size, dtype, show_progress,
-                           hub_tol: float = 1e-6) -> np.ndarray:
+                           max_iter, batch_size, show_progress, hub_tol: float = 1e-6) -> np.ndarray:
     import numba
 
     from kgplm.kg._pepr_kernels import forward_push_scores
