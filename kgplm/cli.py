@@ -6,6 +6,8 @@ import argparse
 import json
 import logging
 import sys
+
+import numpy as np
 from collections.abc import Sequence
 
 from kgplm.exceptions import KgplmError
@@ -78,10 +80,85 @@ def _cmd_kg_pepr(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_kg_embed(args: argparse.Namespace) -> int:
+    from kgplm.kg.embeddings import KGEmbeddings, split_triples, train_kg_embeddings
+
+    store = _store(args.store)
+    train, test = store.triples, None
+    if args.test_fraction > 0:
+        train, test = split_triples(store.triples, test_fraction=args.test_fraction, seed=args.seed)
+    initialize_from = None if args.init_from is None else KGEmbeddings.load(args.init_from, store=store)
+    embeddings = train_kg_embeddings(
+        store, method=args.method, dim=args.dim, relation_dim=args.relation_dim, epochs=args.epochs,
+        batch_size=args.batch_size, num_negatives=args.num_negatives, margin=args.margin, lr=args.lr,
+        norm=args.norm, negative_sampling=args.negative_sampling, optimizer=args.optimizer, triples=train,
+        initialize_from=initialize_from, seed=args.seed, device=args.device)
+    if args.format == "openke":
+        embeddings.to_openke(args.out, store)
+    elif args.format == "dglke":
+        embeddings.to_dglke(args.out, store)
+    else:
+        embeddings.save(args.out)
+    print(f"{embeddings!r}: {embeddings.config['triples_per_second']:,.0f} triples/s, final mean loss "
+          f"{embeddings.history[-1]['loss']:.4f}; saved ({args.format}) to {args.out}")
+    if test is not None and len(test):
+        sample = test[np.random.default_rng(args.seed).permutation(len(test))[: args.max_eval]]
+        metrics = embeddings.evaluate(sample, filter_triples=store.triples)
+        print(f"filtered link prediction on {len(sample):,} held-out triples: "
+              + ", ".join(f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}"
+                          for key, value in metrics.items()))
+    return 0
+
+
 def _cmd_kg_export(args: argparse.Namespace) -> int:
     store = _store(args.store)
     path = store.to_rdf(args.out, format=args.format)
     print(f"wrote {store.num_triples:,} triples of {store!r} to {path}")
+    return 0
+
+
+def _cmd_text_vocab(args: argparse.Namespace) -> int:
+    from kgplm.text import build_vocab
+
+    corpus = args.corpus if len(args.corpus) > 1 else args.corpus[0]
+    tokenizer = build_vocab(corpus, args.vocab_size, min_frequency=args.min_frequency, output_dir=args.out)
+    print(f"trained a WordPiece vocabulary of {len(tokenizer):,} pieces; saved to {args.out}")
+    return 0
+
+
+def _cmd_text_link(args: argparse.Namespace) -> int:
+    from kgplm.text import EntityLinker, read_corpus
+
+    store = _store(args.store)
+    linker = EntityLinker(store, min_length=args.min_length, nested=args.nested)
+    texts = [(f"arg{i}", text) for i, text in enumerate(args.text)]
+    if args.file:
+        texts += [(document.id, document.text) for document in read_corpus(args.file)]
+    for identifier, text in texts:
+        for mention in linker.link(text):
+            record = {"text": identifier, "start": mention.start, "end": mention.end, "surface": mention.surface,
+                      "entity_id": mention.entity_id, "entity": store.entity_name(mention.entity_id),
+                      "type": store.entity_type(mention.entity_id)}
+            if len(mention.candidates) > 1:
+                record["candidates"] = list(mention.candidates)
+            print(json.dumps(record, ensure_ascii=False))
+    return 0
+
+
+def _cmd_text_build_corpus(args: argparse.Namespace) -> int:
+    from kgplm.text import build_corpus, load_tokenizer
+    from kgplm.text.corpus import corpus_manifest
+
+    store = _store(args.store)
+    tokenizer = load_tokenizer(args.tokenizer)
+    options = {"columns": args.columns} if args.columns else {}
+    dataset = build_corpus(args.corpus, store=store, tokenizer=tokenizer, output_dir=args.out,
+                           neighbor_table=args.pepr, max_length=args.max_length, stride=args.stride,
+                           whole_word=not args.no_whole_word, shard_size=args.shard_size, **options)
+    statistics = corpus_manifest(args.out)["statistics"]
+    print(f"{len(dataset):,} examples from {statistics['documents']:,} documents; "
+          f"{statistics['mentions_in_examples']:,} of {statistics['mentions_in_text']:,} mentions kept; "
+          f"written to {args.out}")
     return 0
 
 
@@ -133,11 +210,65 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", nargs="*", default=None, help="entity names or ids (default: every entity)")
     p.set_defaults(handler=_cmd_kg_pepr)
 
+    p = kg.add_parser("embed", help="train TransE / TransR embeddings of a store")
+    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--method", choices=["transe", "transr"], default="transe")
+    p.add_argument("--dim", type=int, default=100, help="entity embedding size")
+    p.add_argument("--relation-dim", type=int, default=None, help="TransR relation size (default: --dim)")
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=8192)
+    p.add_argument("--num-negatives", type=int, default=1)
+    p.add_argument("--margin", type=float, default=1.0)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--norm", type=int, choices=[1, 2], default=None,
+                   help="distance norm (default 1 for TransE, 2 for TransR)")
+    p.add_argument("--negative-sampling", choices=["bernoulli", "uniform"], default="bernoulli")
+    p.add_argument("--optimizer", choices=["sparse_adam", "adagrad", "sgd"], default="sparse_adam")
+    p.add_argument("--init-from", default=None, help="start from saved embeddings (TransR from TransE)")
+    p.add_argument("--format", choices=["kgplm", "openke", "dglke"], default="kgplm")
+    p.add_argument("--test-fraction", type=float, default=0.0,
+                   help="hold out this share of triples and report filtered MRR / Hits@k on them")
+    p.add_argument("--max-eval", type=int, default=2000, help="evaluate at most this many held-out triples")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.set_defaults(handler=_cmd_kg_embed)
+
     p = kg.add_parser("export", help="export a store as RDF")
     p.add_argument("store", help=store_help)
     p.add_argument("--out", required=True, help="output file (.ttl or .nt)")
     p.add_argument("--format", default="turtle", help="turtle (default), nt, xml, json-ld")
     p.set_defaults(handler=_cmd_kg_export)
+
+    text = commands.add_parser("text", help="text pipeline commands").add_subparsers(dest="text_command",
+                                                                                     required=True)
+    p = text.add_parser("vocab", help="train an in-domain WordPiece vocabulary")
+    p.add_argument("corpus", nargs="+", help="corpus files (text lines, CSV, JSON lines)")
+    p.add_argument("--vocab-size", type=int, default=21128)
+    p.add_argument("--min-frequency", type=int, default=5)
+    p.add_argument("--out", required=True, help="tokenizer directory (save_pretrained + vocab.txt)")
+    p.set_defaults(handler=_cmd_text_vocab)
+
+    p = text.add_parser("link", help="link KG mentions in text; prints one JSON object per mention")
+    p.add_argument("text", nargs="*", default=[], help="texts to link")
+    p.add_argument("--file", default=None, help="a corpus file to link")
+    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--min-length", type=int, default=2)
+    p.add_argument("--nested", action="store_true", help="every match, also inside longer names")
+    p.set_defaults(handler=_cmd_text_link)
+
+    p = text.add_parser("build-corpus", help="tokenize, link and attach neighbours; write Arrow shards")
+    p.add_argument("corpus", help="corpus file (text lines, CSV, JSON lines)")
+    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--tokenizer", required=True, help="tokenizer directory or vocab.txt")
+    p.add_argument("--out", required=True)
+    p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to attach")
+    p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use")
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--stride", type=int, default=0)
+    p.add_argument("--shard-size", type=int, default=5000)
+    p.add_argument("--no-whole-word", action="store_true", help="skip jieba segmentation")
+    p.set_defaults(handler=_cmd_text_build_corpus)
 
     p = commands.add_parser("demo", help="run the demo on the embedded CMeKG graph")
     p.add_argument("--work-dir", default="artifacts/demo", help="where the demo writes its artefacts")

@@ -46,3 +46,23 @@ def test_kg_pepr_and_ranked_neighbors(tmp_path: Path, capsys) -> None:
     assert main(["kg", "neighbors", "糖尿病", "--store", str(toy), "--k", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "score" in lines[1] and len(lines) == 4 and "糖尿病肾病" in lines[2]
+
+
+def test_kg_embed_trains_saves_and_evaluates(tmp_path: Path, capsys) -> None:
+    from kgplm.kg.embeddings import KGEmbeddings
+
+    toy = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
+    out = tmp_path / "emb"
+    assert main(["kg", "embed", "--store", str(toy), "--out", str(out), "--dim", "8", "--epochs", "3",
+                 "--batch-size", "8", "--test-fraction", "0.2"]) == 0
+    text = capsys.readouterr().out
+    assert "triples/s" in text and "filtered link prediction" in text and "mrr" in text
+    store = KGStore.from_rdf(toy, show_progress=False)
+    embeddings = KGEmbeddings.load(out, store=store)
+    assert embeddings.entity_embeddings.shape == (store.num_entities, 8)
+
+    transr = tmp_path / "transr"
+    assert main(["kg", "embed", "--store", str(toy), "--out", str(transr), "--method", "transr", "--dim", "8",
+                 "--relation-dim", "4", "--epochs", "1", "--init-from", str(out), "--format", "openke"]) == 0
+    assert (transr / "embedding.vec.json").is_file() and (transr / "entity2id.txt").is_file()
+    assert KGEmbeddings.from_openke(transr, store).projections.shape == (store.num_relations, 8, 4)

@@ -626,6 +626,15 @@ class KGStore:
         self._name_index = dict(names)
         self._casefold_index = dict(casefolded)
 
+    def name_index(self) -> dict[str, list[int]]:
+        """Every name and alias (any language) → the ids of the entities that carry it.
+
+        Entities without a label appear under their IRI's local name. Built once, then cached.
+        """
+        if self._name_index is None:
+            self._build_name_indexes()
+        return self._name_index
+
     def entity_ids(self, name_or_iri: str) -> list[int]:
         """Every entity whose IRI, name or alias is ``name_or_iri`` (exact, then case-insensitive)."""
         if self._iri_index is None:

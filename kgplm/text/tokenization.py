@@ -1,0 +1,149 @@
+"""In-domain WordPiece vocabularies and fast tokenizers with character offsets.
+
+``build_vocab`` trains a WordPiece vocabulary the way eHealth (Wang et al. 2021, "Pre-training a
+Chinese biomedical language model", §3.1) does: the text is lower-cased, full-width and other
+compatibility forms are normalised (NFKC: ``ＭＲＩ`` → ``mri``, ``①`` → ``1``), control
+characters dropped, every Chinese character becomes its own token, Latin words and abbreviations
+(IHC, TSHR, MRI) stay whole or split into word pieces, and pieces seen fewer than
+``min_frequency`` (5) times are dropped. ``load_tokenizer`` wraps an existing ``vocab.txt`` (for
+example bert-base-chinese's) in the same pipeline, or reloads a saved tokenizer directory.
+
+Both return a ``transformers.PreTrainedTokenizerFast``: it gives ``offset_mapping`` into the
+*original* text (the normalisers are alignment-preserving), which is how mentions are mapped to
+tokens (:mod:`kgplm.text.alignment`), and it saves with ``save_pretrained``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from kgplm.exceptions import ConfigurationError, MissingFileError
+
+__all__ = ["SPECIAL_TOKENS", "build_vocab", "load_tokenizer", "wordpiece_pipeline"]
+
+logger = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def wordpiece_pipeline(model, *, lowercase: bool = True):
+    """A ``tokenizers.Tokenizer`` around a WordPiece ``model`` with kgplm's normalisation."""
+    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers
+
+    tokenizer = Tokenizer(model)
+    tokenizer.normalizer = normalizers.Sequence([
+        normalizers.NFKC(),  # full-width → half-width, compatibility forms → canonical
+        normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
+                                   lowercase=lowercase),
+    ])
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    return tokenizer
+
+
+def _finish(tokenizer):
+    """Add [CLS]/[SEP] templates and wrap as a transformers fast tokenizer."""
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+
+    missing = [token for token in SPECIAL_TOKENS if tokenizer.token_to_id(token) is None]
+    if missing:
+        raise ConfigurationError(f"the vocabulary lacks the special tokens {missing}; expected all of {SPECIAL_TOKENS}")
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]",
+                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+                                   model_input_names=["input_ids", "token_type_ids", "attention_mask"])
+
+
+def _iter_texts(corpus) -> Iterator[str]:
+    from kgplm.text.corpus import read_corpus
+
+    if isinstance(corpus, (str, os.PathLike)):
+        for document in read_corpus(corpus):
+            yield document.text
+        return
+    for item in corpus:
+        if isinstance(item, (str, os.PathLike)) and Path(item).is_file():
+            for document in read_corpus(item):
+                yield document.text
+        elif isinstance(item, str):
+            yield item
+        else:
+            raise ConfigurationError(f"corpus items must be texts or file paths, got {type(item).__name__}")
+
+
+def build_vocab(
+    corpus: str | os.PathLike | Iterable[str],
+    vocab_size: int = 21128,
+    *,
+    min_frequency: int = 5,
+    lowercase: bool = True,
+    limit_alphabet: int = 20000,
+    output_dir: str | os.PathLike | None = None,
+    show_progress: bool = True,
+):
+    """Train an in-domain WordPiece vocabulary; returns a ``PreTrainedTokenizerFast``.
+
+    ``corpus``: a corpus file (text lines, CSV, JSON lines; see :func:`kgplm.text.read_corpus`),
+    or an iterable of texts and/or such files. ``vocab_size`` includes the special tokens
+    ``[PAD] [UNK] [CLS] [SEP] [MASK]`` (ids 0–4). ``limit_alphabet`` caps the single characters
+    kept (Chinese needs thousands). With ``output_dir`` the tokenizer is saved there
+    (``save_pretrained``: ``tokenizer.json`` and config) and a ``vocab.txt`` is written beside it.
+    """
+    from tokenizers import models, trainers
+
+    if vocab_size < len(SPECIAL_TOKENS) + 1:
+        raise ConfigurationError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
+    if min_frequency < 1:
+        raise ConfigurationError(f"min_frequency must be at least 1, got {min_frequency}")
+    tokenizer = wordpiece_pipeline(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100),
+                                   lowercase=lowercase)
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                        special_tokens=list(SPECIAL_TOKENS), limit_alphabet=limit_alphabet,
+                                        continuing_subword_prefix="##", show_progress=show_progress)
+    tokenizer.train_from_iterator(_iter_texts(corpus), trainer=trainer)
+    logger.info("trained a WordPiece vocabulary of %d pieces", tokenizer.get_vocab_size())
+    fast = _finish(tokenizer)
+    if output_dir is not None:
+        save_tokenizer(fast, output_dir)
+    return fast
+
+
+def save_tokenizer(tokenizer, output_dir: str | os.PathLike) -> Path:
+    """``save_pretrained`` plus a ``vocab.txt`` in id order (what BERT-style code reads)."""
+    from kgplm._io import atomic_directory
+
+    output_dir = Path(output_dir)
+    with atomic_directory(output_dir) as temporary:
+        tokenizer.save_pretrained(str(temporary))
+        vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+        (temporary / "vocab.txt").write_text("".join(f"{token}\n" for token, _ in vocabulary), encoding="utf-8")
+    return output_dir
+
+
+def load_tokenizer(path: str | os.PathLike, *, lowercase: bool = True):
+    """A fast tokenizer from a saved directory (``tokenizer.json``) or a WordPiece ``vocab.txt``.
+
+    A directory holding only ``vocab.txt`` is read as a vocabulary file.
+    """
+    from tokenizers import models
+
+    path = Path(path)
+    if path.is_dir():
+        if (path / "tokenizer.json").is_file():
+            from transformers import PreTrainedTokenizerFast
+
+            return PreTrainedTokenizerFast.from_pretrained(str(path))
+        path = path / "vocab.txt"
+    if not path.is_file():
+        raise MissingFileError(path, "tokenizer directory or vocab.txt")
+    return _finish(wordpiece_pipeline(models.WordPiece.from_file(str(path), unk_token="[UNK]",
+                                                                 max_input_chars_per_word=100),
+                                      lowercase=lowercase))
