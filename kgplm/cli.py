@@ -120,7 +120,9 @@ def _cmd_kg_export(args: argparse.Namespace) -> int:
 def _cmd_text_vocab(args: argparse.Namespace) -> int:
     from kgplm.text import build_vocab
 
-    corpus = args.corpus if len(args.corpus) > 1 else args.corpus[0]
+    from pathlib import Path
+
+    corpus = [Path(path) for path in args.corpus]
     tokenizer = build_vocab(corpus, args.vocab_size, min_frequency=args.min_frequency, output_dir=args.out)
     print(f"trained a WordPiece vocabulary of {len(tokenizer):,} pieces; saved to {args.out}")
     return 0

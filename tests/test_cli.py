@@ -66,3 +66,28 @@ def test_kg_embed_trains_saves_and_evaluates(tmp_path: Path, capsys) -> None:
                  "--relation-dim", "4", "--epochs", "1", "--init-from", str(out), "--format", "openke"]) == 0
     assert (transr / "embedding.vec.json").is_file() and (transr / "entity2id.txt").is_file()
     assert KGEmbeddings.from_openke(transr, store).projections.shape == (store.num_relations, 8, 4)
+
+
+def test_text_vocab_link_and_build_corpus(tmp_path: Path, capsys) -> None:
+    import json
+
+    from kgplm.text import load_corpus, load_tokenizer
+
+    toy = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("糖尿病患者常见多尿。\n服用二甲双胍和阿司匹林。\n" * 10, encoding="utf-8")
+    assert main(["text", "vocab", str(corpus), "--vocab-size", "200", "--min-frequency", "2",
+                 "--out", str(tmp_path / "tok")]) == 0
+    tokenizer = load_tokenizer(tmp_path / "tok")
+    assert tokenizer.tokenize("二甲双胍") == ["二", "甲", "双", "胍"]
+    capsys.readouterr()
+
+    assert main(["text", "link", "糖尿病伴多尿", "--store", str(toy)]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["start"], r["end"], r["entity"]) for r in records] == [(0, 3, "糖尿病"), (4, 6, "多尿")]
+
+    out = tmp_path / "built"
+    assert main(["text", "build-corpus", str(corpus), "--store", str(toy), "--tokenizer", str(tmp_path / "tok"),
+                 "--out", str(out), "--max-length", "16"]) == 0
+    assert "20 examples from 20 documents" in capsys.readouterr().out
+    assert len(load_corpus(out)) == 20

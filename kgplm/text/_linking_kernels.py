@@ -29,26 +29,22 @@ def _child(node, code, child_ptr, child_codes, child_nodes):  # pragma: no cover
     return -1
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _latin_alnum(code):  # pragma: no cover - compiled
-    return (48 <= code <= 57) or (65 <= code <= 90) or (97 <= code <= 122)
-
-
 @numba.njit(cache=True, nogil=True)
-def find_matches(codes, child_ptr, child_codes, child_nodes, terminal, nested, starts, ends, entries):  # pragma: no cover
+def find_matches(codes, begins_word, ends_word, child_ptr, child_codes, child_nodes, terminal, nested, starts,
+                 ends, entries):  # pragma: no cover - compiled
     """Fill ``starts/ends/entries`` with matches in ``codes``; return their count, or -1 when full.
 
     Not nested: leftmost-longest, non-overlapping. Nested: every match, by start then longest
-    first. A match must not start right after, or end right before, a Latin letter or digit when
-    its own first or last character is one.
+    first. ``begins_word[i]`` / ``ends_word[i]``: character i begins / ends with a Latin letter or
+    digit (after NFKC). A match must not start right after a character that ends with one when
+    its own first character begins with one, and likewise at its end.
     """
     size = codes.shape[0]
     capacity = starts.shape[0]
     count = 0
     position = 0
     while position < size:
-        first = codes[position]
-        if _latin_alnum(first) and position > 0 and _latin_alnum(codes[position - 1]):
+        if begins_word[position] and position > 0 and ends_word[position - 1]:
             position += 1
             continue
         node = 0
@@ -63,8 +59,7 @@ def find_matches(codes, child_ptr, child_codes, child_nodes, terminal, nested, s
             cursor += 1
             entry = terminal[node]
             if entry >= 0:
-                last = codes[cursor - 1]
-                if not (_latin_alnum(last) and cursor < size and _latin_alnum(codes[cursor])):
+                if not (ends_word[cursor - 1] and cursor < size and begins_word[cursor]):
                     if nested:
                         if count == capacity:
                             return -1

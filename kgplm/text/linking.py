@@ -15,9 +15,10 @@ How matching works:
   numba kernel. For leftmost-longest matching this gives what an Aho–Corasick automaton gives;
   ``benchmarks/linking.py`` measures it against ``pyahocorasick`` (slower here: its automaton
   over 135k Chinese names costs about 2 µs per character) and a pure-Python trie.
-* Word boundaries for Latin text: a match whose first (last) character is an ASCII letter or
+* Word boundaries for Latin text: a match whose first (last) character is a Latin letter or
   digit must not be preceded (followed) by one, so ``MRI`` is not found inside ``MRIs`` and
-  ``B1`` not inside ``B12``. Chinese has no such boundaries and matches anywhere.
+  ``B1`` not inside ``B12``. "Latin letter or digit" is judged on the NFKC form, as the tokenizer
+  sees it (``Ⅱ`` is ``II``, ``ｂ`` is ``b``). Chinese has no such boundaries and matches anywhere.
 * Selection: by default leftmost-longest and non-overlapping (scan left to right, take the
   longest name starting at the leftmost free position). ``nested=True`` returns every match,
   including names inside longer names (EMBERT, nested NER).
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import unicodedata
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -63,28 +65,40 @@ class Mention(NamedTuple):
     candidates: tuple[int, ...] = ()
 
 
-_NORMALIZATION_TABLE: np.ndarray | None = None
+_TABLES: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
-def _normalization_table() -> np.ndarray:
-    """code point → code point: full-width ASCII → half-width, U+3000 → space, 1-char lower case."""
-    global _NORMALIZATION_TABLE
-    if _NORMALIZATION_TABLE is None:
-        table = np.arange(sys.maxunicode + 1, dtype=np.int32)
-        for code in range(sys.maxunicode + 1):
+def _character_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per code point: its matching form, and whether its NFKC form begins / ends with a Latin
+    letter or digit (so that ``Ⅱ`` after ``MRI`` counts as part of a Latin word, as the tokenizer sees it)."""
+    global _TABLES
+    if _TABLES is None:
+        size = sys.maxunicode + 1
+        table = np.arange(size, dtype=np.int32)
+        begins = np.zeros(size, dtype=np.bool_)
+        ends = np.zeros(size, dtype=np.bool_)
+        for code in range(size):
             if 0xD800 <= code <= 0xDFFF:
                 continue
-            target = chr(code - 0xFEE0) if 0xFF01 <= code <= 0xFF5E else (" " if code == 0x3000 else chr(code))
+            char = chr(code)
+            target = chr(code - 0xFEE0) if 0xFF01 <= code <= 0xFF5E else (" " if code == 0x3000 else char)
             lowered = target.lower()
             table[code] = ord(lowered if len(lowered) == 1 else target)
-        _NORMALIZATION_TABLE = table
-    return _NORMALIZATION_TABLE
+            if code < 128:
+                begins[code] = ends[code] = char.isalnum()
+            elif not char.isspace():
+                compatible = unicodedata.normalize("NFKC", char)
+                if compatible:
+                    begins[code] = compatible[0].isascii() and compatible[0].isalnum()
+                    ends[code] = compatible[-1].isascii() and compatible[-1].isalnum()
+        _TABLES = (table, begins, ends)
+    return _TABLES
 
 
 def normalized_codes(text: str) -> np.ndarray:
     """The normalised code points of ``text`` as int32, one per character."""
     codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
-    return _normalization_table()[codes]
+    return _character_tables()[0][codes]
 
 
 def normalize_for_matching(text: str) -> str:
@@ -154,13 +168,15 @@ class EntityLinker:
     def find(self, text: str, *, nested: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(starts, ends, entries)`` arrays of the matches in ``text`` (entries index ``patterns``)."""
         nested = self.nested if nested is None else nested
-        codes = normalized_codes(text)
+        raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
+        table, begins, ends_table = _character_tables()
+        codes, begins_word, ends_word = table[raw], begins[raw], ends_table[raw]
         capacity = max(16, len(codes) // (1 if nested else 2) + 1)
         while True:
             starts = np.empty(capacity, dtype=np.int64)
             ends = np.empty(capacity, dtype=np.int64)
             entries = np.empty(capacity, dtype=np.int64)
-            count = _kernels.find_matches(codes, *self._trie, nested, starts, ends, entries)
+            count = _kernels.find_matches(codes, begins_word, ends_word, *self._trie, nested, starts, ends, entries)
             if count >= 0:
                 return starts[:count], ends[:count], entries[:count]
             capacity *= 4

@@ -70,7 +70,7 @@ def _iter_texts(corpus) -> Iterator[str]:
             yield document.text
         return
     for item in corpus:
-        if isinstance(item, (str, os.PathLike)) and Path(item).is_file():
+        if isinstance(item, os.PathLike):
             for document in read_corpus(item):
                 yield document.text
         elif isinstance(item, str):
@@ -92,7 +92,7 @@ def build_vocab(
     """Train an in-domain WordPiece vocabulary; returns a ``PreTrainedTokenizerFast``.
 
     ``corpus``: a corpus file (text lines, CSV, JSON lines; see :func:`kgplm.text.read_corpus`),
-    or an iterable of texts and/or such files. ``vocab_size`` includes the special tokens
+    or an iterable of texts (``str``) and/or such files (``pathlib.Path``). ``vocab_size`` includes the special tokens
     ``[PAD] [UNK] [CLS] [SEP] [MASK]`` (ids 0–4). ``limit_alphabet`` caps the single characters
     kept (Chinese needs thousands). With ``output_dir`` the tokenizer is saved there
     (``save_pretrained``: ``tokenizer.json`` and config) and a ``vocab.txt`` is written beside it.
