@@ -380,6 +380,16 @@ class KGEmbeddings:
             embeddings.check_compatible(store)
         return embeddings
 
+    @classmethod
+    def _imported(cls, method, entities, relations, projections, norm, origin: str,
+                  store: "KGStore | None") -> "KGEmbeddings":
+        embeddings = cls(method=method, entity_embeddings=entities, relation_embeddings=relations,
+                         projections=projections, norm=norm, config={"imported_from": origin})
+        if store is not None:
+            embeddings.check_compatible(store)
+            embeddings.store_fingerprint = store_fingerprint(store)
+        return embeddings
+
     # -- OpenKE ---------------------------------------------------------------------------------
     def to_openke(self, directory: str | os.PathLike, store: "KGStore | None" = None) -> Path:
         """Write OpenKE's parameter dump ``embedding.vec.json`` and, with ``store``, its id maps.
@@ -398,9 +408,7 @@ class KGEmbeddings:
                 json.dump(parameters, handle)
             if store is not None:
                 self.check_compatible(store)
-                _write_id_map(temporary / "entity2id.txt",
-                              (store.entity_iri(i) for i in range(store.num_entities)), store.num_entities, True)
-                _write_id_map(temporary / "relation2id.txt", store.relation_iris, store.num_relations, True)
+                _write_id_maps(temporary, store, ("entity2id.txt", "relation2id.txt"), openke=True)
         return Path(directory)
 
     @classmethod
@@ -444,22 +452,11 @@ class KGEmbeddings:
             base = json_path.parent
             entity2id = entity2id or (base / "entity2id.txt" if (base / "entity2id.txt").is_file() else None)
             relation2id = relation2id or (base / "relation2id.txt" if (base / "relation2id.txt").is_file() else None)
-            if entity2id is not None:
-                entities = _reorder_rows(entities, _read_openke_id_map(entity2id), Path(entity2id), store, "entity",
-                                         json_path)
-            if relation2id is not None:
-                order = _reorder_rows(torch.arange(relations.shape[0]).unsqueeze(1).float(),
-                                      _read_openke_id_map(relation2id), Path(relation2id), store, "relation",
-                                      json_path)
-                index = order.squeeze(1).long()
-                relations = relations[index]
-                projections = None if projections is None else projections[index]
-        embeddings = cls(method=method, entity_embeddings=entities, relation_embeddings=relations,
-                         projections=projections, norm=norm, config={"imported_from": f"openke:{json_path}"})
-        if store is not None:
-            embeddings.check_compatible(store)
-            embeddings.store_fingerprint = store_fingerprint(store)
-        return embeddings
+            entity_map = None if entity2id is None else (_read_openke_id_map(entity2id), Path(entity2id))
+            relation_map = None if relation2id is None else (_read_openke_id_map(relation2id), Path(relation2id))
+            entities, relations, projections = _apply_id_maps(entities, relations, projections, store, entity_map,
+                                                              relation_map, json_path)
+        return cls._imported(method, entities, relations, projections, norm, f"openke:{json_path}", store)
 
     # -- DGL-KE ---------------------------------------------------------------------------------
     def _dglke_model_name(self) -> str:
@@ -478,9 +475,7 @@ class KGEmbeddings:
                         self.projections.reshape(self.num_relations, -1).numpy())
             if store is not None:
                 self.check_compatible(store)
-                _write_id_map(temporary / "entities.tsv",
-                              (store.entity_iri(i) for i in range(store.num_entities)), store.num_entities, False)
-                _write_id_map(temporary / "relations.tsv", store.relation_iris, store.num_relations, False)
+                _write_id_maps(temporary, store, ("entities.tsv", "relations.tsv"), openke=False)
         return Path(directory)
 
     @classmethod
@@ -517,31 +512,40 @@ class KGEmbeddings:
                 raise ArtifactError(f"{candidates[0]} has shape {tuple(flat.shape)}; expected {expected}")
             projections = flat.view(relations.shape[0], entities.shape[1], relations.shape[1])
         if store is not None:
-            if (directory / "entities.tsv").is_file():
-                entities = _reorder_rows(entities, _read_dglke_id_map(directory / "entities.tsv"),
-                                         directory / "entities.tsv", store, "entity", entity_files[0])
-            if (directory / "relations.tsv").is_file():
-                order = _reorder_rows(torch.arange(relations.shape[0]).unsqueeze(1).float(),
-                                      _read_dglke_id_map(directory / "relations.tsv"), directory / "relations.tsv",
-                                      store, "relation", relation_path)
-                index = order.squeeze(1).long()
-                relations = relations[index]
-                projections = None if projections is None else projections[index]
-        embeddings = cls(method=method, entity_embeddings=entities, relation_embeddings=relations,
-                         projections=projections, norm=norm, config={"imported_from": f"dglke:{directory}"})
-        if store is not None:
-            embeddings.check_compatible(store)
-            embeddings.store_fingerprint = store_fingerprint(store)
-        return embeddings
+            maps = []
+            for name in ("entities.tsv", "relations.tsv"):
+                path = directory / name
+                maps.append((_read_dglke_id_map(path), path) if path.is_file() else None)
+            entities, relations, projections = _apply_id_maps(entities, relations, projections, store, *maps,
+                                                              entity_files[0])
+        return cls._imported(method, entities, relations, projections, norm, f"dglke:{directory}", store)
 
 
 # -- id maps ---------------------------------------------------------------------------------------
-def _write_id_map(path: Path, names, count: int, openke: bool) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        if openke:
-            handle.write(f"{count}\n")
-        for index, name in enumerate(names):
-            handle.write(f"{name}\t{index}\n" if openke else f"{index}\t{name}\n")
+def _write_id_maps(directory: Path, store: "KGStore", file_names: tuple[str, str], *, openke: bool) -> None:
+    """Entity and relation id maps: OpenKE ``count`` line then ``IRI<TAB>id``; DGL-KE ``id<TAB>IRI``."""
+    entity_iris = (store.entity_iri(i) for i in range(store.num_entities))
+    for file_name, names, count in ((file_names[0], entity_iris, store.num_entities),
+                                    (file_names[1], store.relation_iris, store.num_relations)):
+        with open(directory / file_name, "w", encoding="utf-8") as handle:
+            if openke:
+                handle.write(f"{count}\n")
+            for index, name in enumerate(names):
+                handle.write(f"{name}\t{index}\n" if openke else f"{index}\t{name}\n")
+
+
+def _apply_id_maps(entities: torch.Tensor, relations: torch.Tensor, projections: torch.Tensor | None,
+                   store: "KGStore", entity_map, relation_map, source: Path):
+    """Reorder imported tables to the store's ids; each map is ``(rows, path)`` or None (keep the order)."""
+    if entity_map is not None:
+        entities = _reorder_rows(entities, entity_map[0], entity_map[1], store, "entity", source)
+    if relation_map is not None:
+        order = _reorder_rows(torch.arange(relations.shape[0]).unsqueeze(1).float(), relation_map[0],
+                              relation_map[1], store, "relation", source)
+        index = order.squeeze(1).long()
+        relations = relations[index]
+        projections = None if projections is None else projections[index]
+    return entities, relations, projections
 
 
 def _read_openke_id_map(path: str | os.PathLike) -> list[tuple[str, int, int]]:
