@@ -194,7 +194,7 @@ def test_numba_row_updates_equal_the_torch_reference(optimizer, constraint):
 
 
 def test_lazy_adam_matches_torch_sparse_adam_on_touched_rows():
-    weight = torch.randn(20, 4)
+    weight = torch.randn(20, 4, generator=torch.Generator().manual_seed(0))
     embedding = torch.nn.Embedding.from_pretrained(weight.clone(), freeze=False, sparse=True)
     reference = torch.optim.SparseAdam(embedding.parameters(), lr=0.1)
     table = _RowTable(weight.clone(), optimizer="sparse_adam", lr=0.1, constraint=kernels.CONSTRAINT_NONE)
@@ -206,7 +206,8 @@ def test_lazy_adam_matches_torch_sparse_adam_on_touched_rows():
         rows, inverse = table.gather(ids)
         rows[inverse].pow(2).sum().backward()
         table.step()
-    torch.testing.assert_close(table.weight, embedding.weight.detach(), rtol=1e-5, atol=1e-6)
+    # float32 operation order differs; 1e-5 is far below the Adam step of lr = 0.1
+    torch.testing.assert_close(table.weight, embedding.weight.detach(), rtol=1e-4, atol=1e-5)
 
 
 def test_bernoulli_probabilities_by_hand():
