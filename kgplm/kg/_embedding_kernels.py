@@ -51,9 +51,8 @@ def gather_constrained(table, rows, constraint, out):  # pragma: no cover - comp
 @numba.njit(parallel=True, cache=True, nogil=True)
 def adam_rows(table, first_moment, second_moment, rows, gradient, lr, beta1, beta2, eps, step):  # pragma: no cover
     """Lazy Adam on ``table[rows]`` with the (coalesced) ``gradient`` of those rows."""
-    correction1 = 1.0 - beta1 ** step
-    correction2 = 1.0 - beta2 ** step
-    step_size = lr / correction1
+    # torch.optim.SparseAdam's form: ε is added to √v, the bias corrections go into the step size
+    step_size = lr * math.sqrt(1.0 - beta2 ** step) / (1.0 - beta1 ** step)
     for i in numba.prange(rows.shape[0]):
         row = rows[i]
         for j in range(table.shape[1]):
@@ -62,7 +61,7 @@ def adam_rows(table, first_moment, second_moment, rows, gradient, lr, beta1, bet
             v = beta2 * second_moment[row, j] + (1.0 - beta2) * g * g
             first_moment[row, j] = m
             second_moment[row, j] = v
-            table[row, j] -= step_size * m / (math.sqrt(v / correction2) + eps)
+            table[row, j] -= step_size * m / (math.sqrt(v) + eps)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

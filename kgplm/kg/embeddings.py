@@ -197,8 +197,8 @@ class _RowTable:
             v = second.index_select(0, rows).mul_(0.999).addcmul_(gradient, gradient, value=0.001)
             first.index_copy_(0, rows, m)
             second.index_copy_(0, rows, v)
-            correction1, correction2 = 1 - 0.9 ** self.step_count, 1 - 0.999 ** self.step_count
-            update = (m / correction1) / ((v / correction2).sqrt() + 1e-8)
+            step_scale = math.sqrt(1 - 0.999 ** self.step_count) / (1 - 0.9 ** self.step_count)
+            update = step_scale * m / (v.sqrt() + 1e-8)
         elif self.optimizer == "adagrad":
             (accumulator,) = self.state
             accumulated = accumulator.index_select(0, rows).addcmul_(gradient, gradient)
