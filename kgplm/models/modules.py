@@ -1,0 +1,181 @@
+"""Knowledge modules shared by the methods: span pooling, KG tables, a relational encoder, a text encoder.
+
+Variable-size sets (the tokens of a mention, the neighbours of a mention) are flat tensors with
+an index saying which set each row belongs to, as in PyTorch Geometric; softmaxes and sums over
+a set use ``torch_geometric.utils.softmax`` and ``scatter`` instead of padding.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch_geometric.nn import RGCNConv
+from torch_geometric.utils import scatter, softmax
+from transformers import PreTrainedModel
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_outputs import ModelOutput
+
+from kgplm.models.configuration import KgplmConfig
+
+__all__ = ["mention_token_index", "SelfAttentiveSpanPooling", "KnowledgeGraphTables", "RelationalEncoder",
+           "KgplmPreTrainedModel", "run_encoder_layers", "extended_attention_mask", "PretrainingOutput"]
+
+
+def mention_token_index(mention_batch: torch.Tensor, mention_spans: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Flatten token ``[start, end)`` spans into one row per mention token.
+
+    Returns ``(token_mention, token_batch, token_position)``, each (mention_tokens,): the mention a
+    row belongs to, its sequence in the batch and its position in the sequence.
+    """
+    lengths = (mention_spans[:, 1] - mention_spans[:, 0]).clamp(min=0)  # (mentions,)
+    token_mention = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
+    starts_of_rows = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+    offsets = torch.arange(len(token_mention), device=lengths.device) - starts_of_rows
+    token_position = mention_spans[token_mention, 0] + offsets
+    return token_mention, mention_batch[token_mention], token_position
+
+
+class SelfAttentiveSpanPooling(nn.Module):
+    """Self-attentive span pooling (Lin et al. 2017, one attention head).
+
+    a_t = softmax_{t ∈ span}(w₂ᵀ tanh(W₁ h_t)),  sp(h_i..h_j) = Σ_t a_t h_t.
+    """
+
+    def __init__(self, hidden_size: int, attention_size: int | None = None) -> None:
+        super().__init__()
+        attention_size = attention_size or hidden_size
+        self.project = nn.Linear(hidden_size, attention_size, bias=False)
+        self.score = nn.Linear(attention_size, 1, bias=False)
+
+    def forward(self, token_states: torch.Tensor, token_mention: torch.Tensor, num_mentions: int) -> torch.Tensor:
+        """``token_states`` (mention_tokens, d) → (mentions, d)."""
+        scores = self.score(torch.tanh(self.project(token_states))).squeeze(-1)  # (mention_tokens,)
+        weights = softmax(scores, token_mention, num_nodes=num_mentions)
+        return scatter(weights.unsqueeze(-1) * token_states, token_mention, dim=0, dim_size=num_mentions,
+                       reduce="sum")
+
+
+class KnowledgeGraphTables(nn.Module):
+    """ent(e), rel(r) and TransR's M_r, initialised from :class:`~kgplm.kg.embeddings.KGEmbeddings`.
+
+    Row ``num_relations`` of ``relations``/``projections`` is a learned "related" relation for
+    neighbours with no direct link (``candidates="any"``, relation id −1); it is always trainable.
+    TransE tables use M_r = I.
+    """
+
+    def __init__(self, config: KgplmConfig) -> None:
+        super().__init__()
+        trainable = not config.freeze_kg_embeddings
+        self.entities = nn.Parameter(torch.zeros(config.num_entities, config.entity_dim), requires_grad=trainable)
+        self.relations = nn.Parameter(torch.zeros(config.num_relations, config.relation_dim), requires_grad=trainable)
+        self.projections = nn.Parameter(torch.zeros(config.num_relations, config.entity_dim, config.relation_dim),
+                                        requires_grad=trainable)
+        self.related_relation = nn.Parameter(torch.zeros(1, config.relation_dim))
+        self.related_projection = nn.Parameter(torch.zeros(1, config.entity_dim, config.relation_dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            bound = 6 / math.sqrt(self.entities.shape[1])
+            self.entities.uniform_(-bound, bound)
+            self.relations.uniform_(-bound, bound)
+            eye = torch.eye(self.projections.shape[1], self.projections.shape[2])
+            self.projections.copy_(eye.expand_as(self.projections))
+            self.related_relation.zero_()
+            self.related_projection.copy_(eye.unsqueeze(0))
+
+    @torch.no_grad()
+    def load_embeddings(self, embeddings) -> None:
+        """Copy a :class:`KGEmbeddings` (TransE or TransR) of the same graph into the tables."""
+        from kgplm.exceptions import ConfigurationError
+
+        if tuple(embeddings.entity_embeddings.shape) != tuple(self.entities.shape):
+            raise ConfigurationError(f"KG embeddings have entity table {tuple(embeddings.entity_embeddings.shape)}; "
+                                     f"the model expects {tuple(self.entities.shape)}")
+        if tuple(embeddings.relation_embeddings.shape) != tuple(self.relations.shape):
+            raise ConfigurationError(f"KG embeddings have relation table "
+                                     f"{tuple(embeddings.relation_embeddings.shape)}; the model expects "
+                                     f"{tuple(self.relations.shape)}")
+        self.entities.copy_(embeddings.entity_embeddings)
+        self.relations.copy_(embeddings.relation_embeddings)
+        if embeddings.projections is not None:
+            self.projections.copy_(embeddings.projections)
+
+    def relation_vectors(self, relation_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(h_r, M_r) per id; −1 selects the learned "related" relation. Shapes (n, d_r), (n, d2, d_r)."""
+        table = torch.cat([self.relations, self.related_relation])  # (relations + 1, d_r)
+        projections = torch.cat([self.projections, self.related_projection])  # (relations + 1, d2, d_r)
+        rows = torch.where(relation_ids < 0, len(self.relations), relation_ids)
+        return table[rows], projections[rows]
+
+
+class RelationalEncoder(nn.Module):
+    """Optional R-GCN (Schlichtkrull et al. 2018) over the batch's mention–neighbour subgraph.
+
+    ent'(v) = ent(v) + RGCN(ent, edges)(v): every neighbour → mention-entity edge, typed by
+    relation and direction (2·r + direction; the last type is "related, no direct link"), refines
+    the entity vectors that the hybrid attention reads. Basis decomposition keeps the parameters
+    small for graphs with hundreds of relations.
+    """
+
+    def __init__(self, config: KgplmConfig, num_bases: int = 8) -> None:
+        super().__init__()
+        self.num_edge_types = 2 * config.num_relations + 1
+        self.convolution = RGCNConv(config.entity_dim, config.entity_dim, self.num_edge_types,
+                                    num_bases=min(num_bases, self.num_edge_types))
+
+    def reset_parameters(self) -> None:
+        self.convolution.reset_parameters()
+
+    def forward(self, node_vectors: torch.Tensor, edge_index: torch.Tensor, relation_ids: torch.Tensor,
+                directions: torch.Tensor) -> torch.Tensor:
+        edge_type = torch.where(relation_ids < 0, self.num_edge_types - 1, 2 * relation_ids + directions.clamp(min=0))
+        return node_vectors + self.convolution(node_vectors, edge_index, edge_type)
+
+
+class KgplmPreTrainedModel(PreTrainedModel):
+    """Base class: Hugging Face weight initialisation, saving and loading for kgplm models."""
+
+    config_class = KgplmConfig
+    base_model_prefix = "bert"
+    supports_gradient_checkpointing = False
+    _supports_sdpa = True
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        from transformers import initialization as init
+        from transformers.models.bert.modeling_bert import BertEmbeddings, BertLMPredictionHead
+
+        super()._init_weights(module)
+        if isinstance(module, BertLMPredictionHead):
+            init.zeros_(module.bias)
+        elif isinstance(module, BertEmbeddings):
+            init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
+            init.zeros_(module.token_type_ids)
+
+
+def extended_attention_mask(config: KgplmConfig, embeddings: torch.Tensor, attention_mask: torch.Tensor | None):
+    """The mask the encoder layers take, for the configured attention implementation."""
+    return create_bidirectional_mask(config=config, inputs_embeds=embeddings, attention_mask=attention_mask)
+
+
+def run_encoder_layers(layers, hidden_states: torch.Tensor, mask) -> torch.Tensor:
+    for layer in layers:
+        hidden_states = layer(hidden_states, mask)
+    return hidden_states
+
+
+@dataclass
+class PretrainingOutput(ModelOutput):
+    """``loss`` (the weighted total) and ``losses``: each objective's loss by short name (``mlm``, ``sop`` …)."""
+
+    loss: torch.Tensor | None = None
+    losses: dict[str, torch.Tensor] | None = None
+    prediction_logits: torch.Tensor | None = None
+    sop_logits: torch.Tensor | None = None
+    last_hidden_state: torch.Tensor | None = None
+    mention_vectors: torch.Tensor | None = None

@@ -1,0 +1,417 @@
+"""SMedBERT: mention-neighbour hybrid attention and mention-neighbour context modelling.
+
+Paper: Zhang, Jiang, Zhang, Wang, Wang, Zhang, Chen, Huang and Qian (2021), "SMedBERT: A
+Knowledge-Enhanced Pre-trained Language Model with Structured Semantics for Medical Text
+Mining", ACL 2021, §3.3–3.5 and appendix B.
+
+Notation: h_i token states (d1 = hidden size), ent(e) TransR entity vectors (d2 = entity_dim),
+rel(r) = h_r relation vectors (d_r = relation_dim), M_r TransR projections (d2 × d_r), N(e_m) the
+PEPR top-K neighbours of the entity of mention e_m (:mod:`kgplm.kg.pepr`), τ(e) the type of e,
+σ = GELU (the paper's Eq. 2 defines σ as GELU), LN = LayerNorm, sp = self-attentive pooling.
+
+Equations implemented
+---------------------
+Mention representation (Eq. 2), after encoder layer L (``config.knowledge_layer``):
+    h'_m = LN(σ(sp(h_i..h_j) W_be)),  W_be ∈ R^{d1×d2}
+Neighbouring entity type attention (Eq. 3), per type τ present among N(e_m):
+    h_τ = Σ_{e ∈ N(e_m), τ(e)=τ} ent(e);  α'_τ = tanh(h'_m W_t + h_τ W_t') W_a;  α = softmax_τ(α')
+Neighbouring entity node attention (Eq. 4–7):
+    β'_e = α_{τ(e)} · (h'_m W_q)(ent(e) W_k)ᵀ / √d2;  β = softmax_{e ∈ N(e_m)}(β')
+    ĥ_m = Σ_e β_e (ent(e) W_v + b_v);  h̄_m = LN(ĥ_m + σ(ĥ_m W_l1 + b_l1) W_l2)
+Gated position infusion (Eq. 8–11), for every token i of mention m:
+    h_mf = σ((h̄_m ∥ h'_m) W_mf + b_mf);  h̃_mf = LN(h_mf W_bp + b_bp)
+    g_i = tanh((h_i ∥ h̃_mf) W_ug + b_ug);  h_i ← σ((h_i ∥ g_i ⊙ h̃_mf) W_ex + b_ex) + h_i
+Tokens outside mentions are unchanged; the remaining encoder layers then run.
+
+Masked neighbour modelling (Eq. 12, 15, 16, 19), on the encoder output h_f:
+    h_mf = LN(sp(h_if..h_jf) W_sa),  W_sa ∈ R^{d1×d2}
+    f_s(e_m, r, e) = λ · (h_mf M_r + h_r)/‖h_mf M_r + h_r‖ · ((ent(e) M_r)/‖ent(e) M_r‖)ᵀ
+    L_MNeM = mean over (m, e ∈ N(e_m)) of
+             −log softmax([f_s(e) − log Q(e), f_s(n_1) − log Q(n_1), …, f_s(n_K) − log Q(n_K)])_0
+with K negatives n_k drawn from Q(e) = t_e / C_τ(e) (corpus frequency within the positive's type;
+appendix B) and the log-Q correction of sampled softmax (Jean et al. 2015). When both normalised
+vectors have norm 1, f_s = λ(1 − ‖h_mf M_r + h_r − ent(e) M_r‖² / 2): the TransR energy (Eq. 17).
+Masked mention modelling (Eq. 20–21): whole mention spans are masked in the input; the target is
+    Y_m = LN(sp(p(w_i)..p(w_j)) W_sa)  from the token embeddings p of the initial model,
+    L_MMeM = mean over masked mentions of ‖h_mf − Y_m‖² / d2  (the paper's "Mean-Squared Error").
+Objective (Eq. 22): L = L_MLM + L_SOP + λ1 L_MNeM + λ2 L_MMeM, λ1 = 2, λ2 = 4.
+
+Deviations and choices (each documented here; options where the alternative is reasonable)
+------------------------------------------------------------------------------------------
+* The reference code ranks neighbours by another entity's PageRank, uses 35 uniform negatives
+  without the log-Q term, scrambles M_r and has no MMeM loss. Here: every mention's N(e_m) is its
+  own entity's PEPR top-K (:func:`kgplm.kg.pepr.top_k_neighbors`), negatives follow Q with the
+  log-Q correction, M_r is the TransR matrix of the neighbour's relation, MMeM is implemented.
+* Direction: Eq. 16 reads e_m as the head. For a neighbour that is the *head* of the triple
+  (direction 1, e_m the tail) TransR says ent(e) M_r + h_r ≈ h_mf M_r, so the query becomes
+  h_mf M_r − h_r. Neighbours without a direct link (``candidates="any"``) use a learned
+  "related" relation (:class:`~kgplm.models.modules.KnowledgeGraphTables`).
+* ‖ent(n) M_r‖ is computed exactly for every negative; the paper's Eq. 18–19 shortcut replaces it
+  by ‖ent(n)‖ to save the projections, which only equals it when M_r is orthogonal.
+* Accidental hits (a negative equal to the positive) are removed from the softmax.
+* Q(e) uses add-one smoothing, (t_e + 1) / Σ_{τ(e')=τ(e)} (t_{e'} + 1), so that entities never
+  mentioned in the corpus (most neighbours) have a finite log Q and can be drawn.
+* MMeM's target: ``mmem_target="frozen_initial"`` (default) computes Y_m with a frozen copy,
+  taken when pre-training starts, of the word embeddings *and* of sp/W_sa/LN, so that the target
+  cannot collapse together with the trainable projection (the paper shares W_sa, which lets
+  both sides shrink to LN's bias). ``"shared"`` uses the current sp/W_sa/LN with gradients stopped
+  on the target, closer to the letter of Eq. 20.
+* Losses are means (over neighbour edges for MNeM; over masked mentions and the d2 components for
+  MMeM, which the paper calls a mean-squared error while Eq. 21 writes a sum) instead of per-sample
+  sums, so λ1 and λ2 do not depend on batch composition or d2.
+* SOP pairs are made inside each chunk of the linked corpus (split at a random token, halves
+  swapped with probability 1/2; :mod:`kgplm.training.collator`); a mention cut by the split is
+  dropped from that example.
+* Type attention of an entity with no type uses one extra "untyped" bucket.
+* Ablations: ``use_type_attention=False`` sets α = 1; ``use_hybrid_attention=False`` replaces both
+  attentions by the mean of the neighbour vectors (the infusion still runs);
+  ``use_knowledge_losses=False`` trains on L_MLM + L_SOP only.
+* ``relational_encoder="rgcn"`` (an addition, off by default) refines ent(e) with an R-GCN over
+  the batch's mention–neighbour graph before the attention; MNeM keeps the TransR vectors.
+"""
+
+from __future__ import annotations
+
+import math
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch_geometric.nn import MessagePassing
+from torch_geometric.utils import scatter, softmax
+from transformers.models.bert.modeling_bert import BertModel, BertOnlyMLMHead
+
+from kgplm.models.configuration import KgplmConfig
+from kgplm.models.modules import (
+    KgplmPreTrainedModel,
+    KnowledgeGraphTables,
+    PretrainingOutput,
+    RelationalEncoder,
+    SelfAttentiveSpanPooling,
+    extended_attention_mask,
+    mention_token_index,
+    run_encoder_layers,
+)
+
+__all__ = ["NeighborTypeAttention", "NeighborNodeAttention", "MentionNeighborHybridAttention", "GatedPositionInfusion",
+           "MentionProjection", "mnem_scores", "masked_neighbor_loss", "SmedbertForPreTraining"]
+
+
+class NeighborTypeAttention(nn.Module):
+    """Eq. 3: α'_τ = tanh(h'_m W_t + h_τ W_t') W_a with h_τ the sum of the type's neighbour vectors."""
+
+    def __init__(self, entity_dim: int) -> None:
+        super().__init__()
+        self.mention_transform = nn.Linear(entity_dim, entity_dim, bias=False)  # W_t
+        self.type_transform = nn.Linear(entity_dim, entity_dim, bias=False)  # W_t'
+        self.score = nn.Linear(entity_dim, 1, bias=False)  # W_a
+
+    def forward(self, mention_vectors: torch.Tensor, neighbor_vectors: torch.Tensor, edge_mention: torch.Tensor,
+                edge_group: torch.Tensor, group_mention: torch.Tensor) -> torch.Tensor:
+        """α per (mention, type) group, shape (groups,); softmax over each mention's groups."""
+        num_groups = len(group_mention)
+        type_vectors = scatter(neighbor_vectors, edge_group, dim=0, dim_size=num_groups, reduce="sum")  # (groups, d2)
+        scores = self.score(torch.tanh(self.mention_transform(mention_vectors[group_mention])
+                                       + self.type_transform(type_vectors))).squeeze(-1)  # (groups,)
+        return softmax(scores, group_mention, num_nodes=len(mention_vectors))
+
+
+class NeighborNodeAttention(MessagePassing):
+    r"""Eq. 4–6 as message passing on the bipartite neighbour → mention graph.
+
+    .. math::
+        \beta'_{e} = \alpha_{\tau(e)} \frac{(h'_m W_q)(\mathrm{ent}(e) W_k)^\top}{\sqrt{d_2}},\quad
+        \beta = \mathrm{softmax}_{e \in N(e_m)}(\beta'),\quad
+        \hat h_m = \sum_{e} \beta_e (\mathrm{ent}(e) W_v + b_v)
+
+    Sources are neighbour rows (``x[0]``), targets mentions (``x[1]``); ``edge_weight`` is α_τ(e).
+    """
+
+    def __init__(self, entity_dim: int) -> None:
+        super().__init__(aggr="sum", node_dim=0)
+        self.query = nn.Linear(entity_dim, entity_dim, bias=False)  # W_q
+        self.key = nn.Linear(entity_dim, entity_dim, bias=False)  # W_k
+        self.value = nn.Linear(entity_dim, entity_dim)  # W_v, b_v
+        self.scale = 1.0 / math.sqrt(entity_dim)
+        self.last_attention: torch.Tensor | None = None
+
+    def reset_parameters(self) -> None:
+        for layer in (self.query, self.key, self.value):
+            layer.reset_parameters()
+
+    def forward(self, neighbor_vectors: torch.Tensor, mention_vectors: torch.Tensor, edge_index: torch.Tensor,
+                edge_weight: torch.Tensor) -> torch.Tensor:
+        return self.propagate(edge_index, x=(neighbor_vectors, mention_vectors), edge_weight=edge_weight,
+                              size=(len(neighbor_vectors), len(mention_vectors)))
+
+    def message(self, x_j: torch.Tensor, x_i: torch.Tensor, edge_weight: torch.Tensor, index: torch.Tensor,
+                ptr: torch.Tensor | None, size_i: int | None) -> torch.Tensor:
+        scores = edge_weight * (self.query(x_i) * self.key(x_j)).sum(-1) * self.scale  # (edges,)
+        attention = softmax(scores, index, ptr, size_i)
+        self.last_attention = attention.detach()
+        return attention.unsqueeze(-1) * self.value(x_j)  # (edges, d2)
+
+
+class MentionNeighborHybridAttention(nn.Module):
+    """Eq. 2–7: h'_m from the mention's tokens, then h̄_m from its neighbours (type and node attention)."""
+
+    def __init__(self, config: KgplmConfig) -> None:
+        super().__init__()
+        d1, d2 = config.hidden_size, config.entity_dim
+        self.use_type_attention = config.use_type_attention
+        self.use_hybrid_attention = config.use_hybrid_attention
+        self.span_pooling = SelfAttentiveSpanPooling(d1)
+        self.mention_projection = nn.Linear(d1, d2)  # W_be
+        self.mention_norm = nn.LayerNorm(d2, eps=config.layer_norm_eps)
+        self.type_attention = NeighborTypeAttention(d2)
+        self.node_attention = NeighborNodeAttention(d2)
+        self.expand = nn.Linear(d2, 4 * d2)  # W_l1, b_l1
+        self.contract = nn.Linear(4 * d2, d2, bias=False)  # W_l2
+        self.output_norm = nn.LayerNorm(d2, eps=config.layer_norm_eps)
+
+    def mention_vectors(self, token_states: torch.Tensor, token_mention: torch.Tensor, num_mentions: int):
+        """h'_m = LN(GELU(sp(h_i..h_j) W_be)), (mentions, d2)."""
+        pooled = self.span_pooling(token_states, token_mention, num_mentions)  # (mentions, d1)
+        return self.mention_norm(F.gelu(self.mention_projection(pooled)))
+
+    def forward(self, mention_vectors: torch.Tensor, neighbor_vectors: torch.Tensor, edge_mention: torch.Tensor,
+                edge_type: torch.Tensor, num_types: int) -> torch.Tensor:
+        """h̄_m, (mentions, d2). ``neighbor_vectors`` (edges, d2), one row per neighbour edge."""
+        num_mentions = len(mention_vectors)
+        num_edges = len(edge_mention)
+        if num_edges == 0:
+            summary = mention_vectors.new_zeros(mention_vectors.shape)
+        elif not self.use_hybrid_attention:
+            summary = scatter(neighbor_vectors, edge_mention, dim=0, dim_size=num_mentions, reduce="mean")
+        else:
+            if self.use_type_attention:
+                # one group per (mention, type) pair present
+                keys = edge_mention * (num_types + 1) + edge_type
+                group_keys, edge_group = torch.unique(keys, return_inverse=True)
+                group_mention = group_keys // (num_types + 1)
+                type_weight = self.type_attention(mention_vectors, neighbor_vectors, edge_mention, edge_group,
+                                                  group_mention)[edge_group]  # (edges,)
+            else:
+                type_weight = neighbor_vectors.new_ones(num_edges)
+            edge_index = torch.stack([torch.arange(num_edges, device=edge_mention.device), edge_mention])  # (2, edges)
+            summary = self.node_attention(neighbor_vectors, mention_vectors, edge_index, type_weight)
+        return self.output_norm(summary + self.contract(F.gelu(self.expand(summary))))
+
+
+class GatedPositionInfusion(nn.Module):
+    """Eq. 8–11: fuse h̄_m and h'_m, then update each token of the mention through a gate."""
+
+    def __init__(self, config: KgplmConfig) -> None:
+        super().__init__()
+        d1, d2 = config.hidden_size, config.entity_dim
+        self.fuse = nn.Linear(2 * d2, 2 * d2)  # W_mf, b_mf
+        self.to_tokens = nn.Linear(2 * d2, d1)  # W_bp, b_bp
+        self.norm = nn.LayerNorm(d1, eps=config.layer_norm_eps)
+        self.gate = nn.Linear(2 * d1, d1)  # W_ug, b_ug
+        self.update = nn.Linear(2 * d1, d1)  # W_ex, b_ex
+
+    def forward(self, hidden_states: torch.Tensor, neighbor_summary: torch.Tensor, mention_vectors: torch.Tensor,
+                token_mention: torch.Tensor, token_batch: torch.Tensor, token_position: torch.Tensor) -> torch.Tensor:
+        infusion = F.gelu(self.fuse(torch.cat([neighbor_summary, mention_vectors], -1)))  # (mentions, 2·d2)
+        infusion = self.norm(self.to_tokens(infusion))[token_mention]  # (mention_tokens, d1)
+        token_states = hidden_states[token_batch, token_position]  # (mention_tokens, d1)
+        gate = torch.tanh(self.gate(torch.cat([token_states, infusion], -1)))
+        delta = F.gelu(self.update(torch.cat([token_states, gate * infusion], -1)))  # h_i ← delta + h_i
+        # out of place, accumulating, so a token of two overlapping mentions receives both updates
+        return hidden_states.index_put((token_batch, token_position), delta, accumulate=True)
+
+
+class MentionProjection(nn.Module):
+    """Eq. 12 / 20: LN(sp(h_i..h_j) W_sa), the mention vector that MNeM and MMeM score."""
+
+    def __init__(self, config: KgplmConfig) -> None:
+        super().__init__()
+        self.span_pooling = SelfAttentiveSpanPooling(config.hidden_size)
+        self.projection = nn.Linear(config.hidden_size, config.entity_dim)  # W_sa
+        self.norm = nn.LayerNorm(config.entity_dim, eps=config.layer_norm_eps)
+
+    def forward(self, token_states: torch.Tensor, token_mention: torch.Tensor, num_mentions: int) -> torch.Tensor:
+        return self.norm(self.projection(self.span_pooling(token_states, token_mention, num_mentions)))
+
+
+def mnem_scores(mention_vectors: torch.Tensor, relation_vectors: torch.Tensor, projections: torch.Tensor,
+                candidate_vectors: torch.Tensor, directions: torch.Tensor, scale: float) -> torch.Tensor:
+    """Eq. 16: f_s for each edge and candidate.
+
+    ``mention_vectors`` h_mf (edges, d2), ``relation_vectors`` h_r (edges, d_r), ``projections``
+    M_r (edges, d2, d_r), ``candidate_vectors`` ent(e) (edges, candidates, d2), ``directions``
+    (edges,) 0 when e_m is the head, 1 when it is the tail. Returns (edges, candidates).
+    """
+    sign = torch.where(directions == 1, -1.0, 1.0).unsqueeze(-1)  # (edges, 1)
+    query = torch.bmm(mention_vectors.unsqueeze(1), projections).squeeze(1) + sign * relation_vectors  # (edges, d_r)
+    keys = torch.bmm(candidate_vectors, projections)  # (edges, candidates, d_r)
+    return scale * torch.einsum("ed,ecd->ec", F.normalize(query, dim=-1), F.normalize(keys, dim=-1))
+
+
+def masked_neighbor_loss(scores: torch.Tensor, log_q: torch.Tensor, candidate_ids: torch.Tensor) -> torch.Tensor:
+    """Sampled softmax with log-Q correction; column 0 is the positive, the rest negatives."""
+    logits = scores - log_q  # (edges, 1 + negatives)
+    accidental = candidate_ids[:, 1:] == candidate_ids[:, :1]
+    logits = torch.cat([logits[:, :1], logits[:, 1:].masked_fill(accidental, float("-inf"))], 1)
+    return F.cross_entropy(logits, torch.zeros(len(logits), dtype=torch.long, device=logits.device))
+
+
+class SmedbertForPreTraining(KgplmPreTrainedModel):
+    """BERT encoder with SMedBERT's knowledge module after ``config.fusion_layer`` layers and its heads.
+
+    Inputs beyond BERT's (all flat, PyG style; see :class:`kgplm.training.collator.PretrainingCollator`):
+    ``mention_batch`` (mentions,), ``mention_spans`` (mentions, 2) token ``[start, end)``,
+    ``mention_entity_ids`` (mentions,), ``mention_masked`` (mentions,) bool — MMeM targets;
+    ``neighbor_mention``, ``neighbor_entity_ids``, ``neighbor_relation_ids``, ``neighbor_directions``,
+    ``neighbor_type_ids`` (edges,); ``negative_entity_ids`` (edges, negatives) and ``candidate_log_q``
+    (edges, 1 + negatives) for MNeM.
+    """
+
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
+    def __init__(self, config: KgplmConfig) -> None:
+        super().__init__(config)
+        config.validate_knowledge()
+        self.bert = BertModel(config, add_pooling_layer=True)
+        self.cls = BertOnlyMLMHead(config)
+        self.sop = nn.Linear(config.hidden_size, 2)
+        self.kg = KnowledgeGraphTables(config)
+        self.relational_encoder = RelationalEncoder(config) if config.relational_encoder == "rgcn" else None
+        self.hybrid_attention = MentionNeighborHybridAttention(config)
+        self.infusion = GatedPositionInfusion(config)
+        self.mention_head = MentionProjection(config)
+        # MMeM's frozen target network (word embeddings p and sp/W_sa/LN at the start of pre-training)
+        self.mmem_target_embeddings = nn.Parameter(torch.zeros(config.vocab_size, config.hidden_size),
+                                                   requires_grad=False)
+        self.mmem_target_head = MentionProjection(config).requires_grad_(False)
+        self.post_init()
+        self.snapshot_mmem_target()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    @torch.no_grad()
+    def snapshot_mmem_target(self) -> None:
+        """Freeze the current word embeddings and mention head as MMeM's target (start of pre-training)."""
+        self.mmem_target_embeddings.copy_(self.bert.embeddings.word_embeddings.weight)
+        self.mmem_target_head.load_state_dict(self.mention_head.state_dict())
+
+    def trainable_parameters(self):
+        return [p for p in self.parameters() if p.requires_grad]
+
+    # -- the knowledge module ----------------------------------------------------------------------
+    def _neighbor_vectors(self, mention_entity_ids, neighbor_mention, neighbor_entity_ids, neighbor_relation_ids,
+                          neighbor_directions) -> torch.Tensor:
+        entities = self.kg.entities
+        if self.relational_encoder is None:
+            return entities[neighbor_entity_ids]  # (edges, d2)
+        nodes, inverse = torch.unique(torch.cat([neighbor_entity_ids, mention_entity_ids]), return_inverse=True)
+        source = inverse[: len(neighbor_entity_ids)]
+        target = inverse[len(neighbor_entity_ids):][neighbor_mention]
+        refined = self.relational_encoder(entities[nodes], torch.stack([source, target]), neighbor_relation_ids,
+                                          neighbor_directions)  # (nodes, d2)
+        return refined[source]
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        sentence_order_label: torch.Tensor | None = None,
+        mention_batch: torch.Tensor | None = None,
+        mention_spans: torch.Tensor | None = None,
+        mention_entity_ids: torch.Tensor | None = None,
+        mention_masked: torch.Tensor | None = None,
+        neighbor_mention: torch.Tensor | None = None,
+        neighbor_entity_ids: torch.Tensor | None = None,
+        neighbor_relation_ids: torch.Tensor | None = None,
+        neighbor_directions: torch.Tensor | None = None,
+        neighbor_type_ids: torch.Tensor | None = None,
+        negative_entity_ids: torch.Tensor | None = None,
+        candidate_log_q: torch.Tensor | None = None,
+        original_input_ids: torch.Tensor | None = None,
+        **_unused,
+    ) -> PretrainingOutput:
+        config = self.config
+        embeddings = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (batch, length, d1)
+        mask = extended_attention_mask(config, embeddings, attention_mask)
+        layers = self.bert.encoder.layer
+        hidden = run_encoder_layers(layers[: config.fusion_layer], embeddings, mask)
+
+        has_mentions = mention_spans is not None and len(mention_spans) > 0
+        mention_vectors = None
+        if has_mentions:
+            num_mentions = len(mention_spans)
+            token_mention, token_batch, token_position = mention_token_index(mention_batch, mention_spans)
+            mention_vectors = self.hybrid_attention.mention_vectors(
+                hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
+            edges = neighbor_mention if neighbor_mention is not None else mention_batch.new_zeros(0)
+            if len(edges):
+                neighbor_vectors = self._neighbor_vectors(mention_entity_ids, edges, neighbor_entity_ids,
+                                                          neighbor_relation_ids, neighbor_directions)
+                edge_types = torch.where(neighbor_type_ids < 0, config.num_entity_types, neighbor_type_ids)
+            else:
+                neighbor_vectors = hidden.new_zeros(0, config.entity_dim)
+                edge_types = edges
+            summary = self.hybrid_attention(mention_vectors, neighbor_vectors, edges, edge_types,
+                                            config.num_entity_types)
+            hidden = self.infusion(hidden, summary, mention_vectors, token_mention, token_batch, token_position)
+
+        hidden = run_encoder_layers(layers[config.fusion_layer:], hidden, mask)  # (batch, length, d1)
+        pooled = self.bert.pooler(hidden)
+        prediction_logits = self.cls(hidden)  # (batch, length, vocab)
+        sop_logits = self.sop(pooled) if config.use_sop else None
+        output = PretrainingOutput(prediction_logits=prediction_logits, sop_logits=sop_logits, last_hidden_state=hidden,
+                                   losses={})
+
+        if labels is None:
+            return output
+        total = output.losses["mlm"] = F.cross_entropy(prediction_logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+        if sop_logits is not None and sentence_order_label is not None and (sentence_order_label >= 0).any():
+            output.losses["sop"] = F.cross_entropy(sop_logits, sentence_order_label, ignore_index=-100)
+            total = total + output.losses["sop"]
+        if has_mentions and config.use_knowledge_losses:
+            fused = self.mention_head(hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
+            output.mention_vectors = fused
+            if neighbor_mention is not None and len(neighbor_mention) and negative_entity_ids is not None:
+                output.losses["mnem"] = self._mnem_loss(fused, neighbor_mention, neighbor_entity_ids,
+                                                   neighbor_relation_ids, neighbor_directions, negative_entity_ids,
+                                                   candidate_log_q)
+                total = total + config.mnem_weight * output.losses["mnem"]
+            if mention_masked is not None and mention_masked.any():
+                output.losses["mmem"] = self._mmem_loss(fused, mention_masked, token_mention, token_batch, token_position,
+                                                   input_ids if original_input_ids is None else original_input_ids,
+                                                   labels)
+                total = total + config.mmem_weight * output.losses["mmem"]
+        output.loss = total
+        return output
+
+    def _mnem_loss(self, fused, neighbor_mention, neighbor_entity_ids, neighbor_relation_ids, neighbor_directions,
+                   negative_entity_ids, candidate_log_q) -> torch.Tensor:
+        relation_vectors, projections = self.kg.relation_vectors(neighbor_relation_ids)  # (edges, d_r), (edges, d2, d_r)
+        candidate_ids = torch.cat([neighbor_entity_ids.unsqueeze(1), negative_entity_ids], 1)  # (edges, 1 + negatives)
+        candidates = self.kg.entities[candidate_ids]  # (edges, 1 + negatives, d2)
+        scores = mnem_scores(fused[neighbor_mention], relation_vectors, projections, candidates, neighbor_directions,
+                             self.config.mnem_scale)
+        return masked_neighbor_loss(scores, candidate_log_q, candidate_ids)
+
+    def _mmem_loss(self, fused, mention_masked, token_mention, token_batch, token_position, input_ids,
+                   labels) -> torch.Tensor:
+        original = torch.where(labels >= 0, labels, input_ids)  # the unmasked text
+        num_mentions = len(fused)
+        token_ids = original[token_batch, token_position]  # (mention_tokens,)
+        if self.config.mmem_target == "frozen_initial":
+            with torch.no_grad():
+                target = self.mmem_target_head(self.mmem_target_embeddings[token_ids], token_mention, num_mentions)
+        else:
+            with torch.no_grad():
+                target = self.mention_head(self.bert.embeddings.word_embeddings.weight[token_ids], token_mention,
+                                           num_mentions)
+        return F.mse_loss(fused[mention_masked], target[mention_masked])  # mean over masked mentions and d2
