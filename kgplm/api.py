@@ -100,7 +100,7 @@ def train(
     vocab_size: int = 8000,
     max_length: int = 128,
     num_neighbors: int = 10,
-    pepr_mode: str = "exact",
+    pepr_mode: str = "fast",
     kg_method: str = "transr",
     entity_dim: int = 100,
     kg_epochs: int = 5,
@@ -184,14 +184,17 @@ def train(
                                           progress)
     knowledge = method == "smedbert"
     table, embeddings, frequencies = None, None, None
+    from kgplm.text.linking import EntityLinker
+
+    linker = EntityLinker(store)  # built once: counting and corpus building share it
     if knowledge:
-        frequencies = _entity_frequencies(output_dir, store, corpus, corpus_options)
+        frequencies = _entity_frequencies(output_dir, store, linker, corpus, corpus_options)
         table = _prepare_neighbor_table(output_dir, store, frequencies, neighbor_table, num_neighbors, pepr_mode,
                                         seed, progress)
         embeddings = _prepare_kg_embeddings(output_dir, store, kg_embeddings, kg_method, entity_dim, kg_epochs, seed,
                                             progress)
-    dataset = _prepare_corpus(output_dir, store, corpus, corpus_options, tokenizer_object, table, max_length,
-                              masking, progress)
+    dataset = _prepare_corpus(output_dir, store, linker, corpus, corpus_options, tokenizer_object, table,
+                              max_length, masking, progress)
     import torch
 
     torch.manual_seed(seed)  # the model's initial weights
@@ -255,13 +258,11 @@ def _prepare_tokenizer(output_dir: Path, corpus, corpus_options, text_model, tok
     return load_tokenizer(target)
 
 
-def _entity_frequencies(output_dir: Path, store, corpus, corpus_options) -> np.ndarray:
-    from kgplm.text.linking import EntityLinker
-
+def _entity_frequencies(output_dir: Path, store, linker, corpus, corpus_options) -> np.ndarray:
     path = output_dir / "kg" / "entity_frequencies.npy"
     if path.is_file():
         return np.load(path, allow_pickle=False)
-    counts = EntityLinker(store).count(_corpus_texts(corpus, corpus_options))
+    counts = linker.count(_corpus_texts(corpus, corpus_options))
     if counts.sum() == 0:
         raise ConfigurationError(f"no mention of the graph's {store.num_entities:,} entities was found in {corpus}; "
                                  f"a knowledge-enhanced method needs linked mentions")
@@ -299,13 +300,14 @@ def _prepare_kg_embeddings(output_dir, store, kg_embeddings, method, dim, epochs
     return embeddings
 
 
-def _prepare_corpus(output_dir, store, corpus, corpus_options, tokenizer, table, max_length, masking, progress):
+def _prepare_corpus(output_dir, store, linker, corpus, corpus_options, tokenizer, table, max_length, masking,
+                    progress):
     from kgplm.text.corpus import build_corpus, load_corpus
 
     directory = output_dir / "corpus"
     if (directory / "manifest.json").is_file():
         return load_corpus(directory)
-    return build_corpus(corpus, store=store, tokenizer=tokenizer, output_dir=directory, neighbor_table=table,
+    return build_corpus(corpus, store=store, tokenizer=tokenizer, output_dir=directory, neighbor_table=table, linker=linker,
                         whole_word=masking == "whole_word", max_length=max_length, progress=progress,
                         **corpus_options)
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 from collections.abc import Sequence
 
-from kgplm.exceptions import KgplmError
+from kgplm.exceptions import ConfigurationError, KgplmError
 
 logger = logging.getLogger("kgplm.cli")
 
@@ -164,6 +164,34 @@ def _cmd_text_build_corpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    import json
+
+    import kgplm
+
+    if args.config is not None:
+        result = kgplm.train_from_config(args.config, progress=not args.no_progress)
+    else:
+        if args.corpus is None or args.out is None:
+            raise ConfigurationError("kgplm train needs --corpus and --out (or --config run_config.json)")
+        text_model = args.text_model
+        if text_model is not None and text_model.lstrip().startswith("{"):
+            text_model = json.loads(text_model)
+        corpus_options = {"columns": args.columns} if args.columns else None
+        result = kgplm.train(args.method, graph=args.graph, corpus=args.corpus, output_dir=args.out,
+                             text_model=text_model, tokenizer=args.tokenizer, kg_embeddings=args.kg_embeddings,
+                             neighbor_table=args.pepr, corpus_options=corpus_options, vocab_size=args.vocab_size,
+                             max_length=args.max_length, max_steps=args.max_steps, batch_size=args.batch_size,
+                             learning_rate=args.learning_rate, checkpoint_every=args.checkpoint_every,
+                             log_every=args.log_every, seed=args.seed, device=args.device,
+                             model_options=json.loads(args.model_options) if args.model_options else None,
+                             progress=not args.no_progress)
+    first, last = result.metrics[0], result.metrics[-1]
+    print(f"{result.method}: {result.steps} steps; loss {first['loss']:.4f} (step {first['step']}) → "
+          f"{last['loss']:.4f} (step {last['step']}); model in {result.model_dir}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kgplm.demo import run_demo
 
@@ -271,6 +299,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-size", type=int, default=5000)
     p.add_argument("--no-whole-word", action="store_true", help="skip jieba segmentation")
     p.set_defaults(handler=_cmd_text_build_corpus)
+
+    p = commands.add_parser("train", help="pre-train a model (kgplm.train); rerun to resume")
+    p.add_argument("--method", default="smedbert", help="smedbert or mlm (the plain baseline)")
+    p.add_argument("--graph", default="cmekg", help=store_help)
+    p.add_argument("--corpus", default=None, help="corpus file (text lines, CSV, JSON lines)")
+    p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use")
+    p.add_argument("--out", default=None, help="output directory")
+    p.add_argument("--config", default=None, help="replay or resume a run_config.json instead")
+    p.add_argument("--text-model", default=None, help="local BERT directory, or a JSON dict of config fields")
+    p.add_argument("--tokenizer", default=None)
+    p.add_argument("--kg-embeddings", default=None, help="KGEmbeddings directory to reuse")
+    p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to reuse")
+    p.add_argument("--model-options", default=None, help="JSON dict of KgplmConfig fields (ablations, weights)")
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-steps", type=int, default=1000)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--learning-rate", type=float, default=5e-4)
+    p.add_argument("--checkpoint-every", type=int, default=200)
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_train)
 
     p = commands.add_parser("demo", help="run the demo on the embedded CMeKG graph")
     p.add_argument("--work-dir", default="artifacts/demo", help="where the demo writes its artefacts")

@@ -116,9 +116,9 @@ class KnowledgeGraphTables(nn.Module):
 class RelationalEncoder(nn.Module):
     """Optional R-GCN (Schlichtkrull et al. 2018) over the batch's mention–neighbour subgraph.
 
-    ent'(v) = ent(v) + RGCN(ent, edges)(v): every neighbour → mention-entity edge, typed by
-    relation and direction (2·r + direction; the last type is "related, no direct link"), refines
-    the entity vectors that the hybrid attention reads. Basis decomposition keeps the parameters
+    ent'(v) = ent(v) + RGCN(ent, edges)(v): every neighbour–mention-entity link, in both
+    directions, typed by relation and direction (2·r + direction; the last type is "related, no
+    direct link"), refines the entity vectors that the hybrid attention reads. Basis decomposition keeps the parameters
     small for graphs with hundreds of relations.
     """
 
@@ -133,8 +133,13 @@ class RelationalEncoder(nn.Module):
 
     def forward(self, node_vectors: torch.Tensor, edge_index: torch.Tensor, relation_ids: torch.Tensor,
                 directions: torch.Tensor) -> torch.Tensor:
-        edge_type = torch.where(relation_ids < 0, self.num_edge_types - 1, 2 * relation_ids + directions.clamp(min=0))
-        return node_vectors + self.convolution(node_vectors, edge_index, edge_type)
+        """``edge_index`` (2, edges): neighbour → mention entity; each edge also runs backwards, typed
+        with the opposite direction, so that neighbours receive their mention entity's message."""
+        directions = directions.clamp(min=0)
+        forward_type = torch.where(relation_ids < 0, self.num_edge_types - 1, 2 * relation_ids + directions)
+        backward_type = torch.where(relation_ids < 0, self.num_edge_types - 1, 2 * relation_ids + 1 - directions)
+        both = torch.cat([edge_index, edge_index.flip(0)], 1)  # (2, 2·edges)
+        return node_vectors + self.convolution(node_vectors, both, torch.cat([forward_type, backward_type]))
 
 
 class KgplmPreTrainedModel(PreTrainedModel):

@@ -162,8 +162,10 @@ class MentionNeighborHybridAttention(nn.Module):
         self.span_pooling = SelfAttentiveSpanPooling(d1)
         self.mention_projection = nn.Linear(d1, d2)  # W_be
         self.mention_norm = nn.LayerNorm(d2, eps=config.layer_norm_eps)
-        self.type_attention = NeighborTypeAttention(d2)
-        self.node_attention = NeighborNodeAttention(d2)
+        # switched-off ablations create no parameters
+        hybrid = config.use_hybrid_attention
+        self.type_attention = NeighborTypeAttention(d2) if hybrid and config.use_type_attention else None
+        self.node_attention = NeighborNodeAttention(d2) if hybrid else None
         self.expand = nn.Linear(d2, 4 * d2)  # W_l1, b_l1
         self.contract = nn.Linear(4 * d2, d2, bias=False)  # W_l2
         self.output_norm = nn.LayerNorm(d2, eps=config.layer_norm_eps)
@@ -183,7 +185,7 @@ class MentionNeighborHybridAttention(nn.Module):
         elif not self.use_hybrid_attention:
             summary = scatter(neighbor_vectors, edge_mention, dim=0, dim_size=num_mentions, reduce="mean")
         else:
-            if self.use_type_attention:
+            if self.type_attention is not None:
                 # one group per (mention, type) pair present
                 keys = edge_mention * (num_types + 1) + edge_type
                 group_keys, edge_group = torch.unique(keys, return_inverse=True)

@@ -1,0 +1,204 @@
+"""SMedBERT: shapes, masks, grouped softmaxes, gradients, the MNeM–TransR identity, save/load."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kgplm.kg.embeddings import translation_energy
+from kgplm.models import SmedbertForPreTraining, load_pretrained
+from kgplm.models.modules import mention_token_index
+from kgplm.models.smedbert import (
+    GatedPositionInfusion,
+    MentionNeighborHybridAttention,
+    masked_neighbor_loss,
+    mnem_scores,
+)
+from tests.models.conftest import tiny_config, toy_batch
+
+
+def _model(**overrides) -> SmedbertForPreTraining:
+    torch.manual_seed(0)
+    return SmedbertForPreTraining(tiny_config(**overrides))
+
+
+def test_output_shapes_and_all_four_losses(batch):
+    output = _model()(**batch)
+    assert output.prediction_logits.shape == (2, 10, 60)
+    assert output.sop_logits.shape == (2, 2)
+    assert output.mention_vectors.shape == (3, 16)
+    assert set(output.losses) == {"mlm", "sop", "mnem", "mmem"}
+    config = tiny_config()
+    expected = (output.losses["mlm"] + output.losses["sop"] + config.mnem_weight * output.losses["mnem"]
+                + config.mmem_weight * output.losses["mmem"])
+    assert torch.allclose(output.loss, expected)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"relational_encoder": "rgcn"}, {"use_type_attention": False},
+                                       {"freeze_kg_embeddings": False}])
+def test_gradients_reach_every_trainable_parameter(batch, overrides):
+    model = _model(**overrides)
+    model(**batch).loss.backward()
+    missing = [name for name, p in model.named_parameters()
+               if p.requires_grad and (p.grad is None or not torch.any(p.grad != 0))]
+    assert missing == []
+    frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
+    if overrides.get("freeze_kg_embeddings", True):
+        assert {"kg.entities", "kg.relations", "kg.projections"} <= frozen
+    assert "mmem_target_embeddings" in frozen
+
+
+def test_tokens_outside_mentions_are_unchanged_by_the_infusion(batch):
+    torch.manual_seed(0)
+    config = tiny_config()
+    infusion = GatedPositionInfusion(config)
+    hidden = torch.randn(2, 10, 32)
+    token_mention, token_batch, token_position = mention_token_index(batch["mention_batch"], batch["mention_spans"])
+    updated = infusion(hidden, torch.randn(3, 16), torch.randn(3, 16), token_mention, token_batch, token_position)
+    inside = torch.zeros(2, 10, dtype=torch.bool)
+    inside[token_batch, token_position] = True
+    assert int(inside.sum()) == 2 + 1 + 3
+    assert torch.equal(updated[~inside], hidden[~inside])
+    assert not torch.isclose(updated[inside], hidden[inside]).all(dim=-1).any()
+
+
+def test_mention_token_index_by_hand():
+    token_mention, token_batch, token_position = mention_token_index(torch.tensor([0, 0, 1]),
+                                                                     torch.tensor([[1, 3], [4, 5], [2, 5]]))
+    assert token_mention.tolist() == [0, 0, 1, 2, 2, 2]
+    assert token_batch.tolist() == [0, 0, 0, 1, 1, 1]
+    assert token_position.tolist() == [1, 2, 4, 2, 3, 4]
+
+
+def _attention_inputs():
+    torch.manual_seed(1)
+    mention_vectors = torch.randn(3, 16)
+    neighbor_vectors = torch.randn(6, 16)
+    edge_mention = torch.tensor([0, 0, 0, 1, 2, 2])
+    edge_type = torch.tensor([0, 1, 2, 0, 0, 1])  # 2 = the untyped bucket
+    return mention_vectors, neighbor_vectors, edge_mention, edge_type
+
+
+def test_grouped_softmaxes_sum_to_one_and_match_a_padded_computation():
+    attention = MentionNeighborHybridAttention(tiny_config())
+    mention_vectors, neighbor_vectors, edge_mention, edge_type = _attention_inputs()
+    summary = attention(mention_vectors, neighbor_vectors, edge_mention, edge_type, num_types=2)
+    beta = attention.node_attention.last_attention
+    assert torch.allclose(torch.zeros(3).index_add(0, edge_mention, beta), torch.ones(3))
+
+    # independent computation, one mention at a time, with explicit loops over types
+    types = attention.type_attention
+    nodes = attention.node_attention
+    for mention in range(3):
+        rows = (edge_mention == mention).nonzero().ravel()
+        present = sorted(set(edge_type[rows].tolist()))
+        h_tau = {t: neighbor_vectors[rows[edge_type[rows] == t]].sum(0) for t in present}
+        raw = torch.stack([types.score(torch.tanh(types.mention_transform(mention_vectors[mention])
+                                                  + types.type_transform(h_tau[t]))).squeeze() for t in present])
+        alpha = dict(zip(present, torch.softmax(raw, 0)))
+        assert math.isclose(float(sum(alpha.values())), 1.0, rel_tol=1e-6)
+        scores = torch.stack([alpha[int(edge_type[r])] * (nodes.query(mention_vectors[mention])
+                              @ nodes.key(neighbor_vectors[r])) / 4.0 for r in rows])
+        weights = torch.softmax(scores, 0)
+        assert torch.allclose(beta[rows], weights, atol=1e-6)
+        hat = (weights.unsqueeze(1) * nodes.value(neighbor_vectors[rows])).sum(0)
+        expected = attention.output_norm(hat + attention.contract(F.gelu(attention.expand(hat))))
+        assert torch.allclose(summary[mention], expected, atol=1e-5)
+
+
+def test_without_hybrid_attention_the_summary_is_the_neighbour_mean():
+    attention = MentionNeighborHybridAttention(tiny_config(use_hybrid_attention=False))
+    mention_vectors, neighbor_vectors, edge_mention, edge_type = _attention_inputs()
+    summary = attention(mention_vectors, neighbor_vectors, edge_mention, edge_type, num_types=2)
+    mean = neighbor_vectors[:3].mean(0)
+    assert torch.allclose(summary[0], attention.output_norm(mean + attention.contract(F.gelu(attention.expand(mean)))),
+                          atol=1e-6)
+
+
+def test_mnem_score_equals_the_transr_energy_identity_when_norms_are_one():
+    """Eq. 17: with ‖h M_r + r‖ = ‖t M_r‖ = 1, f_s = λ (1 − f_tr² / 2), f_tr the TransR energy."""
+    torch.manual_seed(2)
+    dim = 8
+    projection, _ = torch.linalg.qr(torch.randn(dim, dim))  # orthogonal M_r
+    unit = F.normalize(torch.randn(dim), dim=0)
+    orthogonal = torch.randn(dim)
+    orthogonal = 0.3 * F.normalize(orthogonal - (orthogonal @ unit) * unit, dim=0)
+    relation = 0.5 * unit + orthogonal  # ‖u − r‖ < 1: the TransR norm constraint is inactive
+    head = (unit - relation) @ projection.T  # head M_r = u − r, so head M_r + r = u
+    tail = F.normalize(torch.randn(dim), dim=0) @ projection.T  # ‖tail M_r‖ = 1
+    score = mnem_scores(head[None], relation[None], projection[None], tail[None, None], torch.tensor([0]), 10.0)
+    energy = translation_energy(head[None], relation[None], tail[None], 2, matrices=projection[None],
+                                group_sizes=[1])
+    assert torch.allclose(score[0, 0], 10.0 * (1 - energy[0] ** 2 / 2), atol=1e-5)
+    # when e_m is the tail (direction 1) the relation is subtracted: h_mf M_r − h_r
+    reverse = mnem_scores(head[None], relation[None], projection[None], tail[None, None], torch.tensor([1]), 10.0)
+    expected = 10.0 * F.cosine_similarity(head @ projection - relation, tail @ projection, dim=0)
+    assert torch.allclose(reverse[0, 0], expected, atol=1e-6)
+
+
+def test_masked_neighbor_loss_by_hand_and_accidental_hits_removed():
+    scores = torch.tensor([[2.0, 1.0, 0.5], [0.0, 3.0, 1.0]])
+    log_q = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, -1.0, -3.0]])
+    ids = torch.tensor([[7, 8, 9], [5, 5, 6]])  # row 2: the first negative is the positive itself
+    loss = masked_neighbor_loss(scores, log_q, ids)
+    first = -(3.0 - math.log(math.exp(3.0) + math.exp(3.0) + math.exp(1.0)))
+    second = -(1.0 - math.log(math.exp(1.0) + math.exp(4.0)))
+    assert math.isclose(float(loss), (first + second) / 2, rel_tol=1e-6)
+
+
+def test_knowledge_losses_and_sop_can_be_switched_off(batch):
+    assert set(_model(use_knowledge_losses=False)(**batch).losses) == {"mlm", "sop"}
+    assert set(_model(use_sop=False, use_knowledge_losses=False)(**batch).losses) == {"mlm"}
+
+
+def test_mmem_target_is_frozen_at_the_start_of_pretraining(batch):
+    model = _model()
+    snapshot = model.mmem_target_embeddings.detach().clone()
+    assert torch.equal(snapshot, model.bert.embeddings.word_embeddings.weight)
+    optimizer = torch.optim.SGD(model.trainable_parameters(), lr=1.0)
+    model(**batch).loss.backward()
+    optimizer.step()
+    assert not torch.equal(model.bert.embeddings.word_embeddings.weight, snapshot)
+    assert torch.equal(model.mmem_target_embeddings, snapshot)
+
+
+def test_no_mentions_is_plain_bert_plus_heads(batch):
+    plain = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels", "sentence_order_label")}
+    output = _model()(**plain)
+    assert set(output.losses) == {"mlm", "sop"}
+
+
+def test_save_load_gives_identical_outputs(tmp_path, batch):
+    model = _model(relational_encoder="rgcn").eval()
+    with torch.no_grad():
+        model.kg.entities.normal_()  # as if loaded from KG embeddings
+        before = model(**batch)
+    model.save_pretrained(tmp_path)
+    loaded = load_pretrained(tmp_path).eval()
+    assert isinstance(loaded, SmedbertForPreTraining)
+    with torch.no_grad():
+        after = loaded(**batch)
+    assert torch.equal(before.prediction_logits, after.prediction_logits)
+    assert torch.equal(before.loss, after.loss)
+    assert loaded.cls.predictions.decoder.weight.data_ptr() == loaded.bert.embeddings.word_embeddings.weight.data_ptr()
+
+
+def test_bad_knowledge_configuration_fails_early():
+    from kgplm.exceptions import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="knowledge_layer"):
+        SmedbertForPreTraining(tiny_config(knowledge_layer=5))
+    with pytest.raises(ConfigurationError, match="relational_encoder"):
+        SmedbertForPreTraining(tiny_config(relational_encoder="gat"))
+    with pytest.raises(ConfigurationError, match="num_entities"):
+        SmedbertForPreTraining(tiny_config(num_entities=0))
+
+
+def test_knowledge_layer_default_is_two_below_the_top():
+    assert tiny_config().fusion_layer == 0
+    assert tiny_config(num_hidden_layers=12).fusion_layer == 10
+    batch = toy_batch()
+    assert _model(knowledge_layer=2)(**batch).loss.isfinite()

@@ -1,0 +1,178 @@
+"""kgplm.train end to end on the toy graph: artefacts, replay, resume after SIGKILL, errors, real text."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kgplm
+from kgplm.exceptions import ArtifactError, ConfigurationError
+from kgplm.models import TINY_TEXT_ENCODER
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TOY_GRAPH = REPO_ROOT / "graphs" / "toy_medical.ttl"
+
+
+def write_toy_corpus(path: Path, lines: int = 80) -> Path:
+    """Clinical-note-like sentences naming three random entities of the toy graph each."""
+    from kgplm import KGStore
+
+    store = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+    names = [store.entity_name(e) for e in range(store.num_entities)]
+    rng = random.Random(0)
+    text = []
+    for _ in range(lines):
+        first, second, third = rng.sample(names, 3)
+        text.append(f"患者主诉{first}三天，伴有{second}，既往有{third}病史，建议复查并随访观察。")
+    path.write_text("\n".join(text), encoding="utf-8")
+    return path
+
+
+def toy_arguments(corpus: Path, output_dir: Path, **overrides) -> dict:
+    arguments = dict(graph=str(TOY_GRAPH), corpus=str(corpus), output_dir=str(output_dir),
+                     text_model=dict(TINY_TEXT_ENCODER), vocab_size=300, entity_dim=16, kg_epochs=20, max_steps=20,
+                     batch_size=8, learning_rate=2e-3, checkpoint_every=5, log_every=5, max_length=64,
+                     progress=False)
+    arguments.update(overrides)
+    return arguments
+
+
+@pytest.fixture(scope="module")
+def toy_corpus(tmp_path_factory) -> Path:
+    return write_toy_corpus(tmp_path_factory.mktemp("corpus") / "notes.txt")
+
+
+@pytest.fixture(scope="module")
+def toy_run(toy_corpus, tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("run")
+    return kgplm.train("smedbert", **toy_arguments(toy_corpus, output_dir))
+
+
+def test_train_writes_every_artefact(toy_run):
+    out = toy_run.output_dir
+    for relative in ("run_config.json", "metrics.jsonl", "model/config.json", "model/model.safetensors",
+                     "tokenizer/tokenizer.json", "tokenizer/vocab.txt", "kg/neighbors.npz",
+                     "kg/entity_frequencies.npy", "kg/embeddings", "corpus/manifest.json"):
+        assert (out / relative).exists(), relative
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [5, 10, 15, 20]
+    for record in records:
+        assert {"step", "loss", "mlm", "sop", "mnem", "mmem", "learning_rate"} <= set(record)
+    assert records == toy_run.metrics
+    assert toy_run.curve("mnem")[-1] < toy_run.curve("mnem")[0]
+    assert toy_run.curve("loss")[-1] < toy_run.curve("loss")[0]
+    model = toy_run.load_model()
+    assert model.config.method == "smedbert" and model.config.hidden_size == 32
+    assert len(toy_run.load_tokenizer()) == model.config.vocab_size
+
+
+def test_the_kg_tables_in_the_model_are_the_trained_embeddings(toy_run):
+    from kgplm.kg.embeddings import KGEmbeddings
+
+    embeddings = KGEmbeddings.load(toy_run.output_dir / "kg" / "embeddings")
+    model = toy_run.load_model()
+    assert embeddings.method == "transr"
+    assert (model.kg.entities == embeddings.entity_embeddings).all()  # frozen during pre-training
+    assert (model.kg.projections == embeddings.projections).all()
+
+
+def test_train_from_config_replays_the_run(toy_run, tmp_path):
+    replay = kgplm.train_from_config(toy_run.output_dir / "run_config.json", output_dir=str(tmp_path / "replay"))
+    assert replay.metrics == toy_run.metrics
+
+
+def test_rerunning_a_finished_run_resumes_without_training(toy_run, toy_corpus):
+    again = kgplm.train("smedbert", **toy_arguments(toy_corpus, toy_run.output_dir))
+    assert again.metrics == toy_run.metrics
+
+
+def test_another_configuration_in_the_same_directory_is_refused(toy_run, toy_corpus):
+    with pytest.raises(ArtifactError, match="learning_rate"):
+        kgplm.train("smedbert", **toy_arguments(toy_corpus, toy_run.output_dir, learning_rate=1e-3))
+
+
+def test_unknown_and_planned_methods_fail_early(toy_corpus, tmp_path):
+    with pytest.raises(ConfigurationError, match="planned"):
+        kgplm.train("kebiolm", **toy_arguments(toy_corpus, tmp_path))
+    with pytest.raises(ConfigurationError, match="method must be one of"):
+        kgplm.train("bert", **toy_arguments(toy_corpus, tmp_path))
+    with pytest.raises(ConfigurationError, match="unknown model_options"):
+        kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "x", model_options={"lambda_one": 2}))
+
+
+def test_mlm_baseline_uses_the_same_loop(toy_corpus, tmp_path):
+    result = kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path, max_steps=10))
+    assert all(set(r) == {"step", "loss", "mlm", "learning_rate"} for r in result.metrics)
+    assert result.load_model().__class__.__name__ == "KgplmForMaskedLM"
+
+
+def test_ablation_switches_reach_the_model(toy_corpus, tmp_path):
+    result = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path, max_steps=5,
+                                                     model_options={"use_knowledge_losses": False}))
+    assert set(result.metrics[-1]) == {"step", "loss", "mlm", "sop", "learning_rate"}
+
+
+_SCRIPT = """
+import json, sys
+import kgplm
+kgplm.train("smedbert", **json.loads(sys.argv[1]))
+"""
+
+
+def _run(arguments: dict, *, kill_after_checkpoint: str | None = None) -> None:
+    command = [sys.executable, "-c", _SCRIPT, json.dumps(arguments)]
+    environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    if kill_after_checkpoint is None:
+        _, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr.decode()[-2000:]
+        return
+    target = Path(arguments["output_dir"]) / "checkpoints" / kill_after_checkpoint
+    deadline = time.monotonic() + 600
+    while not target.is_dir() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+
+def test_a_run_killed_with_sigkill_resumes_to_the_same_losses(toy_corpus, tmp_path):
+    uninterrupted = toy_arguments(toy_corpus, tmp_path / "whole", max_steps=30, checkpoint_every=10)
+    killed = toy_arguments(toy_corpus, tmp_path / "killed", max_steps=30, checkpoint_every=10)
+    _run(uninterrupted)
+    _run(killed, kill_after_checkpoint="step-0000010")
+    assert not (tmp_path / "killed" / "model").exists()
+    _run(killed)
+    whole = (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()
+    resumed = (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()
+    assert len(whole) == 6
+    assert resumed == whole  # bit for bit: masks, SOP, negatives and dropout are replayed
+
+
+def test_losses_decrease_on_real_medical_dialogue(cmekg_store, shared_data, tmp_path):
+    """SMedBERT on 200 consultations linked to CMeKG: MLM, MNeM, MMeM and the total decrease."""
+    import csv
+
+    source = shared_data / "corpus" / "medical_dialogue" / "sample_IM_5000-6000.utf8.csv"
+    with open(source, encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))[:200]
+    corpus = tmp_path / "dialogue.txt"
+    corpus.write_text("\n".join((r["ask"] + r["answer"]).replace("\n", " ") for r in rows), encoding="utf-8")
+    result = kgplm.train("smedbert", graph=cmekg_store, corpus=corpus, output_dir=tmp_path / "run",
+                         text_model=dict(TINY_TEXT_ENCODER), vocab_size=2000, kg_method="transe", entity_dim=32,
+                         kg_epochs=1, max_steps=60, batch_size=16, learning_rate=2e-3, log_every=10,
+                         checkpoint_every=60, max_length=128, progress=False)
+    for name in ("loss", "mlm", "mnem", "mmem"):
+        curve = result.curve(name)
+        assert curve[-1] < 0.9 * curve[0], (name, curve)
+    sop = result.curve("sop")
+    assert all(0.5 < value < 0.8 for value in sop)  # near chance (ln 2) in so short a run, and finite
