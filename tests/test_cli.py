@@ -91,3 +91,27 @@ def test_text_vocab_link_and_build_corpus(tmp_path: Path, capsys) -> None:
                  "--out", str(out), "--max-length", "16"]) == 0
     assert "20 examples from 20 documents" in capsys.readouterr().out
     assert len(load_corpus(out)) == 20
+
+
+def test_train_then_replay_from_its_config(tmp_path: Path, capsys) -> None:
+    import json
+
+    from tests.test_api import TOY_GRAPH, write_toy_corpus
+
+    corpus = write_toy_corpus(tmp_path / "notes.txt", lines=40)
+    out = tmp_path / "run"
+    tiny = json.dumps({"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+                       "max_position_embeddings": 160})
+    arguments = ["train", "--method", "smedbert", "--graph", str(TOY_GRAPH), "--corpus", str(corpus), "--out",
+                 str(out), "--text-model", tiny, "--vocab-size", "300", "--max-length", "64", "--max-steps", "6",
+                 "--batch-size", "4", "--log-every", "3", "--checkpoint-every", "3", "--no-progress",
+                 "--model-options", '{"mnem_num_negatives": 3}']
+    assert main(arguments) == 0
+    assert "smedbert: 6 steps" in capsys.readouterr().out
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [3, 6] and {"mlm", "sop", "mnem", "mmem"} <= set(records[0])
+    assert json.loads((out / "model" / "config.json").read_text())["mnem_num_negatives"] == 3
+    assert main(["train", "--config", str(out / "run_config.json"), "--no-progress"]) == 0  # finished: resumes, no work
+    assert [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()] == records
+    assert main(["train", "--graph", str(TOY_GRAPH)]) == 2
+    assert "needs --corpus and --out" in capsys.readouterr().err
