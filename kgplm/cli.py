@@ -6,9 +6,9 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Sequence
 
 import numpy as np
-from collections.abc import Sequence
 
 from kgplm.exceptions import ConfigurationError, KgplmError
 
@@ -118,9 +118,9 @@ def _cmd_kg_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_text_vocab(args: argparse.Namespace) -> int:
-    from kgplm.text import build_vocab
-
     from pathlib import Path
+
+    from kgplm.text import build_vocab
 
     corpus = [Path(path) for path in args.corpus]
     tokenizer = build_vocab(corpus, args.vocab_size, min_frequency=args.min_frequency, output_dir=args.out)

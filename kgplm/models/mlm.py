@@ -33,16 +33,6 @@ class KgplmForMaskedLM(KgplmPreTrainedModel):
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
 
-    def get_output_embeddings(self):
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings):
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
-
-    def trainable_parameters(self):
-        return [p for p in self.parameters() if p.requires_grad]
-
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 **_unused) -> PretrainingOutput:

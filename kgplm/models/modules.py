@@ -150,10 +150,25 @@ class KgplmPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = False
     _supports_sdpa = True
 
+    def get_output_embeddings(self):
+        """The MLM decoder (``self.cls``), tied to the word embeddings."""
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """The parameters the optimiser updates (frozen KG tables and MMeM targets excluded)."""
+        return [p for p in self.parameters() if p.requires_grad]
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         from transformers import initialization as init
-        from transformers.models.bert.modeling_bert import BertEmbeddings, BertLMPredictionHead
+        from transformers.models.bert.modeling_bert import (
+            BertEmbeddings,
+            BertLMPredictionHead,
+        )
 
         super()._init_weights(module)
         if isinstance(module, BertLMPredictionHead):

@@ -73,6 +73,7 @@ Deviations and choices (each documented here; options where the alternative is r
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -291,21 +292,11 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         self.post_init()
         self.snapshot_mmem_target()
 
-    def get_output_embeddings(self):
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings):
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
-
     @torch.no_grad()
     def snapshot_mmem_target(self) -> None:
         """Freeze the current word embeddings and mention head as MMeM's target (start of pre-training)."""
         self.mmem_target_embeddings.copy_(self.bert.embeddings.word_embeddings.weight)
         self.mmem_target_head.load_state_dict(self.mention_head.state_dict())
-
-    def trainable_parameters(self):
-        return [p for p in self.parameters() if p.requires_grad]
 
     # -- the knowledge module ----------------------------------------------------------------------
     def _neighbor_vectors(self, mention_entity_ids, neighbor_mention, neighbor_entity_ids, neighbor_relation_ids,
