@@ -3,8 +3,8 @@
 Loads CMeKG, saves and reloads the compiled store, computes the top-10 PEPR neighbour table of
 every entity (fast mode) and prints raw and PEPR-ranked neighbours of a few entities, then trains
 TransE embeddings (5% of the links held out) and reports filtered link prediction on them, and
-finally pre-trains a small SMedBERT on CMeKG's own text (its long literal attributes: usage,
-precautions, descriptions) with those artefacts and prints the start and end of the loss curve.
+finally pre-trains a small SMedBERT on CMeKG's own facts written as sentences (the package holds
+no long free text) with those artefacts and prints the start and end of the loss curve.
 This module is a command-line program: it writes its report to standard output.
 """
 
@@ -82,20 +82,39 @@ def embed_knowledge_graph(store, work_dir: Path, *, epochs: int = 5, num_evaluat
     print(f"saved to {path} (safetensors + JSON; to_openke / to_dglke export the other formats)")
 
 
+def verbalize_triples(store, num_texts: int) -> list[str]:
+    """One short description per entity from its links, e.g. "糖尿病的常见症状有多尿、口渴、乏力。".
+
+    The pycmekg package holds no long free text (its long literal values number under two
+    thousand and are mostly English names), so the demo's corpus is CMeKG's own facts written as
+    sentences: every entity with at least four links, up to four relations and five objects each.
+    """
+    import numpy as np
+
+    texts = []
+    for entity in range(store.num_entities):
+        tails, relations = store.out_edges(entity)
+        if len(tails) < 4:
+            continue
+        name = store.entity_name(entity)
+        clauses = []
+        for relation in np.unique(relations)[:4].tolist():
+            objects = [store.entity_name(int(t)) for t in tails[relations == relation][:5]]
+            clauses.append(f"{store.relation_name(relation)}有{'、'.join(objects)}")
+        texts.append(f"{name}的" + "；".join(clauses) + "。")
+        if len(texts) == num_texts:
+            break
+    return texts
+
+
 def pretrain_smedbert(store, work_dir: Path, table_path: Path, *, num_texts: int = 3000, max_steps: int = 300) -> None:
-    """Pre-train a small SMedBERT (hidden 128, 4 layers) on CMeKG's long attribute texts."""
+    """Pre-train a small SMedBERT (hidden 128, 4 layers) on CMeKG's facts written as sentences."""
     import kgplm
 
-    corpus = work_dir / "cmekg_text.txt"
+    corpus = work_dir / "cmekg_sentences.txt"
     if not corpus.is_file():
-        texts = []
-        for _entity, _predicate, value in store.iter_attributes():
-            if len(value) > 40:
-                texts.append(" ".join(value.split()))
-                if len(texts) == num_texts:
-                    break
-        corpus.write_text("\n".join(texts), encoding="utf-8")
-    print(f"\n== SMedBERT pre-training: {max_steps} steps on {num_texts:,} CMeKG attribute texts "
+        corpus.write_text("\n".join(verbalize_triples(store, num_texts)), encoding="utf-8")
+    print(f"\n== SMedBERT pre-training: {max_steps} steps on {num_texts:,} CMeKG entity descriptions "
           f"(hidden 128, 4 layers; the PEPR table and TransE embeddings above) ==")
     started = time.perf_counter()
     result = kgplm.train("smedbert", graph=work_dir / "cmekg_store", corpus=corpus, output_dir=work_dir / "smedbert",
