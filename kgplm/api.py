@@ -184,9 +184,11 @@ def train(
                                           progress)
     knowledge = method == "smedbert"
     table, embeddings, frequencies = None, None, None
+    from functools import cache
+
     from kgplm.text.linking import EntityLinker
 
-    linker = EntityLinker(store)  # built once: counting and corpus building share it
+    linker = cache(lambda: EntityLinker(store))  # built once, and only when a stage still has to link
     if knowledge:
         frequencies = _entity_frequencies(output_dir, store, linker, corpus, corpus_options)
         table = _prepare_neighbor_table(output_dir, store, frequencies, neighbor_table, num_neighbors, pepr_mode,
@@ -262,7 +264,7 @@ def _entity_frequencies(output_dir: Path, store, linker, corpus, corpus_options)
     path = output_dir / "kg" / "entity_frequencies.npy"
     if path.is_file():
         return np.load(path, allow_pickle=False)
-    counts = linker.count(_corpus_texts(corpus, corpus_options))
+    counts = linker().count(_corpus_texts(corpus, corpus_options))
     if counts.sum() == 0:
         raise ConfigurationError(f"no mention of the graph's {store.num_entities:,} entities was found in {corpus}; "
                                  f"a knowledge-enhanced method needs linked mentions")
@@ -307,8 +309,8 @@ def _prepare_corpus(output_dir, store, linker, corpus, corpus_options, tokenizer
     directory = output_dir / "corpus"
     if (directory / "manifest.json").is_file():
         return load_corpus(directory)
-    return build_corpus(corpus, store=store, tokenizer=tokenizer, output_dir=directory, neighbor_table=table, linker=linker,
-                        whole_word=masking == "whole_word", max_length=max_length, progress=progress,
+    return build_corpus(corpus, store=store, tokenizer=tokenizer, output_dir=directory, neighbor_table=table,
+                        linker=linker(), whole_word=masking == "whole_word", max_length=max_length, progress=progress,
                         **corpus_options)
 
 
