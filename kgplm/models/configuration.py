@@ -86,8 +86,9 @@ class KgplmConfig(BertConfig):
     @property
     def fusion_layer(self) -> int:
         """The number of encoder layers that run before the knowledge module."""
-        layer = self.num_hidden_layers - 2 if self.knowledge_layer is None else self.knowledge_layer
-        return max(layer, 0)
+        if self.knowledge_layer is None:
+            return max(self.num_hidden_layers - 2, 0)
+        return self.knowledge_layer
 
     def validate_knowledge(self) -> None:
         """Raise :class:`ConfigurationError` when the knowledge fields cannot build a model."""

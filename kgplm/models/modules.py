@@ -107,10 +107,12 @@ class KnowledgeGraphTables(nn.Module):
 
     def relation_vectors(self, relation_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(h_r, M_r) per id; −1 selects the learned "related" relation. Shapes (n, d_r), (n, d2, d_r)."""
-        table = torch.cat([self.relations, self.related_relation])  # (relations + 1, d_r)
-        projections = torch.cat([self.projections, self.related_projection])  # (relations + 1, d2, d_r)
-        rows = torch.where(relation_ids < 0, len(self.relations), relation_ids)
-        return table[rows], projections[rows]
+        # gather first, then swap in the learned rows: no copy of the whole tables per batch
+        related = relation_ids < 0
+        rows = relation_ids.clamp(min=0)
+        vectors = torch.where(related[:, None], self.related_relation, self.relations[rows])  # (n, d_r)
+        projections = torch.where(related[:, None, None], self.related_projection, self.projections[rows])
+        return vectors, projections  # (n, d_r), (n, d2, d_r)
 
 
 class RelationalEncoder(nn.Module):

@@ -158,8 +158,6 @@ class MentionNeighborHybridAttention(nn.Module):
     def __init__(self, config: KgplmConfig) -> None:
         super().__init__()
         d1, d2 = config.hidden_size, config.entity_dim
-        self.use_type_attention = config.use_type_attention
-        self.use_hybrid_attention = config.use_hybrid_attention
         self.span_pooling = SelfAttentiveSpanPooling(d1)
         self.mention_projection = nn.Linear(d1, d2)  # W_be
         self.mention_norm = nn.LayerNorm(d2, eps=config.layer_norm_eps)
@@ -183,7 +181,7 @@ class MentionNeighborHybridAttention(nn.Module):
         num_edges = len(edge_mention)
         if num_edges == 0:
             summary = mention_vectors.new_zeros(mention_vectors.shape)
-        elif not self.use_hybrid_attention:
+        elif self.node_attention is None:  # ablation: no hybrid attention
             summary = scatter(neighbor_vectors, edge_mention, dim=0, dim_size=num_mentions, reduce="mean")
         else:
             if self.type_attention is not None:

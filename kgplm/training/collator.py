@@ -77,8 +77,7 @@ class PretrainingCollator:
         cls_token_id, sep_token_id, pad_token_id: the tokenizer's.
         sentence_order: make SOP pairs.
         knowledge: emit mention and neighbour tensors (and MNeM negatives when ``sampler`` is set).
-        sampler, num_negatives: MNeM negatives.
-        entity_type_ids: neighbour types; defaults to the corpus's ``neighbor_types``.
+        sampler, num_negatives: MNeM negatives (types of the positives are the corpus's ``neighbor_types``).
     """
 
     def __init__(self, *, masker: Masker, cls_token_id: int, sep_token_id: int, pad_token_id: int,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import shutil
 from dataclasses import asdict, dataclass
@@ -217,7 +216,4 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
                                  {"step": done, "window": window, "settings": asdict(settings)},
                                  settings.keep_checkpoints)
     bar.close()
-    records = [json.loads(line) for line in metrics_path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if records and not all(math.isfinite(r["loss"]) for r in records):
-        raise ArtifactError("a logged loss is not finite")
-    return records
+    return [json.loads(line) for line in metrics_path.read_text(encoding="utf-8").splitlines() if line.strip()]

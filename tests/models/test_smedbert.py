@@ -191,6 +191,8 @@ def test_bad_knowledge_configuration_fails_early():
 
     with pytest.raises(ConfigurationError, match="knowledge_layer"):
         SmedbertForPreTraining(tiny_config(knowledge_layer=5))
+    with pytest.raises(ConfigurationError, match="knowledge_layer"):
+        SmedbertForPreTraining(tiny_config(knowledge_layer=-1))
     with pytest.raises(ConfigurationError, match="relational_encoder"):
         SmedbertForPreTraining(tiny_config(relational_encoder="gat"))
     with pytest.raises(ConfigurationError, match="num_entities"):
