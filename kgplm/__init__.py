@@ -1,8 +1,9 @@
 """kgplm: knowledge-enhanced pre-trained language models for medicine."""
 
-from kgplm.api import TrainingResult, train, train_from_config
+from kgplm.api import FineTuningResult, TrainingResult, evaluate, finetune, train, train_from_config
 from kgplm.exceptions import KgplmError
 from kgplm.kg.store import KGStore
 
 __version__ = "0.1.0"
-__all__ = ["KGStore", "KgplmError", "train", "train_from_config", "TrainingResult", "__version__"]
+__all__ = ["KGStore", "KgplmError", "train", "train_from_config", "TrainingResult", "finetune", "evaluate",
+           "FineTuningResult", "__version__"]

@@ -31,7 +31,7 @@ import numpy as np
 from kgplm._io import atomic_directory, atomic_file
 from kgplm.exceptions import ArtifactError, ConfigurationError, MissingFileError
 
-__all__ = ["train", "train_from_config", "TrainingResult", "METHODS"]
+__all__ = ["train", "train_from_config", "TrainingResult", "METHODS", "finetune", "evaluate", "FineTuningResult"]
 
 logger = logging.getLogger(__name__)
 
@@ -372,3 +372,200 @@ def _build_collator(method, config, tokenizer, store, masking, frequencies, seed
                                sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
                                sentence_order=knowledge and config.use_sop, knowledge=knowledge, sampler=sampler,
                                num_negatives=config.mnem_num_negatives)
+
+
+# -- fine-tuning and evaluation ----------------------------------------------------------------------------
+@dataclass
+class FineTuningResult:
+    """What ``kgplm.finetune`` produced: the best-on-dev model and its dev and test scores."""
+
+    output_dir: Path
+    task: str
+    dev: dict[str, float]
+    test: dict[str, float] | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_dir(self) -> Path:
+        return self.output_dir / "model"
+
+    def load_model(self):
+        from kgplm.models import load_pretrained
+
+        return load_pretrained(self.model_dir)
+
+    def __repr__(self) -> str:
+        test = f", test {self.test['main']:.4f}" if self.test else ""
+        return f"FineTuningResult(task={self.task!r}, dev {self.dev['main']:.4f}{test}, {self.output_dir})"
+
+
+def _pretrained_parts(model: str | os.PathLike) -> tuple[Path, Path, Path | None]:
+    """(model directory, tokenizer directory, run directory or None) of a kgplm run or model directory."""
+    path = Path(model)
+    if (path / "model" / "config.json").is_file():
+        model_dir, run_dir = path / "model", path
+    elif (path / "config.json").is_file():
+        model_dir, run_dir = path, path.parent if (path.parent / "tokenizer").is_dir() else None
+    else:
+        raise MissingFileError(path, "kgplm model (a train/finetune output directory or a save_pretrained directory)")
+    for candidate in ((run_dir / "tokenizer") if run_dir else None, model_dir):
+        if candidate is not None and ((candidate / "tokenizer.json").is_file() or (candidate / "vocab.txt").is_file()):
+            return model_dir, candidate, run_dir
+    raise MissingFileError(model_dir, "tokenizer next to the model (tokenizer/ or tokenizer.json)")
+
+
+def _knowledge_lookup(run_dir: Path | None, progress: bool):
+    """The linker and PEPR table a knowledge-enhanced model was pre-trained with."""
+    from kgplm.kg import KGStore, open_store
+    from kgplm.kg.pepr import NeighborTable
+    from kgplm.training.finetuning import KnowledgeLookup
+
+    if run_dir is not None and (run_dir / "finetune_config.json").is_file():
+        source = json.loads((run_dir / "finetune_config.json").read_text(encoding="utf-8"))["pretrained"]
+        run_dir = _pretrained_parts(source)[2]
+    if run_dir is None or not (run_dir / "kg" / "neighbors.npz").is_file():
+        raise MissingFileError(run_dir or "<model>", "pre-training run with kg/neighbors.npz (a knowledge-enhanced "
+                               "model needs the graph and neighbour table it was trained with)")
+    if (run_dir / "kg" / "store" / "manifest.json").is_file():
+        store = KGStore.load(run_dir / "kg" / "store")
+    else:
+        store = open_store(json.loads((run_dir / "run_config.json").read_text(encoding="utf-8"))["graph"],
+                           show_progress=progress)
+    return KnowledgeLookup(store, NeighborTable.load(run_dir / "kg" / "neighbors.npz"))
+
+
+def _subset(examples: list, limit: int | None, seed: int) -> list:
+    if limit is None or len(examples) <= limit:
+        return examples
+    order = np.sort(np.random.default_rng(seed).permutation(len(examples))[:limit])
+    return [examples[i] for i in order]
+
+
+def finetune(
+    *,
+    model: str | os.PathLike,
+    task: str,
+    data_dir: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    epochs: int = 3,
+    batch_size: int = 32,
+    learning_rate: float = 5e-5,
+    warmup_ratio: float = 0.1,
+    weight_decay: float = 0.01,
+    patience: int = 2,
+    max_length: int = 128,
+    tagging: str = "bio",
+    max_train_examples: int | None = None,
+    max_eval_examples: int | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+) -> FineTuningResult:
+    """Fine-tune a pre-trained kgplm model on ``task`` and score the best-on-dev epoch on dev and test.
+
+    Args:
+        model: a ``kgplm.train`` output directory (or its ``model/``); knowledge-enhanced models
+            reuse that run's graph, linker and PEPR table so their knowledge module stays active.
+        task: a name from :func:`kgplm.evaluation.task_names` (``"cmedqaner"``, ``"cmedqq"`` …).
+        data_dir: a tasks root laid out like ``../shared/data/tasks`` or the task's own directory.
+        epochs, batch_size, learning_rate, warmup_ratio, weight_decay: AdamW with linear decay;
+            ``patience``: epochs without dev improvement before stopping.
+        tagging: ``"bio"`` or ``"bioes"`` for NER tasks.
+        max_train_examples, max_eval_examples: seeded subsets for quick runs (``None``: all).
+
+    Writes ``output_dir/model`` (the best epoch), ``tokenizer/``, ``finetune_config.json`` (the
+    arguments, which replay the run) and ``results.json`` (history, dev and test scores).
+    """
+    arguments = _json_safe({name: value for name, value in locals().items()})
+    from kgplm.evaluation.tasks import get_task, load_task
+    from kgplm.models import KgplmConfig, KgplmForFineTuning
+    from kgplm.text.tokenization import load_tokenizer, save_tokenizer
+    from kgplm.training.finetuning import FineTuneSettings, TaskEncoder, finetune_loop, label_names_for, predict, score
+
+    spec = get_task(task)
+    model_dir, tokenizer_dir, run_dir = _pretrained_parts(model)
+    output_dir = Path(output_dir)
+    arguments["model"] = str(Path(model).resolve())
+    splits = load_task(spec.name, data_dir)
+    train_examples = _subset(splits["train"], max_train_examples, seed)
+    dev_examples = _subset(splits["dev"], max_eval_examples, seed)
+    test_examples = _subset(splits["test"], max_eval_examples, seed)
+    tokenizer = load_tokenizer(tokenizer_dir)
+    config = KgplmConfig.from_pretrained(str(model_dir))
+    if max_length > config.max_position_embeddings:
+        raise ConfigurationError(f"max_length {max_length} exceeds the model's {config.max_position_embeddings} "
+                                 f"positions")
+    label_names = label_names_for(spec, train_examples, tagging)
+    config.task_kind, config.task_name, config.label_names, config.tagging = spec.kind, spec.name, label_names, tagging
+    config.num_labels = max(len(label_names or ()), 1)
+    knowledge = _knowledge_lookup(run_dir, progress) if config.method == "smedbert" else None
+    encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
+                          knowledge=knowledge)
+    import torch
+
+    torch.manual_seed(seed)  # the head's initial weights
+    network = KgplmForFineTuning.from_pretrained(str(model_dir), config=config)
+    train_features = encoder.encode(train_examples)
+    dev_features = encoder.encode(dev_examples)
+    settings = FineTuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+                                warmup_ratio=warmup_ratio, weight_decay=weight_decay, patience=patience, seed=seed)
+    history, dev_scores = finetune_loop(network, encoder, train_features, dev_examples, dev_features, settings,
+                                        device=device, progress=progress)
+    test_features = encoder.encode(test_examples)
+    test_scores = score(encoder, test_examples, test_features,
+                        predict(network, encoder, test_features, batch_size=2 * batch_size, device=device))
+    logger.info("%s: dev %s %.4f, test %.4f", spec.name, spec.metric, dev_scores["main"], test_scores["main"])
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_directory(output_dir / "model") as temporary:
+        network.save_pretrained(str(temporary))
+    with atomic_directory(output_dir / "tokenizer") as temporary:
+        save_tokenizer(tokenizer, temporary)
+    finetune_config = {"kgplm_finetune": 1, "pretrained": arguments["model"], **arguments}
+    results = {"task": spec.name, "metric": spec.metric, "dev": dev_scores, "test": test_scores, "history": history,
+               "examples": {"train": len(train_examples), "dev": len(dev_examples), "test": len(test_examples)},
+               "encoding": dict(encoder.statistics)}
+    for name, content in (("finetune_config.json", finetune_config), ("results.json", results)):
+        with atomic_file(output_dir / name, "w", encoding="utf-8") as handle:
+            json.dump(content, handle, indent=1, ensure_ascii=False)
+    return FineTuningResult(output_dir=output_dir, task=spec.name, dev=dev_scores, test=test_scores, history=history,
+                            config=finetune_config)
+
+
+def evaluate(
+    *,
+    model: str | os.PathLike,
+    task: str | None = None,
+    data_dir: str | os.PathLike,
+    split: str = "test",
+    batch_size: int = 64,
+    max_examples: int | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+) -> dict[str, float]:
+    """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own."""
+    from kgplm.evaluation.tasks import get_task, load_task
+    from kgplm.models import load_pretrained
+    from kgplm.text.tokenization import load_tokenizer
+    from kgplm.training.finetuning import TaskEncoder, predict, score
+
+    model_dir, tokenizer_dir, run_dir = _pretrained_parts(model)
+    network = load_pretrained(str(model_dir))
+    config = network.config
+    if config.task_kind is None:
+        raise ConfigurationError(f"{model_dir} is a pre-trained model without a task head; run kgplm.finetune first")
+    spec = get_task(task or config.task_name)
+    if spec.kind != config.task_kind:
+        raise ConfigurationError(f"the model was fine-tuned for a {config.task_kind} task ({config.task_name}); "
+                                 f"{spec.name} is a {spec.kind} task")
+    examples = _subset(load_task(spec.name, data_dir, split), max_examples, seed)
+    knowledge = _knowledge_lookup(run_dir, progress) if config.method == "smedbert" else None
+    encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names,
+                          max_length=config.max_position_embeddings, tagging=config.tagging, knowledge=knowledge)
+    if run_dir is not None and (run_dir / "finetune_config.json").is_file():
+        encoder.max_length = json.loads((run_dir / "finetune_config.json").read_text(encoding="utf-8"))["max_length"]
+    features = encoder.encode(examples)
+    network.to(device)
+    return score(encoder, examples, features, predict(network, encoder, features, batch_size=batch_size,
+                                                      device=device, progress=progress))

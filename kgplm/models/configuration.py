@@ -37,6 +37,10 @@ class KgplmConfig(BertConfig):
     * ``freeze_kg_embeddings``: keep the TransR tables fixed (the paper) or fine-tune them.
     * ``mnem_weight`` (λ1 = 2), ``mmem_weight`` (λ2 = 4), ``mnem_scale`` (λ = 10),
       ``mnem_num_negatives``, ``mmem_target`` (``"frozen_initial"`` or ``"shared"``), ``use_sop``.
+
+    Fine-tuning fields (:class:`kgplm.models.KgplmForFineTuning`): ``task_kind`` (a
+    :mod:`kgplm.evaluation.tasks` kind), ``task_name``, ``label_names`` (labels, or tags for NER, in
+    class-index order) and ``tagging`` (``"bio"`` or ``"bioes"``).
     """
 
     model_type = "kgplm"
@@ -61,6 +65,10 @@ class KgplmConfig(BertConfig):
         mnem_scale: float = 10.0,
         mnem_num_negatives: int = 10,
         mmem_target: str = "frozen_initial",
+        task_kind: str | None = None,
+        task_name: str | None = None,
+        label_names: list[str] | None = None,
+        tagging: str = "bio",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -82,6 +90,10 @@ class KgplmConfig(BertConfig):
         self.mnem_scale = mnem_scale
         self.mnem_num_negatives = mnem_num_negatives
         self.mmem_target = mmem_target
+        self.task_kind = task_kind
+        self.task_name = task_name
+        self.label_names = list(label_names) if label_names is not None else None
+        self.tagging = tagging
 
     @property
     def fusion_layer(self) -> int:

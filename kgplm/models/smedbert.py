@@ -256,7 +256,69 @@ def masked_neighbor_loss(scores: torch.Tensor, log_q: torch.Tensor, candidate_id
     return F.cross_entropy(logits, torch.zeros(len(logits), dtype=torch.long, device=logits.device))
 
 
-class SmedbertForPreTraining(KgplmPreTrainedModel):
+class SmedbertEncoding:
+    """The SMedBERT encoder pass, shared by pre-training and fine-tuning models.
+
+    A mixin for modules that hold ``bert``, ``kg``, ``relational_encoder``, ``hybrid_attention`` and
+    ``infusion`` (see :meth:`build_knowledge_modules`).
+    """
+
+    def build_knowledge_modules(self, config: KgplmConfig) -> None:
+        self.kg = KnowledgeGraphTables(config)
+        self.relational_encoder = RelationalEncoder(config) if config.relational_encoder == "rgcn" else None
+        self.hybrid_attention = MentionNeighborHybridAttention(config)
+        self.infusion = GatedPositionInfusion(config)
+
+    def _neighbor_vectors(self, mention_entity_ids, neighbor_mention, neighbor_entity_ids, neighbor_relation_ids,
+                          neighbor_directions) -> torch.Tensor:
+        entities = self.kg.entities
+        if self.relational_encoder is None:
+            return entities[neighbor_entity_ids]  # (edges, d2)
+        nodes, inverse = torch.unique(torch.cat([neighbor_entity_ids, mention_entity_ids]), return_inverse=True)
+        source = inverse[: len(neighbor_entity_ids)]
+        target = inverse[len(neighbor_entity_ids):][neighbor_mention]
+        refined = self.relational_encoder(entities[nodes], torch.stack([source, target]), neighbor_relation_ids,
+                                          neighbor_directions)  # (nodes, d2)
+        return refined[source]
+
+    def encode(self, input_ids, attention_mask=None, token_type_ids=None, mention_batch=None, mention_spans=None,
+               mention_entity_ids=None, neighbor_mention=None, neighbor_entity_ids=None, neighbor_relation_ids=None,
+               neighbor_directions=None, neighbor_type_ids=None):
+        """Token states after all layers, knowledge infused after ``config.fusion_layer``.
+
+        Returns ``(hidden, mention_index)``: hidden (batch, length, d1); mention_index is
+        ``(token_mention, token_batch, token_position, num_mentions)`` or ``None`` without mentions.
+        """
+        config = self.config
+        embeddings = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (batch, length, d1)
+        mask = extended_attention_mask(config, embeddings, attention_mask)
+        layers = self.bert.encoder.layer
+        hidden = run_encoder_layers(layers[: config.fusion_layer], embeddings, mask)
+
+        mention_index = None
+        if mention_spans is not None and len(mention_spans) > 0:
+            num_mentions = len(mention_spans)
+            token_mention, token_batch, token_position = mention_token_index(mention_batch, mention_spans)
+            mention_vectors = self.hybrid_attention.mention_vectors(
+                hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
+            edges = neighbor_mention if neighbor_mention is not None else mention_batch.new_zeros(0)
+            if len(edges):
+                neighbor_vectors = self._neighbor_vectors(mention_entity_ids, edges, neighbor_entity_ids,
+                                                          neighbor_relation_ids, neighbor_directions)
+                edge_types = torch.where(neighbor_type_ids < 0, config.num_entity_types, neighbor_type_ids)
+            else:
+                neighbor_vectors = hidden.new_zeros(0, config.entity_dim)
+                edge_types = edges
+            summary = self.hybrid_attention(mention_vectors, neighbor_vectors, edges, edge_types,
+                                            config.num_entity_types)
+            hidden = self.infusion(hidden, summary, mention_vectors, token_mention, token_batch, token_position)
+            mention_index = (token_mention, token_batch, token_position, num_mentions)
+
+        hidden = run_encoder_layers(layers[config.fusion_layer:], hidden, mask)  # (batch, length, d1)
+        return hidden, mention_index
+
+
+class SmedbertForPreTraining(SmedbertEncoding, KgplmPreTrainedModel):
     """BERT encoder with SMedBERT's knowledge module after ``config.fusion_layer`` layers and its heads.
 
     Inputs beyond BERT's (all flat, PyG style; see :class:`kgplm.training.collator.PretrainingCollator`):
@@ -278,10 +340,7 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         self.bert = BertModel(config, add_pooling_layer=True)
         self.cls = BertOnlyMLMHead(config)
         self.sop = nn.Linear(config.hidden_size, 2)
-        self.kg = KnowledgeGraphTables(config)
-        self.relational_encoder = RelationalEncoder(config) if config.relational_encoder == "rgcn" else None
-        self.hybrid_attention = MentionNeighborHybridAttention(config)
-        self.infusion = GatedPositionInfusion(config)
+        self.build_knowledge_modules(config)
         self.mention_head = MentionProjection(config)
         # MMeM's frozen target network (word embeddings p and sp/W_sa/LN at the start of pre-training)
         self.mmem_target_embeddings = nn.Parameter(torch.zeros(config.vocab_size, config.hidden_size),
@@ -295,19 +354,6 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         """Freeze the current word embeddings and mention head as MMeM's target (start of pre-training)."""
         self.mmem_target_embeddings.copy_(self.bert.embeddings.word_embeddings.weight)
         self.mmem_target_head.load_state_dict(self.mention_head.state_dict())
-
-    # -- the knowledge module ----------------------------------------------------------------------
-    def _neighbor_vectors(self, mention_entity_ids, neighbor_mention, neighbor_entity_ids, neighbor_relation_ids,
-                          neighbor_directions) -> torch.Tensor:
-        entities = self.kg.entities
-        if self.relational_encoder is None:
-            return entities[neighbor_entity_ids]  # (edges, d2)
-        nodes, inverse = torch.unique(torch.cat([neighbor_entity_ids, mention_entity_ids]), return_inverse=True)
-        source = inverse[: len(neighbor_entity_ids)]
-        target = inverse[len(neighbor_entity_ids):][neighbor_mention]
-        refined = self.relational_encoder(entities[nodes], torch.stack([source, target]), neighbor_relation_ids,
-                                          neighbor_directions)  # (nodes, d2)
-        return refined[source]
 
     def forward(
         self,
@@ -331,31 +377,12 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         **_unused,
     ) -> PretrainingOutput:
         config = self.config
-        embeddings = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (batch, length, d1)
-        mask = extended_attention_mask(config, embeddings, attention_mask)
-        layers = self.bert.encoder.layer
-        hidden = run_encoder_layers(layers[: config.fusion_layer], embeddings, mask)
-
-        has_mentions = mention_spans is not None and len(mention_spans) > 0
-        mention_vectors = None
+        hidden, mention_index = self.encode(input_ids, attention_mask, token_type_ids, mention_batch, mention_spans,
+                                            mention_entity_ids, neighbor_mention, neighbor_entity_ids,
+                                            neighbor_relation_ids, neighbor_directions, neighbor_type_ids)
+        has_mentions = mention_index is not None
         if has_mentions:
-            num_mentions = len(mention_spans)
-            token_mention, token_batch, token_position = mention_token_index(mention_batch, mention_spans)
-            mention_vectors = self.hybrid_attention.mention_vectors(
-                hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
-            edges = neighbor_mention if neighbor_mention is not None else mention_batch.new_zeros(0)
-            if len(edges):
-                neighbor_vectors = self._neighbor_vectors(mention_entity_ids, edges, neighbor_entity_ids,
-                                                          neighbor_relation_ids, neighbor_directions)
-                edge_types = torch.where(neighbor_type_ids < 0, config.num_entity_types, neighbor_type_ids)
-            else:
-                neighbor_vectors = hidden.new_zeros(0, config.entity_dim)
-                edge_types = edges
-            summary = self.hybrid_attention(mention_vectors, neighbor_vectors, edges, edge_types,
-                                            config.num_entity_types)
-            hidden = self.infusion(hidden, summary, mention_vectors, token_mention, token_batch, token_position)
-
-        hidden = run_encoder_layers(layers[config.fusion_layer:], hidden, mask)  # (batch, length, d1)
+            token_mention, token_batch, token_position, num_mentions = mention_index
         pooled = self.bert.pooler(hidden)
         prediction_logits = self.cls(hidden)  # (batch, length, vocab)
         sop_logits = self.sop(pooled) if config.use_sop else None
