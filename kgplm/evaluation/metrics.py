@@ -9,7 +9,6 @@ entity, so predictions that are not well formed are scored the same way everywhe
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -130,7 +129,3 @@ def accuracy_at_1(scores: Sequence[Sequence[float]], labels: Sequence[Sequence[i
 def triple_scores(gold: Sequence[Iterable[tuple]], predicted: Sequence[Iterable[tuple]]) -> dict[str, float]:
     """Micro P/R/F1 over exact ``(subject, predicate, object)`` triples per example (CMeIE)."""
     return entity_scores(gold, predicted)
-
-
-def label_counts(labels: Iterable) -> Counter:
-    return Counter(labels)

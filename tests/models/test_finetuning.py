@@ -1,0 +1,121 @@
+"""Fine-tuning heads and KgplmForFineTuning: shapes, loss decreases, knowledge module active, round-trips."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kgplm.exceptions import ConfigurationError
+from kgplm.models import KgplmForFineTuning, SmedbertForPreTraining, load_pretrained
+from kgplm.models.heads import CandidateRankingHead, span_mean
+from kgplm.models.finetuning import KNOWLEDGE_KEYS
+from tests.models.conftest import tiny_config, toy_batch
+
+LABELS = {"ner": ["O", "B-a", "I-a", "B-b", "I-b"], "nested_ner": ["O", "B-a", "I-a"],
+          "classification": ["x", "y", "z"], "pair": ["0", "1"], "relation": ["none", "cause", "treat"],
+          "qa_ranking": None}
+
+
+def task_batch(kind: str, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    batch, length = 4, 9
+    inputs = {"input_ids": torch.randint(5, 60, (batch, length), generator=generator),
+              "attention_mask": torch.ones(batch, length, dtype=torch.long),
+              "token_type_ids": torch.zeros(batch, length, dtype=torch.long)}
+    if kind == "ner":
+        inputs["labels"] = torch.randint(0, 5, (batch, length), generator=generator)
+        inputs["labels"][:, 0] = -100
+    elif kind == "nested_ner":
+        inputs["labels"] = torch.randint(0, 3, (batch, length, 2), generator=generator)
+    elif kind == "qa_ranking":
+        inputs["candidate_group"] = torch.tensor([0, 0, 0, 1])
+        inputs["labels"] = torch.tensor([0, 1, 0, 1])
+    else:
+        inputs["labels"] = torch.randint(0, len(LABELS[kind]), (batch,), generator=generator)
+    if kind == "relation":
+        inputs["head_spans"] = torch.tensor([[1, 3], [2, 3], [1, 2], [4, 6]])
+        inputs["tail_spans"] = torch.tensor([[5, 6], [6, 9], [3, 5], [7, 8]])
+    return inputs
+
+
+EXPECTED_SHAPES = {"ner": (4, 9, 5), "nested_ner": (4, 9, 2, 3), "classification": (4, 3), "pair": (4, 2),
+                   "relation": (4, 3), "qa_ranking": (4,)}
+
+
+@pytest.mark.parametrize("kind", list(LABELS))
+def test_each_head_has_its_shape_and_fits_a_tiny_batch(kind):
+    torch.manual_seed(0)
+    model = KgplmForFineTuning(tiny_config(method="mlm", task_kind=kind, label_names=LABELS[kind]))
+    inputs = task_batch(kind, torch.Generator().manual_seed(1))
+    output = model(**inputs)
+    assert tuple(output.logits.shape) == EXPECTED_SHAPES[kind]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    first = output.loss.item()
+    model.train()
+    for _ in range(40):
+        loss = model(**inputs).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.5 * first, (first, loss.item())
+
+
+def test_knowledge_module_is_used_and_trained_when_fine_tuning_smedbert():
+    torch.manual_seed(0)
+    model = KgplmForFineTuning(tiny_config(task_kind="classification", label_names=["a", "b"]))
+    batch = toy_batch()
+    knowledge = {key: batch[key] for key in KNOWLEDGE_KEYS}
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
+              "token_type_ids": batch["token_type_ids"], "labels": torch.tensor([0, 1])}
+    model.eval()
+    with_knowledge = model(**inputs, **knowledge)
+    without = model(**inputs)
+    assert not torch.allclose(with_knowledge.logits, without.logits)
+    model.train()
+    model(**inputs, **knowledge).loss.backward()
+    for name in ("hybrid_attention", "infusion"):
+        grads = [p.grad for n, p in model.named_parameters() if n.startswith(name) and p.requires_grad]
+        assert grads and all(g is not None for g in grads), name
+        assert any(g.abs().sum() > 0 for g in grads), name
+
+
+def test_loads_a_pretraining_checkpoint_and_round_trips(tmp_path):
+    torch.manual_seed(0)
+    pretrained = SmedbertForPreTraining(tiny_config()).eval()
+    pretrained.save_pretrained(tmp_path / "pre")
+    batch = toy_batch()
+    config = tiny_config(task_kind="ner", label_names=LABELS["ner"])
+    model = KgplmForFineTuning.from_pretrained(tmp_path / "pre", config=config).eval()
+    knowledge = {key: batch[key] for key in KNOWLEDGE_KEYS}
+    common = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
+              "token_type_ids": batch["token_type_ids"]}
+    # the encoder (knowledge module included) is the pre-trained one
+    expected = pretrained(**common, **knowledge).last_hidden_state
+    assert torch.allclose(model(**common, **knowledge).last_hidden_state, expected, atol=1e-6)
+    model.save_pretrained(tmp_path / "fine")
+    reloaded = load_pretrained(tmp_path / "fine").eval()
+    assert isinstance(reloaded, KgplmForFineTuning) and reloaded.config.label_names == LABELS["ner"]
+    assert torch.equal(reloaded(**common, **knowledge).logits, model(**common, **knowledge).logits)
+
+
+def test_ranking_loss_by_hand():
+    head = CandidateRankingHead(hidden_size=2, dropout=0.0)
+    with torch.no_grad():
+        head.scorer.weight.copy_(torch.tensor([[1.0, 0.0]]))
+        head.scorer.bias.zero_()
+    pooled = torch.tensor([[0.0, 0], [1.0, 0], [2.0, 0], [0.5, 0], [0.0, 0]])
+    scores, loss = head(pooled, torch.tensor([3, 3, 3, 8, 9]), torch.tensor([0, 1, 1, 1, 0]))
+    # question 3: −(log softmax(0,1,2)[1] + log softmax(0,1,2)[2]) / 2; question 8 alone: −log 1 = 0; 9 has no answer
+    log_z = math.log(1 + math.e + math.e ** 2)
+    expected = (((log_z - 1) + (log_z - 2)) / 2 + 0.0) / 2
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_span_mean_and_bad_configuration():
+    hidden = torch.arange(12.0).view(1, 4, 3)
+    assert torch.equal(span_mean(hidden, torch.tensor([[1, 3]])), hidden[0, 1:3].mean(0, keepdim=True))
+    with pytest.raises(ConfigurationError, match="task_kind"):
+        KgplmForFineTuning(tiny_config(method="mlm", task_kind="translation", label_names=["a"]))
+    with pytest.raises(ConfigurationError, match="label_names"):
+        KgplmForFineTuning(tiny_config(method="mlm", task_kind="ner"))
