@@ -192,6 +192,30 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_finetune(args: argparse.Namespace) -> int:
+    import kgplm
+
+    result = kgplm.finetune(model=args.model, task=args.task, data_dir=args.data_dir, output_dir=args.out,
+                            epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+                            patience=args.patience, max_length=args.max_length, tagging=args.tagging,
+                            max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
+                            seed=args.seed, device=args.device, progress=not args.no_progress)
+    print(f"{result.task}: dev {result.dev['main']:.4f}, test {result.test['main']:.4f} "
+          f"({len(result.history)} epochs); model and results.json in {result.output_dir}")
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    import json
+
+    import kgplm
+
+    scores = kgplm.evaluate(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
+                            max_examples=args.max_examples, device=args.device, progress=not args.no_progress)
+    print(json.dumps(scores, indent=1))
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kgplm.demo import run_demo
 
@@ -323,6 +347,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_train)
+
+    p = commands.add_parser("finetune", help="fine-tune a pre-trained model on a task (kgplm.finetune)")
+    p.add_argument("--model", required=True, help="a kgplm train output directory")
+    p.add_argument("--task", required=True, help="task name, e.g. cmedqaner, cmedqq, cmedic (see kgplm.evaluation)")
+    p.add_argument("--data-dir", required=True, help="tasks root (like shared/data/tasks) or the task's own directory")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--learning-rate", type=float, default=5e-5)
+    p.add_argument("--patience", type=int, default=2, help="epochs without dev improvement before stopping")
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--tagging", default="bio", help="bio or bioes (NER tasks)")
+    p.add_argument("--max-train-examples", type=int, default=None)
+    p.add_argument("--max-eval-examples", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_finetune)
+
+    p = commands.add_parser("evaluate", help="score a fine-tuned model on a split (kgplm.evaluate); prints JSON")
+    p.add_argument("--model", required=True, help="a kgplm finetune output directory")
+    p.add_argument("--task", default=None, help="default: the task the model was fine-tuned on")
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--split", default="test", help="train, dev or test")
+    p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_evaluate)
 
     p = commands.add_parser("demo", help="run the demo on the embedded CMeKG graph")
     p.add_argument("--work-dir", default="artifacts/demo", help="where the demo writes its artefacts")

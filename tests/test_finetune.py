@@ -97,3 +97,18 @@ def test_smedbert_is_fine_tuned_with_linked_mentions_and_neighbours(tmp_path):
     assert len(batch["mention_spans"]) >= 8 and len(batch["neighbor_mention"]) > 0
     scores = kgplm.evaluate(model=tmp_path / "fine", data_dir=task_dir, progress=False)
     assert scores["accuracy"] == pytest.approx(result.test["accuracy"])
+
+
+def test_cli_finetune_then_evaluate(tiny_chinese_model, shared_data, tmp_path, capsys):
+    from kgplm.cli import main
+
+    out = tmp_path / "cmedic"
+    assert main(["finetune", "--model", str(tiny_chinese_model), "--task", "cmedic", "--data-dir",
+                 str(shared_data / "tasks"), "--out", str(out), "--epochs", "1", "--max-train-examples", "64",
+                 "--max-eval-examples", "40", "--no-progress"]) == 0
+    assert "cmedic: dev" in capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert main(["evaluate", "--model", str(out), "--data-dir", str(shared_data / "tasks"), "--split", "dev",
+                 "--max-examples", "40", "--no-progress"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["accuracy"] == pytest.approx(results["dev"]["accuracy"])
