@@ -83,7 +83,10 @@ def finetune_all(work: Path, runs, seeds) -> dict:
 
 def similarity_all(work: Path, store, runs, corpus: Path) -> dict:
     try:
-        from kgplm.evaluation.similarity import build_similarity_sets, evaluate_similarity
+        from kgplm.evaluation.similarity import (
+            build_similarity_sets,
+            evaluate_similarity,
+        )
     except ImportError:
         return {}
     cache = work / "similarity.json"

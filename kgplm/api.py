@@ -481,7 +481,14 @@ def finetune(
     from kgplm.evaluation.tasks import get_task, load_task
     from kgplm.models import KgplmConfig, KgplmForFineTuning
     from kgplm.text.tokenization import load_tokenizer, save_tokenizer
-    from kgplm.training.finetuning import FineTuneSettings, TaskEncoder, finetune_loop, label_names_for, predict, score
+    from kgplm.training.finetuning import (
+        FineTuneSettings,
+        TaskEncoder,
+        finetune_loop,
+        label_names_for,
+        predict,
+        score,
+    )
 
     spec = get_task(task)
     model_dir, tokenizer_dir, run_dir = _pretrained_parts(model)

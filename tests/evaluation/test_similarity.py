@@ -6,7 +6,12 @@ import pytest
 import torch
 
 from kgplm import KGStore
-from kgplm.evaluation.similarity import SimilarityQuery, build_similarity_sets, evaluate_similarity, jaro_winkler
+from kgplm.evaluation.similarity import (
+    SimilarityQuery,
+    build_similarity_sets,
+    evaluate_similarity,
+    jaro_winkler,
+)
 
 TOY = """\
 @prefix ex: <http://example.org/> .

@@ -9,8 +9,8 @@ import torch
 
 from kgplm.exceptions import ConfigurationError
 from kgplm.models import KgplmForFineTuning, SmedbertForPreTraining, load_pretrained
-from kgplm.models.heads import CandidateRankingHead, span_mean
 from kgplm.models.finetuning import KNOWLEDGE_KEYS
+from kgplm.models.heads import CandidateRankingHead, span_mean
 from tests.models.conftest import tiny_config, toy_batch
 
 LABELS = {"ner": ["O", "B-a", "I-a", "B-b", "I-b"], "nested_ner": ["O", "B-a", "I-a"],
