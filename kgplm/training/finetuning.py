@@ -30,6 +30,7 @@ from kgplm.evaluation import metrics
 from kgplm.evaluation.tasks import TaskSpec
 from kgplm.exceptions import ConfigurationError
 from kgplm.text.alignment import char_spans_to_token_spans
+from kgplm.training.trainer import build_optimizer
 
 __all__ = ["KnowledgeLookup", "TaskEncoder", "FineTuneSettings", "finetune_loop", "predict", "score",
            "label_names_for"]
@@ -348,10 +349,7 @@ def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_e
     generator = torch.Generator().manual_seed(settings.seed)
     torch.manual_seed(settings.seed)
     model.to(device)
-    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim >= 2 and "norm" not in n.lower()]
-    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and not (p.ndim >= 2 and "norm" not in n.lower())]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": settings.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=settings.learning_rate)
+    optimizer = build_optimizer(model, settings)
     # ranking batches keep a question's candidates together so the listwise softmax sees them all
     if encoder.kind == "qa_ranking":
         group_ids = np.array([f["candidate_group"] for f in train_features])

@@ -86,7 +86,8 @@ def _linear_schedule(warmup_steps: int, max_steps: int):
     return factor
 
 
-def _optimizer(model: torch.nn.Module, settings: TrainerSettings) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, settings) -> torch.optim.Optimizer:
+    """AdamW over the trainable parameters; ``settings`` has ``learning_rate`` and ``weight_decay``."""
     decay, no_decay = [], []
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
@@ -164,7 +165,7 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
     device = torch.device(device)
     model.to(device)
     model.train()
-    optimizer = _optimizer(model, settings)
+    optimizer = build_optimizer(model, settings)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _linear_schedule(settings.warmup_steps,
                                                                               settings.max_steps))
     metrics_path = output_dir / "metrics.jsonl"
