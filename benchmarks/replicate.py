@@ -3,7 +3,7 @@
 Pre-trains each method on the same real text (CMeKG facts written as sentences + the Chinese
 medical dialogue corpus) with the same vocabulary, encoder size and steps; fine-tunes each on
 cMedQANER (entity F1), cMedQQ (accuracy) and cMedIC (accuracy) with 3 seeds; runs the
-unsupervised similarity probe (D1–D3, Acc@1) when :mod:`kgplm.evaluation.similarity` is present;
+unsupervised similarity probe (D1–D3, Acc@1) and the cloze probe (:mod:`kgplm.evaluation.probing`);
 prints one table, mean ± std over seeds. This is an honest small-scale check of the papers'
 claims on a CPU budget, not a tuned leaderboard. Every stage is cached under ``--work`` (rerun
 to resume or to add columns).
@@ -82,19 +82,29 @@ def finetune_all(work: Path, runs, seeds) -> dict:
 
 
 def similarity_all(work: Path, store, runs, corpus: Path) -> dict:
-    try:
-        from kgplm.evaluation.similarity import (
-            build_similarity_sets,
-            evaluate_similarity,
-        )
-    except ImportError:
-        return {}
+    from kgplm.evaluation.similarity import build_similarity_sets, evaluate_similarity
+
     cache = work / "similarity.json"
     if cache.is_file():
         return json.loads(cache.read_text(encoding="utf-8"))
     sets = build_similarity_sets(store, corpus_texts=corpus.read_text(encoding="utf-8").splitlines(), seed=0)
     table = {method: evaluate_similarity(run / "model", run / "tokenizer", sets) for method, (run, _) in runs.items()}
     table["_sizes"] = {name: len(queries) for name, queries in sets.items()}
+    cache.write_text(json.dumps(table), encoding="utf-8")
+    return table
+
+
+def cloze_all(work: Path, store, runs) -> dict:
+    from kgplm.evaluation.probing import build_cloze_probes, evaluate_cloze
+    from kgplm.models import load_pretrained
+    from kgplm.text.tokenization import load_tokenizer
+
+    cache = work / "cloze.json"
+    if cache.is_file():
+        return json.loads(cache.read_text(encoding="utf-8"))
+    tokenizer = load_tokenizer(work / "pretrain-smedbert" / "tokenizer")  # shared by every method
+    probes = build_cloze_probes(store, tokenizer, max_probes=500, seed=0)
+    table = {method: evaluate_cloze(load_pretrained(run / "model"), tokenizer, probes) for method, (run, _) in runs.items()}
     cache.write_text(json.dumps(table), encoding="utf-8")
     return table
 
@@ -122,6 +132,7 @@ def main() -> None:
     runs = pretrain(args.work, store, corpus, args.steps)
     scores = finetune_all(args.work, runs, args.seeds)
     similarity = similarity_all(args.work, store, runs, corpus)
+    cloze = cloze_all(args.work, store, runs)
 
     def cell(values):
         if len(values) == 1:
@@ -132,15 +143,19 @@ def main() -> None:
     sim_columns = [name for name in ("D1", "D2", "D3") if similarity and name in similarity.get("_sizes", {})]
     print(f"\nReplication at a fixed small budget: {args.steps} pre-training steps, hidden 128, 4 layers; "
           f"seeds {args.seeds}; test scores ×100, mean ± std")
-    header = f"{'method':<10}" + "".join(f"{c:>22}" for c in columns + [f"sim {c} Acc@1" for c in sim_columns])
+    header = f"{'method':<10}" + "".join(f"{c:>22}" for c in columns + [f"sim {c} Acc@1" for c in sim_columns]
+                                         + ["cloze exact", "cloze token"])
     print(header)
     print("-" * len(header))
     for method in runs:
         row = f"{method:<10}" + "".join(f"{cell(scores[method][t]):>22}" for t in TASKS)
         row += "".join(f"{100 * similarity[method][c]:>22.1f}" for c in sim_columns)
+        row += f"{100 * cloze[method]['exact']:>22.1f}{100 * cloze[method]['token']:>22.1f}"
         print(row)
     if sim_columns:
-        print("similarity query counts: " + ", ".join(f"{c} {similarity['_sizes'][c]}" for c in sim_columns))
+        print("similarity query counts: " + ", ".join(f"{c} {similarity['_sizes'][c]}" for c in sim_columns)
+              + "; chance Acc@1 = 5.0 (1 of 20 candidates)")
+    print(f"cloze probes: {cloze[next(iter(runs))]['probes']} CMeKG triples, tails of 1-4 tokens")
     print(f"total {time.perf_counter() - started:.0f} s")
 
 
