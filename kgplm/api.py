@@ -568,10 +568,11 @@ def evaluate(
                                  f"{spec.name} is a {spec.kind} task")
     examples = _subset(load_task(spec.name, data_dir, split), max_examples, seed)
     knowledge = _knowledge_lookup(run_dir, progress) if config.method == "smedbert" else None
-    encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names,
-                          max_length=config.max_position_embeddings, tagging=config.tagging, knowledge=knowledge)
-    if run_dir is not None and (run_dir / "finetune_config.json").is_file():
-        encoder.max_length = json.loads((run_dir / "finetune_config.json").read_text(encoding="utf-8"))["max_length"]
+    max_length = config.max_position_embeddings
+    if run_dir is not None and (run_dir / "finetune_config.json").is_file():  # the length it was fine-tuned with
+        max_length = json.loads((run_dir / "finetune_config.json").read_text(encoding="utf-8"))["max_length"]
+    encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names, max_length=max_length,
+                          tagging=config.tagging, knowledge=knowledge)
     features = encoder.encode(examples)
     network.to(device)
     return score(encoder, examples, features, predict(network, encoder, features, batch_size=batch_size,

@@ -156,3 +156,17 @@ def test_bad_rows_name_file_and_line(tmp_path):
         load_task("cmedic", bad)
     with pytest.raises(MissingFileError):
         load_task("cmedqq", tmp_path)
+
+
+def test_chemprot_markers_are_removed_in_either_order(tmp_path):
+    from kgplm.evaluation.tasks import read_chemprot
+
+    path = tmp_path / "train.jsonl"
+    rows = ['{"text": "A [[ xx ]] B << yyy >> C", "label": "UP"}', '{"text": "<< yyy >> then [[ xx ]].", "label": "UP"}']
+    path.write_text("\n".join(rows), encoding="utf-8")
+    first, second = read_chemprot(path)
+    assert (first.text, first.text[slice(*first.head)], first.text[slice(*first.tail)]) == ("A xx B yyy C", "yyy", "xx")
+    assert (second.text, second.text[slice(*second.head)], second.text[slice(*second.tail)]) == ("yyy then xx.", "yyy", "xx")
+    path.write_text('{"text": "no markers", "label": "UP"}', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"train.jsonl:1.*markers << … >> not found"):
+        read_chemprot(path)
