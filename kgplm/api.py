@@ -422,7 +422,8 @@ def _knowledge_lookup(run_dir: Path | None, progress: bool):
     from kgplm.training.finetuning import KnowledgeLookup
 
     if run_dir is not None and (run_dir / "finetune_config.json").is_file():
-        source = json.loads((run_dir / "finetune_config.json").read_text(encoding="utf-8"))["pretrained"]
+        # a fine-tuned model: its knowledge is the pre-training run it started from
+        source = json.loads((run_dir / "finetune_config.json").read_text(encoding="utf-8"))["model"]
         run_dir = _pretrained_parts(source)[2]
     if run_dir is None or not (run_dir / "kg" / "neighbors.npz").is_file():
         raise MissingFileError(run_dir or "<model>", "pre-training run with kg/neighbors.npz (a knowledge-enhanced "
@@ -528,7 +529,7 @@ def finetune(
         network.save_pretrained(str(temporary))
     with atomic_directory(output_dir / "tokenizer") as temporary:
         save_tokenizer(tokenizer, temporary)
-    finetune_config = {"kgplm_finetune": 1, "pretrained": arguments["model"], **arguments}
+    finetune_config = {"kgplm_finetune": 1, **arguments}
     results = {"task": spec.name, "metric": spec.metric, "dev": dev_scores, "test": test_scores, "history": history,
                "examples": {"train": len(train_examples), "dev": len(dev_examples), "test": len(test_examples)},
                "encoding": dict(encoder.statistics)}
