@@ -72,7 +72,7 @@ def _cmd_kg_pepr(args: argparse.Namespace) -> int:
     store = _store(args.store)
     seeds = None if args.seeds is None else [int(s) if s.isdigit() else s for s in args.seeds]
     table = top_k_neighbors(store, seeds, k=args.k, mode=args.mode, candidates=args.candidates, alpha=args.alpha,
-                            jump=args.jump, directed=args.directed)
+                            jump=args.jump, directed=args.directed, epsilon=args.epsilon, num_hubs=args.num_hubs)
     table.save(args.out)
     filled = (table.neighbors >= 0).sum(axis=1)
     print(f"wrote top-{args.k} PEPR neighbours of {len(table):,} entities to {args.out} "
@@ -261,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=0.15, help="jump probability")
     p.add_argument("--jump", choices=["paper", "seed"], default="paper")
     p.add_argument("--directed", action="store_true")
+    p.add_argument("--epsilon", type=float, default=1e-5, help="fast mode: push threshold (smaller: slower, closer)")
+    p.add_argument("--num-hubs", type=int, default=128, help="fast mode: highest-degree entities resolved exactly")
     p.add_argument("--seeds", nargs="*", default=None, help="entity names or ids (default: every entity)")
     p.set_defaults(handler=_cmd_kg_pepr)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from kgplm import KGStore
 from kgplm.cli import main
 
@@ -43,6 +45,13 @@ def test_kg_pepr_and_ranked_neighbors(tmp_path: Path, capsys) -> None:
     assert "29 entities" in capsys.readouterr().out
     table = NeighborTable.load(out)
     assert table.neighbors.shape == (29, 3)
+    fast_out = tmp_path / "fast.npz"
+    assert main(["kg", "pepr", "--store", str(toy), "--out", str(fast_out), "--k", "3", "--epsilon", "1e-9",
+                 "--num-hubs", "2"]) == 0
+    fast = NeighborTable.load(fast_out)
+    assert fast.config["epsilon"] == 1e-9 and fast.config["num_hubs"] == 2 and fast.config["mode"] == "fast"
+    np.testing.assert_array_equal(fast.neighbors, table.neighbors)
+    capsys.readouterr()
     assert main(["kg", "neighbors", "糖尿病", "--store", str(toy), "--k", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "score" in lines[1] and len(lines) == 4 and "糖尿病肾病" in lines[2]

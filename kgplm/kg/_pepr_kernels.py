@@ -101,17 +101,25 @@ def _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degr
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub,
-                        hub_slot, hub_vectors, candidate_indptr, candidate_indices, global_scores,
-                        seed_weight, global_weight, symmetric, num_workers, out_scores):  # pragma: no cover
-    """PEPR scores of each seed's candidates: push, then resolve hub residuals exactly.
+def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_values, pull_indptr, pull_indices,
+                        pull_values, degree, is_hub, hub_slot, hub_vectors, candidate_indptr, candidate_indices,
+                        global_scores, remainder_distribution, seed_weight, global_weight, symmetric, num_workers,
+                        out_scores):  # pragma: no cover
+    """PEPR scores of each seed's candidates: push, resolve hub residuals exactly, correct the rest.
 
-    For seed s and candidate v: ``score = w_s · (p(v) + Σ_h r_h · H[v, h]) + w_g · g(v)`` where
-    ``H[:, h]`` is hub h's exact seed-jump PPR, g the exact global PageRank (paper jump), and the
-    residual left on non-hub nodes (each below ε · deg) contributes only its immediate restart
-    α · r_v. On an undirected walk (``symmetric``) a hub candidate's score is exact through
-    ppr_s(v) = deg(v) / deg(s) · ppr_v(s). Candidates are given per seed in CSR form; scores are
-    written to ``out_scores`` aligned with ``candidate_indices``.
+    For seed s and candidate v::
+
+        score = w_s · (p(v) + Σ_h r_h · H[v, h] + C(v)) + w_g · g(v)
+        C(v)  = α · r_v + α (1 − α) · Σ_u r_u P(u, v) + (1 − α)² · R · π(v)
+
+    ``H[:, h]`` is hub h's exact seed-jump PPR, g the exact global PageRank (paper jump). C(v)
+    estimates what the residual r left on non-hub nodes (R = Σ r_u) still sends to v: the
+    restart of v's own residual, the restart one step after the residual of v's in-neighbours
+    moves, and the rest of the walk spread as ``remainder_distribution`` π (deg / 2m on an
+    undirected walk, where a residual proportional to degree stays exactly so). On an undirected
+    walk (``symmetric``) a hub candidate's score is exact through ppr_s(v) = deg(v) / deg(s) ·
+    ppr_v(s). Candidates are given per seed in CSR form; scores are written to ``out_scores``
+    aligned with ``candidate_indices``.
     """
     num_nodes = degree.shape[0]
     num_seeds = seeds.shape[0]
@@ -134,21 +142,31 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
                 continue
             num_touched = _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
                                     is_hub, estimate, residual, queued, touched, queue)
+            remaining = 0.0  # R: the residual mass on non-hub nodes
             for i in range(num_touched):
                 node = touched[i]
                 if is_hub[node]:
                     hub_residual[hub_slot[node]] = residual[node]
+                else:
+                    remaining += residual[node]
             for k in range(start, end):
                 v = candidate_indices[k]
                 if symmetric and is_hub[v] and degree[seed] > 0:
                     # undirected walk: ppr_s(v) · deg(s) = ppr_v(s) · deg(v), and ppr_v is exact
                     total = degree[v] / degree[seed] * hub_vectors[seed, hub_slot[v]]
                 else:
-                    # p(v), the restart share of v's own unpushed residual, and the hubs' exact part
+                    # p(v), the hubs' exact part, and C(v) for the non-hub residual
                     total = estimate[v] + alpha * residual[v]
                     for h in range(num_hubs):
                         if hub_residual[h] != 0.0:
                             total += hub_residual[h] * hub_vectors[v, h]
+                    one_step = 0.0
+                    for j in range(pull_indptr[v], pull_indptr[v + 1]):
+                        source = pull_indices[j]
+                        if not is_hub[source]:
+                            one_step += residual[source] * pull_values[j]
+                    total += alpha * (1.0 - alpha) * one_step
+                    total += (1.0 - alpha) * (1.0 - alpha) * remaining * remainder_distribution[v]
                 out_scores[k] = seed_weight * total + global_weight * global_scores[v]
             for i in range(num_touched):
                 node = touched[i]

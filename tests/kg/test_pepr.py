@@ -163,6 +163,50 @@ def test_fast_mode_agrees_with_exact(cmekg_subgraph: KGStore) -> None:
         seed_mode.neighbors, top_k_neighbors(cmekg_subgraph, k=10, jump="seed", tol=1e-12, show_progress=False).neighbors)
 
 
+def plain_forward_push(store: KGStore, seed: int, epsilon: float, alpha: float = 0.15):
+    """Andersen–Chung–Lang push on the undirected walk, written plainly: (estimate p, residual r)."""
+    from collections import deque
+
+    adjacency = [[] for _ in range(store.num_entities)]
+    for h, _, t in store.triples.tolist():
+        if h != t:
+            adjacency[h].append(t)
+            adjacency[t].append(h)
+    estimate, residual = np.zeros(store.num_entities), np.zeros(store.num_entities)
+    residual[seed], queue = 1.0, deque([seed])
+    while queue:
+        node = queue.popleft()
+        degree = len(adjacency[node])
+        if residual[node] < epsilon * max(degree, 1):
+            continue
+        mass, residual[node] = residual[node], 0.0
+        estimate[node] += alpha * mass
+        for neighbor in adjacency[node]:
+            residual[neighbor] += (1 - alpha) * mass / degree
+            if residual[neighbor] >= epsilon * len(adjacency[neighbor]):
+                queue.append(neighbor)
+    return estimate, residual
+
+
+def test_fast_mode_residual_correction_beats_dropping_the_residual(cmekg_subgraph: KGStore) -> None:
+    """At a coarse ε the corrected push is far closer to exact PPR than p + α·r (the residual dropped)."""
+    store, epsilon = cmekg_subgraph, 1e-3
+    seeds = np.flatnonzero(np.bincount(store.triples[:, [0, 2]].ravel(), minlength=store.num_entities) > 10)[:40]
+    exact = personalized_pagerank(store, seeds, jump="seed", tol=1e-14)
+    fast = top_k_neighbors(store, seeds, k=10 ** 6, mode="fast", jump="seed", num_hubs=0, epsilon=epsilon,
+                           show_progress=False)
+    corrected_errors, dropped_errors = [], []
+    for row, seed in enumerate(seeds.tolist()):
+        estimate, residual = plain_forward_push(store, seed, epsilon)
+        chosen = fast.neighbors[row] >= 0
+        neighbors = fast.neighbors[row][chosen]
+        truth = exact[row, neighbors]
+        corrected_errors.append(np.abs(fast.scores[row][chosen] - truth) / truth)
+        dropped_errors.append(np.abs(estimate[neighbors] + 0.15 * residual[neighbors] - truth) / truth)
+    corrected, dropped = np.concatenate(corrected_errors).mean(), np.concatenate(dropped_errors).mean()
+    assert corrected < dropped / 10, (corrected, dropped)  # measured: 0.029 against 0.57
+
+
 def test_candidates_any() -> None:
     store = KGStore.from_rdf(TOY, show_progress=False)
     table = top_k_neighbors(store, [0, 10], k=5, candidates="any", show_progress=False)
