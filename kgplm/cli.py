@@ -261,8 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=0.15, help="jump probability")
     p.add_argument("--jump", choices=["paper", "seed"], default="paper")
     p.add_argument("--directed", action="store_true")
-    p.add_argument("--epsilon", type=float, default=1e-5, help="fast mode: push threshold (smaller: slower, closer)")
-    p.add_argument("--num-hubs", type=int, default=128, help="fast mode: highest-degree entities resolved exactly")
+    p.add_argument("--epsilon", type=float, default=1e-2, help="fast mode: push threshold (smaller: slower, closer)")
+    p.add_argument("--num-hubs", type=int, default=64, help="fast mode: highest-degree entities resolved exactly")
     p.add_argument("--seeds", nargs="*", default=None, help="entity names or ids (default: every entity)")
     p.set_defaults(handler=_cmd_kg_pepr)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["pagerank_step", "column_change", "forward_push_scores"]
+__all__ = ["pagerank_step", "column_change", "forward_push_scores", "one_hop_rows", "top_k_rows"]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -51,10 +51,12 @@ def _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degr
 
     Leaves ``estimate`` (p) and ``residual`` (r) such that ppr_seed = p + Σ_u r_u · ppr_u.
     Hubs are never pushed: their residual is resolved exactly by the caller with precomputed
-    hub vectors. Non-hub nodes are pushed while r_u ≥ ε · deg(u). Dangling nodes send their
+    hub vectors. Non-hub nodes are pushed while r_u ≥ ε · deg(u); the seed is always pushed once,
+    so that a coarse ε still spreads the seed's mass to its candidates. Dangling nodes send their
     walk mass back to the seed (the jump vector). Returns the number of touched nodes.
     """
     num_touched = 0
+    num_pushes = 0  # the seed itself is always pushed once, whatever ε
     head = 0
     tail = 0
     residual[seed] = 1.0
@@ -71,8 +73,9 @@ def _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degr
             head = 0
         queued[node] = False
         mass = residual[node]
-        if is_hub[node] or mass < epsilon * max(degree[node], 1.0):
+        if is_hub[node] or (mass < epsilon * max(degree[node], 1.0) and not (node == seed and num_pushes == 0)):
             continue
+        num_pushes += 1
         estimate[node] += alpha * mass
         residual[node] = 0.0
         start, end = push_indptr[node], push_indptr[node + 1]
@@ -110,20 +113,22 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
     For seed s and candidate v::
 
         score = w_s · (p(v) + Σ_h r_h · H[v, h] + C(v)) + w_g · g(v)
-        C(v)  = α · r_v + α (1 − α) · Σ_u r_u P(u, v) + (1 − α)² · R · π(v)
+        C(v)  = α · r(v) + α (1 − α) · (P r)(v) + α (1 − α)² · (P P r)(v) + (1 − α)³ · R · π(v)
 
     ``H[:, h]`` is hub h's exact seed-jump PPR, g the exact global PageRank (paper jump). C(v)
-    estimates what the residual r left on non-hub nodes (R = Σ r_u) still sends to v: the
-    restart of v's own residual, the restart one step after the residual of v's in-neighbours
-    moves, and the rest of the walk spread as ``remainder_distribution`` π (deg / 2m on an
-    undirected walk, where a residual proportional to degree stays exactly so). On an undirected
-    walk (``symmetric``) a hub candidate's score is exact through ppr_s(v) = deg(v) / deg(s) ·
-    ppr_v(s). Candidates are given per seed in CSR form; scores are written to ``out_scores``
-    aligned with ``candidate_indices``.
+    estimates what the residual r left on non-hub nodes (R = Σ r_u) still sends to v: its restart
+    at v after zero, one and two walk steps (steps into hubs are left out, as hubs are resolved
+    exactly), and the rest of the walk spread as ``remainder_distribution`` π (deg / 2m on an
+    undirected walk). ``P r`` is spread once from the residual's support (``step_one``), then
+    ``P P r`` is pulled at each candidate. On an undirected walk (``symmetric``) a hub candidate's
+    score is exact through ppr_s(v) = deg(v) / deg(s) · ppr_v(s). Candidates are given per seed in
+    CSR form; scores are written to ``out_scores`` aligned with ``candidate_indices``.
     """
     num_nodes = degree.shape[0]
     num_seeds = seeds.shape[0]
     num_hubs = hub_vectors.shape[1]
+    restart_two_steps = alpha * (1.0 - alpha) * (1.0 - alpha)
+    remainder_weight = (1.0 - alpha) ** 3
     for worker in numba.prange(num_workers):
         estimate = np.zeros(num_nodes)
         residual = np.zeros(num_nodes)
@@ -131,6 +136,8 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
         touched = np.empty(num_nodes, dtype=np.int64)
         queue = np.empty(num_nodes + 1, dtype=np.int64)
         hub_residual = np.zeros(num_hubs)
+        step_one = np.zeros(num_nodes)  # (P r)(w) on non-hub w
+        reached = np.empty(num_nodes, dtype=np.int64)  # where step_one is non-zero, for the reset
         for position in range(worker, num_seeds, num_workers):
             seed = seeds[position]
             start, end = candidate_indptr[position], candidate_indptr[position + 1]
@@ -143,12 +150,24 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
             num_touched = _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
                                     is_hub, estimate, residual, queued, touched, queue)
             remaining = 0.0  # R: the residual mass on non-hub nodes
+            num_reached = 0
             for i in range(num_touched):
                 node = touched[i]
+                mass = residual[node]
                 if is_hub[node]:
-                    hub_residual[hub_slot[node]] = residual[node]
-                else:
-                    remaining += residual[node]
+                    hub_residual[hub_slot[node]] = mass
+                    continue
+                remaining += mass
+                if mass == 0.0:
+                    continue
+                for j in range(push_indptr[node], push_indptr[node + 1]):
+                    target = push_indices[j]
+                    if is_hub[target]:
+                        continue
+                    if step_one[target] == 0.0:
+                        reached[num_reached] = target
+                        num_reached += 1
+                    step_one[target] += mass * push_values[j]
             for k in range(start, end):
                 v = candidate_indices[k]
                 if symmetric and is_hub[v] and degree[seed] > 0:
@@ -160,14 +179,16 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
                     for h in range(num_hubs):
                         if hub_residual[h] != 0.0:
                             total += hub_residual[h] * hub_vectors[v, h]
-                    one_step = 0.0
+                    two_steps = 0.0
                     for j in range(pull_indptr[v], pull_indptr[v + 1]):
-                        source = pull_indices[j]
-                        if not is_hub[source]:
-                            one_step += residual[source] * pull_values[j]
-                    total += alpha * (1.0 - alpha) * one_step
-                    total += (1.0 - alpha) * (1.0 - alpha) * remaining * remainder_distribution[v]
+                        two_steps += step_one[pull_indices[j]] * pull_values[j]
+                    if not is_hub[v]:
+                        total += alpha * (1.0 - alpha) * step_one[v]
+                    total += restart_two_steps * two_steps
+                    total += remainder_weight * remaining * remainder_distribution[v]
                 out_scores[k] = seed_weight * total + global_weight * global_scores[v]
+            for i in range(num_reached):
+                step_one[reached[i]] = 0.0
             for i in range(num_touched):
                 node = touched[i]
                 if is_hub[node]:
@@ -175,3 +196,69 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
                 estimate[node] = 0.0
                 residual[node] = 0.0
                 queued[node] = False
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def one_hop_rows(seeds, out_indptr, out_neighbors, out_relations, in_indptr, in_neighbors, in_relations,
+                 num_relations, row_start, neighbors, relations, directions, row_counts):  # pragma: no cover
+    """Per seed, its distinct one-hop neighbours (no self), each with its first (direction, relation).
+
+    Out-edges come before in-edges and the lowest relation id first. Seed ``i`` may use the slots
+    ``row_start[i] : row_start[i + 1]`` of the output arrays (its out- plus in-degree); the number
+    it fills, in ascending neighbour order, goes to ``row_counts[i]``.
+    """
+    for i in numba.prange(seeds.shape[0]):
+        seed = seeds[i]
+        size = row_start[i + 1] - row_start[i]
+        keys = np.empty(size, dtype=np.int64)
+        used = 0
+        for j in range(out_indptr[seed], out_indptr[seed + 1]):
+            if out_neighbors[j] != seed:
+                keys[used] = (np.int64(out_neighbors[j]) * 2) * num_relations + out_relations[j]
+                used += 1
+        for j in range(in_indptr[seed], in_indptr[seed + 1]):
+            if in_neighbors[j] != seed:
+                keys[used] = (np.int64(in_neighbors[j]) * 2 + 1) * num_relations + in_relations[j]
+                used += 1
+        keys = np.sort(keys[:used])
+        base = row_start[i]
+        filled = 0
+        previous = -1
+        for key in keys:
+            neighbor = key // (2 * num_relations)
+            if neighbor == previous:
+                continue
+            previous = neighbor
+            rest = key - neighbor * 2 * num_relations
+            neighbors[base + filled] = neighbor
+            directions[base + filled] = rest // num_relations
+            relations[base + filled] = rest % num_relations
+            filled += 1
+        row_counts[i] = filled
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def top_k_rows(indptr, neighbors, ranks, k, chosen):  # pragma: no cover
+    """Per row, the positions of its ``k`` best candidates: highest ``ranks`` first, ties to the lower
+    neighbour id; ``chosen`` (rows, k) is filled in that order and −1 padded."""
+    for row in numba.prange(indptr.shape[0] - 1):
+        filled = 0
+        for position in range(indptr[row], indptr[row + 1]):
+            # insertion into the sorted prefix chosen[row, :filled]
+            slot = filled
+            while slot > 0:
+                other = chosen[row, slot - 1]
+                if ranks[other] > ranks[position] or (ranks[other] == ranks[position]
+                                                      and neighbors[other] < neighbors[position]):
+                    break
+                slot -= 1
+            if slot >= k:
+                continue
+            last = min(filled, k - 1)
+            for shift in range(last, slot, -1):
+                chosen[row, shift] = chosen[row, shift - 1]
+            chosen[row, slot] = position
+            if filled < k:
+                filled += 1
+        for slot in range(filled, k):
+            chosen[row, slot] = -1
