@@ -172,8 +172,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.config is not None:
         result = kgplm.train_from_config(args.config, progress=not args.no_progress)
     else:
-        if args.corpus is None or args.out is None:
-            raise ConfigurationError("kgplm train needs --corpus and --out (or --config run_config.json)")
+        if args.method is None or args.corpus is None or args.out is None:
+            raise ConfigurationError("kgplm train needs --method, --corpus and --out (or --config run_config.json)")
         text_model = args.text_model
         if text_model is not None and text_model.lstrip().startswith("{"):
             text_model = json.loads(text_model)
@@ -181,14 +181,30 @@ def _cmd_train(args: argparse.Namespace) -> int:
         result = kgplm.train(args.method, graph=args.graph, corpus=args.corpus, output_dir=args.out,
                              text_model=text_model, tokenizer=args.tokenizer, kg_embeddings=args.kg_embeddings,
                              neighbor_table=args.pepr, corpus_options=corpus_options, vocab_size=args.vocab_size,
-                             max_length=args.max_length, max_steps=args.max_steps, batch_size=args.batch_size,
+                             max_length=args.max_length, masking=args.masking, max_steps=args.max_steps,
+                             batch_size=args.batch_size, gradient_accumulation_steps=args.gradient_accumulation_steps,
                              learning_rate=args.learning_rate, checkpoint_every=args.checkpoint_every,
                              log_every=args.log_every, seed=args.seed, device=args.device,
                              model_options=json.loads(args.model_options) if args.model_options else None,
+                             method_data=json.loads(args.method_data) if args.method_data else None,
                              progress=not args.no_progress)
     first, last = result.metrics[0], result.metrics[-1]
     print(f"{result.method}: {result.steps} steps; loss {first['loss']:.4f} (step {first['step']}) → "
           f"{last['loss']:.4f} (step {last['step']}); model in {result.model_dir}")
+    return 0
+
+
+def _cmd_methods(args: argparse.Namespace) -> int:
+    from kgplm.methods import available, get
+
+    for name in available():
+        spec = get(name)
+        needs = ", ".join(sorted(spec.artefacts)) or "text only"
+        if spec.kg_embedding:
+            needs = needs.replace("kg_embeddings", f"kg_embeddings ({spec.kg_embedding})")
+        print(f"{name:<10} {spec.summary}")
+        print(f"{'':<10} losses: {', '.join(spec.losses)}; needs: {needs}; masking: {spec.default_masking}"
+              + (f"; control: {spec.control.method}" if spec.control else ""))
     return 0
 
 
@@ -326,8 +342,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-whole-word", action="store_true", help="skip jieba segmentation")
     p.set_defaults(handler=_cmd_text_build_corpus)
 
+    from kgplm.methods import available
+    from kgplm.text.masking import SCHEMES
+
+    p = commands.add_parser("methods", help="list the registered pre-training methods")
+    p.set_defaults(handler=_cmd_methods)
+
     p = commands.add_parser("train", help="pre-train a model (kgplm.train); rerun to resume")
-    p.add_argument("--method", default="smedbert", help="smedbert or mlm (the plain baseline)")
+    p.add_argument("--method", default=None, choices=available(),
+                   help="a registered method (see `kgplm methods`); mlm is the plain baseline; required unless --config")
     p.add_argument("--graph", default="cmekg", help=store_help)
     p.add_argument("--corpus", default=None, help="corpus file (text lines, CSV, JSON lines)")
     p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use")
@@ -337,7 +360,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--kg-embeddings", default=None, help="KGEmbeddings directory to reuse")
     p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to reuse")
-    p.add_argument("--model-options", default=None, help="JSON dict of KgplmConfig fields (ablations, weights)")
+    p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
+    p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
+    p.add_argument("--masking", default=None, choices=SCHEMES, help="MLM masking scheme (default: the method's)")
+    p.add_argument("--gradient-accumulation-steps", type=int, default=1,
+                   help="split each step's --batch-size examples into this many micro-batches")
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--max-steps", type=int, default=1000)

@@ -123,4 +123,4 @@ def test_train_then_replay_from_its_config(tmp_path: Path, capsys) -> None:
     assert main(["train", "--config", str(out / "run_config.json"), "--no-progress"]) == 0  # finished: resumes, no work
     assert [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()] == records
     assert main(["train", "--graph", str(TOY_GRAPH)]) == 2
-    assert "needs --corpus and --out" in capsys.readouterr().err
+    assert "needs --method, --corpus and --out" in capsys.readouterr().err
