@@ -30,8 +30,8 @@ from kgplm.exceptions import ConfigurationError, DataFormatError, EncodingError
 from kgplm.kg.collector import DEFAULT_PREFERRED_LANGUAGES
 from kgplm.kg.rdf_export import iter_store_statements, to_rdflib_graph, write_rdf
 from kgplm.kg.rdf_formats import oxigraph_format, rdf_format
-from kgplm.kg.rdf_mapping import SCHEMA_PREDICATES, RawGraph, build_store, plain_datatype
-from kgplm.kg.vocabulary import LABEL_ROLE_PREDICATES, RDF_TYPE
+from kgplm.kg.rdf_mapping import SCHEMA_PREDICATES, RawGraph, build_store, label_roles, plain_datatype
+from kgplm.kg.vocabulary import RDF_TYPE
 
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
@@ -408,11 +408,8 @@ def read_rdf(
                     _parse_with_oxigraph(raw, path, canonical, file_index, base_iri, progress)
         else:
             _parse_with_rdflib(raw, path, canonical, file_index, base_iri)
-    roles = dict(LABEL_ROLE_PREDICATES)
-    roles.update({iri: 1 for iri in name_predicates})
-    roles.update({iri: 2 for iri in alias_predicates})
-    return build_store(raw, ", ".join(str(p) for p in paths), roles, preferred_languages=preferred_languages,
-                       merge_same_as=merge_same_as)
+    return build_store(raw, ", ".join(str(p) for p in paths), label_roles(name_predicates, alias_predicates),
+                       preferred_languages=preferred_languages, merge_same_as=merge_same_as)
 
 
 if __name__ == "__main__":  # the worker process of _parse_in_two_processes

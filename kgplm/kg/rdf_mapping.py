@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +42,8 @@ import numpy as np
 from kgplm.exceptions import EmptyGraphError
 from kgplm.kg.collector import DEFAULT_PREFERRED_LANGUAGES, GraphCollector
 from kgplm.kg.vocabulary import (
+    LABEL_ROLE_PREDICATES,
+    LABEL_ROLES,
     OWL_SAME_AS,
     RDF_LANG_STRING,
     RDF_TYPE,
@@ -53,7 +55,7 @@ from kgplm.kg.vocabulary import (
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
-__all__ = ["RawGraph", "build_store", "SCHEMA_PREDICATES", "EQUIVALENCE_PREDICATES", "plain_datatype"]
+__all__ = ["RawGraph", "build_store", "label_roles", "SCHEMA_PREDICATES", "EQUIVALENCE_PREDICATES", "plain_datatype"]
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +161,14 @@ class RawGraph:
         self.statements += payload["statements"]
         self.skipped_quoted += payload["skipped_quoted"]
         self.skipped_schema += payload["skipped_schema"]
+
+
+def label_roles(name_predicates: Iterable[str] = (), alias_predicates: Iterable[str] = ()) -> dict[str, int]:
+    """Label predicate IRI → role in ``LABEL_ROLES``: the standard ones plus extra name and alias predicates."""
+    roles = dict(LABEL_ROLE_PREDICATES)
+    roles.update({iri: LABEL_ROLES.index("label") for iri in name_predicates})
+    roles.update({iri: LABEL_ROLES.index("altLabel") for iri in alias_predicates})
+    return roles
 
 
 def build_store(raw: RawGraph, location: str, label_roles: dict[str, int], *,
