@@ -68,7 +68,7 @@ from tqdm.auto import tqdm
 
 from kgplm.kg import _embedding_kernels as _kernels
 from kgplm._io import atomic_directory, atomic_file, iter_lines, require_file
-from kgplm.exceptions import ArtifactError, ConfigurationError, DataFormatError, KgplmError, MissingFileError
+from kgplm.exceptions import ArtifactError, ConfigurationError, DataFormatError, MissingFileError
 
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
@@ -625,39 +625,13 @@ def _is_labelled(triples) -> bool:
 
 
 def triples_to_ids(triples, store: "KGStore | None" = None) -> np.ndarray | torch.Tensor:
-    """Labelled triples (rows of head, relation, tail strings) as an ``(n, 3)`` id array, through ``store``;
-    id triples are returned unchanged.
-
-    Heads and tails resolve with ``store.entity_id`` (IRI, name or alias), relations with
-    ``store.relation_id`` (IRI or name); a label that resolves to nothing or to several entities
-    raises a :class:`ConfigurationError` naming it and its row.
-    """
+    """Labelled triples (rows of head, relation, tail strings) as an ``(n, 3)`` id array through
+    :meth:`KGStore.triple_ids`; id triples are returned unchanged."""
     if not _is_labelled(triples):
         return triples
     if store is None:
         raise ConfigurationError("the triples hold labels (strings); pass store= to map them to the store's ids")
-    rows = np.asarray(triples, dtype=object)
-    if rows.ndim != 2 or rows.shape[1] != 3:
-        raise ConfigurationError(f"labelled triples must be rows of (head, relation, tail); got shape {rows.shape}")
-    entity_ids: dict[str, int] = {}
-    relation_ids: dict[str, int] = {}
-    result = np.empty(rows.shape, dtype=np.int64)
-    for index, (head, relation, tail) in enumerate(rows.tolist()):
-        try:
-            for column, label, cache, resolve in ((0, head, entity_ids, store.entity_id),
-                                                  (1, relation, relation_ids, store.relation_id),
-                                                  (2, tail, entity_ids, store.entity_id)):
-                if isinstance(label, (int, np.integer)):
-                    result[index, column] = int(label)
-                    continue
-                label = str(label).strip()
-                if label not in cache:
-                    cache[label] = resolve(label)
-                result[index, column] = cache[label]
-        except KgplmError as error:
-            raise ConfigurationError(f"row {index} ({head!r}, {relation!r}, {tail!r}) of the labelled triples: "
-                                     f"{error}") from None
-    return result
+    return store.triple_ids(triples)
 
 
 def _as_triples(triples, num_entities: int, num_relations: int) -> torch.Tensor:

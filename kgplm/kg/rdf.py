@@ -30,7 +30,7 @@ from kgplm.exceptions import ConfigurationError, DataFormatError, EncodingError
 from kgplm.kg.collector import DEFAULT_PREFERRED_LANGUAGES
 from kgplm.kg.rdf_export import iter_store_statements, to_rdflib_graph, write_rdf
 from kgplm.kg.rdf_formats import oxigraph_format, rdf_format
-from kgplm.kg.rdf_mapping import SCHEMA_PREDICATES, RawGraph, build_store, label_roles, plain_datatype
+from kgplm.kg.rdf_mapping import PLAIN_DATATYPES, SCHEMA_PREDICATES, RawGraph, build_store, label_roles
 from kgplm.kg.vocabulary import RDF_TYPE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,6 +88,7 @@ def parse_rdf_stream(raw: RawGraph, handle: BinaryIO, canonical: str, *, blank_p
     lit_v, lit_l, lit_d = raw.literal_values.append, raw.literal_languages.append, raw.literal_datatypes.append
     blank_prefix = "_:" + blank_prefix
     schema_predicates = SCHEMA_PREDICATES
+    plain_datatypes = PLAIN_DATATYPES
     nodes_get = nodes.get
     predicates_get = predicates.get
     count = 0
@@ -123,7 +124,8 @@ def parse_rdf_stream(raw: RawGraph, handle: BinaryIO, canonical: str, *, blank_p
                 lit_p(p)
                 lit_v(obj.value)
                 lit_l(obj.language or "")
-                lit_d(plain_datatype(obj.datatype.value))
+                datatype = obj.datatype.value
+                lit_d("" if datatype in plain_datatypes else datatype)
                 continue
             elif kind is BlankNode:
                 key = blank_prefix + obj.value

@@ -55,7 +55,7 @@ from kgplm.kg.vocabulary import (
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
-__all__ = ["RawGraph", "build_store", "label_roles", "SCHEMA_PREDICATES", "EQUIVALENCE_PREDICATES", "plain_datatype"]
+__all__ = ["RawGraph", "build_store", "label_roles", "SCHEMA_PREDICATES", "EQUIVALENCE_PREDICATES", "plain_datatype", "PLAIN_DATATYPES"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +73,13 @@ SCHEMA_PREDICATES = frozenset(
 EQUIVALENCE_PREDICATES = (OWL_SAME_AS, SKOS_EXACT_MATCH)
 
 
+#: datatypes of plain and language-tagged strings, stored as ``""``
+PLAIN_DATATYPES = frozenset({XSD_STRING, RDF_LANG_STRING})
+
+
 def plain_datatype(datatype: str) -> str:
     """``""`` for the datatypes of plain and language-tagged strings, else the datatype IRI."""
-    return "" if datatype in (XSD_STRING, RDF_LANG_STRING) else datatype
+    return "" if datatype in PLAIN_DATATYPES else datatype
 
 
 class RawGraph:

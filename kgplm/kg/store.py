@@ -35,6 +35,7 @@ from kgplm.exceptions import (
     ArtifactError,
     ConfigurationError,
     EmptyGraphError,
+    KgplmError,
     MissingFileError,
     UnknownEntityError,
 )
@@ -417,6 +418,32 @@ class KGStore:
                 name_or_iri, [f"{e} ({self.entity_name(e)}, {self.entity_iri(e)})" for e in found[:10]]
             )
         return found[0]
+
+    def triple_ids(self, triples) -> np.ndarray:
+        """Labelled triples — rows of (head, relation, tail) as PyKEEN reads them from a TSV — as an
+        ``(n, 3)`` int64 id array. Heads and tails resolve with :meth:`entity_id` (IRI, name or alias),
+        relations with :meth:`relation_id` (IRI or name); integers pass through. A label that names
+        nothing or several entities raises :class:`ConfigurationError` naming it and its row."""
+        rows = np.asarray(triples, dtype=object)
+        if rows.ndim != 2 or rows.shape[1] != 3:
+            raise ConfigurationError(f"triples must be rows of (head, relation, tail); got shape {rows.shape}")
+        resolved: tuple[dict, dict, dict] = ({}, {}, {})
+        resolvers = (self.entity_id, self.relation_id, self.entity_id)
+        result = np.empty(rows.shape, dtype=np.int64)
+        for index, row in enumerate(rows.tolist()):
+            for column, label in enumerate(row):
+                if isinstance(label, (int, np.integer)):
+                    result[index, column] = int(label)
+                    continue
+                label = str(label).strip()
+                cache = resolved[column if column != 2 else 0]
+                if label not in cache:
+                    try:
+                        cache[label] = resolvers[column](label)
+                    except KgplmError as error:
+                        raise ConfigurationError(f"row {index} {tuple(row)} of the labelled triples: {error}") from None
+                result[index, column] = cache[label]
+        return result
 
     def relation_id(self, name_or_iri: str) -> int:
         if self._relation_lookup is None:
