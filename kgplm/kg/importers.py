@@ -2,21 +2,18 @@
 
 Each importer is a function ``load(source, **options) -> KGStore`` under a format name. The built-in
 ones are registered here by ``"module:function"`` strings and imported on first use, so that this
-module, :mod:`kgplm.kg.store` and the importers do not import each other:
+module, :mod:`kgplm.kg.store` and the importers do not import each other. Each format, and what
+:func:`open_store` recognises as that format when none is named:
 
-=========== ========================================================== ===================================
-format      reads                                                      recognised by :func:`open_store`
-=========== ========================================================== ===================================
-``store``   a directory written by :meth:`KGStore.save`                 a directory with ``manifest.json``
-``rdf``     Turtle, N-Triples, N-Quads, TriG, RDF/XML, JSON-LD, N3      ``.ttl .nt .nq .trig .rdf .xml .owl
-                                                                        .jsonld .json .n3`` (``.gz`` too)
-``cmekg``   the CMeKG dump (TSV, or the ``pycmekg`` package)            ``"cmekg"``; a table file whose name
-                                                                        or folder says ``cmekg``
-``triples`` head–relation–tail TSV/CSV (alias ``tsv``)                  ``.tsv .csv .txt``
-``obo``     OBO 1.4 ontologies                                          ``.obo``
-``umls_rrf`` UMLS RRF files (alias ``umls``)                            a directory with ``MRCONSO.RRF``
-``sparql``  a SPARQL 1.1 endpoint                                       an ``http://`` or ``https://`` URL
-=========== ========================================================== ===================================
+* ``store`` — a directory written by :meth:`KGStore.save` (recognised by its ``manifest.json``);
+* ``rdf`` — Turtle, N-Triples, N-Quads, TriG, RDF/XML, JSON-LD, N3 (``.ttl .nt .nq .trig .rdf .xml
+  .owl .jsonld .json .n3``, each optionally ``.gz``);
+* ``triples`` (alias ``tsv``) — head–relation–tail TSV/CSV (``.tsv .csv .txt``);
+* ``cmekg`` — the CMeKG dump: ``"cmekg"`` (the ``pycmekg`` package) or a table file whose name or
+  folder says ``cmekg``;
+* ``obo`` — OBO 1.4 ontologies (``.obo``);
+* ``umls_rrf`` (alias ``umls``) — a directory of UMLS RRF files (recognised by ``MRCONSO.RRF``);
+* ``sparql`` — a SPARQL 1.1 endpoint (an ``http://`` or ``https://`` URL).
 
 Third-party importers register the same way, in code (:func:`register`) or through the entry-point
 group ``kgplm.kg_importers`` (the entry point's value is the ``"module:function"`` loader; it is
