@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ from kgplm.exceptions import DataFormatError, EncodingError
 from kgplm.kg.cmekg import ALIAS_PREDICATES, LINK_PREDICATES, cmekg_package_path
 
 
+@functools.lru_cache(maxsize=1)
 def read_rows(path: Path) -> list[tuple[str, str, str]]:
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         return [tuple(line.rstrip("\n").split("\t")) for line in handle]
@@ -35,8 +37,8 @@ def synonym_merges(rows) -> dict[str, str]:
             if alias in link_objects and len(owners[alias]) == 1}
 
 
-def recount(path: Path) -> tuple[set, set, set]:
-    """Entities, relations and triples by the documented rules, written plainly over the TSV."""
+def recount(path: Path) -> tuple[set, set, set, dict]:
+    """Entities, relations, triples and merges by the documented rules, written plainly over the TSV."""
     rows = read_rows(path)
     merged = synonym_merges(rows)
     subjects = {s for s, _, _ in rows}
@@ -52,11 +54,11 @@ def recount(path: Path) -> tuple[set, set, set]:
                     triples.add((subject, predicate, name))
         elif predicate in ALIAS_PREDICATES and obj.strip() in subjects and obj.strip() != subject:
             triples.add((subject, predicate, obj.strip()))
-    return entities, {p for _, p, _ in triples}, triples
+    return entities, {p for _, p, _ in triples}, triples, merged
 
 
 def test_counts_match_independent_recount(cmekg_store: KGStore, cmekg_tsv: Path) -> None:
-    entities, relations, triples = recount(cmekg_tsv)
+    entities, relations, triples, merged = recount(cmekg_tsv)
     store = cmekg_store
     assert store.num_entities == len(entities)
     assert store.num_relations == len(relations)
@@ -66,7 +68,7 @@ def test_counts_match_independent_recount(cmekg_store: KGStore, cmekg_tsv: Path)
     name = store.entity_name
     relation_names = store.relation_names
     assert {(name(h), relation_names[r], name(t)) for h, r, t in store.triples.tolist()} == triples
-    assert store.describe()["merged_entities"] == len(synonym_merges(read_rows(cmekg_tsv)))
+    assert store.describe()["merged_entities"] == len(merged)
 
 
 def test_synonyms_that_are_link_objects_merge_into_their_subject(cmekg_store: KGStore, cmekg_tsv: Path) -> None:
@@ -164,6 +166,10 @@ def test_synonym_merge_rule_on_a_small_dump(tmp_path: Path) -> None:
     assert store.entity_name(store.entity_id("贝母")) == "贝母"  # its own node, found by its display name
     assert set(store.entity_ids("贝母")) == {store.entity_id(n) for n in ("贝母", "川贝母", "伊贝母")}
     assert "merged" in store.summary()
+    unmerged = KGStore.from_cmekg(path, merge_synonyms=False, show_progress=False)
+    assert unmerged.describe()["merged_entities"] == 0
+    assert unmerged.entity_name(unmerged.entity_id("脑溢血")) == "脑溢血"
+    assert unmerged.num_entities == store.num_entities + 1 and unmerged.num_triples == store.num_triples + 1
 
 
 def test_package_copy_equals_the_tsv(cmekg_store: KGStore) -> None:
