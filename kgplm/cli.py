@@ -22,21 +22,29 @@ def _store(spec: str):
 
 
 def _cmd_kg_import(args: argparse.Namespace) -> int:
-    from kgplm.kg.store import KGStore
+    import inspect
 
-    kind = args.kind
-    if kind == "auto":
-        store = _store(args.source)
-    elif kind == "cmekg":
-        store = KGStore.from_cmekg(None if args.source == "cmekg" else args.source)
-    elif kind == "rdf":
-        store = KGStore.from_rdf(args.source, format=args.format)
-    elif kind == "triples":
-        store = KGStore.from_triples(args.source)
-    elif kind == "obo":
-        store = KGStore.from_obo(args.source)
-    else:
-        store = KGStore.from_umls_rrf(args.source)
+    from kgplm.kg import importers
+
+    if len(args.source) > 2:
+        raise ConfigurationError(f"kg import takes [FORMAT] SOURCE, got {len(args.source)} arguments: {args.source}")
+    kind = args.source[0] if len(args.source) == 2 else args.kind
+    source = args.source[-1]
+    importer = importers.guess(source) if kind == "auto" else importers.get(kind)
+    query = args.query
+    if args.query_file is not None:
+        with open(args.query_file, encoding="utf-8") as handle:
+            query = handle.read()
+    options = {"format": args.format, "base_iri": args.base_iri, "graph": args.graph, "query": query,
+               "page_size": args.page_size, "timeout": args.timeout,
+               "merge_same_as": True if args.merge_same_as else None}
+    options = {key: value for key, value in options.items() if value is not None}
+    parameters = inspect.signature(importer.function()).parameters
+    refused = [key for key in options if key not in parameters]
+    if refused:
+        flags = ", ".join("--" + key.replace("_", "-") for key in refused)
+        raise ConfigurationError(f"the {importer.name} importer takes no {flags}")
+    store = importer.load(source, **options)
     store.save(args.out)
     print(store.summary())
     print(f"saved to {args.out}")
@@ -246,10 +254,25 @@ def build_parser() -> argparse.ArgumentParser:
     kg = commands.add_parser("kg", help="knowledge-graph commands").add_subparsers(dest="kg_command", required=True)
     store_help = "a saved store directory, 'cmekg', a UMLS RRF directory or a KG file (RDF, OBO, TSV)"
 
-    p = kg.add_parser("import", help="import a knowledge graph and save the compiled store")
-    p.add_argument("source", help="file or directory to import ('cmekg' for the embedded default)")
-    p.add_argument("--kind", choices=["auto", "rdf", "cmekg", "triples", "obo", "umls"], default="auto")
-    p.add_argument("--format", default=None, help="RDF format when --kind rdf (guessed from the extension)")
+    from kgplm.kg import importers
+
+    formats = importers.available(aliases=True)
+    p = kg.add_parser("import", help="import a knowledge graph and save the compiled store",
+                      description="kgplm kg import [FORMAT] SOURCE --out DIR. FORMAT is one of the registered "
+                                  f"importers ({', '.join(formats)}); without it the format is guessed from SOURCE "
+                                  "(file suffix, 'cmekg', a UMLS directory, an http(s):// SPARQL endpoint).")
+    p.add_argument("source", nargs="+", metavar="[FORMAT] SOURCE",
+                   help="file, directory, 'cmekg' or SPARQL endpoint URL, optionally preceded by its format")
+    p.add_argument("--kind", choices=["auto", *formats], default="auto", help="the importer (same as FORMAT)")
+    p.add_argument("--format", default=None, help="RDF syntax for the rdf importer (guessed from the extension)")
+    p.add_argument("--base-iri", default=None, help="rdf: the base that relative IRIs resolve against")
+    p.add_argument("--merge-same-as", action="store_true",
+                   help="rdf, sparql: one entity per class of owl:sameAs / skos:exactMatch links")
+    p.add_argument("--graph", default=None, help="sparql: read this named graph instead of the default graph")
+    p.add_argument("--query", default=None, help="sparql: a SELECT ?s ?p ?o, CONSTRUCT or DESCRIBE query")
+    p.add_argument("--query-file", default=None, help="sparql: read the query from this file")
+    p.add_argument("--page-size", type=int, default=None, help="sparql: rows per request (default 10000)")
+    p.add_argument("--timeout", type=float, default=None, help="sparql: seconds to wait for each answer (default 60)")
     p.add_argument("--out", required=True, help="directory to write the store to")
     p.set_defaults(handler=_cmd_kg_import)
 
@@ -308,8 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = kg.add_parser("export", help="export a store as RDF")
     p.add_argument("store", help=store_help)
-    p.add_argument("--out", required=True, help="output file (.ttl or .nt)")
-    p.add_argument("--format", default="turtle", help="turtle (default), nt, xml, json-ld")
+    p.add_argument("--out", required=True,
+                   help="output file; its extension names the format (.ttl .nt .nq .trig .rdf .xml .jsonld .n3, "
+                        "optionally .gz)")
+    p.add_argument("--format", default=None, help="turtle, nt, nquads, trig, xml, json-ld or n3 (overrides the "
+                                                  "extension)")
     p.set_defaults(handler=_cmd_kg_export)
 
     text = commands.add_parser("text", help="text pipeline commands").add_subparsers(dest="text_command",
