@@ -22,6 +22,11 @@ Units per scheme:
   Yuan et al. 2021: whole entities masked at once; its 12% [MASK] / 1.5% random / 1.5% kept are
   the defaults' 15% × 80/10/10). The KeBioLM code fills one token too many per span; spans here are
   end-exclusive token spans from the exact alignment.
+* ``word_entity`` — biomedical entity masking (Liu et al. 2022, EP-PLM §3.1): the text is a
+  sequence of span units from word segmentation *and* entity recognition; each linked mention is
+  one unit, and every jieba word (``word_ids``) outside the mentions is one unit (the tokens of a
+  word that a mention cuts keep their word's unit). EP-PLM replaces a chosen unit with as many
+  [MASK] tokens as it has (``mask_fraction=1``, ``random_fraction=0``: its methods set these).
 * ``span`` — contiguous spans with lengths from a geometric distribution (p = 0.2, at most 10
   tokens), SpanBERT (Joshi et al. 2020), starting anywhere, until round(rate · n) tokens (at
   least one) are chosen.
@@ -41,9 +46,11 @@ import torch
 
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["Masker", "SCHEMES"]
+__all__ = ["Masker", "SCHEMES", "WORD_SCHEMES"]
 
-SCHEMES = ("bert", "whole_word", "whole_entity", "span")
+SCHEMES = ("bert", "whole_word", "whole_entity", "word_entity", "span")
+#: The schemes whose units are words: the corpus must carry ``word_ids`` (``build_corpus(whole_word=True)``).
+WORD_SCHEMES = ("whole_word", "word_entity")
 
 
 class Masker:
@@ -92,14 +99,21 @@ class Masker:
         positions = np.arange(len(maskable))
         if self.scheme in ("bert", "span"):
             return np.where(maskable, positions, -1)
-        if self.scheme == "whole_word":
+        if self.scheme in WORD_SCHEMES:
             if word_ids is None:
-                raise ConfigurationError("whole_word masking needs word_ids (build the corpus with whole_word=True)")
+                raise ConfigurationError(f"{self.scheme} masking needs word_ids (build the corpus with whole_word=True)")
             word_ids = np.asarray(word_ids)[: len(maskable)]
-            return np.where(maskable & (word_ids >= 0), word_ids, np.where(maskable, len(maskable) + positions, -1))
-        unit = np.where(maskable, positions, -1)
+            # words keep their ids; tokens outside any word, and mentions, get ids above every word id
+            base = max(int(word_ids.max(initial=-1)) + 1, len(maskable))
+            unit = np.where(maskable & (word_ids >= 0), word_ids, np.where(maskable, base + positions, -1))
+            if self.scheme == "whole_word":
+                return unit
+            base += len(maskable)
+        else:
+            base = len(maskable)
+            unit = np.where(maskable, positions, -1)
         for start, end in np.asarray(mention_spans if mention_spans is not None else [], dtype=np.int64).reshape(-1, 2):
-            unit[start:end] = np.where(maskable[start:end], len(maskable) + start, -1)  # one id per mention
+            unit[start:end] = np.where(maskable[start:end], base + start, -1)  # one id per mention
         return unit
 
     def choose(self, unit: np.ndarray, rng: np.random.Generator) -> np.ndarray:

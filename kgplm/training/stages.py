@@ -193,14 +193,16 @@ def prepare_tokenizer(run: RunDirectory, inputs: StageInputs):
 
 
 def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking: str):
-    """The linked corpus (every method's corpus carries mention spans; whole-entity masking reads them)."""
+    """The linked corpus (every method's corpus carries mention spans; whole-entity masking reads them;
+    word_ids, for the schemes that mask words, :data:`kgplm.text.masking.WORD_SCHEMES`)."""
     from kgplm.text.corpus import build_corpus, load_corpus
+    from kgplm.text.masking import WORD_SCHEMES
 
     if (run.corpus_dir / "manifest.json").is_file():
         return load_corpus(run.corpus_dir)
     return build_corpus(inputs.corpus, store=inputs.store, tokenizer=tokenizer, output_dir=run.corpus_dir,
                         neighbor_table=inputs.artefacts.get("neighbor_table"),
-                        linker=inputs.linker, whole_word=masking == "whole_word",
+                        linker=inputs.linker, whole_word=masking in WORD_SCHEMES,
                         max_length=inputs.arguments["max_length"], progress=inputs.progress, **inputs.corpus_options)
 
 

@@ -1,0 +1,46 @@
+"""eHealth (Wang et al. 2021): ELECTRA with multi-token selection and contrastive sequence prediction.
+
+The equations and every deviation are in :mod:`kgplm.methods.ehealth.modeling`; the generator,
+discriminator and RTD in :mod:`kgplm.models.electra`; batches (two corruptions per sequence, the
+uniforms of the generator's and MTS draws) in :mod:`kgplm.models.electra_batching`.
+"""
+
+from __future__ import annotations
+
+from kgplm.methods.ehealth.configuration import EhealthConfig
+from kgplm.methods.ehealth.modeling import (
+    EhealthForPreTraining,
+    contrastive_sequence_objective,
+    mts_candidates,
+    multi_token_selection_objective,
+)
+from kgplm.methods.registry import Control, MethodSpec, register
+from kgplm.models.electra import ELECTRA_ENCODING
+from kgplm.models.electra_batching import build_electra_collator
+
+__all__ = ["EhealthConfig", "EhealthForPreTraining", "mts_candidates", "multi_token_selection_objective",
+           "contrastive_sequence_objective", "SPEC"]
+
+
+def build_collator(context):
+    """Two corruptions per sequence when CSP is on; k − 1 MTS uniforms per masked token when MTS is on."""
+    config = context.config
+    return build_electra_collator(context, views=2 if config.use_csp else 1,
+                                  candidate_draws=config.mts_candidates - 1 if config.use_mts else 0)
+
+
+SPEC = register(MethodSpec(
+    name="ehealth",
+    summary="ELECTRA generator/discriminator; RTD + multi-token selection (k=5) + contrastive sequence prediction "
+            "(τ=0.07); whole-word masking",
+    paper="Wang et al. (2021), Building Chinese Biomedical Language Models via Multi-Level Text Discrimination "
+          "(eHealth), arXiv:2110.07244",
+    config_class=EhealthConfig,
+    model_class=EhealthForPreTraining,
+    encoding=ELECTRA_ENCODING,
+    build_collator=build_collator,
+    losses=("mlm", "rtd", "mts", "csp"),
+    default_masking="whole_word",
+    control=Control("electra", masking="whole_word", model_options={"mask_fraction": 0.8, "random_fraction": 0.1}),
+    ablations={"no_mts": {"use_mts": False}, "no_csp": {"use_csp": False}},
+))

@@ -1,0 +1,135 @@
+"""eHealth: ELECTRA with multi-token selection (MTS) and contrastive sequence prediction (CSP).
+
+Wang, Q., Dai, S., Xu, B., Lyu, Y., Zhu, Y., Wu, H., Wang, H. (2021). "Building Chinese Biomedical
+Language Models via Multi-Level Text Discrimination". arXiv:2110.07244 (eHealth). The authors'
+pre-training code (PaddlePaddle) was never released; this follows the paper.
+
+Generator and RTD are the ELECTRA core's (:mod:`kgplm.models.electra`: Eq. 1–4, with RTD's
+probability written for "replaced"). x^R is a corruption of x, M its masked positions,
+R = {t ∈ M : x^R_t ≠ x_t} its replaced positions, h_D(x^R)_t D's state, e(·) the (shared) word
+embeddings.
+
+MTS (Eq. 5–6): at each t ∈ R the candidates are S_t = {x_t} ∪ {k non-original tokens drawn from
+p_G(· | x^M)}, k = 5, and
+
+    p_D(x_t | x^R, S_t) = exp(e(x_t)ᵀ h_D(x^R)_t) / Σ_{x' ∈ S_t} exp(e(x')ᵀ h_D(x^R)_t)
+    L_MTS = −mean_{t ∈ R} log p_D(x_t | x^R, S_t)
+
+CSP (Eq. 7): every sequence x is corrupted twice, independently (masks and generator samples),
+into x^R_i and x^R_j; μ(·) = h_D(·)_[CLS] / ‖h_D(·)_[CLS]‖, s(u, v) = μ(u)ᵀμ(v), and for each of
+the 2N corruptions of a batch of N sequences (anchor a, partner p)
+
+    L_CSP = −mean_a log [exp(s(a, p)/τ) / Σ_{b ≠ a} exp(s(a, b)/τ)],  τ = 0.07
+
+the sum running over the other 2N − 1 corruptions: the partner and the 2N − 2 corruptions of the
+other sequences (N(x)).
+
+Total (Eq. 8): L = L_MLM + λ₁ L_RTD + λ₂ L_MTS + λ₃ L_CSP, λ = (50, 20, 1); the discriminator
+losses do not reach the generator (the samples are discrete draws of detached logits).
+
+Deviations and choices, and why:
+
+* The paper's losses are sums over positions (Eq. 2, 4, 6); they are means here, as in ELECTRA's
+  code, whose loss scale the λ's were set for (λ₁ = 50 is ELECTRA's discriminator weight).
+* MTS candidates: the replacement x̂_t itself is the first of the k non-original candidates and
+  the other k − 1 are drawn from p_G without replacement, excluding x_t and x̂_t. Given that t was
+  replaced, x̂_t is a draw from p_G restricted to non-original tokens, so S_t ∖ {x_t} has exactly the
+  paper's distribution (k draws without replacement from p_G without x_t); only its correlation
+  with x̂_t differs: the token D sees at t is always among the candidates it must reject. Draws are
+  inverse-CDF with uniforms from the collator (:func:`kgplm.models.electra.sample_distinct_tokens`):
+  no (positions × vocabulary) one-hot per candidate is built.
+* RTD and MTS are computed on both corruptions (Fig. 1), G's MLM on both masked copies.
+* CSP's negatives are the other sequences of the micro-batch: with gradient accumulation each
+  micro-batch is its own contrastive batch (as SimCLR per device); ``csp`` is counted per
+  anchor so that micro-batches are weighted by size.
+* Masking: whole-word masking over jieba words (with the KG's names in the dictionary), each word
+  chosen with probability 0.15, 80/10/10 replacement (footnote 2). The vocabulary is kgplm's
+  in-domain WordPiece (:func:`kgplm.text.build_vocab`, the default of ``kgplm.train``) rather than
+  Tensor2Tensor's.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from kgplm.methods.ehealth.configuration import EhealthConfig
+from kgplm.models.electra import Corruption, KgplmForReplacedTokenDetection, sample_distinct_tokens
+from kgplm.models.modules import PretrainingOutput
+from kgplm.models.objectives import Objective
+
+__all__ = ["EhealthForPreTraining", "mts_candidates", "multi_token_selection_objective",
+           "contrastive_sequence_objective"]
+
+
+def mts_candidates(generator_logits: torch.Tensor, original_ids: torch.Tensor, replacement_ids: torch.Tensor,
+                   uniforms: torch.Tensor) -> torch.Tensor:
+    """S_t per replaced position: (n, 2 + draws) ids, column 0 the original, column 1 the replacement,
+    then ``uniforms.shape[1]`` further distinct draws from ``generator_logits`` (n, vocab)."""
+    known = torch.stack([original_ids, replacement_ids], 1)  # (n, 2)
+    return torch.cat([known, sample_distinct_tokens(generator_logits, uniforms, known)], 1)
+
+
+def multi_token_selection_objective(states: torch.Tensor, candidate_embeddings: torch.Tensor) -> Objective | None:
+    """Eq. 5–6: ``states`` h_D(x^R)_t (n, H), ``candidate_embeddings`` e(S_t) (n, k + 1, H), original first."""
+    if len(states) == 0:
+        return None
+    logits = torch.einsum("nh,nch->nc", states.float(), candidate_embeddings.float())  # (n, k + 1)
+    targets = torch.zeros(len(logits), dtype=torch.long, device=logits.device)
+    loss = F.cross_entropy(logits, targets)
+    return Objective(loss, (logits.argmax(-1) == 0).float().mean().detach(), len(logits))
+
+
+def contrastive_sequence_objective(sequence_states: torch.Tensor, partner: torch.Tensor,
+                                   temperature: float) -> Objective | None:
+    """Eq. 7 over every corruption as anchor: ``sequence_states`` h_D(·)_[CLS] (rows, H), ``partner`` (rows,)."""
+    if len(sequence_states) < 2:
+        return None
+    unit = F.normalize(sequence_states.float(), dim=-1)  # μ_D, (rows, H)
+    similarity = unit @ unit.T / temperature  # (rows, rows)
+    self_pairs = torch.eye(len(unit), dtype=torch.bool, device=unit.device)
+    similarity = similarity.masked_fill(self_pairs, float("-inf"))
+    loss = F.cross_entropy(similarity, partner)
+    return Objective(loss, (similarity.argmax(-1) == partner).float().mean().detach(), len(unit))
+
+
+class EhealthForPreTraining(KgplmForReplacedTokenDetection):
+    """ELECTRA (G + D + RTD) with eHealth's MTS and CSP on D (module docstring).
+
+    Inputs beyond the core's: ``candidate_uniforms`` (masked, k − 1), the uniforms of the MTS
+    draws at every masked token (only those at replaced tokens are used); ``view_partner``
+    (rows,), the row of each row's other corruption (:class:`~kgplm.models.electra_batching.ElectraCollator`
+    with ``views=2``).
+    """
+
+    config_class = EhealthConfig
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                replacement_uniforms: torch.Tensor | None = None, candidate_uniforms: torch.Tensor | None = None,
+                view_partner: torch.Tensor | None = None) -> PretrainingOutput:
+        if labels is None:
+            return super().forward(input_ids, attention_mask, token_type_ids)
+        config = self.config
+        output = PretrainingOutput(losses={}, loss_weights={}, metrics={})
+        corruption, hidden = self.replaced_token_detection(output, input_ids, attention_mask, token_type_ids, labels,
+                                                           replacement_uniforms)
+        if config.use_mts:
+            output.add("mts", self.multi_token_selection(corruption, hidden, candidate_uniforms), config.mts_weight)
+        if config.use_csp and view_partner is not None:
+            output.add("csp", contrastive_sequence_objective(hidden[:, 0], view_partner, config.csp_temperature),
+                       config.csp_weight)
+        return output
+
+    def multi_token_selection(self, corruption: Corruption, hidden: torch.Tensor,
+                              candidate_uniforms: torch.Tensor | None) -> Objective | None:
+        """L_MTS over the replaced positions of ``corruption``; D's states ``hidden`` (batch, length, H)."""
+        replaced = corruption.replaced[corruption.masked]  # (masked,) which masked tokens were replaced
+        if not bool(replaced.any()):
+            return None
+        draws = self.config.mts_candidates - 1
+        uniforms = candidate_uniforms[replaced] if candidate_uniforms is not None else torch.rand(
+            int(replaced.sum()), draws, device=hidden.device)
+        candidates = mts_candidates(corruption.generator_logits[replaced], corruption.original_ids[corruption.replaced],
+                                    corruption.sampled_ids[replaced], uniforms[:, :draws])  # (replaced, k + 1)
+        return multi_token_selection_objective(hidden[corruption.replaced], self.word_embeddings().weight[candidates])
