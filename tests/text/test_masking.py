@@ -37,7 +37,7 @@ def mention_spans_for(ids):
     return [[(5, 9), (20, 22), (40, 47), (90, 93)] for _ in range(ids.shape[0])]
 
 
-@pytest.mark.parametrize("scheme", ["bert", "whole_word", "whole_entity", "span"])
+@pytest.mark.parametrize("scheme", ["bert", "whole_word", "whole_entity", "word_entity", "span"])
 def test_rates_and_replacement_split(scheme):
     ids, attention = batch()
     maskable = ~torch.isin(ids, torch.tensor(SPECIAL))
@@ -93,6 +93,34 @@ def test_whole_units_are_chosen_together(scheme, units):
                 assert len(set(chosen[row][start:end])) == 1
 
 
+def test_word_entity_units_are_mentions_and_the_words_outside_them():
+    """EP-PLM's biomedical entity masking: a mention is one unit even across words; a word a mention cuts
+    keeps its remaining tokens together; other words are whole; with mask_fraction 1 every chosen token is [MASK]."""
+    ids, attention = batch()
+    word_ids = word_ids_for(ids)  # words of 3 tokens: [3k, 3k + 3)
+    spans = mention_spans_for(ids)  # (5, 9) takes the last token of word 1 and all of word 2 …
+    masked, labels = masker("word_entity", seed=6, mask_fraction=1.0, random_fraction=0.0)(
+        ids, attention_mask=attention, word_ids=word_ids, mention_spans=spans)
+    chosen = (labels != -100).tolist()
+    mentions_chosen = words_chosen = 0
+    for row in range(ids.shape[0]):
+        in_mention = set()
+        for start, end in spans[row]:
+            assert len(set(chosen[row][start:end])) == 1
+            in_mention.update(range(start, end))
+            mentions_chosen += chosen[row][start]
+        groups = {}
+        for position, word in enumerate(word_ids[row]):
+            if word >= 0 and ids[row, position] != PAD and position not in in_mention:
+                groups.setdefault(word, set()).add(chosen[row][position])
+        assert all(len(states) == 1 for states in groups.values())
+        words_chosen += sum(True in states for states in groups.values())
+    assert torch.equal(masked[labels != -100], torch.full_like(masked[labels != -100], MASK))
+    assert mentions_chosen > 0 and words_chosen > 0
+    # the leftover of a cut word is one unit: positions 3–4 (word 1 minus the mention's 5) move together
+    assert all(chosen[row][3] == chosen[row][4] for row in range(ids.shape[0]))
+
+
 def test_span_masking_chooses_contiguous_runs():
     ids, attention = batch(rows=32)
     _, labels = masker("span", seed=4)(ids, attention_mask=attention)
@@ -119,6 +147,8 @@ def test_bad_configuration():
     ids, attention = batch(rows=2)
     with pytest.raises(ConfigurationError, match="word_ids"):
         masker("whole_word")(ids, attention_mask=attention)
+    with pytest.raises(ConfigurationError, match="word_entity masking needs word_ids"):
+        masker("word_entity")(ids, attention_mask=attention)
 
 
 def test_long_mentions_are_masked_as_often_as_other_tokens():
@@ -142,7 +172,7 @@ def test_long_mentions_are_masked_as_often_as_other_tokens():
     assert 0.14 <= other_rate <= 0.18  # 0.15 plus the at-least-one-target correction in short sequences
 
 
-@pytest.mark.parametrize("scheme", ["bert", "whole_word", "whole_entity", "span"])
+@pytest.mark.parametrize("scheme", ["bert", "whole_word", "whole_entity", "word_entity", "span"])
 def test_every_sequence_with_a_maskable_token_gets_a_target(scheme):
     ids = torch.tensor([[CLS, 10, SEP, PAD, PAD], [CLS, 11, 12, SEP, PAD], [CLS, 13, 14, 15, SEP],
                         [CLS, SEP, PAD, PAD, PAD]])

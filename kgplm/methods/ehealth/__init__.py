@@ -23,10 +23,10 @@ __all__ = ["EhealthConfig", "EhealthForPreTraining", "mts_candidates", "multi_to
 
 
 def build_collator(context):
-    """Two corruptions per sequence when CSP is on; k − 1 MTS uniforms per masked token when MTS is on."""
+    """Two corruptions per sequence when CSP is on; k MTS uniforms per masked token when MTS is on."""
     config = context.config
     return build_electra_collator(context, views=2 if config.use_csp else 1,
-                                  candidate_draws=config.mts_candidates - 1 if config.use_mts else 0)
+                                  candidate_draws=config.mts_candidates if config.use_mts else 0)
 
 
 SPEC = register(MethodSpec(

@@ -31,13 +31,10 @@ Deviations and choices, and why:
 
 * The paper's losses are sums over positions (Eq. 2, 4, 6); they are means here, as in ELECTRA's
   code, whose loss scale the λ's were set for (λ₁ = 50 is ELECTRA's discriminator weight).
-* MTS candidates: the replacement x̂_t itself is the first of the k non-original candidates and
-  the other k − 1 are drawn from p_G without replacement, excluding x_t and x̂_t. Given that t was
-  replaced, x̂_t is a draw from p_G restricted to non-original tokens, so S_t ∖ {x_t} has exactly the
-  paper's distribution (k draws without replacement from p_G without x_t); only its correlation
-  with x̂_t differs: the token D sees at t is always among the candidates it must reject. Draws are
-  inverse-CDF with uniforms from the collator (:func:`kgplm.models.electra.sample_distinct_tokens`):
-  no (positions × vocabulary) one-hot per candidate is built.
+* MTS candidates are drawn as the paper says, independently of the replacement x̂_t: k draws
+  without replacement from p_G(· | x^M) restricted to the non-original tokens, by inverse CDF with
+  uniforms from the collator (:func:`kgplm.models.electra.sample_distinct_tokens`): no
+  (positions × vocabulary) one-hot per candidate is built.
 * RTD and MTS are computed on both corruptions (Fig. 1), G's MLM on both masked copies.
 * CSP's negatives are the other sequences of the micro-batch: with gradient accumulation each
   micro-batch is its own contrastive batch (as SimCLR per device); ``csp`` is counted per
@@ -62,12 +59,11 @@ __all__ = ["EhealthForPreTraining", "mts_candidates", "multi_token_selection_obj
            "contrastive_sequence_objective"]
 
 
-def mts_candidates(generator_logits: torch.Tensor, original_ids: torch.Tensor, replacement_ids: torch.Tensor,
-                   uniforms: torch.Tensor) -> torch.Tensor:
-    """S_t per replaced position: (n, 2 + draws) ids, column 0 the original, column 1 the replacement,
-    then ``uniforms.shape[1]`` further distinct draws from ``generator_logits`` (n, vocab)."""
-    known = torch.stack([original_ids, replacement_ids], 1)  # (n, 2)
-    return torch.cat([known, sample_distinct_tokens(generator_logits, uniforms, known)], 1)
+def mts_candidates(generator_logits: torch.Tensor, original_ids: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """S_t per replaced position: (n, 1 + k) ids, column 0 the original x_t, then k = ``uniforms.shape[1]``
+    distinct non-original tokens drawn from softmax(``generator_logits``) (n, vocab) without replacement."""
+    original = original_ids.unsqueeze(1)  # (n, 1)
+    return torch.cat([original, sample_distinct_tokens(generator_logits, uniforms, original)], 1)
 
 
 def multi_token_selection_objective(states: torch.Tensor, candidate_embeddings: torch.Tensor) -> Objective | None:
@@ -96,7 +92,7 @@ def contrastive_sequence_objective(sequence_states: torch.Tensor, partner: torch
 class EhealthForPreTraining(KgplmForReplacedTokenDetection):
     """ELECTRA (G + D + RTD) with eHealth's MTS and CSP on D (module docstring).
 
-    Inputs beyond the core's: ``candidate_uniforms`` (masked, k − 1), the uniforms of the MTS
+    Inputs beyond the core's: ``candidate_uniforms`` (masked, k), the uniforms of the MTS
     draws at every masked token (only those at replaced tokens are used); ``view_partner``
     (rows,), the row of each row's other corruption (:class:`~kgplm.models.electra_batching.ElectraCollator`
     with ``views=2``).
@@ -127,9 +123,9 @@ class EhealthForPreTraining(KgplmForReplacedTokenDetection):
         replaced = corruption.replaced[corruption.masked]  # (masked,) which masked tokens were replaced
         if not bool(replaced.any()):
             return None
-        draws = self.config.mts_candidates - 1
+        draws = self.config.mts_candidates
         uniforms = candidate_uniforms[replaced] if candidate_uniforms is not None else torch.rand(
             int(replaced.sum()), draws, device=hidden.device)
         candidates = mts_candidates(corruption.generator_logits[replaced], corruption.original_ids[corruption.replaced],
-                                    corruption.sampled_ids[replaced], uniforms[:, :draws])  # (replaced, k + 1)
+                                    uniforms[:, :draws])  # (replaced, k + 1)
         return multi_token_selection_objective(hidden[corruption.replaced], self.word_embeddings().weight[candidates])

@@ -11,8 +11,9 @@ At a PAP step, the example at position i of the step draws from its own generato
 i, PAP stream) one (title, attribute) group uniformly, up to ``pap_max_values`` of its values
 (a random subset when it has more) as positives P, and k = ``pap_negative_ratio`` · |P| negatives
 uniformly with replacement from the attribute's other values (the values any title has for that
-attribute, minus this group's: a negative never equals a positive). A group whose attribute has
-no other value is skipped. Tensors (flat, one row per candidate, PyG style):
+attribute, minus all of this group's: a negative never equals a positive). Groups are drawn among
+those whose attribute has a value they lack (the others cannot have negatives). Tensors (flat,
+one row per candidate, PyG style):
 
     pap_query_ids / _mask / _type_ids     (groups, Lq)   [CLS] t [SEP] n [SEP]
     pap_value_ids / _mask                 (values, Lv)   each distinct value of the micro-batch once
@@ -20,6 +21,8 @@ no other value is skipped. Tensors (flat, one row per candidate, PyG style):
 """
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import torch
@@ -30,6 +33,8 @@ from kgplm.models.electra_batching import ElectraCollator
 from kgplm.training.collator import Batch
 
 __all__ = ["EpplmCollator", "is_pap_step", "PAP_STREAM"]
+
+logger = logging.getLogger(__name__)
 
 #: Appended to an example's (seed, step, position) to seed its PAP draws apart from its masking.
 PAP_STREAM = 0x5041
@@ -58,12 +63,18 @@ class EpplmCollator(ElectraCollator):
         self.negative_ratio = negative_ratio
         self.query_length = query_length
         self.value_length = value_length
+        # groups whose attribute has a value they lack: the only ones that can have negatives
+        self.eligible = np.array([index for index, group in enumerate(attributes.groups)
+                                  if len(attributes.pool(group.attribute)) > len(group.values)], dtype=np.int64)
+        if len(attributes) and not len(self.eligible):
+            logger.warning("no (title, attribute) group has a negative value (every attribute has a single group's "
+                           "values): product attribute prediction will not run")
 
     def __call__(self, rows, example_seeds: np.ndarray) -> Batch:
         keys = np.asarray(example_seeds, dtype=np.int64).reshape(len(example_seeds), -1)
         if keys.shape[1] < 2:
             raise ConfigurationError("EP-PLM's collator needs (seed, step, position) seeds per example")
-        pap = len(self.attributes) > 0 and is_pap_step(int(keys[0, 0]), int(keys[0, 1]), self.probability)
+        pap = len(self.eligible) > 0 and is_pap_step(int(keys[0, 0]), int(keys[0, 1]), self.probability)
         if pap and self.schedule == "alternate":
             batch = Batch()
         else:
@@ -72,24 +83,19 @@ class EpplmCollator(ElectraCollator):
             self.add_attribute_groups(batch, keys)
         return batch
 
-    def sample_group(self, rng: np.random.Generator) -> tuple[int, np.ndarray, np.ndarray] | None:
-        """(group, positive value ids, negative value ids) for one example, or None without negatives."""
-        group = int(rng.integers(len(self.attributes)))
+    def sample_group(self, rng: np.random.Generator) -> tuple[int, np.ndarray, np.ndarray]:
+        """(group, positive value ids, negative value ids) of one example (module docstring)."""
+        group = int(self.eligible[rng.integers(len(self.eligible))])
         positives = self.attributes.value_ids(group)
+        pool = np.setdiff1d(self.attributes.pool(self.attributes.groups[group].attribute), positives,
+                            assume_unique=True)  # the attribute's values this title lacks
         if len(positives) > self.max_values:
             positives = np.sort(rng.choice(positives, size=self.max_values, replace=False))
-        pool = np.setdiff1d(self.attributes.pool(self.attributes.groups[group].attribute),
-                            self.attributes.value_ids(group), assume_unique=True)
-        if not len(pool):
-            return None
         negatives = pool[rng.integers(len(pool), size=self.negative_ratio * len(positives))]
         return group, positives, negatives
 
     def add_attribute_groups(self, batch: Batch, keys: np.ndarray) -> None:
         drawn = [self.sample_group(np.random.default_rng([*key.tolist(), PAP_STREAM])) for key in keys]
-        drawn = [d for d in drawn if d is not None]
-        if not drawn:
-            return
         value_ids = np.unique(np.concatenate([np.concatenate([pos, neg]) for _, pos, neg in drawn]))
         groups = [self.attributes.groups[group] for group, _, _ in drawn]
         queries = self.tokenizer([g.title for g in groups], [g.attribute for g in groups], truncation="longest_first",
