@@ -16,7 +16,7 @@ import numpy as np
 
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["TAG_SCHEMES", "tags_from_spans", "spans_from_tags", "entity_scores", "accuracy", "macro_f1",
+__all__ = ["TAG_SCHEMES", "tag_names", "tags_from_spans", "spans_from_tags", "entity_scores", "accuracy", "macro_f1",
            "micro_f1", "accuracy_at_1", "ranking_baselines", "graded_ranking_scores", "graded_ranking_baselines",
            "triple_scores"]
 
@@ -28,6 +28,14 @@ def _split(tag: str) -> tuple[str, str]:
         return "O", ""
     prefix, _, kind = tag.partition("-")
     return prefix, kind
+
+
+def tag_names(types: Iterable[str], scheme: str = "bio") -> list[str]:
+    """The tag set of ``types`` in class-index order: ``O``, then each type's B, I (, E, S) tags."""
+    if scheme not in TAG_SCHEMES:
+        raise ConfigurationError(f"tagging scheme must be one of {TAG_SCHEMES}, got {scheme!r}")
+    prefixes = ("B", "I") if scheme == "bio" else ("B", "I", "E", "S")
+    return ["O"] + [f"{prefix}-{kind}" for kind in types for prefix in prefixes]
 
 
 def tags_from_spans(length: int, spans: Iterable[tuple[int, int, str]], scheme: str = "bio") -> list[str]:
