@@ -166,7 +166,7 @@ def _encode_document(document: Document, *, tokenizer, linker, segmenter, table,
     text = document.text
     mentions = linker.find(text)
     starts, ends, entries = mentions
-    entity_ids = np.array([linker._candidates[e][0] for e in entries.tolist()], dtype=np.int64)
+    entity_ids = linker.entity_ids(entries)
     np.add.at(counts, entity_ids, 1)
     statistics["mentions_in_text"] += len(entity_ids)
     encoding = tokenizer(text, max_length=max_length, truncation=True, stride=stride,
