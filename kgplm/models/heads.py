@@ -129,7 +129,7 @@ class CandidateRankingHead(nn.Module):
         return scores, loss
 
 
-class PairwiseRankingHead(nn.Module):
+class PairwiseRankingHead(CandidateRankingHead):
     """Graded relevance (RankNet, Burges et al. 2005): s_c = w · dropout(pooler(h_[CLS] of (query, document c))).
 
     Loss: for every pair (i, j) of one query's documents with grade_i > grade_j,
@@ -137,14 +137,6 @@ class PairwiseRankingHead(nn.Module):
     pairs are those of a (candidates × candidates) mask of one group and a higher grade, so
     groups keep their own document counts. It optimises what pairwise accuracy measures.
     """
-
-    def __init__(self, hidden_size: int, dropout: float) -> None:
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.scorer = nn.Linear(hidden_size, 1)
-
-    def reset_parameters(self) -> None:
-        self.scorer.reset_parameters()
 
     def forward(self, pooled: torch.Tensor, candidate_group: torch.Tensor, grades: torch.Tensor | None = None):
         scores = self.scorer(self.dropout(pooled)).squeeze(-1)  # (candidates,)

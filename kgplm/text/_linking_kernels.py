@@ -43,10 +43,29 @@ def _child(node, code, root_children, child_ptr, child_codes, child_nodes):  # p
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _emit(starts, ends, entries, count, start, end, entry):  # pragma: no cover - compiled
+    """Append a match; the new count, or -1 when the arrays are full."""
+    if count == starts.shape[0]:
+        return -1
+    starts[count] = start
+    ends[count] = end
+    entries[count] = entry
+    return count + 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _entry(node, cursor, alnum, char_end, all_capital, terminal, terminal_capital):  # pragma: no cover - compiled
+    """The entry the text matched up to ``cursor`` (trie ``node``) ends; -1 when none, -2 when no match
+    may end there (inside a character's codes, or a Latin word goes on)."""
+    if not char_end[cursor - 1] or (alnum[cursor - 1] and cursor < alnum.shape[0] and alnum[cursor]):
+        return -2
+    return terminal_capital[node] if all_capital and terminal_capital[node] >= 0 else terminal[node]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _longest_at(position, limit, codes, alnum, char_end, capital, root_children, child_ptr, child_codes, child_nodes,
                 terminal, terminal_capital):  # pragma: no cover - compiled
     """(end, entry) of the longest dictionary entry at ``position`` ending by ``limit``; (-1, -1) when none."""
-    size = codes.shape[0]
     node = 0
     cursor = position
     all_capital = True
@@ -58,9 +77,7 @@ def _longest_at(position, limit, codes, alnum, char_end, capital, root_children,
             break
         all_capital = all_capital and capital[cursor]
         cursor += 1
-        if not char_end[cursor - 1] or (alnum[cursor - 1] and cursor < size and alnum[cursor]):
-            continue
-        entry = terminal_capital[node] if all_capital and terminal_capital[node] >= 0 else terminal[node]
+        entry = _entry(node, cursor, alnum, char_end, all_capital, terminal, terminal_capital)
         if entry >= 0:
             best_end = cursor
             best_entry = entry
@@ -69,8 +86,7 @@ def _longest_at(position, limit, codes, alnum, char_end, capital, root_children,
 
 @numba.njit(cache=True, nogil=True)
 def find_matches(codes, alnum, char_start, char_end, capital, root_children, child_ptr, child_codes, child_nodes,
-                 terminal,
-                 terminal_capital, word_weight, name_weight, unknown_weight, mode, starts, ends,
+                 terminal, terminal_capital, word_weight, name_weight, unknown_weight, mode, starts, ends,
                  entries):  # pragma: no cover - compiled
     """Fill ``starts/ends/entries`` with matches in ``codes``; return their count, or -1 when full.
 
@@ -88,7 +104,6 @@ def find_matches(codes, alnum, char_start, char_end, capital, root_children, chi
       leftmost-longest within that word, so they respect its boundaries.
     """
     size = codes.shape[0]
-    capacity = starts.shape[0]
     count = 0
     best = np.zeros(size + 1)
     choice_end = np.zeros(size + 1, dtype=np.int64)
@@ -115,11 +130,18 @@ def find_matches(codes, alnum, char_start, char_end, capital, root_children, chi
             choice_entry[position] = -1
         if alnum[position] and position > 0 and alnum[position - 1]:
             continue
+        if mode == LONGEST:
+            end, entry = _longest_at(position, size, codes, alnum, char_end, capital, root_children, child_ptr,
+                                     child_codes, child_nodes, terminal, terminal_capital)
+            if entry >= 0:
+                count = _emit(starts, ends, entries, count, position, end, entry)
+                if count < 0:
+                    return -1
+                skip_to = end
+            continue
         node = 0
         cursor = position
         all_capital = True
-        best_end = -1
-        best_entry = -1
         group_start = count
         while cursor < size:
             node = _child(node, codes[cursor], root_children, child_ptr, child_codes, child_nodes)
@@ -127,26 +149,19 @@ def find_matches(codes, alnum, char_start, char_end, capital, root_children, chi
                 break
             all_capital = all_capital and capital[cursor]
             cursor += 1
-            if not char_end[cursor - 1] or (alnum[cursor - 1] and cursor < size and alnum[cursor]):
+            entry = _entry(node, cursor, alnum, char_end, all_capital, terminal, terminal_capital)
+            if entry == -2:
                 continue
-            entry = terminal_capital[node] if all_capital and terminal_capital[node] >= 0 else terminal[node]
             if mode == BEST_PATH:
                 weight = name_weight if entry >= 0 else word_weight[node]
                 if weight > -np.inf and weight + best[cursor] >= best[position]:
                     best[position] = weight + best[cursor]
                     choice_end[position] = cursor
                     choice_entry[position] = entry
-            elif entry >= 0:
-                if mode == NESTED:
-                    if count == capacity:
-                        return -1
-                    starts[count] = position
-                    ends[count] = cursor
-                    entries[count] = entry
-                    count += 1
-                else:
-                    best_end = cursor
-                    best_entry = entry
+            elif entry >= 0:  # NESTED
+                count = _emit(starts, ends, entries, count, position, cursor, entry)
+                if count < 0:
+                    return -1
         if mode == NESTED:
             # longest first within one start
             low = group_start
@@ -156,14 +171,6 @@ def find_matches(codes, alnum, char_start, char_end, capital, root_children, chi
                 entries[low], entries[high] = entries[high], entries[low]
                 low += 1
                 high -= 1
-        elif mode == LONGEST and best_end >= 0:
-            if count == capacity:
-                return -1
-            starts[count] = position
-            ends[count] = best_end
-            entries[count] = best_entry
-            count += 1
-            skip_to = best_end
     if mode == BEST_PATH:
         position = 0
         while position < size:
@@ -172,12 +179,9 @@ def find_matches(codes, alnum, char_start, char_end, capital, root_children, chi
                 continue
             word_end = choice_end[position]
             if choice_entry[position] >= 0:
-                if count == capacity:
+                count = _emit(starts, ends, entries, count, position, word_end, choice_entry[position])
+                if count < 0:
                     return -1
-                starts[count] = position
-                ends[count] = word_end
-                entries[count] = choice_entry[position]
-                count += 1
                 position = word_end
                 continue
             inner = position  # a word that is no name: the names inside it, leftmost-longest
@@ -186,12 +190,9 @@ def find_matches(codes, alnum, char_start, char_end, capital, root_children, chi
                     end, entry = _longest_at(inner, word_end, codes, alnum, char_end, capital, root_children,
                                              child_ptr, child_codes, child_nodes, terminal, terminal_capital)
                     if entry >= 0:
-                        if count == capacity:
+                        count = _emit(starts, ends, entries, count, inner, end, entry)
+                        if count < 0:
                             return -1
-                        starts[count] = inner
-                        ends[count] = end
-                        entries[count] = entry
-                        count += 1
                         inner = end
                         continue
                 inner += 1

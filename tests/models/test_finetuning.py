@@ -108,12 +108,16 @@ def test_loads_a_pretraining_checkpoint_and_round_trips(tmp_path):
     assert torch.equal(reloaded(**common, **knowledge).logits, model(**common, **knowledge).logits)
 
 
-def test_ranking_loss_by_hand():
-    head = CandidateRankingHead(hidden_size=2, dropout=0.0)
+def first_feature_scorer(head):
+    """``head`` scoring a candidate by its first feature; the pooled features of five candidates."""
     with torch.no_grad():
         head.scorer.weight.copy_(torch.tensor([[1.0, 0.0]]))
         head.scorer.bias.zero_()
-    pooled = torch.tensor([[0.0, 0], [1.0, 0], [2.0, 0], [0.5, 0], [0.0, 0]])
+    return head, torch.tensor([[0.0, 0], [1.0, 0], [2.0, 0], [0.5, 0], [0.0, 0]])
+
+
+def test_ranking_loss_by_hand():
+    head, pooled = first_feature_scorer(CandidateRankingHead(hidden_size=2, dropout=0.0))
     scores, loss = head(pooled, torch.tensor([3, 3, 3, 8, 9]), torch.tensor([0, 1, 1, 1, 0]))
     # question 3: −(log softmax(0,1,2)[1] + log softmax(0,1,2)[2]) / 2; question 8 alone: −log 1 = 0; 9 has no answer
     log_z = math.log(1 + math.e + math.e ** 2)
@@ -131,11 +135,7 @@ def test_span_mean_and_bad_configuration():
 
 
 def test_pairwise_ranking_loss_by_hand():
-    head = PairwiseRankingHead(hidden_size=2, dropout=0.0)
-    with torch.no_grad():
-        head.scorer.weight.copy_(torch.tensor([[1.0, 0.0]]))
-        head.scorer.bias.zero_()
-    pooled = torch.tensor([[0.0, 0], [1.0, 0], [2.0, 0], [0.5, 0], [0.0, 0]])
+    head, pooled = first_feature_scorer(PairwiseRankingHead(hidden_size=2, dropout=0.0))
     scores, loss = head(pooled, torch.tensor([3, 3, 3, 8, 8]), torch.tensor([2, 0, 1, 1, 1]))
     # group 3: pairs (0 over 1), (0 over 2), (2 over 1); group 8: tied grades, no pair
     softplus = lambda x: math.log1p(math.exp(x))  # noqa: E731
