@@ -335,7 +335,7 @@ class TaskEncoder:
         for (start, end, _), tokens in representable:
             first.setdefault(example.text[start:end], tuple(tokens))
         predicates: dict[tuple[str, str], int] = {}
-        for subject, predicate, obj in example.triples:
+        for subject, predicate, obj in dict.fromkeys(example.triples):  # a triple listed twice is one triple
             known = predicate in self.label_index
             if not known:
                 self._count("unseen_labels")
