@@ -1,7 +1,10 @@
-"""The replication table: every landed pre-training method vs plain MLM, at one small fixed budget.
+"""The replication table: every knowledge method against its fair control and its ablations, at one small budget.
 
-Pre-trains each method on the same real text (CMeKG facts written as sentences + the Chinese
-medical dialogue corpus) with the same vocabulary, encoder size and steps; fine-tunes each on
+Rows come from the method registry: each knowledge-enhanced method, its fair control (the record's
+``control``: for SMedBERT plain MLM with the same whole-entity masking and SOP input), each ablation
+it offers (``ablations``), and plain token-masking MLM for reference. All pre-train on the same real
+text (CMeKG facts written as sentences + the Chinese medical dialogue corpus) with the same
+vocabulary, encoder size and steps; fine-tunes each on
 cMedQANER (entity F1), cMedQQ (accuracy) and cMedIC (accuracy) with 3 seeds; runs the
 unsupervised similarity probe (D1–D3, Acc@1) and the cloze probe (:mod:`kgplm.evaluation.probing`);
 prints one table, mean ± std over seeds. This is an honest small-scale check of the papers'
@@ -14,34 +17,43 @@ to resume or to add columns).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import logging
-import os
 import statistics
 import time
 from pathlib import Path
 
-SHARED = Path(os.environ.get("KGPLM_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+from _data import SHARED, cmekg_store, mixed_corpus  # noqa: E402  (benchmarks/ is the script's directory)
+
 TASKS = {  # task: (max train examples, epochs)
     "cmedqaner": (800, 4),
     "cmedqq": (2000, 2),
     "cmedic": (None, 3),
 }
-METHODS = ("mlm", "smedbert")
+
+
+def rows() -> dict[str, dict]:
+    """Row name → kgplm.train arguments (method, masking, model_options), from the registry."""
+    from kgplm.methods import available, get
+
+    table = {}
+    for name in available():
+        spec = get(name)
+        if spec.control is None:
+            continue
+        table[name] = {"method": name}
+        control = spec.control
+        table[f"{name} control: {control.method}"] = {"method": control.method, "masking": control.masking,
+                                                      "model_options": dict(control.model_options)}
+        for ablation, options in spec.ablations.items():
+            table[f"{name} − {ablation.replace('no_', 'no ').replace('_', ' ')}"] = {
+                "method": name, "model_options": dict(options)}
+    table["mlm (token masking, no SOP)"] = {"method": "mlm"}
+    return table
 
 
 def build_corpus(work: Path, store, num_facts: int, num_dialogues: int) -> Path:
-    from kgplm.demo import verbalize_triples
-
-    path = work / "corpus.txt"
-    if path.is_file():
-        return path
-    with open(SHARED / "corpus" / "medical_dialogue" / "sample_IM_5000-6000.utf8.csv", encoding="utf-8") as handle:
-        dialogues = [(r["ask"] + r["answer"]).replace("\n", " ") for r in list(csv.DictReader(handle))[:num_dialogues]]
-    lines = verbalize_triples(store, num_facts) + dialogues
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
+    return mixed_corpus(work / "corpus.txt", store, num_facts, num_dialogues)
 
 
 def pretrain(work: Path, store, corpus: Path, steps: int) -> dict[str, tuple[Path, float]]:
@@ -49,17 +61,21 @@ def pretrain(work: Path, store, corpus: Path, steps: int) -> dict[str, tuple[Pat
     from kgplm.models import CPU_TEXT_ENCODER
 
     runs = {}
-    for method in ("smedbert", "mlm"):  # SMedBERT first: the MLM run reuses its vocabulary
+    tokenizer = None
+    for row, options in rows().items():  # the first row builds the vocabulary every later row reuses
         started = time.perf_counter()
-        output = work / f"pretrain-{method}"
-        tokenizer = None if method == "smedbert" else work / "pretrain-smedbert" / "tokenizer"
-        result = kgplm.train(method, graph=store, corpus=corpus, output_dir=output, text_model=dict(CPU_TEXT_ENCODER),
-                             tokenizer=tokenizer, vocab_size=8000, kg_method="transe", entity_dim=64, kg_epochs=2,
-                             max_steps=steps, batch_size=16, learning_rate=1e-3, log_every=20,
-                             checkpoint_every=steps, max_length=128, progress=False)
+        slug = "".join(c if c.isalnum() else "-" for c in row)
+        output = work / f"pretrain-{slug}-{steps}"
+        result = kgplm.train(options["method"], graph=store, corpus=corpus, output_dir=output,
+                             text_model=dict(CPU_TEXT_ENCODER), tokenizer=tokenizer, vocab_size=8000,
+                             masking=options.get("masking"), model_options=options.get("model_options"),
+                             kg_method="transe", entity_dim=64, kg_epochs=2, max_steps=steps, batch_size=16,
+                             learning_rate=1e-3, log_every=20, checkpoint_every=steps, max_length=128,
+                             progress=False)
+        tokenizer = tokenizer or output / "tokenizer"
         curve = result.curve("loss")
-        logging.info("%s: loss %.3f → %.3f in %.0f s", method, curve[0], curve[-1], time.perf_counter() - started)
-        runs[method] = (output, time.perf_counter() - started)
+        logging.info("%s: loss %.3f → %.3f in %.0f s", row, curve[0], curve[-1], time.perf_counter() - started)
+        runs[row] = (output, time.perf_counter() - started)
     return runs
 
 
@@ -70,7 +86,7 @@ def finetune_all(work: Path, runs, seeds) -> dict:
     for method, (run, _) in runs.items():
         for task, (limit, epochs) in TASKS.items():
             for seed in seeds:
-                output = work / f"finetune-{method}-{task}-{seed}"
+                output = work / f"finetune-{run.name}-{task}-{seed}"
                 results = output / "results.json"
                 if not results.is_file():
                     kgplm.finetune(model=run, task=task, data_dir=SHARED / "tasks", output_dir=output, epochs=epochs,
@@ -84,14 +100,15 @@ def finetune_all(work: Path, runs, seeds) -> dict:
 def similarity_all(work: Path, store, runs, corpus: Path) -> dict:
     from kgplm.evaluation.similarity import build_similarity_sets, evaluate_similarity
 
-    cache = work / "similarity.json"
-    if cache.is_file():
-        return json.loads(cache.read_text(encoding="utf-8"))
+    cache = work / "similarity.json"  # keyed by run directory (which names the row and the steps)
+    table = json.loads(cache.read_text(encoding="utf-8")) if cache.is_file() else {}
     sets = build_similarity_sets(store, corpus_texts=corpus.read_text(encoding="utf-8").splitlines(), seed=0)
-    table = {method: evaluate_similarity(run / "model", run / "tokenizer", sets) for method, (run, _) in runs.items()}
+    for run, _ in runs.values():
+        if run.name not in table:
+            table[run.name] = evaluate_similarity(run / "model", run / "tokenizer", sets)
     table["_sizes"] = {name: len(queries) for name, queries in sets.items()}
     cache.write_text(json.dumps(table), encoding="utf-8")
-    return table
+    return {row: table[run.name] for row, (run, _) in runs.items()} | {"_sizes": table["_sizes"]}
 
 
 def cloze_all(work: Path, store, runs) -> dict:
@@ -99,14 +116,15 @@ def cloze_all(work: Path, store, runs) -> dict:
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
 
-    cache = work / "cloze.json"
-    if cache.is_file():
-        return json.loads(cache.read_text(encoding="utf-8"))
-    tokenizer = load_tokenizer(work / "pretrain-smedbert" / "tokenizer")  # shared by every method
+    cache = work / "cloze.json"  # keyed by run directory
+    table = json.loads(cache.read_text(encoding="utf-8")) if cache.is_file() else {}
+    tokenizer = load_tokenizer(next(iter(runs.values()))[0] / "tokenizer")  # shared by every row
     probes = build_cloze_probes(store, tokenizer, max_probes=500, seed=0)
-    table = {method: evaluate_cloze(load_pretrained(run / "model"), tokenizer, probes) for method, (run, _) in runs.items()}
+    for run, _ in runs.values():
+        if run.name not in table:
+            table[run.name] = evaluate_cloze(load_pretrained(run / "model"), tokenizer, probes)
     cache.write_text(json.dumps(table), encoding="utf-8")
-    return table
+    return {row: table[run.name] for row, (run, _) in runs.items()}
 
 
 def main() -> None:
@@ -118,16 +136,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path(__file__).resolve().parent / ".cache" / "replicate")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    from kgplm import KGStore
-
     started = time.perf_counter()
     args.work.mkdir(parents=True, exist_ok=True)
-    store_dir = args.work / "cmekg_store"
-    if (store_dir / "manifest.json").is_file():
-        store = KGStore.load(store_dir)
-    else:
-        store = KGStore.from_cmekg(SHARED / "kg" / "cmekg" / "triples.tsv.gz", show_progress=False)
-        store.save(store_dir)
+    store = cmekg_store(args.work)
     corpus = build_corpus(args.work, store, args.facts, args.dialogues)
     runs = pretrain(args.work, store, corpus, args.steps)
     scores = finetune_all(args.work, runs, args.seeds)
@@ -143,12 +154,13 @@ def main() -> None:
     sim_columns = [name for name in ("D1", "D2", "D3") if similarity and name in similarity.get("_sizes", {})]
     print(f"\nReplication at a fixed small budget: {args.steps} pre-training steps, hidden 128, 4 layers; "
           f"seeds {args.seeds}; test scores ×100, mean ± std")
-    header = f"{'method':<10}" + "".join(f"{c:>22}" for c in columns + [f"sim {c} Acc@1" for c in sim_columns]
-                                         + ["cloze exact", "cloze token"])
+    width = max(len(row) for row in runs) + 2
+    header = f"{'row':<{width}}" + "".join(f"{c:>22}" for c in columns + [f"sim {c} Acc@1" for c in sim_columns]
+                                            + ["cloze exact", "cloze token"])
     print(header)
     print("-" * len(header))
     for method in runs:
-        row = f"{method:<10}" + "".join(f"{cell(scores[method][t]):>22}" for t in TASKS)
+        row = f"{method:<{width}}" + "".join(f"{cell(scores[method][t]):>22}" for t in TASKS)
         row += "".join(f"{100 * similarity[method][c]:>22.1f}" for c in sim_columns)
         row += f"{100 * cloze[method]['exact']:>22.1f}{100 * cloze[method]['token']:>22.1f}"
         print(row)

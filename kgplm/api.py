@@ -1,20 +1,10 @@
-"""One-call pre-training: ``kgplm.train(...)`` and ``kgplm.train_from_config(path)``.
+"""One-call pre-training, fine-tuning and evaluation: ``kgplm.train``, ``train_from_config``, ``finetune``, ``evaluate``.
 
-``train`` runs the whole chain unless given cached artefacts: open the graph, count the corpus's
-mentions, rank each mentioned entity's neighbours with PEPR, train KG embeddings, build (or
-reuse) a WordPiece vocabulary, link and encode the corpus, build the model, pre-train it with
-checkpoints, save it. Everything lands in ``output_dir``::
-
-    run_config.json          the arguments; kgplm.train_from_config(path) replays the run
-    kg/                      store/ (when the graph was not a saved store), entity_frequencies.npy,
-                             neighbors.npz (PEPR table), embeddings/ (KGEmbeddings)
-    tokenizer/               the tokenizer (tokenizer.json, vocab.txt)
-    corpus/                  the linked corpus (Arrow shards)
-    checkpoints/             the last checkpoints (resume)
-    metrics.jsonl            the loss curve
-    model/                   the final model (save_pretrained, safetensors)
-
-Rerunning the same call resumes from the last checkpoint; every finished stage is reused.
+``train`` runs the chain — graph, tokenizer, the KG-side artefacts the method's registry record asks
+for (:mod:`kgplm.training.stages`), the linked corpus, the model, the training loop — reusing every
+stage whose artefact is already in ``output_dir`` (laid out as :class:`~kgplm.training.run.RunDirectory`
+describes). Nothing here names a method: everything method-specific comes from
+:func:`kgplm.methods.get`.
 """
 
 from __future__ import annotations
@@ -29,14 +19,11 @@ from typing import Any
 import numpy as np
 
 from kgplm._io import atomic_directory, atomic_file
-from kgplm.exceptions import ArtifactError, ConfigurationError, MissingFileError
+from kgplm.exceptions import ConfigurationError
 
-__all__ = ["train", "train_from_config", "TrainingResult", "METHODS", "finetune", "evaluate", "FineTuningResult"]
+__all__ = ["train", "train_from_config", "TrainingResult", "finetune", "evaluate", "FineTuningResult"]
 
 logger = logging.getLogger(__name__)
-
-METHODS = ("mlm", "smedbert")
-_PLANNED = ("kebiolm", "embert", "ehealth", "epplm")
 
 
 @dataclass
@@ -58,7 +45,7 @@ class TrainingResult:
         return self.output_dir / "tokenizer"
 
     def curve(self, name: str = "loss") -> list[float]:
-        """The logged values of one loss (``loss``, ``mlm``, ``sop``, ``mnem``, ``mmem`` …)."""
+        """The logged values of one loss or metric (``loss``, ``mlm``, ``sop_accuracy`` …)."""
         return [record[name] for record in self.metrics if name in record]
 
     def load_model(self):
@@ -72,7 +59,7 @@ class TrainingResult:
         return load_tokenizer(self.tokenizer_dir)
 
     def __repr__(self) -> str:
-        last = self.metrics[-1]["loss"] if self.metrics else float("nan")
+        last = self.metrics[-1].get("loss", float("nan")) if self.metrics else float("nan")
         return f"TrainingResult(method={self.method!r}, steps={self.steps}, final loss {last:.4f}, {self.output_dir})"
 
 
@@ -87,7 +74,7 @@ def _json_safe(value):
 
 
 def train(
-    method: str = "smedbert",
+    method: str,
     *,
     graph,
     corpus: str | os.PathLike,
@@ -101,13 +88,15 @@ def train(
     max_length: int = 128,
     num_neighbors: int = 10,
     pepr_mode: str = "fast",
-    kg_method: str = "transr",
+    kg_method: str | None = None,
     entity_dim: int = 100,
     kg_epochs: int = 5,
     model_options: dict | None = None,
+    method_data: dict | None = None,
     masking: str | None = None,
     max_steps: int = 1000,
     batch_size: int = 16,
+    gradient_accumulation_steps: int = 1,
     learning_rate: float = 5e-4,
     warmup_steps: int | None = None,
     weight_decay: float = 0.01,
@@ -117,7 +106,7 @@ def train(
     device: str = "cpu",
     progress: bool = True,
 ) -> TrainingResult:
-    """Pre-train ``method`` (``"smedbert"`` or the plain ``"mlm"`` baseline) on ``corpus`` with ``graph``.
+    """Pre-train ``method`` (a name from :func:`kgplm.methods.available`) on ``corpus`` with ``graph``.
 
     Args:
         graph: a :class:`~kgplm.KGStore` or anything :func:`kgplm.kg.open_store` accepts
@@ -125,253 +114,102 @@ def train(
         corpus: a corpus file (text lines, CSV, JSON lines); ``corpus_options`` go to
             :func:`kgplm.text.read_corpus` (e.g. ``{"columns": ["ask", "answer"]}``).
         text_model: ``None`` (a small CPU encoder, :data:`kgplm.models.CPU_TEXT_ENCODER`), a local
-            directory holding a BERT checkpoint (``config.json`` + weights, and its tokenizer unless
+            directory holding a BERT checkpoint (``config.json`` + weights — every weight it has is
+            loaded, the MLM head and an NSP head (as SOP's) included — and its tokenizer unless
             ``tokenizer`` is given) or a dict of BERT config fields.
         tokenizer: a tokenizer directory or ``vocab.txt``; default: the text model's, else a
             WordPiece vocabulary of ``vocab_size`` trained on the corpus.
         kg_embeddings, neighbor_table: cached artefacts (a :class:`KGEmbeddings` directory, a PEPR
-            ``.npz``); by default computed: PEPR top-``num_neighbors`` for every mentioned entity
-            (``pepr_mode``), ``kg_method`` embeddings of size ``entity_dim`` for ``kg_epochs``.
-        model_options: :class:`~kgplm.models.KgplmConfig` knowledge fields (ablations, λ1, λ2 …).
-        masking: the MLM masking scheme (default ``whole_entity`` for SMedBERT, ``bert`` for mlm).
-        max_steps, batch_size, learning_rate, warmup_steps (default 6% of the steps), weight_decay,
+            ``.npz``); by default computed when the method needs them: PEPR top-``num_neighbors``
+            of every mentioned entity (``pepr_mode``), ``kg_method`` embeddings (default: the
+            method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``.
+        model_options: the method's own config fields (``kgplm.methods.get(method).config_class.option_names()``:
+            ablations, loss weights, ``use_sop`` …).
+        method_data: inputs of the method's own stages that are not model fields (files such as a
+            product-attribute table); JSON-safe, recorded in ``run_config.json``. Each method's
+            docstring says which keys it reads.
+        masking: the MLM masking scheme (default: the method's, e.g. ``whole_entity`` for SMedBERT).
+        batch_size: examples per optimiser step, split into ``gradient_accumulation_steps``
+            micro-batches (the loss is the mean over the whole batch either way).
+        max_steps, learning_rate, warmup_steps (default 6% of the steps), weight_decay,
         checkpoint_every, log_every, seed, device: the loop's (:class:`kgplm.training.TrainerSettings`).
 
     Returns a :class:`TrainingResult`. Rerunning the same call resumes; a different call into
     the same ``output_dir`` raises :class:`~kgplm.exceptions.ArtifactError`.
     """
     arguments = {name: value for name, value in locals().items()}
-    if method in _PLANNED:
-        raise ConfigurationError(f"method {method!r} is planned but not implemented yet; available: {METHODS}")
-    if method not in METHODS:
-        raise ConfigurationError(f"method must be one of {METHODS}, got {method!r}")
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    from kgplm.methods import MethodContext, get
+    from kgplm.text.masking import SCHEMES
+    from kgplm.training import stages
+    from kgplm.training.run import RunDirectory
+    from kgplm.training.trainer import TrainerSettings, train_loop
+
+    spec = get(method)
+    masking = masking or spec.default_masking
+    if masking not in SCHEMES:
+        raise ConfigurationError(f"masking must be one of {SCHEMES}, got {masking!r}")
+    if kg_method is None:
+        kg_method = spec.kg_embedding or "transe"
+    arguments.update(kg_method=kg_method)
     if warmup_steps is None:
         warmup_steps = int(0.06 * max_steps)
+    settings = TrainerSettings(max_steps=max_steps, batch_size=batch_size,
+                               gradient_accumulation_steps=gradient_accumulation_steps,
+                               learning_rate=learning_rate, warmup_steps=warmup_steps, weight_decay=weight_decay,
+                               checkpoint_every=checkpoint_every, log_every=log_every, seed=seed)
+    settings.validate()
 
-    from kgplm.kg import KGStore, open_store
-
-    if isinstance(graph, KGStore):
-        store = graph
-        store_dir = output_dir / "kg" / "store"
-        if not (store_dir / "manifest.json").is_file():
-            store.save(store_dir)
-        arguments["graph"] = str(store_dir)
-    else:
-        cached = output_dir / "kg" / "store"
-        is_saved_store = Path(str(graph)).is_dir() and (Path(str(graph)) / "manifest.json").is_file()
-        if not is_saved_store and (cached / "manifest.json").is_file():
-            store = KGStore.load(cached)
-        else:
-            store = open_store(graph, show_progress=progress)
-            if not is_saved_store:
-                store.save(cached)
+    run = RunDirectory(output_dir)
+    run.path.mkdir(parents=True, exist_ok=True)
+    store, arguments["graph"] = stages.prepare_store(run, graph, progress)
     run_config = _json_safe({"kgplm_run": 1, **arguments})
-    run_config_path = output_dir / "run_config.json"
-    if run_config_path.is_file():
-        previous = json.loads(run_config_path.read_text(encoding="utf-8"))
-        changed = sorted(k for k in set(previous) | set(run_config)
-                         if previous.get(k) != run_config.get(k) and k not in ("max_steps", "progress"))
-        if changed:
-            raise ArtifactError(f"{output_dir} holds a run with other settings ({', '.join(changed)} differ); "
-                                f"choose another output_dir or delete it")
-    with atomic_file(run_config_path, "w", encoding="utf-8") as handle:
-        json.dump(run_config, handle, indent=1, ensure_ascii=False)
+    run.write_run_config(run_config)
 
-    corpus_options = dict(corpus_options or {})
-    tokenizer_object = _prepare_tokenizer(output_dir, corpus, corpus_options, text_model, tokenizer, vocab_size,
-                                          progress)
-    knowledge = method == "smedbert"
-    table, embeddings, frequencies = None, None, None
-    from functools import cache
-
-    from kgplm.text.linking import EntityLinker
-
-    linker = cache(lambda: EntityLinker(store))  # built once, and only when a stage still has to link
-    if knowledge:
-        frequencies = _entity_frequencies(output_dir, store, linker, corpus, corpus_options)
-        table = _prepare_neighbor_table(output_dir, store, frequencies, neighbor_table, num_neighbors, pepr_mode,
-                                        seed, progress)
-        embeddings = _prepare_kg_embeddings(output_dir, store, kg_embeddings, kg_method, entity_dim, kg_epochs, seed,
-                                            progress)
-    dataset = _prepare_corpus(output_dir, store, linker, corpus, corpus_options, tokenizer_object, table,
-                              max_length, masking, progress)
+    inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus,
+                                corpus_options=dict(corpus_options or {}), progress=progress)
+    tokenizer_object = stages.prepare_tokenizer(run, inputs)
+    stages.run_artefact_stages(spec.artefacts, run, inputs)
+    dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)
     import torch
 
     torch.manual_seed(seed)  # the model's initial weights
-    model = _build_model(method, store, tokenizer_object, text_model, embeddings, model_options or {}, max_length)
-    collator = _build_collator(method, model.config, tokenizer_object, store, masking, frequencies, seed)
-
-    from kgplm.training.trainer import TrainerSettings, train_loop
-
-    settings = TrainerSettings(max_steps=max_steps, batch_size=batch_size, learning_rate=learning_rate,
-                               warmup_steps=warmup_steps, weight_decay=weight_decay,
-                               checkpoint_every=checkpoint_every, log_every=log_every, seed=seed)
-    metrics = train_loop(model, dataset, collator, output_dir=output_dir, settings=settings, device=device,
+    model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=text_model,
+                                           model_options=dict(model_options or {}), max_length=max_length,
+                                           entity_dim=entity_dim, artefacts=inputs.artefacts)
+    context = MethodContext(config=model.config, tokenizer=tokenizer_object, store=store, masking=masking, seed=seed,
+                            text_model_dir=checkpoint, artefacts=inputs.artefacts)
+    if spec.prepare_model is not None:
+        spec.prepare_model(model, context)
+    collator = spec.build_collator(context)
+    metrics = train_loop(model, dataset, collator, output_dir=run.path, settings=settings, device=device,
                          progress=progress)
-    with atomic_directory(output_dir / "model") as temporary:
+    with atomic_directory(run.model_dir) as temporary:
         model.save_pretrained(str(temporary))
-    logger.info("saved the model to %s", output_dir / "model")
-    return TrainingResult(output_dir=output_dir, method=method, steps=max_steps, metrics=metrics,
-                          run_config=run_config)
+    logger.info("saved the model to %s", run.model_dir)
+    return TrainingResult(output_dir=run.path, method=method, steps=max_steps, metrics=metrics,
+                          run_config=run.read_run_config())
 
 
 def train_from_config(path: str | os.PathLike, **overrides) -> TrainingResult:
-    """Replay (or resume) the run a ``run_config.json`` describes; ``overrides`` change arguments."""
+    """Replay (or resume) the run a ``run_config.json`` (or its directory) describes; ``overrides`` change arguments."""
     path = Path(path)
-    if path.is_dir():
-        path = path / "run_config.json"
-    if not path.is_file():
-        raise MissingFileError(path, "run configuration (run_config.json)")
-    config = json.loads(path.read_text(encoding="utf-8"))
-    if config.pop("kgplm_run", None) != 1:
-        raise ArtifactError(f"{path} is not a kgplm run configuration")
+    config = _read_config_file(path / "run_config.json" if path.is_dir() else path)
+    for key in ("kgplm_run", "stages"):
+        config.pop(key, None)
     config.update(overrides)
     method = config.pop("method")
     return train(method, **config)
 
 
-# -- stages ----------------------------------------------------------------------------------------------
-def _corpus_texts(corpus, corpus_options):
-    from kgplm.text.corpus import read_corpus
+def _read_config_file(path: Path) -> dict[str, Any]:
+    from kgplm.exceptions import ArtifactError, MissingFileError
 
-    return (document.text for document in read_corpus(corpus, **corpus_options))
-
-
-def _prepare_tokenizer(output_dir: Path, corpus, corpus_options, text_model, tokenizer, vocab_size, progress):
-    from kgplm.text.tokenization import build_vocab, load_tokenizer, save_tokenizer
-
-    target = output_dir / "tokenizer"
-    if (target / "tokenizer.json").is_file():
-        return load_tokenizer(target)
-    source = tokenizer
-    if source is None and isinstance(text_model, (str, os.PathLike)):
-        directory = Path(text_model)
-        if (directory / "tokenizer.json").is_file() or (directory / "vocab.txt").is_file():
-            source = directory
-    if source is not None:
-        loaded = load_tokenizer(source)
-    else:
-        logger.info("training a WordPiece vocabulary of %d pieces on the corpus", vocab_size)
-        loaded = build_vocab(_corpus_texts(corpus, corpus_options), vocab_size, min_frequency=2,
-                             show_progress=progress)
-    save_tokenizer(loaded, target)
-    return load_tokenizer(target)
-
-
-def _entity_frequencies(output_dir: Path, store, linker, corpus, corpus_options) -> np.ndarray:
-    path = output_dir / "kg" / "entity_frequencies.npy"
-    if path.is_file():
-        return np.load(path, allow_pickle=False)
-    counts = linker().count(_corpus_texts(corpus, corpus_options))
-    if counts.sum() == 0:
-        raise ConfigurationError(f"no mention of the graph's {store.num_entities:,} entities was found in {corpus}; "
-                                 f"a knowledge-enhanced method needs linked mentions")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_file(path, "wb") as handle:
-        np.save(handle, counts)
-    return counts
-
-
-def _prepare_neighbor_table(output_dir, store, frequencies, neighbor_table, k, mode, seed, progress):
-    from kgplm.kg.pepr import NeighborTable, top_k_neighbors
-
-    if neighbor_table is not None:
-        return NeighborTable.load(neighbor_table)
-    path = output_dir / "kg" / "neighbors.npz"
-    if path.is_file():
-        return NeighborTable.load(path)
-    seeds = np.flatnonzero(frequencies > 0)
-    logger.info("PEPR top-%d neighbours of the %d mentioned entities (%s mode)", k, len(seeds), mode)
-    table = top_k_neighbors(store, seeds, k=k, mode=mode, frequencies=frequencies, show_progress=progress)
-    table.save(path)
-    return table
-
-
-def _prepare_kg_embeddings(output_dir, store, kg_embeddings, method, dim, epochs, seed, progress):
-    from kgplm.kg.embeddings import KGEmbeddings, train_kg_embeddings
-
-    if kg_embeddings is not None:
-        return KGEmbeddings.load(kg_embeddings, store=store)
-    path = output_dir / "kg" / "embeddings"
-    if path.is_dir():
-        return KGEmbeddings.load(path, store=store)
-    embeddings = train_kg_embeddings(store, method=method, dim=dim, epochs=epochs, seed=seed, progress=progress)
-    embeddings.save(path)
-    return embeddings
-
-
-def _prepare_corpus(output_dir, store, linker, corpus, corpus_options, tokenizer, table, max_length, masking,
-                    progress):
-    from kgplm.text.corpus import build_corpus, load_corpus
-
-    directory = output_dir / "corpus"
-    if (directory / "manifest.json").is_file():
-        return load_corpus(directory)
-    return build_corpus(corpus, store=store, tokenizer=tokenizer, output_dir=directory, neighbor_table=table,
-                        linker=linker(), whole_word=masking == "whole_word", max_length=max_length, progress=progress,
-                        **corpus_options)
-
-
-def _build_model(method, store, tokenizer, text_model, embeddings, model_options, max_length):
-    from transformers import BertConfig, BertModel
-
-    from kgplm.models import CPU_TEXT_ENCODER, MODEL_CLASSES, KgplmConfig
-
-    pretrained_dir = None
-    if text_model is None:
-        text_fields = dict(CPU_TEXT_ENCODER)
-    elif isinstance(text_model, dict):
-        text_fields = dict(text_model)
-    else:
-        pretrained_dir = Path(text_model)
-        if not (pretrained_dir / "config.json").is_file():
-            raise MissingFileError(pretrained_dir / "config.json", "BERT checkpoint configuration")
-        text_fields = BertConfig.from_pretrained(str(pretrained_dir)).to_dict()
-        for key in ("architectures", "model_type", "transformers_version", "_name_or_path"):
-            text_fields.pop(key, None)
-    text_fields["vocab_size"] = len(tokenizer)
-    text_fields.setdefault("pad_token_id", tokenizer.pad_token_id)
-    knowledge_fields: dict[str, Any] = {"method": method, "num_entities": store.num_entities,
-                                        "num_relations": store.num_relations,
-                                        "num_entity_types": store.num_types}
-    if embeddings is not None:
-        knowledge_fields.update(entity_dim=embeddings.entity_dim, relation_dim=embeddings.relation_dim)
-    unknown = set(model_options) - set(KgplmConfig().to_dict())
-    if unknown:
-        raise ConfigurationError(f"unknown model_options {sorted(unknown)}; see kgplm.models.KgplmConfig")
-    config = KgplmConfig(**{**text_fields, **knowledge_fields, **model_options})
-    if max_length + 1 > config.max_position_embeddings:
-        raise ConfigurationError(f"max_length {max_length} + 1 (the SOP separator) exceeds the text model's "
-                                 f"max_position_embeddings {config.max_position_embeddings}")
-    model = MODEL_CLASSES[method](config)
-    if pretrained_dir is not None:
-        bert = BertModel.from_pretrained(str(pretrained_dir))
-        if bert.config.vocab_size != config.vocab_size:
-            raise ConfigurationError(f"the text model's vocabulary ({bert.config.vocab_size}) differs from the "
-                                     f"tokenizer's ({config.vocab_size})")
-        missing, unexpected = model.bert.load_state_dict(bert.state_dict(), strict=False)
-        logger.info("initialised the encoder from %s (missing %s, unexpected %s)", pretrained_dir, missing, unexpected)
-    if embeddings is not None and hasattr(model, "kg"):
-        model.kg.load_embeddings(embeddings)
-    if hasattr(model, "snapshot_mmem_target"):
-        model.snapshot_mmem_target()
-    return model
-
-
-def _build_collator(method, config, tokenizer, store, masking, frequencies, seed):
-    from kgplm.text.masking import Masker
-    from kgplm.training.collator import PretrainingCollator, TypeFrequencySampler
-
-    scheme = masking or ("whole_entity" if method == "smedbert" else "bert")
-    masker = Masker.from_tokenizer(tokenizer, scheme, seed=seed)
-    knowledge = method == "smedbert"
-    sampler = TypeFrequencySampler(frequencies, store.primary_type_ids()) if knowledge else None
-    return PretrainingCollator(masker=masker, cls_token_id=tokenizer.cls_token_id,
-                               sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
-                               sentence_order=knowledge and config.use_sop, knowledge=knowledge, sampler=sampler,
-                               num_negatives=config.mnem_num_negatives)
+    if not path.is_file():
+        raise MissingFileError(path, "run configuration (run_config.json)")
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if config.get("kgplm_run") != 1:
+        raise ArtifactError(f"{path} is not a kgplm run configuration")
+    return config
 
 
 # -- fine-tuning and evaluation ----------------------------------------------------------------------------
@@ -400,40 +238,18 @@ class FineTuningResult:
         return f"FineTuningResult(task={self.task!r}, dev {self.dev['main']:.4f}{test}, {self.output_dir})"
 
 
-def _pretrained_parts(model: str | os.PathLike) -> tuple[Path, Path, Path | None]:
-    """(model directory, tokenizer directory, run directory or None) of a kgplm run or model directory."""
-    path = Path(model)
-    if (path / "model" / "config.json").is_file():
-        model_dir, run_dir = path / "model", path
-    elif (path / "config.json").is_file():
-        model_dir, run_dir = path, path.parent if (path.parent / "tokenizer").is_dir() else None
-    else:
-        raise MissingFileError(path, "kgplm model (a train/finetune output directory or a save_pretrained directory)")
-    for candidate in ((run_dir / "tokenizer") if run_dir else None, model_dir):
-        if candidate is not None and ((candidate / "tokenizer.json").is_file() or (candidate / "vocab.txt").is_file()):
-            return model_dir, candidate, run_dir
-    raise MissingFileError(model_dir, "tokenizer next to the model (tokenizer/ or tokenizer.json)")
+def _encoder_inputs(method: str, run, progress: bool):
+    """The provider of the extra encoder inputs a method reads at fine-tuning (``None`` for none)."""
+    from kgplm.exceptions import MissingFileError
+    from kgplm.methods import get
 
-
-def _knowledge_lookup(run_dir: Path | None, progress: bool):
-    """The linker and PEPR table a knowledge-enhanced model was pre-trained with."""
-    from kgplm.kg import KGStore, open_store
-    from kgplm.kg.pepr import NeighborTable
-    from kgplm.training.finetuning import KnowledgeLookup
-
-    if run_dir is not None and (run_dir / "finetune_config.json").is_file():
-        # a fine-tuned model: its knowledge is the pre-training run it started from
-        source = json.loads((run_dir / "finetune_config.json").read_text(encoding="utf-8"))["model"]
-        run_dir = _pretrained_parts(source)[2]
-    if run_dir is None or not (run_dir / "kg" / "neighbors.npz").is_file():
-        raise MissingFileError(run_dir or "<model>", "pre-training run with kg/neighbors.npz (a knowledge-enhanced "
-                               "model needs the graph and neighbour table it was trained with)")
-    if (run_dir / "kg" / "store" / "manifest.json").is_file():
-        store = KGStore.load(run_dir / "kg" / "store")
-    else:
-        store = open_store(json.loads((run_dir / "run_config.json").read_text(encoding="utf-8"))["graph"],
-                           show_progress=progress)
-    return KnowledgeLookup(store, NeighborTable.load(run_dir / "kg" / "neighbors.npz"))
+    spec = get(method)
+    if spec.finetuning_inputs is None:
+        return None
+    if run is None:
+        raise MissingFileError("<model>", f"pre-training run next to the model: a {method!r} encoder reads inputs "
+                                          f"built from its pre-training run's artefacts")
+    return spec.finetuning_inputs(run, progress)
 
 
 def _subset(examples: list, limit: int | None, seed: int) -> list:
@@ -466,8 +282,8 @@ def finetune(
     """Fine-tune a pre-trained kgplm model on ``task`` and score the best-on-dev epoch on dev and test.
 
     Args:
-        model: a ``kgplm.train`` output directory (or its ``model/``); knowledge-enhanced models
-            reuse that run's graph, linker and PEPR table so their knowledge module stays active.
+        model: a ``kgplm.train`` output directory (or its ``model/``); a method whose encoder reads
+            more than text (SMedBERT) rebuilds those inputs from that run's artefacts.
         task: a name from :func:`kgplm.evaluation.task_names` (``"cmedqaner"``, ``"cmedqq"`` …).
         data_dir: a tasks root laid out like ``../shared/data/tasks`` or the task's own directory.
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay: AdamW with linear decay;
@@ -495,9 +311,10 @@ def finetune(
         predict,
         score,
     )
+    from kgplm.training.run import locate_model
 
     spec = get_task(task)
-    model_dir, tokenizer_dir, run_dir = _pretrained_parts(model)
+    model_dir, tokenizer_dir, run = locate_model(model)
     output_dir = Path(output_dir)
     arguments["model"] = str(Path(model).resolve())
     loaded = load_task_splits(spec.name, data_dir)
@@ -515,9 +332,8 @@ def finetune(
     label_names = label_names_for(spec, train_examples, tagging)
     config.task_kind, config.task_name, config.label_names, config.tagging = spec.kind, spec.name, label_names, tagging
     config.num_labels = max(len(label_names or ()), 1)
-    knowledge = _knowledge_lookup(run_dir, progress) if config.method == "smedbert" else None
     encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
-                          knowledge=knowledge)
+                          knowledge=_encoder_inputs(config.method, run, progress))
     import torch
 
     torch.manual_seed(seed)  # the head's initial weights
@@ -572,8 +388,9 @@ def evaluate(
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
     from kgplm.training.finetuning import TaskEncoder, predict, score
+    from kgplm.training.run import locate_model
 
-    model_dir, tokenizer_dir, run_dir = _pretrained_parts(model)
+    model_dir, tokenizer_dir, run = locate_model(model)
     network = load_pretrained(str(model_dir))
     config = network.config
     if config.task_kind is None:
@@ -583,13 +400,13 @@ def evaluate(
         raise ConfigurationError(f"the model was fine-tuned for a {config.task_kind} task ({config.task_name}); "
                                  f"{spec.name} is a {spec.kind} task")
     examples = _subset(load_task(spec.name, data_dir, split), max_examples, seed)
-    knowledge = _knowledge_lookup(run_dir, progress) if config.method == "smedbert" else None
     max_length = None
-    if run_dir is not None and (run_dir / "finetune_config.json").is_file():  # the length it was fine-tuned with
-        max_length = json.loads((run_dir / "finetune_config.json").read_text(encoding="utf-8"))["max_length"]
+    finetune_config = model_dir.parent / "finetune_config.json"
+    if finetune_config.is_file():  # the length it was fine-tuned with
+        max_length = json.loads(finetune_config.read_text(encoding="utf-8"))["max_length"]
     max_length = max_length or min(config.max_position_embeddings, 512)
     encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names, max_length=max_length,
-                          tagging=config.tagging, knowledge=knowledge)
+                          tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress))
     features = encoder.encode(examples)
     network.to(device)
     return score(encoder, examples, features, predict(network, encoder, features, batch_size=batch_size,

@@ -22,21 +22,29 @@ def _store(spec: str):
 
 
 def _cmd_kg_import(args: argparse.Namespace) -> int:
-    from kgplm.kg.store import KGStore
+    import inspect
 
-    kind = args.kind
-    if kind == "auto":
-        store = _store(args.source)
-    elif kind == "cmekg":
-        store = KGStore.from_cmekg(None if args.source == "cmekg" else args.source)
-    elif kind == "rdf":
-        store = KGStore.from_rdf(args.source, format=args.format)
-    elif kind == "triples":
-        store = KGStore.from_triples(args.source)
-    elif kind == "obo":
-        store = KGStore.from_obo(args.source)
-    else:
-        store = KGStore.from_umls_rrf(args.source)
+    from kgplm.kg import importers
+
+    if len(args.source) > 2:
+        raise ConfigurationError(f"kg import takes [FORMAT] SOURCE, got {len(args.source)} arguments: {args.source}")
+    kind = args.source[0] if len(args.source) == 2 else args.kind
+    source = args.source[-1]
+    importer = importers.guess(source) if kind == "auto" else importers.get(kind)
+    query = args.query
+    if args.query_file is not None:
+        with open(args.query_file, encoding="utf-8") as handle:
+            query = handle.read()
+    options = {"format": args.format, "base_iri": args.base_iri, "graph": args.graph, "query": query,
+               "page_size": args.page_size, "timeout": args.timeout,
+               "merge_same_as": True if args.merge_same_as else None}
+    options = {key: value for key, value in options.items() if value is not None}
+    parameters = inspect.signature(importer.function()).parameters
+    refused = [key for key in options if key not in parameters]
+    if refused:
+        flags = ", ".join("--" + key.replace("_", "-") for key in refused)
+        raise ConfigurationError(f"the {importer.name} importer takes no {flags}")
+    store = importer.load(source, **options)
     store.save(args.out)
     print(store.summary())
     print(f"saved to {args.out}")
@@ -172,8 +180,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.config is not None:
         result = kgplm.train_from_config(args.config, progress=not args.no_progress)
     else:
-        if args.corpus is None or args.out is None:
-            raise ConfigurationError("kgplm train needs --corpus and --out (or --config run_config.json)")
+        if args.method is None or args.corpus is None or args.out is None:
+            raise ConfigurationError("kgplm train needs --method, --corpus and --out (or --config run_config.json)")
         text_model = args.text_model
         if text_model is not None and text_model.lstrip().startswith("{"):
             text_model = json.loads(text_model)
@@ -181,14 +189,30 @@ def _cmd_train(args: argparse.Namespace) -> int:
         result = kgplm.train(args.method, graph=args.graph, corpus=args.corpus, output_dir=args.out,
                              text_model=text_model, tokenizer=args.tokenizer, kg_embeddings=args.kg_embeddings,
                              neighbor_table=args.pepr, corpus_options=corpus_options, vocab_size=args.vocab_size,
-                             max_length=args.max_length, max_steps=args.max_steps, batch_size=args.batch_size,
+                             max_length=args.max_length, masking=args.masking, max_steps=args.max_steps,
+                             batch_size=args.batch_size, gradient_accumulation_steps=args.gradient_accumulation_steps,
                              learning_rate=args.learning_rate, checkpoint_every=args.checkpoint_every,
                              log_every=args.log_every, seed=args.seed, device=args.device,
                              model_options=json.loads(args.model_options) if args.model_options else None,
+                             method_data=json.loads(args.method_data) if args.method_data else None,
                              progress=not args.no_progress)
     first, last = result.metrics[0], result.metrics[-1]
     print(f"{result.method}: {result.steps} steps; loss {first['loss']:.4f} (step {first['step']}) → "
           f"{last['loss']:.4f} (step {last['step']}); model in {result.model_dir}")
+    return 0
+
+
+def _cmd_methods(args: argparse.Namespace) -> int:
+    from kgplm.methods import available, get
+
+    for name in available():
+        spec = get(name)
+        needs = ", ".join(sorted(spec.artefacts)) or "text only"
+        if spec.kg_embedding:
+            needs = needs.replace("kg_embeddings", f"kg_embeddings ({spec.kg_embedding})")
+        print(f"{name:<10} {spec.summary}")
+        print(f"{'':<10} losses: {', '.join(spec.losses)}; needs: {needs}; masking: {spec.default_masking}"
+              + (f"; control: {spec.control.method}" if spec.control else ""))
     return 0
 
 
@@ -231,10 +255,25 @@ def build_parser() -> argparse.ArgumentParser:
     kg = commands.add_parser("kg", help="knowledge-graph commands").add_subparsers(dest="kg_command", required=True)
     store_help = "a saved store directory, 'cmekg', a UMLS RRF directory or a KG file (RDF, OBO, TSV)"
 
-    p = kg.add_parser("import", help="import a knowledge graph and save the compiled store")
-    p.add_argument("source", help="file or directory to import ('cmekg' for the embedded default)")
-    p.add_argument("--kind", choices=["auto", "rdf", "cmekg", "triples", "obo", "umls"], default="auto")
-    p.add_argument("--format", default=None, help="RDF format when --kind rdf (guessed from the extension)")
+    from kgplm.kg import importers
+
+    formats = importers.available(aliases=True)
+    p = kg.add_parser("import", help="import a knowledge graph and save the compiled store",
+                      description="kgplm kg import [FORMAT] SOURCE --out DIR. FORMAT is one of the registered "
+                                  f"importers ({', '.join(formats)}); without it the format is guessed from SOURCE "
+                                  "(file suffix, 'cmekg', a UMLS directory, an http(s):// SPARQL endpoint).")
+    p.add_argument("source", nargs="+", metavar="[FORMAT] SOURCE",
+                   help="file, directory, 'cmekg' or SPARQL endpoint URL, optionally preceded by its format")
+    p.add_argument("--kind", choices=["auto", *formats], default="auto", help="the importer (same as FORMAT)")
+    p.add_argument("--format", default=None, help="RDF syntax for the rdf importer (guessed from the extension)")
+    p.add_argument("--base-iri", default=None, help="rdf: the base that relative IRIs resolve against")
+    p.add_argument("--merge-same-as", action="store_true",
+                   help="rdf, sparql: one entity per class of owl:sameAs / skos:exactMatch links")
+    p.add_argument("--graph", default=None, help="sparql: read this named graph instead of the default graph")
+    p.add_argument("--query", default=None, help="sparql: a SELECT ?s ?p ?o, CONSTRUCT or DESCRIBE query")
+    p.add_argument("--query-file", default=None, help="sparql: read the query from this file")
+    p.add_argument("--page-size", type=int, default=None, help="sparql: rows per request (default 10000)")
+    p.add_argument("--timeout", type=float, default=None, help="sparql: seconds to wait for each answer (default 60)")
     p.add_argument("--out", required=True, help="directory to write the store to")
     p.set_defaults(handler=_cmd_kg_import)
 
@@ -293,8 +332,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = kg.add_parser("export", help="export a store as RDF")
     p.add_argument("store", help=store_help)
-    p.add_argument("--out", required=True, help="output file (.ttl or .nt)")
-    p.add_argument("--format", default="turtle", help="turtle (default), nt, xml, json-ld")
+    p.add_argument("--out", required=True,
+                   help="output file; its extension names the format (.ttl .nt .nq .trig .rdf .xml .jsonld .n3, "
+                        "optionally .gz)")
+    p.add_argument("--format", default=None, help="turtle, nt, nquads, trig, xml, json-ld or n3 (overrides the "
+                                                  "extension)")
     p.set_defaults(handler=_cmd_kg_export)
 
     text = commands.add_parser("text", help="text pipeline commands").add_subparsers(dest="text_command",
@@ -327,8 +369,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-whole-word", action="store_true", help="skip jieba segmentation")
     p.set_defaults(handler=_cmd_text_build_corpus)
 
+    from kgplm.methods import available
+    from kgplm.text.masking import SCHEMES
+
+    p = commands.add_parser("methods", help="list the registered pre-training methods")
+    p.set_defaults(handler=_cmd_methods)
+
     p = commands.add_parser("train", help="pre-train a model (kgplm.train); rerun to resume")
-    p.add_argument("--method", default="smedbert", help="smedbert or mlm (the plain baseline)")
+    p.add_argument("--method", default=None, choices=available(),
+                   help="a registered method (see `kgplm methods`); mlm is the plain baseline; required unless --config")
     p.add_argument("--graph", default="cmekg", help=store_help)
     p.add_argument("--corpus", default=None, help="corpus file (text lines, CSV, JSON lines)")
     p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use")
@@ -338,7 +387,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--kg-embeddings", default=None, help="KGEmbeddings directory to reuse")
     p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to reuse")
-    p.add_argument("--model-options", default=None, help="JSON dict of KgplmConfig fields (ablations, weights)")
+    p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
+    p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
+    p.add_argument("--masking", default=None, choices=SCHEMES, help="MLM masking scheme (default: the method's)")
+    p.add_argument("--gradient-accumulation-steps", type=int, default=1,
+                   help="split each step's --batch-size examples into this many micro-batches")
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--max-steps", type=int, default=1000)

@@ -129,5 +129,6 @@ def pretrain_smedbert(store, work_dir: Path, table_path: Path, *, num_texts: int
         if record is None:
             print(f"{'…':>6}")
             continue
-        print(f"{record['step']:>6}" + "".join(f"{record[name]:>9.4f}" for name in names))
+        # a loss absent from every step of a logging window (MMeM without a masked mention) is not logged
+        print(f"{record['step']:>6}" + "".join(f"{record.get(name, float('nan')):>9.4f}" for name in names))
     print(f"model saved to {result.model_dir} (load with kgplm.models.load_pretrained)")

@@ -16,6 +16,7 @@ __all__ = [
     "DataFormatError",
     "MissingFileError",
     "EmptyGraphError",
+    "EndpointError",
     "UnknownEntityError",
     "AmbiguousEntityError",
     "EncodingError",
@@ -79,7 +80,11 @@ class EncodingError(DataFormatError):
 
 
 class EmptyGraphError(KgplmError, ValueError):
-    """A knowledge graph source yielded no entity-to-entity triple."""
+    """A knowledge-graph source holds no statement, or a stage that walks links got a store without triples."""
+
+
+class EndpointError(KgplmError, ConnectionError):
+    """A remote service (a SPARQL endpoint) could not be reached or refused the request."""
 
 
 class ArtifactError(KgplmError, ValueError):

@@ -28,6 +28,29 @@ def test_kg_import_stats_neighbors_export(tmp_path: Path, toy_turtle: Path, caps
     assert KGStore.from_rdf(ttl, show_progress=False).num_triples == 4
 
 
+def test_kg_import_formats_and_export_by_extension(tmp_path: Path, toy_turtle: Path, capsys) -> None:
+    import rdflib
+
+    relative = tmp_path / "relative.ttl"
+    relative.write_text("<a> <linked-to> <b> .\n", encoding="utf-8")
+    assert main(["kg", "import", "rdf", str(relative), "--out", str(tmp_path / "rel")]) == 2
+    assert "--base-iri" in capsys.readouterr().err
+    assert main(["kg", "import", "rdf", str(relative), "--base-iri", "http://example.org/kg/",
+                 "--out", str(tmp_path / "rel")]) == 0
+    assert KGStore.load(tmp_path / "rel").entity_iri(0) == "http://example.org/kg/a"
+    # the legacy --kind spelling and the importer aliases still work; options an importer lacks are refused
+    tsv = tmp_path / "edges.tsv"
+    tsv.write_text("a\tr\tb\n", encoding="utf-8")
+    assert main(["kg", "import", str(tsv), "--kind", "tsv", "--out", str(tmp_path / "tsv")]) == 0
+    assert main(["kg", "import", "triples", str(tsv), "--base-iri", "http://x/", "--out", str(tmp_path / "x")]) == 2
+    assert "the triples importer takes no --base-iri" in capsys.readouterr().err
+    # export: the extension names the format
+    assert main(["kg", "import", str(toy_turtle), "--out", str(tmp_path / "toy")]) == 0
+    for name, rdflib_format in (("toy.nt", "nt"), ("toy.rdf", "xml"), ("toy.jsonld", "json-ld")):
+        assert main(["kg", "export", str(tmp_path / "toy"), "--out", str(tmp_path / name)]) == 0
+        assert len(rdflib.Graph().parse(tmp_path / name, format=rdflib_format)) > 0
+
+
 def test_errors_exit_2_with_message(tmp_path: Path, toy_turtle: Path, capsys) -> None:
     assert main(["kg", "neighbors", "糖尿", "--store", str(toy_turtle)]) == 2
     error = capsys.readouterr().err
@@ -123,4 +146,4 @@ def test_train_then_replay_from_its_config(tmp_path: Path, capsys) -> None:
     assert main(["train", "--config", str(out / "run_config.json"), "--no-progress"]) == 0  # finished: resumes, no work
     assert [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()] == records
     assert main(["train", "--graph", str(TOY_GRAPH)]) == 2
-    assert "needs --corpus and --out" in capsys.readouterr().err
+    assert "needs --method, --corpus and --out" in capsys.readouterr().err

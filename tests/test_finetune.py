@@ -10,7 +10,8 @@ import torch
 
 import kgplm
 from kgplm.exceptions import ConfigurationError, MissingFileError
-from kgplm.models import TINY_TEXT_ENCODER, KgplmConfig, KgplmForMaskedLM
+from kgplm.methods.mlm import KgplmForMaskedLM, MlmConfig
+from kgplm.models import TINY_TEXT_ENCODER
 from tests.test_api import toy_arguments, write_toy_corpus
 
 
@@ -23,7 +24,7 @@ def tiny_chinese_model(shared_data, tmp_path_factory) -> Path:
     tokenizer = load_tokenizer(shared_data / "vocab" / "bert-base-chinese" / "vocab.txt")
     save_tokenizer(tokenizer, root / "tokenizer")
     torch.manual_seed(0)
-    KgplmForMaskedLM(KgplmConfig(**TINY_TEXT_ENCODER, vocab_size=len(tokenizer))).save_pretrained(root / "model")
+    KgplmForMaskedLM(MlmConfig(**TINY_TEXT_ENCODER, vocab_size=len(tokenizer))).save_pretrained(root / "model")
     return root
 
 
@@ -88,12 +89,14 @@ def test_smedbert_is_fine_tuned_with_linked_mentions_and_neighbours(tmp_path):
                             epochs=2, batch_size=8, learning_rate=1e-3, max_length=64, progress=False)
     assert 0.0 <= result.test["accuracy"] <= 1.0
     model = result.load_model()
-    assert model.knowledge and model.config.method == "smedbert"
+    assert "neighbor_entity_ids" in model.encoding.input_names and model.config.method == "smedbert"
     # the batches carry mentions and neighbours: the encoder links the same way pre-training did
-    from kgplm.api import _knowledge_lookup
+    from kgplm.methods import get
+    from kgplm.training.run import RunDirectory
 
     encoder = TaskEncoder(get_task("cmedic"), load_tokenizer(run.output_dir / "tokenizer"), label_names=["0", "1"],
-                          max_length=64, knowledge=_knowledge_lookup(run.output_dir, False))
+                          max_length=64,
+                          knowledge=get("smedbert").finetuning_inputs(RunDirectory(run.output_dir), False))
     from kgplm.evaluation.tasks import load_task
 
     batch = encoder.collate(encoder.encode(load_task("cmedic", task_dir, "test")))

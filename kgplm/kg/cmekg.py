@@ -25,6 +25,22 @@ becomes an alias of the subject (language tag ``zh`` when it contains a CJK char
 the two entities are also linked by an equivalence relation named by the predicate, and the
 subject's name becomes an alias of the other entity, as ``owl:sameAs`` is treated in RDF.
 
+**Synonyms that merge** (``SYNONYM_PREDICATES``: 别称, 又称, 同义词 — the alias predicates whose object
+names the same thing). A synonym that is no CMeKG subject of its own but is the object of a link
+(``脑出血 别称 脑溢血`` and ``癫痫持续状态 病因 脑溢血``) would otherwise be a separate, almost isolated
+node, so that mentions of it never reach its subject's neighbours: it is merged into its subject —
+the link reaches ``脑出血``, and ``脑溢血`` stays one of its aliases. A link from the subject to its
+own synonym (``脑出血 鉴别诊断 脑溢血``) becomes a self-loop and is dropped. A name that is an alias
+(under any alias predicate) of two or more subjects is ambiguous and is not merged: it stays its own
+node, as before (``store.entity_id`` then finds it by its display name, and
+:class:`~kgplm.exceptions.AmbiguousEntityError` where no display name decides). The other alias
+predicates do not merge: 名称, 通用名 and 商品名 often name a component or a maker, and the English
+ones hold placeholders such as 暂不明确. ``describe()["merged_entities"]`` counts the merged names
+(505 on the full dump, carrying 12,125 links). The merge trusts CMeKG's 别称 as much as CMeKG does:
+most merged names are true synonyms (流感 → 流行性感冒, 鼻出血 → 鼻衄, 阳萎 → 勃起功能障碍), but a
+general term that one page lists as its alias follows that page (惊厥, used in 939 links, becomes
+慢惊风; 消化不良 becomes 功能性消化不良). ``merge_synonyms=False`` keeps such names as nodes of their own.
+
 **Entity types** are derived, first rule that applies:
 
 1. from the predicates a subject has (``SUBJECT_TYPE_SIGNATURES``, checked in this order):
@@ -48,13 +64,17 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
 from kgplm._io import iter_lines
 from kgplm.exceptions import ArtifactError, DataFormatError, MissingFileError
-from kgplm.kg.store import GraphCollector, KGStore
+from kgplm.kg.collector import GraphCollector
 from kgplm.kg.vocabulary import KGPLM_NAMESPACE, LABEL_ROLES, mint_iri
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kgplm.kg.store import KGStore
 
 __all__ = [
     "read_cmekg",
@@ -62,6 +82,7 @@ __all__ = [
     "cmekg_package_path",
     "LINK_PREDICATES",
     "ALIAS_PREDICATES",
+    "SYNONYM_PREDICATES",
     "PREDICATE_RANGES",
     "SUBJECT_TYPE_SIGNATURES",
     "TYPE_PRIORITY",
@@ -107,6 +128,8 @@ ALIAS_PREDICATES: dict[str, str | None] = {
     "英文名": None, "英文名称": None, "英文别名": None, "英文别称": None, "外文名": None, "英文": None,
     "拉丁学名": "la",
 }
+#: alias predicates whose alias-only objects merge into their subject when a link names them
+SYNONYM_PREDICATES = frozenset({"别称", "又称", "同义词"})
 
 _MEDICINAL_MATERIAL = {"界", "门", "纲", "目", "科", "属", "种", "入药部位", "性味", "采收时间", "采收季节", "采集时间",
                        "分布区域", "性味归经"}
@@ -210,12 +233,30 @@ def iter_cmekg_triples(path: str | os.PathLike | None = None) -> Iterator[tuple[
         yield line_number, fields[0], fields[1], fields[2]
 
 
-def read_cmekg(path: str | os.PathLike | None = None, *, show_progress: bool = True) -> KGStore:
+def _synonym_targets(rows, subjects: set[str]) -> dict[str, str]:
+    """Synonym → its subject, for synonyms (``SYNONYM_PREDICATES``) that are no subject and are an
+    alias of exactly one subject (under any alias predicate); the rule in the module docstring."""
+    owners: dict[str, set[str]] = defaultdict(set)
+    synonyms: set[str] = set()
+    for _, subject, predicate, obj in rows:
+        if predicate in ALIAS_PREDICATES:
+            alias = obj.strip()
+            if alias and alias != subject and alias not in subjects:
+                owners[alias].add(subject)
+                if predicate in SYNONYM_PREDICATES:
+                    synonyms.add(alias)
+    return {alias: next(iter(owners[alias])) for alias in synonyms if len(owners[alias]) == 1}
+
+
+def read_cmekg(path: str | os.PathLike | None = None, *, merge_synonyms: bool = True,
+               show_progress: bool = True) -> KGStore:
     """Load CMeKG with the rules of this module's docstring.
 
     Args:
         path: a ``subject<TAB>predicate<TAB>object`` TSV (``.gz`` allowed); None reads the copy in
             the installed ``pycmekg`` package.
+        merge_synonyms: merge alias-only synonyms that links name into their subject (see "Synonyms
+            that merge"); False keeps them as nodes of their own, as kgplm did before.
     """
     location = str(path) if path is not None else "pycmekg package"
     rows = list(tqdm(iter_cmekg_triples(path), desc="reading CMeKG", unit=" triples", unit_scale=True,
@@ -227,6 +268,9 @@ def read_cmekg(path: str | os.PathLike | None = None, *, show_progress: bool = T
     for _, subject, predicate, _ in rows:
         predicates_of[subject].add(predicate)
     subjects = set(predicates_of)
+    merge_into = _synonym_targets(rows, subjects) if merge_synonyms else {}
+    merged_names: set[str] = set()
+    dropped_self_links = 0
 
     alias_role = LABEL_ROLES.index("altLabel")
     derived_role = LABEL_ROLES.index("derived")
@@ -245,6 +289,13 @@ def read_cmekg(path: str | os.PathLike | None = None, *, show_progress: bool = T
         if predicate in PREDICATE_RANGES:
             relation = collector.relation(mint_iri(CMEKG_NAMESPACE, "relation", predicate), predicate)
             for name in split_object(obj):
+                target = merge_into.get(name)
+                if target is not None:  # a synonym of one subject: the link reaches that subject
+                    merged_names.add(name)
+                    if target == subject:
+                        dropped_self_links += 1
+                        continue
+                    name = target
                 tail = ensure_named(name)
                 collector.add_triple(head, relation, tail)
                 if PREDICATE_RANGES[predicate] is not None:
@@ -282,6 +333,9 @@ def read_cmekg(path: str | os.PathLike | None = None, *, show_progress: bool = T
         collector.add_type(index, type_id(min(votes, key=lambda t: (-votes[t], priority[t]))))
     logger.info("CMeKG: %d subjects typed by their predicates, %d entities by predicate ranges",
                 typed, len(range_votes))
+    collector.merged_entities += len(merged_names)
+    logger.info("CMeKG: %d synonyms that links name merged into their subjects (%d links to one's own synonym "
+                "dropped)", len(merged_names), dropped_self_links)
     return collector.build(
         preferred_languages=("zh", "", "en"),
         copy_names_across_same_as=False,

@@ -79,6 +79,7 @@ __all__ = [
     "split_triples",
     "write_triples_tsv",
     "rank_triples",
+    "triples_to_ids",
 ]
 
 logger = logging.getLogger(__name__)
@@ -314,15 +315,22 @@ class KGEmbeddings:
             return self.entity_embeddings
         return _clamp_to_unit_ball(self.entity_embeddings @ self.projections[relation])
 
-    def evaluate(self, test_triples: np.ndarray | torch.Tensor, *, filter_triples: np.ndarray | None = None,
+    def evaluate(self, test_triples, *, filter_triples=None, store: "KGStore | None" = None,
                  sides: tuple[str, ...] = ("head", "tail"), batch_size: int = 256,
                  progress: bool = True) -> dict[str, float]:
         """Filtered link prediction: rank every test triple's head and tail against all entities.
 
+        ``test_triples`` (and ``filter_triples``) are ``(n, 3)`` id arrays, or labelled triples — rows
+        of (head, relation, tail) strings as PyKEEN users read them from a TSV: IRIs, names or aliases
+        of entities and IRIs or names of relations, mapped through ``store`` (required for labels;
+        an unknown or ambiguous label raises a :class:`KgplmError` naming it).
         ``filter_triples`` are the known true triples (usually train + valid + test); the other
         true answers of a query are removed before ranking. Without it the ranks are *raw*.
         Returns ``{"mrr", "hits@1", "hits@3", "hits@10", "mean_rank", "num_ranks"}`` over both sides.
         """
+        test_triples = triples_to_ids(test_triples, store)
+        if filter_triples is not None:
+            filter_triples = triples_to_ids(filter_triples, store)
         ranks = np.concatenate([
             rank_triples(self, test_triples, side=side, filter_triples=filter_triples, batch_size=batch_size,
                          progress=progress)
@@ -606,8 +614,32 @@ def _reorder_rows(table: torch.Tensor, id_map: list[tuple[str, int, int]], id_ma
 
 
 # -- triples helpers -------------------------------------------------------------------------------
+def _is_labelled(triples) -> bool:
+    """True for triples of strings (labels), False for id arrays and tensors."""
+    if isinstance(triples, torch.Tensor):
+        return False
+    values = triples if isinstance(triples, np.ndarray) else np.asarray(triples, dtype=object)
+    if values.dtype.kind in "iub":
+        return False
+    return any(isinstance(value, str) for value in values.ravel()[:1000].tolist())
+
+
+def triples_to_ids(triples, store: "KGStore | None" = None) -> np.ndarray | torch.Tensor:
+    """Labelled triples (rows of head, relation, tail strings) as an ``(n, 3)`` id array through
+    :meth:`KGStore.triple_ids`; id triples are returned unchanged."""
+    if not _is_labelled(triples):
+        return triples
+    if store is None:
+        raise ConfigurationError("the triples hold labels (strings); pass store= to map them to the store's ids")
+    return store.triple_ids(triples)
+
+
 def _as_triples(triples, num_entities: int, num_relations: int) -> torch.Tensor:
-    tensor = torch.as_tensor(np.asarray(triples), dtype=torch.long)
+    if _is_labelled(triples):
+        raise ConfigurationError("the triples hold labels (strings), not ids; map them with "
+                                 "triples_to_ids(triples, store) or pass store= to evaluate()")
+    tensor = torch.as_tensor(np.array(triples, dtype=np.int64) if not isinstance(triples, torch.Tensor) else triples,
+                             dtype=torch.long)
     if tensor.ndim != 2 or tensor.shape[1] != 3:
         raise ConfigurationError(f"triples must have shape (n, 3) of (head, relation, tail) ids; got "
                                  f"{tuple(tensor.shape)}")
@@ -801,6 +833,7 @@ def train_kg_embeddings(
     train = np.asarray(store.triples if triples is None else triples, dtype=np.int64)
     train_tensor = _as_triples(train, store.num_entities, store.num_relations)
     if len(train_tensor) == 0:
+        store.require_links("training KG embeddings (TransE, TransR)")
         raise ConfigurationError("no training triples")
     config = {"method": method, "dim": dim, "relation_dim": relation_dim, "epochs": epochs,
               "batch_size": batch_size, "num_negatives": num_negatives, "margin": margin, "lr": lr, "norm": norm,

@@ -19,14 +19,18 @@ Rules:
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 import re
 
 from tqdm.auto import tqdm
 
 from kgplm._io import iter_lines, require_file
 from kgplm.exceptions import DataFormatError
-from kgplm.kg.store import GraphCollector, KGStore
+from kgplm.kg.collector import GraphCollector
 from kgplm.kg.vocabulary import KGPLM_NAMESPACE, LABEL_ROLES, RDFS_SUBCLASS_OF, mint_iri
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kgplm.kg.store import KGStore
 
 __all__ = ["read_obo", "obo_iri"]
 

@@ -123,6 +123,7 @@ class TransitionMatrix:
 
     @classmethod
     def from_store(cls, store: "KGStore", *, directed: bool = False) -> "TransitionMatrix":
+        store.require_links("PEPR")
         triples = np.asarray(store.triples)
         keep = triples[:, 0] != triples[:, 2]  # self-loops are ignored
         heads, tails = triples[keep, 0].astype(np.int64), triples[keep, 2].astype(np.int64)
@@ -364,7 +365,7 @@ def _one_hop_candidates(store: "KGStore", seeds: np.ndarray) -> tuple[np.ndarray
     """
     from kgplm.kg._pepr_kernels import one_hop_rows
 
-    arrays = store._arrays
+    arrays = store.arrays
     out_indptr, in_indptr = np.asarray(arrays["out_indptr"]), np.asarray(arrays["in_indptr"])
     seeds = np.ascontiguousarray(seeds, dtype=np.int64)
     bounds = out_indptr[seeds + 1] - out_indptr[seeds] + in_indptr[seeds + 1] - in_indptr[seeds]

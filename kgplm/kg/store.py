@@ -8,8 +8,9 @@ The compiled form holds, as numpy arrays:
 * CSR adjacency for out-edges and in-edges with the relation id of each edge;
 * labels (names and aliases with their language tags and role) and literal attributes.
 
-Every importer (RDF, CMeKG, TSV triples, OBO, UMLS RRF) fills a :class:`GraphCollector`, which
-compiles into a store. ``save(directory)`` writes ``.npy`` arrays and a JSON manifest (never a
+Every importer (RDF, CMeKG, TSV triples, OBO, UMLS RRF, SPARQL; registered by format in
+:mod:`kgplm.kg.importers`) fills a :class:`~kgplm.kg.collector.GraphCollector`, which compiles
+into a store. ``save(directory)`` writes ``.npy`` arrays and a JSON manifest (never a
 pickle); ``KGStore.load(directory)`` memory-maps the arrays, so loading is near-instant and strings
 are decoded only when read.
 """
@@ -19,10 +20,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,17 +35,19 @@ from kgplm.exceptions import (
     ArtifactError,
     ConfigurationError,
     EmptyGraphError,
+    KgplmError,
     MissingFileError,
     UnknownEntityError,
 )
+from kgplm.kg import importers
 from kgplm.kg.strings import StringTable
-from kgplm.kg.vocabulary import LABEL_ROLES, NAME_ROLES, OWL_SAME_AS, local_name
+from kgplm.kg.vocabulary import LABEL_ROLES, NAME_ROLES, local_name
 
 if TYPE_CHECKING:  # pragma: no cover
     import rdflib
     import scipy.sparse
 
-__all__ = ["KGStore", "GraphCollector", "STORE_FORMAT_VERSION"]
+__all__ = ["KGStore", "STORE_FORMAT_VERSION", "ARRAY_NAMES"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +55,8 @@ STORE_FORMAT_VERSION = 1
 DEFAULT_PREFERRED_LANGUAGES = ("zh", "", "en")
 _DIRECTION_NAMES = ("out", "in")
 
-# Arrays of a compiled store, saved one .npy each.
-_ARRAY_NAMES = (
+#: Arrays of a compiled store, saved one .npy each (``KGStore.arrays`` holds them by these names).
+ARRAY_NAMES = (
     "triples",
     "out_indptr",
     "out_neighbors",
@@ -76,325 +79,11 @@ _ARRAY_NAMES = (
 )
 
 
-def _csr_from_rows(rows: np.ndarray, num_rows: int) -> np.ndarray:
-    """indptr for rows already sorted by ``rows``."""
-    indptr = np.zeros(num_rows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
-    return indptr
-
-
 def _load_array(path: Path, mmap: bool) -> np.ndarray:
     if not path.is_file():
         raise ArtifactError(f"store directory is missing {path.name} (at {path.parent})")
     array_ = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     return array_
-
-
-class GraphCollector:
-    """Accumulates entities, triples, types, labels and attributes, then compiles a :class:`KGStore`.
-
-    Importers call the ``add_*`` methods with ids they got from :meth:`entity`,
-    :meth:`relation` and :meth:`type`; ids are assigned in order of first appearance, so the
-    same input always gives the same ids.
-    """
-
-    def __init__(self, *, source: str, location: str | None = None) -> None:
-        self.source = source
-        self.location = location
-        self.entity_index: dict[str, int] = {}
-        self.relation_index: dict[str, int] = {}
-        self.relation_names: list[str | None] = []
-        self.type_index: dict[str, int] = {}
-        self.type_names: list[str | None] = []
-        self.attribute_predicate_index: dict[str, int] = {}
-        self.attribute_predicate_names: list[str | None] = []
-        self.heads = array("i")
-        self.relations = array("i")
-        self.tails = array("i")
-        self.typed_entities = array("i")
-        self.typed_types = array("i")
-        self.label_entities = array("i")
-        self.label_texts: list[str] = []
-        self.label_languages: list[str] = []
-        self.label_roles = array("b")
-        self.attribute_entities = array("i")
-        self.attribute_predicates = array("i")
-        self.attribute_values: list[str] = []
-        self.attribute_languages: list[str] = []
-        self.attribute_datatypes: list[str] = []
-
-    # -- vocabularies ---------------------------------------------------------------------
-    def entity(self, iri: str) -> int:
-        index = self.entity_index.get(iri)
-        if index is None:
-            index = self.entity_index[iri] = len(self.entity_index)
-        return index
-
-    def relation(self, iri: str, name: str | None = None) -> int:
-        index = self.relation_index.get(iri)
-        if index is None:
-            index = self.relation_index[iri] = len(self.relation_index)
-            self.relation_names.append(name)
-        elif name is not None and self.relation_names[index] is None:
-            self.relation_names[index] = name
-        return index
-
-    def type(self, iri: str, name: str | None = None) -> int:
-        index = self.type_index.get(iri)
-        if index is None:
-            index = self.type_index[iri] = len(self.type_index)
-            self.type_names.append(name)
-        elif name is not None and self.type_names[index] is None:
-            self.type_names[index] = name
-        return index
-
-    def attribute_predicate(self, iri: str, name: str | None = None) -> int:
-        index = self.attribute_predicate_index.get(iri)
-        if index is None:
-            index = self.attribute_predicate_index[iri] = len(self.attribute_predicate_index)
-            self.attribute_predicate_names.append(name)
-        return index
-
-    # -- statements -----------------------------------------------------------------------
-    def add_triple(self, head: int, relation: int, tail: int) -> None:
-        self.heads.append(head)
-        self.relations.append(relation)
-        self.tails.append(tail)
-
-    def add_type(self, entity: int, type_id: int) -> None:
-        self.typed_entities.append(entity)
-        self.typed_types.append(type_id)
-
-    def add_label(self, entity: int, text: str, language: str = "", role: int = 1) -> None:
-        """Add a name (roles 0, 1) or alias (roles 2, 3, 4) of ``entity``; see ``LABEL_ROLES``."""
-        self.label_entities.append(entity)
-        self.label_texts.append(text)
-        self.label_languages.append(language)
-        self.label_roles.append(role)
-
-    def add_attribute(self, entity: int, predicate: int, value: str, language: str = "", datatype: str = "") -> None:
-        self.attribute_entities.append(entity)
-        self.attribute_predicates.append(predicate)
-        self.attribute_values.append(value)
-        self.attribute_languages.append(language)
-        self.attribute_datatypes.append(datatype)
-
-    # -- compilation ----------------------------------------------------------------------
-    def build(
-        self,
-        *,
-        preferred_languages: Sequence[str] = DEFAULT_PREFERRED_LANGUAGES,
-        copy_names_across_same_as: bool = True,
-        extra_manifest: dict[str, Any] | None = None,
-    ) -> "KGStore":
-        """Deduplicate, sort and compile everything collected into a :class:`KGStore`."""
-        num_entities = len(self.entity_index)
-        if len(self.heads) == 0:
-            where = f" in {self.location}" if self.location else ""
-            raise EmptyGraphError(
-                f"the {self.source} source{where} has no entity-to-entity triple "
-                f"({num_entities} entities, {len(self.attribute_values)} literal attributes); "
-                "expected at least one triple linking two entities"
-            )
-        triples = np.stack(
-            [np.frombuffer(self.heads, dtype=np.int32), np.frombuffer(self.relations, dtype=np.int32),
-             np.frombuffer(self.tails, dtype=np.int32)],
-            axis=1,
-        )
-        raw_count = len(triples)
-        triples = _unique_rows(triples, (num_entities, len(self.relation_index), num_entities))
-        duplicates = raw_count - len(triples)
-        if duplicates:
-            logger.info("%s: removed %d duplicate triples", self.source, duplicates)
-
-        if copy_names_across_same_as and OWL_SAME_AS in self.relation_index:
-            self._copy_names_across_same_as(triples, self.relation_index[OWL_SAME_AS])
-
-        type_indptr, type_ids = self._compile_types(num_entities)
-        (label_indptr, label_strings, label_languages, label_roles, name_label,
-         strings, languages, string_index, language_index) = self._compile_labels(num_entities, preferred_languages)
-        attribute_arrays, datatypes = self._compile_attributes(num_entities, strings, string_index, languages, language_index)
-
-        arrays = _compile_adjacency(triples, num_entities)
-        arrays.update(
-            type_indptr=type_indptr, type_ids=type_ids, label_indptr=label_indptr,
-            label_strings=label_strings, label_languages=label_languages, label_roles=label_roles,
-            name_label=name_label, **attribute_arrays,
-        )
-        manifest = {
-            "format_version": STORE_FORMAT_VERSION,
-            "source": self.source,
-            "location": self.location,
-            "num_entities": num_entities,
-            "num_relations": len(self.relation_index),
-            "num_triples": int(len(triples)),
-            "duplicate_triples": int(duplicates),
-            "relation_iris": list(self.relation_index),
-            "relation_names": [n or local_name(i) for i, n in zip(self.relation_index, self.relation_names)],
-            "type_iris": list(self.type_index),
-            "type_names": [n or local_name(i) for i, n in zip(self.type_index, self.type_names)],
-            "attribute_predicate_iris": list(self.attribute_predicate_index),
-            "attribute_predicate_names": [
-                n or local_name(i) for i, n in zip(self.attribute_predicate_index, self.attribute_predicate_names)
-            ],
-            "languages": languages,
-            "datatypes": datatypes,
-            "preferred_languages": list(preferred_languages),
-            **(extra_manifest or {}),
-        }
-        entity_iris = StringTable.from_strings(self.entity_index)
-        return KGStore(manifest=manifest, arrays=arrays, entity_iris=entity_iris, strings=StringTable.from_strings(strings))
-
-    def _copy_names_across_same_as(self, triples: np.ndarray, same_as: int) -> None:
-        """Each side of an ``owl:sameAs`` link gets the other side's names as derived aliases."""
-        pairs = triples[triples[:, 1] == same_as][:, [0, 2]]
-        by_entity: dict[int, list[tuple[str, str]]] = defaultdict(list)
-        roles = self.label_roles
-        for entity, text, language, role in zip(self.label_entities, self.label_texts, self.label_languages, roles):
-            if role in NAME_ROLES:
-                by_entity[entity].append((text, language))
-        derived = LABEL_ROLES.index("derived")
-        for left, right in pairs.tolist():
-            for source, target in ((left, right), (right, left)):
-                for text, language in by_entity.get(source, ()):
-                    self.add_label(target, text, language, derived)
-
-    def _compile_types(self, num_entities: int) -> tuple[np.ndarray, np.ndarray]:
-        pairs = np.stack(
-            [np.frombuffer(self.typed_entities, dtype=np.int32), np.frombuffer(self.typed_types, dtype=np.int32)], axis=1
-        ) if len(self.typed_entities) else np.zeros((0, 2), dtype=np.int32)
-        pairs = _unique_rows(pairs, (num_entities, len(self.type_index)))
-        # The primary type of a multi-typed entity is its most specific one: the type with the
-        # fewest members (ties: the lower type id, i.e. the first seen).
-        members = np.bincount(pairs[:, 1], minlength=len(self.type_index)) if len(pairs) else np.zeros(0, np.int64)
-        order = np.lexsort((pairs[:, 1], members[pairs[:, 1]] if len(pairs) else pairs[:, 1], pairs[:, 0]))
-        pairs = pairs[order]
-        return _csr_from_rows(pairs[:, 0], num_entities), pairs[:, 1].astype(np.int32)
-
-    def _compile_labels(self, num_entities: int, preferred_languages: Sequence[str]):
-        strings: list[str] = []
-        string_index: dict[str, int] = {}
-        languages: list[str] = [""]
-        language_index: dict[str, int] = {"": 0}
-        seen: set[tuple[int, int, int, int]] = set()
-        rows: list[tuple[int, int, int, int]] = []
-        for entity, text, language, role in zip(self.label_entities, self.label_texts, self.label_languages, self.label_roles):
-            s = string_index.get(text)
-            if s is None:
-                s = string_index[text] = len(strings)
-                strings.append(text)
-            lang = language_index.get(language)
-            if lang is None:
-                lang = language_index[language] = len(languages)
-                languages.append(language)
-            key = (entity, s, lang, role)
-            if key in seen:
-                continue
-            # a derived alias that repeats an own label of the entity adds nothing
-            seen.add(key)
-            rows.append(key)
-        if rows:
-            table = np.array(rows, dtype=np.int64)
-        else:
-            table = np.zeros((0, 4), dtype=np.int64)
-        table = table[np.argsort(table[:, 0], kind="stable")]
-        label_indptr = _csr_from_rows(table[:, 0], num_entities)
-
-        # Display name: best language (in preferred order, then any), then prefLabel over label.
-        language_rank = {language_index[l]: r for r, l in enumerate(preferred_languages) if l in language_index}
-        fallback_rank = len(preferred_languages)
-        name_label = np.full(num_entities, -1, dtype=np.int64)
-        best_key = {}
-        for position, (entity, _, lang, role) in enumerate(table.tolist()):
-            if role not in NAME_ROLES:
-                continue
-            key = (language_rank.get(lang, fallback_rank), role, position)
-            if entity not in best_key or key < best_key[entity]:
-                best_key[entity] = key
-                name_label[entity] = position
-        return (
-            label_indptr,
-            table[:, 1].astype(np.int32),
-            table[:, 2].astype(np.int16),
-            table[:, 3].astype(np.int8),
-            name_label,
-            strings,
-            languages,
-            string_index,
-            language_index,
-        )
-
-    def _compile_attributes(self, num_entities, strings, string_index, languages, language_index):
-        datatypes: list[str] = [""]
-        datatype_index = {"": 0}
-        rows = []
-        seen = set()
-        for entity, predicate, value, language, datatype in zip(
-            self.attribute_entities, self.attribute_predicates, self.attribute_values,
-            self.attribute_languages, self.attribute_datatypes,
-        ):
-            s = string_index.get(value)
-            if s is None:
-                s = string_index[value] = len(strings)
-                strings.append(value)
-            lang = language_index.get(language)
-            if lang is None:
-                lang = language_index[language] = len(languages)
-                languages.append(language)
-            dt = datatype_index.get(datatype)
-            if dt is None:
-                dt = datatype_index[datatype] = len(datatypes)
-                datatypes.append(datatype)
-            key = (entity, predicate, s, lang, dt)
-            if key not in seen:
-                seen.add(key)
-                rows.append(key)
-        table = np.array(rows, dtype=np.int64) if rows else np.zeros((0, 5), dtype=np.int64)
-        table = table[np.argsort(table[:, 0], kind="stable")]
-        arrays = {
-            "attribute_indptr": _csr_from_rows(table[:, 0], num_entities),
-            "attribute_predicates": table[:, 1].astype(np.int32),
-            "attribute_values": table[:, 2].astype(np.int32),
-            "attribute_languages": table[:, 3].astype(np.int16),
-            "attribute_datatypes": table[:, 4].astype(np.int16),
-        }
-        return arrays, datatypes
-
-
-def _row_keys(columns: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray | None:
-    """One int64 per row that sorts like the rows (mixed radix), or None if it would overflow."""
-    if np.prod([float(max(s, 1)) for s in sizes]) >= 2.0**62:
-        return None
-    key = np.zeros(len(columns[0]), dtype=np.int64)
-    for column, size in zip(columns, sizes):
-        key = key * max(int(size), 1) + column.astype(np.int64)
-    return key
-
-
-def _unique_rows(rows: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
-    """Sorted unique rows of a small-int matrix; a 1-D sort of packed keys is ~20x faster than axis=0."""
-    key = _row_keys([rows[:, i] for i in range(rows.shape[1])], sizes)
-    if key is None:
-        return np.unique(rows, axis=0)
-    _, first = np.unique(key, return_index=True)
-    return rows[first]
-
-
-def _compile_adjacency(triples: np.ndarray, num_entities: int) -> dict[str, np.ndarray]:
-    """CSR out- and in-adjacency with relation ids; ``triples`` sorted by (head, relation, tail)."""
-    heads, relations, tails = triples[:, 0], triples[:, 1], triples[:, 2]
-    num_relations = int(relations.max()) + 1 if len(relations) else 1
-    key = _row_keys([tails, relations, heads], [num_entities, num_relations, num_entities])
-    in_order = np.argsort(key, kind="stable") if key is not None else np.lexsort((heads, relations, tails))
-    return {
-        "triples": np.ascontiguousarray(triples, dtype=np.int32),
-        "out_indptr": _csr_from_rows(heads, num_entities),
-        "out_neighbors": np.ascontiguousarray(tails, dtype=np.int32),
-        "out_relations": np.ascontiguousarray(relations, dtype=np.int32),
-        "in_indptr": _csr_from_rows(tails[in_order], num_entities),
-        "in_neighbors": np.ascontiguousarray(heads[in_order], dtype=np.int32),
-        "in_relations": np.ascontiguousarray(relations[in_order], dtype=np.int32),
-    }
 
 
 class KGStore:
@@ -417,42 +106,45 @@ class KGStore:
         self._relation_lookup: dict[str, int] | None = None
         self._graph = None
         self._neighbor_tables: dict[str, Any] = {}
+        for compiled in arrays.values():  # shared through ``arrays``: nobody may write into them
+            if isinstance(compiled, np.ndarray) and compiled.flags.writeable:
+                compiled.flags.writeable = False
 
-    # -- importers ------------------------------------------------------------------------
+    # -- importers (each dispatches through the format registry, kgplm.kg.importers) --------
     @classmethod
     def from_rdf(cls, path_or_paths, format: str | None = None, **options) -> "KGStore":
-        """Load RDF files (Turtle, N-Triples, N-Quads, TriG, RDF/XML, JSON-LD); see :mod:`kgplm.kg.rdf`."""
-        from kgplm.kg.rdf import read_rdf
+        """Load RDF files (Turtle, N-Triples, N-Quads, TriG, RDF/XML, JSON-LD, N3); see :mod:`kgplm.kg.rdf`.
 
-        return read_rdf(path_or_paths, format=format, **options)
+        Options include ``base_iri=`` (resolves relative IRIs), ``merge_same_as=True`` (one entity per
+        ``owl:sameAs`` / ``skos:exactMatch`` class) and ``parser="rdflib"``.
+        """
+        return importers.get("rdf").load(path_or_paths, format=format, **options)
 
     @classmethod
     def from_cmekg(cls, path: str | os.PathLike | None = None, **options) -> "KGStore":
         """Load CMeKG from a TSV(.gz) dump, or from the installed ``pycmekg`` package when ``path`` is None."""
-        from kgplm.kg.cmekg import read_cmekg
-
-        return read_cmekg(path, **options)
+        return importers.get("cmekg").load(path, **options)
 
     @classmethod
     def from_triples(cls, path: str | os.PathLike, **options) -> "KGStore":
         """Load head–relation–tail rows from a TSV/CSV file; see :func:`kgplm.kg.tabular.read_triples`."""
-        from kgplm.kg.tabular import read_triples
-
-        return read_triples(path, **options)
+        return importers.get("triples").load(path, **options)
 
     @classmethod
     def from_obo(cls, path: str | os.PathLike, **options) -> "KGStore":
         """Load an OBO ontology (HPO, Disease Ontology, ...); see :mod:`kgplm.kg.obo`."""
-        from kgplm.kg.obo import read_obo
-
-        return read_obo(path, **options)
+        return importers.get("obo").load(path, **options)
 
     @classmethod
     def from_umls_rrf(cls, directory: str | os.PathLike, **options) -> "KGStore":
         """Load UMLS Metathesaurus RRF files (MRCONSO, MRREL, MRSTY); see :mod:`kgplm.kg.umls`."""
-        from kgplm.kg.umls import read_umls_rrf
+        return importers.get("umls_rrf").load(directory, **options)
 
-        return read_umls_rrf(directory, **options)
+    @classmethod
+    def from_sparql(cls, endpoint_url: str, query: str | None = None, **options) -> "KGStore":
+        """Load a graph held in a SPARQL 1.1 endpoint (paged), or the result of a CONSTRUCT ``query``;
+        see :func:`kgplm.kg.sparql.read_sparql` (``graph=``, ``page_size=``, ``timeout=``, ``retries=``)."""
+        return importers.get("sparql").load(endpoint_url, query=query, **options)
 
     # -- counts ---------------------------------------------------------------------------
     @property
@@ -495,6 +187,62 @@ class KGStore:
     @property
     def type_iris(self) -> list[str]:
         return list(self._manifest["type_iris"])
+
+    @property
+    def attribute_predicate_iris(self) -> list[str]:
+        return list(self._manifest["attribute_predicate_iris"])
+
+    @property
+    def attribute_predicate_names(self) -> list[str]:
+        return list(self._manifest["attribute_predicate_names"])
+
+    @property
+    def languages(self) -> list[str]:
+        """Language tags by id, as ``arrays["label_languages"]`` and ``arrays["attribute_languages"]`` use them."""
+        return list(self._manifest["languages"])
+
+    @property
+    def datatypes(self) -> list[str]:
+        """Datatype IRIs by id (``""``: a plain string), as ``arrays["attribute_datatypes"]`` uses them."""
+        return list(self._manifest["datatypes"])
+
+    @property
+    def prefixes(self) -> dict[str, str]:
+        """Namespace prefixes the source declared or the importer chose, for writing RDF."""
+        return dict(self._manifest.get("prefixes", {}))
+
+    @property
+    def arrays(self) -> Mapping[str, np.ndarray]:
+        """The compiled arrays by name (see ``ARRAY_NAMES`` and the module docstring), read-only."""
+        return MappingProxyType(self._arrays)
+
+    @property
+    def entity_iris(self) -> Sequence[str]:
+        """Entity IRIs in id order (blank nodes as ``"_:…"``), decoded one by one when read."""
+        return self._entity_iris
+
+    @property
+    def strings(self) -> Sequence[str]:
+        """The strings of labels and attribute values; ``arrays["label_strings"]`` and
+        ``arrays["attribute_values"]`` index into it."""
+        return self._strings
+
+    def merged_iris(self) -> dict[str, int]:
+        """IRIs of the nodes an importer merged into an entity (``merge_same_as``) → that entity's id."""
+        return dict(self._manifest.get("merged_iris", {}))
+
+    def require_links(self, purpose: str) -> None:
+        """Raise :class:`EmptyGraphError` when the store has no triple: ``purpose`` walks links."""
+        if self.num_triples == 0:
+            raise EmptyGraphError(
+                f"{purpose} needs entity-to-entity links, but the store from {self.location or self.source} has "
+                f"none ({self.num_entities:,} entities with names, types and attributes only); load a graph "
+                "with triples between entities")
+
+    @property
+    def location(self) -> str | None:
+        """Where the store was read from (file, directory or endpoint), as the importer recorded it."""
+        return self._manifest.get("location")
 
     def __len__(self) -> int:
         return self.num_entities
@@ -639,6 +387,7 @@ class KGStore:
         """Every entity whose IRI, name or alias is ``name_or_iri`` (exact, then case-insensitive)."""
         if self._iri_index is None:
             self._iri_index = {iri: i for i, iri in enumerate(self._entity_iris)}
+            self._iri_index.update(self._manifest.get("merged_iris", {}))  # merged nodes resolve to their entity
         if name_or_iri in self._iri_index:
             return [self._iri_index[name_or_iri]]
         if self._name_index is None:
@@ -669,6 +418,32 @@ class KGStore:
                 name_or_iri, [f"{e} ({self.entity_name(e)}, {self.entity_iri(e)})" for e in found[:10]]
             )
         return found[0]
+
+    def triple_ids(self, triples) -> np.ndarray:
+        """Labelled triples — rows of (head, relation, tail) as PyKEEN reads them from a TSV — as an
+        ``(n, 3)`` int64 id array. Heads and tails resolve with :meth:`entity_id` (IRI, name or alias),
+        relations with :meth:`relation_id` (IRI or name); integers pass through. A label that names
+        nothing or several entities raises :class:`ConfigurationError` naming it and its row."""
+        rows = np.asarray(triples, dtype=object)
+        if rows.ndim != 2 or rows.shape[1] != 3:
+            raise ConfigurationError(f"triples must be rows of (head, relation, tail); got shape {rows.shape}")
+        resolved: tuple[dict, dict, dict] = ({}, {}, {})
+        resolvers = (self.entity_id, self.relation_id, self.entity_id)
+        result = np.empty(rows.shape, dtype=np.int64)
+        for index, row in enumerate(rows.tolist()):
+            for column, label in enumerate(row):
+                if isinstance(label, (int, np.integer)):
+                    result[index, column] = int(label)
+                    continue
+                label = str(label).strip()
+                cache = resolved[column if column != 2 else 0]
+                if label not in cache:
+                    try:
+                        cache[label] = resolvers[column](label)
+                    except KgplmError as error:
+                        raise ConfigurationError(f"row {index} {tuple(row)} of the labelled triples: {error}") from None
+                result[index, column] = cache[label]
+        return result
 
     def relation_id(self, name_or_iri: str) -> int:
         if self._relation_lookup is None:
@@ -816,7 +591,11 @@ class KGStore:
 
     # -- summaries ------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
-        """Counts: entities, relations, triples, types, labels, attributes; per type and per relation."""
+        """Counts: entities, relations, triples, types, labels, attributes; per type and per relation.
+
+        ``merged_entities`` counts the nodes the importer merged into another entity (CMeKG synonyms
+        that were link objects, ``merge_same_as`` classes in RDF).
+        """
         type_counts = Counter(self.primary_type_ids().tolist())
         relation_counts = np.bincount(np.asarray(self.triples)[:, 1], minlength=self.num_relations)
         roles = np.asarray(self._arrays["label_roles"])
@@ -827,6 +606,7 @@ class KGStore:
             "num_triples": self.num_triples,
             "num_types": self.num_types,
             "duplicate_triples": int(self._manifest.get("duplicate_triples", 0)),
+            "merged_entities": int(self._manifest.get("merged_entities", 0)),
             "num_names": int(np.isin(roles, list(NAME_ROLES)).sum()),
             "num_aliases": int((~np.isin(roles, list(NAME_ROLES))).sum()),
             "num_attributes": int(len(self._arrays["attribute_values"])),
@@ -845,7 +625,8 @@ class KGStore:
             f"KGStore from {info['source']}: {info['num_entities']:,} entities, {info['num_relations']:,} relations, "
             f"{info['num_triples']:,} triples, {info['num_types']:,} types",
             f"  names {info['num_names']:,}, aliases {info['num_aliases']:,}, literal attributes "
-            f"{info['num_attributes']:,}, duplicate triples removed {info['duplicate_triples']:,}",
+            f"{info['num_attributes']:,}, duplicate triples removed {info['duplicate_triples']:,}, "
+            f"equivalent entities merged {info['merged_entities']:,}",
             "  entities per type: " + ", ".join(
                 f"{t or '(untyped)'} {c:,}" for t, c in list(info["entities_per_type"].items())[:top]
             ),
@@ -857,8 +638,8 @@ class KGStore:
 
     # -- RDF views ------------------------------------------------------------------------
     def iter_rdf(self, *, include_schema: bool = True) -> Iterator[tuple]:
-        """Yield the store as RDF statements; see :func:`kgplm.kg.rdf.iter_store_statements`."""
-        from kgplm.kg.rdf import iter_store_statements
+        """Yield the store as RDF statements; see :func:`kgplm.kg.rdf_export.iter_store_statements`."""
+        from kgplm.kg.rdf_export import iter_store_statements
 
         return iter_store_statements(self, include_schema=include_schema)
 
@@ -866,14 +647,16 @@ class KGStore:
     def graph(self) -> "rdflib.Graph":
         """The store as an ``rdflib.Graph`` (built on first access, then cached)."""
         if self._graph is None:
-            from kgplm.kg.rdf import to_rdflib_graph
+            from kgplm.kg.rdf_export import to_rdflib_graph
 
             self._graph = to_rdflib_graph(self)
         return self._graph
 
-    def to_rdf(self, path: str | os.PathLike, format: str = "turtle") -> Path:
-        """Export as Turtle (``format="turtle"``) or N-Triples (``"nt"``); written atomically."""
-        from kgplm.kg.rdf import write_rdf
+    def to_rdf(self, path: str | os.PathLike, format: str | None = None) -> Path:
+        """Export as RDF in the format the extension of ``path`` names (``.ttl``, ``.nt``, ``.nq``,
+        ``.trig``, ``.rdf``/``.xml``, ``.jsonld``, ``.n3``; ``.gz`` compresses) or that ``format``
+        names; written atomically. See :mod:`kgplm.kg.rdf_export`."""
+        from kgplm.kg.rdf_export import write_rdf
 
         return write_rdf(self, path, format=format)
 
@@ -882,7 +665,7 @@ class KGStore:
         """Write the compiled store as ``.npy`` arrays and ``manifest.json`` (atomic: temp dir + rename)."""
         directory = Path(directory)
         with atomic_directory(directory) as temporary:
-            for name in _ARRAY_NAMES:
+            for name in ARRAY_NAMES:
                 np.save(temporary / f"{name}.npy", np.ascontiguousarray(self._arrays[name]))
             self._entity_iris.save(temporary, "entity_iris")
             self._strings.save(temporary, "strings")
@@ -907,7 +690,7 @@ class KGStore:
             raise ArtifactError(
                 f"{manifest_path}: store format version {version!r}, expected {STORE_FORMAT_VERSION}"
             )
-        arrays = {name: _load_array(directory / f"{name}.npy", mmap) for name in _ARRAY_NAMES}
+        arrays = {name: _load_array(directory / f"{name}.npy", mmap) for name in ARRAY_NAMES}
         if len(arrays["triples"]) != manifest["num_triples"]:
             raise ArtifactError(
                 f"{directory}: triples.npy has {len(arrays['triples'])} rows but the manifest says {manifest['num_triples']}"
@@ -925,4 +708,4 @@ class KGStore:
             return False
         if list(self._entity_iris) != list(other._entity_iris) or list(self._strings) != list(other._strings):
             return False
-        return all(np.array_equal(self._arrays[n], other._arrays[n]) for n in _ARRAY_NAMES)
+        return all(np.array_equal(self._arrays[n], other._arrays[n]) for n in ARRAY_NAMES)

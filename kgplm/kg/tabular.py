@@ -10,13 +10,17 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
 from kgplm._io import iter_lines, require_file
 from kgplm.exceptions import ConfigurationError, DataFormatError
-from kgplm.kg.store import GraphCollector, KGStore
+from kgplm.kg.collector import GraphCollector
 from kgplm.kg.vocabulary import KGPLM_NAMESPACE, LABEL_ROLES, mint_iri
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kgplm.kg.store import KGStore
 
 __all__ = ["read_triples"]
 

@@ -17,6 +17,7 @@ __all__ = [
     "SKOS_ALT_LABEL",
     "OBO_EXACT_SYNONYM",
     "OWL_SAME_AS",
+    "SKOS_EXACT_MATCH",
     "RDFS_SUBCLASS_OF",
     "XSD_STRING",
     "LABEL_ROLES",
@@ -35,6 +36,7 @@ SKOS_PREF_LABEL = "http://www.w3.org/2004/02/skos/core#prefLabel"
 SKOS_ALT_LABEL = "http://www.w3.org/2004/02/skos/core#altLabel"
 OBO_EXACT_SYNONYM = "http://www.geneontology.org/formats/oboInOwl#hasExactSynonym"
 OWL_SAME_AS = "http://www.w3.org/2002/07/owl#sameAs"
+SKOS_EXACT_MATCH = "http://www.w3.org/2004/02/skos/core#exactMatch"
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 
 #: Label roles in the order they are stored. ``derived`` marks aliases that kgplm inferred

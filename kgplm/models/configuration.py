@@ -1,18 +1,34 @@
-"""``KgplmConfig``: one Hugging Face configuration for the text encoder and its knowledge modules.
+"""``KgplmConfig``: the fields every kgplm model shares; each method's own fields live in its subclass.
 
 It extends :class:`transformers.BertConfig`, so a BERT checkpoint's ``config.json`` is a valid
-starting point, with the fields the knowledge-enhanced methods read. A config records
-``method`` (``"mlm"``, ``"smedbert"`` …) so that :func:`kgplm.models.load_pretrained` picks the
-right class.
+starting point. A config records ``method`` (a name from :func:`kgplm.methods.available`); loading a saved config
+through the base class (``KgplmConfig.from_pretrained`` / ``from_dict``, which the Auto classes
+and :func:`kgplm.models.load_pretrained` use) returns the config class the method registered
+(:mod:`kgplm.methods`), so one ``model_type`` (``"kgplm"``) covers every method.
+
+Shared fields:
+
+* ``method``: the pre-training method (a name from :func:`kgplm.methods.available`).
+* ``num_entities``, ``num_relations``, ``num_entity_types``: the graph's sizes (types count one
+  extra "untyped" bucket at index ``num_entity_types``); 0 for methods that use no graph tables.
+* ``entity_dim``, ``relation_dim``: KG embedding sizes (TransE/TransR's k and d).
+* Fine-tuning fields (:class:`kgplm.models.KgplmForFineTuning`): ``task_kind`` (a
+  :mod:`kgplm.evaluation.tasks` kind), ``task_name``, ``label_names`` (labels, or tags for NER, in
+  class-index order) and ``tagging`` (``"bio"`` or ``"bioes"``).
+* ``config_version``: 2 since the method registry. Configs written before it (version 1) held
+  every method's fields in one flat class; they load unchanged, with one conversion: a version-1
+  ``mlm`` model had no SOP head whatever its ``use_sop`` said, so ``use_sop`` becomes False.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from transformers import BertConfig
 
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["KgplmConfig", "TINY_TEXT_ENCODER", "CPU_TEXT_ENCODER"]
+__all__ = ["KgplmConfig", "TINY_TEXT_ENCODER", "CPU_TEXT_ENCODER", "CONFIG_VERSION"]
 
 #: What tests use (hidden 32, 2 layers).
 TINY_TEXT_ENCODER = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
@@ -20,30 +36,15 @@ TINY_TEXT_ENCODER = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_h
 #: The default text encoder when ``kgplm.train`` is given no ``text_model``: small enough for a CPU.
 CPU_TEXT_ENCODER = {"hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 512,
                     "max_position_embeddings": 512}
+CONFIG_VERSION = 2
 
 
 class KgplmConfig(BertConfig):
-    """BERT's fields plus the knowledge modules'.
-
-    Knowledge fields (SMedBERT names in brackets; see :mod:`kgplm.models.smedbert`):
-
-    * ``num_entities``, ``num_relations``, ``num_entity_types``: the graph's sizes (types count one
-      extra "untyped" bucket at index ``num_entity_types``).
-    * ``entity_dim`` (d2), ``relation_dim``: KG embedding sizes (TransR's k and d).
-    * ``knowledge_layer``: the hybrid attention runs after this many encoder layers; ``None`` means
-      ``num_hidden_layers - 2`` (the paper: after the 10th of 12).
-    * ``use_type_attention``, ``use_hybrid_attention``, ``use_knowledge_losses``: ablation switches.
-    * ``relational_encoder``: ``None`` or ``"rgcn"`` (refine ent(e) over the batch's PEPR subgraph).
-    * ``freeze_kg_embeddings``: keep the TransR tables fixed (the paper) or fine-tune them.
-    * ``mnem_weight`` (λ1 = 2), ``mmem_weight`` (λ2 = 4), ``mnem_scale`` (λ = 10),
-      ``mnem_num_negatives``, ``mmem_target`` (``"frozen_initial"`` or ``"shared"``), ``use_sop``.
-
-    Fine-tuning fields (:class:`kgplm.models.KgplmForFineTuning`): ``task_kind`` (a
-    :mod:`kgplm.evaluation.tasks` kind), ``task_name``, ``label_names`` (labels, or tags for NER, in
-    class-index order) and ``tagging`` (``"bio"`` or ``"bioes"``).
-    """
+    """BERT's fields plus the fields every kgplm method shares (see the module docstring)."""
 
     model_type = "kgplm"
+    #: The fields a method subclass adds (its ``model_options``); the base has none.
+    method_fields: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -53,22 +54,11 @@ class KgplmConfig(BertConfig):
         num_entity_types: int = 0,
         entity_dim: int = 100,
         relation_dim: int | None = None,
-        knowledge_layer: int | None = None,
-        use_type_attention: bool = True,
-        use_hybrid_attention: bool = True,
-        use_knowledge_losses: bool = True,
-        relational_encoder: str | None = None,
-        freeze_kg_embeddings: bool = True,
-        use_sop: bool = True,
-        mnem_weight: float = 2.0,
-        mmem_weight: float = 4.0,
-        mnem_scale: float = 10.0,
-        mnem_num_negatives: int = 10,
-        mmem_target: str = "frozen_initial",
         task_kind: str | None = None,
         task_name: str | None = None,
         label_names: list[str] | None = None,
         tagging: str = "bio",
+        config_version: int = CONFIG_VERSION,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -78,41 +68,39 @@ class KgplmConfig(BertConfig):
         self.num_entity_types = num_entity_types
         self.entity_dim = entity_dim
         self.relation_dim = entity_dim if relation_dim is None else relation_dim
-        self.knowledge_layer = knowledge_layer
-        self.use_type_attention = use_type_attention
-        self.use_hybrid_attention = use_hybrid_attention
-        self.use_knowledge_losses = use_knowledge_losses
-        self.relational_encoder = relational_encoder
-        self.freeze_kg_embeddings = freeze_kg_embeddings
-        self.use_sop = use_sop
-        self.mnem_weight = mnem_weight
-        self.mmem_weight = mmem_weight
-        self.mnem_scale = mnem_scale
-        self.mnem_num_negatives = mnem_num_negatives
-        self.mmem_target = mmem_target
         self.task_kind = task_kind
         self.task_name = task_name
         self.label_names = list(label_names) if label_names is not None else None
         self.tagging = tagging
+        self.config_version = config_version
 
-    @property
-    def fusion_layer(self) -> int:
-        """The number of encoder layers that run before the knowledge module."""
-        if self.knowledge_layer is None:
-            return max(self.num_hidden_layers - 2, 0)
-        return self.knowledge_layer
+    # -- dispatch to the method's config class ----------------------------------------------------
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs):
+        """The method's config class when called on the base (``config_dict["method"]`` decides)."""
+        if cls is KgplmConfig and "method" in config_dict:
+            from kgplm.methods import get
 
-    def validate_knowledge(self) -> None:
-        """Raise :class:`ConfigurationError` when the knowledge fields cannot build a model."""
-        if not 0 <= self.fusion_layer <= self.num_hidden_layers:
-            raise ConfigurationError(f"knowledge_layer must be in [0, {self.num_hidden_layers}], "
-                                     f"got {self.knowledge_layer}")
+            target = get(config_dict["method"]).config_class
+            if target is not KgplmConfig:
+                return target.from_dict(config_dict, **kwargs)
+        config_dict = dict(config_dict)
+        if config_dict.get("config_version", 1) < CONFIG_VERSION:
+            config_dict = cls.upgrade_legacy(config_dict)
+        return super().from_dict(config_dict, **kwargs)
+
+    @classmethod
+    def upgrade_legacy(cls, config_dict: dict[str, Any]) -> dict[str, Any]:
+        """Convert a version-1 (flat, pre-registry) config dict; subclasses add their own rules."""
+        return dict(config_dict, config_version=CONFIG_VERSION)
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The fields ``kgplm.train(model_options=...)`` may set for this method."""
+        return list(cls.method_fields)
+
+    def require_graph(self) -> None:
+        """Raise :class:`ConfigurationError` when the graph sizes cannot build entity tables."""
         if self.num_entities < 1 or self.num_relations < 1:
-            raise ConfigurationError(f"a knowledge-enhanced model needs num_entities and num_relations ≥ 1, got "
+            raise ConfigurationError(f"method {self.method!r} needs num_entities and num_relations ≥ 1, got "
                                      f"{self.num_entities} and {self.num_relations}")
-        if self.relational_encoder not in (None, "rgcn"):
-            raise ConfigurationError(f"relational_encoder must be None or 'rgcn', got {self.relational_encoder!r}")
-        if self.mmem_target not in ("frozen_initial", "shared"):
-            raise ConfigurationError(f"mmem_target must be 'frozen_initial' or 'shared', got {self.mmem_target!r}")
-        if self.mnem_num_negatives < 1:
-            raise ConfigurationError(f"mnem_num_negatives must be ≥ 1, got {self.mnem_num_negatives}")

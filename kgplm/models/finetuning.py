@@ -1,11 +1,12 @@
-"""``KgplmForFineTuning``: a pre-trained kgplm encoder with one task head.
+"""``KgplmForFineTuning``: a pre-trained kgplm encoder of any registered method with one task head.
 
-The encoder is the pre-training model's, parameter names included (``bert``, and for SMedBERT
-``kg``, ``relational_encoder``, ``hybrid_attention``, ``infusion``), so ``from_pretrained`` on a
-pre-training checkpoint loads it and leaves only the head (and, for the plain MLM baseline, the
-pooler) newly initialised. Knowledge-enhanced models keep their knowledge module when fine-tuned:
-the batch carries linked mentions and PEPR neighbours built by the same text pipeline as in
-pre-training (:class:`kgplm.training.finetuning.TaskEncoder`).
+The encoder is built by the method's :class:`~kgplm.models.encoding.Encoding` (from
+:func:`kgplm.methods.get`), with the pre-training model's parameter names (``bert``, and for
+SMedBERT ``kg``, ``relational_encoder``, ``hybrid_attention``, ``infusion``), so
+``from_pretrained`` on a pre-training checkpoint loads it and leaves only the head (and, for
+encoders pre-trained without one, the pooler) newly initialised. Methods whose encoder reads
+extra inputs keep them at fine-tuning (SMedBERT: linked mentions and PEPR neighbours built by the
+same text pipeline as in pre-training; see ``MethodSpec.finetuning_inputs``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers.models.bert.modeling_bert import BertModel
 from transformers.utils import ModelOutput
 
 from kgplm.exceptions import ConfigurationError
@@ -28,14 +28,12 @@ from kgplm.models.heads import (
     num_entity_tags,
 )
 from kgplm.models.modules import KgplmPreTrainedModel
-from kgplm.models.smedbert import SmedbertEncoding
 
-__all__ = ["KgplmForFineTuning", "FineTuningOutput", "TASK_KINDS"]
+__all__ = ["KgplmForFineTuning", "FineTuningOutput", "TASK_KINDS", "build_head"]
 
 TASK_KINDS = ("ner", "nested_ner", "classification", "pair", "relation", "qa_ranking", "graded_ranking",
               "relation_triples")
-KNOWLEDGE_KEYS = ("mention_batch", "mention_spans", "mention_entity_ids", "neighbor_mention", "neighbor_entity_ids",
-                  "neighbor_relation_ids", "neighbor_directions", "neighbor_type_ids")
+RANKING_KINDS = ("qa_ranking", "graded_ranking")
 
 
 @dataclass
@@ -46,37 +44,39 @@ class FineTuningOutput(ModelOutput):
     pair_logits: torch.Tensor | None = None  # relation triples: (pairs, predicates + 1) when pairs are given
 
 
-class KgplmForFineTuning(SmedbertEncoding, KgplmPreTrainedModel):
-    """Encoder (+ SMedBERT knowledge module when ``config.method == "smedbert"``) and the head of
-    ``config.task_kind`` with ``len(config.label_names)`` classes (tags for NER)."""
+def build_head(config: KgplmConfig) -> torch.nn.Module:
+    """The head of ``config.task_kind`` with ``len(config.label_names)`` classes (tags for NER)."""
+    kind = config.task_kind
+    if kind not in TASK_KINDS:
+        raise ConfigurationError(f"task_kind must be one of {TASK_KINDS}, got {kind!r}")
+    if kind not in RANKING_KINDS and not config.label_names:
+        raise ConfigurationError(f"a {kind} head needs label_names")
+    dropout = config.hidden_dropout_prob
+    num_labels = len(config.label_names or ())
+    if kind in ("ner", "nested_ner"):
+        return TokenClassificationHead(config.hidden_size, num_labels, dropout,
+                                       streams=2 if kind == "nested_ner" else 1)
+    if kind in ("classification", "pair"):
+        return SequenceClassificationHead(config.hidden_size, num_labels, dropout)
+    if kind == "relation":
+        return RelationClassificationHead(config.hidden_size, num_labels, dropout)
+    if kind == "relation_triples":
+        return TripleExtractionHead(config.hidden_size, num_labels, dropout, num_entity_tags(config.tagging))
+    if kind == "graded_ranking":
+        return PairwiseRankingHead(config.hidden_size, dropout)
+    return CandidateRankingHead(config.hidden_size, dropout)
+
+
+class KgplmForFineTuning(KgplmPreTrainedModel):
+    """The encoder of ``config.method`` and the head of ``config.task_kind``."""
 
     def __init__(self, config: KgplmConfig) -> None:
+        from kgplm.methods import get
+
         super().__init__(config)
-        kind = config.task_kind
-        if kind not in TASK_KINDS:
-            raise ConfigurationError(f"task_kind must be one of {TASK_KINDS}, got {kind!r}")
-        if kind not in ("qa_ranking", "graded_ranking") and not config.label_names:
-            raise ConfigurationError(f"a {kind} head needs label_names")
-        self.knowledge = config.method == "smedbert"
-        self.bert = BertModel(config, add_pooling_layer=True)
-        if self.knowledge:
-            config.validate_knowledge()
-            self.build_knowledge_modules(config)
-        dropout = config.hidden_dropout_prob
-        num_labels = len(config.label_names or ())
-        if kind in ("ner", "nested_ner"):
-            self.head = TokenClassificationHead(config.hidden_size, num_labels, dropout,
-                                                streams=2 if kind == "nested_ner" else 1)
-        elif kind in ("classification", "pair"):
-            self.head = SequenceClassificationHead(config.hidden_size, num_labels, dropout)
-        elif kind == "relation":
-            self.head = RelationClassificationHead(config.hidden_size, num_labels, dropout)
-        elif kind == "relation_triples":
-            self.head = TripleExtractionHead(config.hidden_size, num_labels, dropout, num_entity_tags(config.tagging))
-        elif kind == "graded_ranking":
-            self.head = PairwiseRankingHead(config.hidden_size, dropout)
-        else:
-            self.head = CandidateRankingHead(config.hidden_size, dropout)
+        self.encoding = get(config.method).encoding  # a parameter-free strategy, not a module
+        self.encoding.build(self, config, pooler=True)
+        self.head = build_head(config)
         self.post_init()
 
     def get_output_embeddings(self):
@@ -86,25 +86,28 @@ class KgplmForFineTuning(SmedbertEncoding, KgplmPreTrainedModel):
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 head_spans: torch.Tensor | None = None, tail_spans: torch.Tensor | None = None,
                 candidate_group: torch.Tensor | None = None, entity_pairs: torch.Tensor | None = None,
-                pair_labels: torch.Tensor | None = None, **knowledge) -> FineTuningOutput:
+                pair_labels: torch.Tensor | None = None, **encoder_inputs) -> FineTuningOutput:
         """``labels``: (batch,) classes; (batch, length[, 2]) tags for NER and relation triples; (batch,)
-        0/1 or grades for ranking. ``entity_pairs`` (pairs, 5) and ``pair_labels`` (pairs,): relation triples."""
-        unknown = set(knowledge) - set(KNOWLEDGE_KEYS)
+        0/1 or grades for ranking. ``entity_pairs`` (pairs, 5) and ``pair_labels`` (pairs,): relation triples.
+
+        ``encoder_inputs``: the method's extra encoder inputs (``encoding.input_names``).
+        """
+        unknown = set(encoder_inputs) - set(self.encoding.input_names)
         if unknown:
-            raise ConfigurationError(f"unexpected inputs {sorted(unknown)}")
-        if not self.knowledge:
-            knowledge = {}
-        hidden, _ = self.encode(input_ids, attention_mask, token_type_ids, **knowledge)  # (batch, length, d1)
+            raise ConfigurationError(f"unexpected inputs {sorted(unknown)} for a {self.config.method!r} encoder "
+                                     f"(it reads {list(self.encoding.input_names)})")
+        hidden = self.encoding.encode(self, input_ids, attention_mask, token_type_ids,
+                                      **encoder_inputs).last_hidden_state  # (batch, length, d1)
         kind = self.config.task_kind
         if kind in ("ner", "nested_ner"):
             logits, loss = self.head(hidden, labels)
         elif kind == "relation":
             logits, loss = self.head(hidden, head_spans, tail_spans, labels)
-        elif kind in ("qa_ranking", "graded_ranking"):
-            logits, loss = self.head(self.bert.pooler(hidden), candidate_group, labels)
+        elif kind in RANKING_KINDS:
+            logits, loss = self.head(self.encoding.pool(self, hidden), candidate_group, labels)
         elif kind == "relation_triples":
             logits, pair_logits, loss = self.head(hidden, labels, entity_pairs, pair_labels)
             return FineTuningOutput(loss=loss, logits=logits, last_hidden_state=hidden, pair_logits=pair_logits)
         else:
-            logits, loss = self.head(self.bert.pooler(hidden), labels)
+            logits, loss = self.head(self.encoding.pool(self, hidden), labels)
         return FineTuningOutput(loss=loss, logits=logits, last_hidden_state=hidden)

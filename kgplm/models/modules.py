@@ -21,7 +21,8 @@ from transformers.modeling_outputs import ModelOutput
 from kgplm.models.configuration import KgplmConfig
 
 __all__ = ["mention_token_index", "SelfAttentiveSpanPooling", "KnowledgeGraphTables", "RelationalEncoder",
-           "KgplmPreTrainedModel", "run_encoder_layers", "extended_attention_mask", "PretrainingOutput"]
+           "co_neighbor_edges", "KgplmPreTrainedModel", "run_encoder_layers", "extended_attention_mask",
+           "PretrainingOutput", "MLM_HEAD_TIED_WEIGHTS"]
 
 
 def mention_token_index(mention_batch: torch.Tensor, mention_spans: torch.Tensor
@@ -62,20 +63,21 @@ class SelfAttentiveSpanPooling(nn.Module):
 class KnowledgeGraphTables(nn.Module):
     """ent(e), rel(r) and TransR's M_r, initialised from :class:`~kgplm.kg.embeddings.KGEmbeddings`.
 
-    Row ``num_relations`` of ``relations``/``projections`` is a learned "related" relation for
-    neighbours with no direct link (``candidates="any"``, relation id −1); it is always trainable.
-    TransE tables use M_r = I.
+    ``related_relation``/``related_projection`` are a "related" relation for neighbours with no
+    direct link (PEPR tables built with ``candidates="any"``, relation id −1), learned when
+    ``learn_related`` (otherwise fixed at zero and the identity: a table of direct links never
+    uses them). TransE tables use M_r = I.
     """
 
-    def __init__(self, config: KgplmConfig) -> None:
+    def __init__(self, config: KgplmConfig, *, trainable: bool = False, learn_related: bool = True) -> None:
         super().__init__()
-        trainable = not config.freeze_kg_embeddings
         self.entities = nn.Parameter(torch.zeros(config.num_entities, config.entity_dim), requires_grad=trainable)
         self.relations = nn.Parameter(torch.zeros(config.num_relations, config.relation_dim), requires_grad=trainable)
         self.projections = nn.Parameter(torch.zeros(config.num_relations, config.entity_dim, config.relation_dim),
                                         requires_grad=trainable)
-        self.related_relation = nn.Parameter(torch.zeros(1, config.relation_dim))
-        self.related_projection = nn.Parameter(torch.zeros(1, config.entity_dim, config.relation_dim))
+        self.related_relation = nn.Parameter(torch.zeros(1, config.relation_dim), requires_grad=learn_related)
+        self.related_projection = nn.Parameter(torch.zeros(1, config.entity_dim, config.relation_dim),
+                                               requires_grad=learn_related)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -115,13 +117,36 @@ class KnowledgeGraphTables(nn.Module):
         return vectors, projections  # (n, d_r), (n, d2, d_r)
 
 
-class RelationalEncoder(nn.Module):
-    """Optional R-GCN (Schlichtkrull et al. 2018) over the batch's mention–neighbour subgraph.
+def co_neighbor_edges(edge_mention: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every ordered pair (u, v), u ≠ v, of neighbour edges that belong to the same mention.
 
-    ent'(v) = ent(v) + RGCN(ent, edges)(v): every neighbour–mention-entity link, in both
-    directions, typed by relation and direction (2·r + direction; the last type is "related, no
-    direct link"), refines the entity vectors that the hybrid attention reads. Basis decomposition keeps the parameters
-    small for graphs with hundreds of relations.
+    ``edge_mention`` (edges,) says which mention each neighbour edge belongs to. Returns
+    ``(source_edge, target_edge)``, each (pairs,), without a Python loop: edges are grouped by
+    mention, and each edge is paired with every other member of its group.
+    """
+    num_edges = len(edge_mention)
+    order = torch.argsort(edge_mention, stable=True)  # edges grouped by mention
+    grouped_mention = edge_mention[order]
+    _, group_of_edge, group_size = torch.unique_consecutive(grouped_mention, return_inverse=True,
+                                                            return_counts=True)
+    group_start = torch.cumsum(group_size, 0) - group_size  # (groups,)
+    size_of_edge = group_size[group_of_edge]  # (edges,)
+    source = torch.repeat_interleave(torch.arange(num_edges, device=edge_mention.device), size_of_edge)
+    offset = torch.arange(len(source), device=edge_mention.device) - torch.repeat_interleave(
+        torch.cumsum(size_of_edge, 0) - size_of_edge, size_of_edge)
+    target = group_start[group_of_edge][source] + offset  # (pairs,) positions in the grouped order
+    keep = target != source
+    return order[source[keep]], order[target[keep]]
+
+
+class RelationalEncoder(nn.Module):
+    """Optional R-GCN (Schlichtkrull et al. 2018) over each mention's neighbour set.
+
+    ent'(v) = ent(v) + RGCN(ent, edges)(v) with a message u → v for every two neighbours u ≠ v of
+    the same mention, typed by how u is linked to the mention's entity (2·r + direction; the last
+    type is "related, no direct link"). The mention's own entity is not a node: its vector (the
+    identity of a masked mention) cannot flow back into the mention's tokens. Basis decomposition
+    keeps the parameters small for graphs with hundreds of relations.
     """
 
     def __init__(self, config: KgplmConfig, num_bases: int = 8) -> None:
@@ -133,15 +158,27 @@ class RelationalEncoder(nn.Module):
     def reset_parameters(self) -> None:
         self.convolution.reset_parameters()
 
-    def forward(self, node_vectors: torch.Tensor, edge_index: torch.Tensor, relation_ids: torch.Tensor,
-                directions: torch.Tensor) -> torch.Tensor:
-        """``edge_index`` (2, edges): neighbour → mention entity; each edge also runs backwards, typed
-        with the opposite direction, so that neighbours receive their mention entity's message."""
-        directions = directions.clamp(min=0)
-        forward_type = torch.where(relation_ids < 0, self.num_edge_types - 1, 2 * relation_ids + directions)
-        backward_type = torch.where(relation_ids < 0, self.num_edge_types - 1, 2 * relation_ids + 1 - directions)
-        both = torch.cat([edge_index, edge_index.flip(0)], 1)  # (2, 2·edges)
-        return node_vectors + self.convolution(node_vectors, both, torch.cat([forward_type, backward_type]))
+    def edge_types(self, relation_ids: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
+        """2·r + direction for a direct link, the last type for "related" (relation id −1)."""
+        return torch.where(relation_ids < 0, self.num_edge_types - 1, 2 * relation_ids + directions.clamp(min=0))
+
+    def forward(self, entity_table: torch.Tensor, neighbor_entity_ids: torch.Tensor, edge_mention: torch.Tensor,
+                relation_ids: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
+        """Refined vectors of the neighbour edges, (edges, d2)."""
+        nodes, node_of_edge = torch.unique(neighbor_entity_ids, return_inverse=True)
+        source_edge, target_edge = co_neighbor_edges(edge_mention)
+        edge_index = torch.stack([node_of_edge[source_edge], node_of_edge[target_edge]])  # (2, pairs)
+        edge_type = self.edge_types(relation_ids, directions)[source_edge]
+        node_vectors = entity_table[nodes]  # (nodes, d2)
+        refined = node_vectors + self.convolution(node_vectors, edge_index, edge_type)
+        return refined[node_of_edge]
+
+
+#: BERT's MLM decoder shares the word embeddings (and the prediction head's bias).
+MLM_HEAD_TIED_WEIGHTS = {
+    "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+}
 
 
 class KgplmPreTrainedModel(PreTrainedModel):
@@ -193,11 +230,32 @@ def run_encoder_layers(layers, hidden_states: torch.Tensor, mask) -> torch.Tenso
 
 @dataclass
 class PretrainingOutput(ModelOutput):
-    """``loss`` (the weighted total) and ``losses``: each objective's loss by short name (``mlm``, ``sop`` …)."""
+    """What a pre-training model returns.
+
+    ``loss``: the weighted total Σ_k weight_k · losses[k] (``None`` when no objective had a target);
+    ``losses``: each objective's mean loss by short name (``mlm``, ``sop`` …), present only when the
+    batch held a target for it; ``loss_weights``: the weight of each; ``metrics``: values logged
+    beside the losses (``mlm_accuracy``, ``sop_accuracy`` …).
+    """
 
     loss: torch.Tensor | None = None
     losses: dict[str, torch.Tensor] | None = None
+    loss_weights: dict[str, float] | None = None
+    metrics: dict[str, torch.Tensor] | None = None
     prediction_logits: torch.Tensor | None = None
     sop_logits: torch.Tensor | None = None
     last_hidden_state: torch.Tensor | None = None
     mention_vectors: torch.Tensor | None = None
+
+    def add(self, name: str, objective, weight: float = 1.0) -> None:
+        """Record an :class:`~kgplm.models.objectives.Objective` (or a bare loss tensor); ``None`` is skipped."""
+        if objective is None:
+            return
+        if self.losses is None:
+            self.losses, self.loss_weights, self.metrics = {}, {}, {}
+        loss = objective if isinstance(objective, torch.Tensor) else objective.loss
+        self.losses[name] = loss
+        self.loss_weights[name] = float(weight)
+        if not isinstance(objective, torch.Tensor):
+            self.metrics[f"{name}_accuracy"] = objective.accuracy
+        self.loss = weight * loss if self.loss is None else self.loss + weight * loss

@@ -166,7 +166,7 @@ def _encode_document(document: Document, *, tokenizer, linker, segmenter, table,
     text = document.text
     mentions = linker.find(text)
     starts, ends, entries = mentions
-    entity_ids = linker.entity_ids(entries)
+    entity_ids = linker.best_entities(entries)
     np.add.at(counts, entity_ids, 1)
     statistics["mentions_in_text"] += len(entity_ids)
     encoding = tokenizer(text, max_length=max_length, truncation=True, stride=stride,

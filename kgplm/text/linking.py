@@ -290,10 +290,9 @@ class EntityLinker:
             starts, ends = normalized.source[starts], normalized.source[ends - 1] + 1
         return starts, ends, entries
 
-    def entity_ids(self, entries: np.ndarray) -> np.ndarray:
-        """The entity each of :meth:`find`'s ``entries`` links to (its best candidate)."""
-        best = self._best_entity
-        return best[np.asarray(entries, dtype=np.int64)] if len(entries) else np.zeros(0, dtype=np.int64)
+    def best_entities(self, entries: np.ndarray) -> np.ndarray:
+        """The top-ranked entity of each match entry of :meth:`find` (what :meth:`link` reports)."""
+        return self._best_entity[np.asarray(entries, dtype=np.int64).reshape(-1)]
 
     def link(self, text: str, *, nested: bool | None = None) -> list[Mention]:
         """Mentions in ``text``, sorted by start (then longest first)."""
@@ -332,6 +331,5 @@ class EntityLinker:
         counts = np.zeros(num_entities, dtype=np.int64)
         for text in texts:
             _, _, entries = self.find(text, nested=False)
-            for entry in entries.tolist():
-                counts[self._candidates[entry][0]] += 1
+            np.add.at(counts, self.best_entities(entries), 1)
         return counts

@@ -1,6 +1,6 @@
 """Training: batches (``PretrainingCollator``), the loop with checkpoints and exact resume."""
 
-from kgplm.training.collator import PretrainingCollator, TypeFrequencySampler
+from kgplm.training.collator import Batch, PretrainingCollator, PretrainingExample
 from kgplm.training.trainer import (
            TrainerSettings,
            latest_checkpoint,
@@ -8,5 +8,5 @@ from kgplm.training.trainer import (
            train_loop,
 )
 
-__all__ = ["PretrainingCollator", "TypeFrequencySampler", "TrainerSettings", "train_loop", "latest_checkpoint",
-           "step_seed"]
+__all__ = ["Batch", "PretrainingCollator", "PretrainingExample", "TrainerSettings", "train_loop",
+           "latest_checkpoint", "step_seed"]

@@ -1,8 +1,8 @@
 """Fine-tuning: task examples → model inputs, the training loop with early stopping, prediction, scores.
 
 :class:`TaskEncoder` turns :mod:`kgplm.evaluation.tasks` examples into features (token ids, labels
-and, for knowledge-enhanced models, linked mentions with their PEPR neighbours from
-:class:`KnowledgeLookup`), batches them and turns model outputs back into task predictions:
+and, for methods whose encoder reads more, the extra inputs of the method's provider
+(``MethodSpec.finetuning_inputs``: SMedBERT's linked mentions with their PEPR neighbours)), batches them and turns model outputs back into task predictions:
 character spans for NER, labels, candidate scores. :func:`finetune_loop` trains with AdamW and a
 linear schedule, scores the dev split after every epoch, keeps the best state and stops after
 ``patience`` epochs without improvement.
@@ -35,8 +35,8 @@ from kgplm.text.alignment import char_spans_to_token_spans
 from kgplm.training.scoring import score
 from kgplm.training.trainer import build_optimizer
 
-__all__ = ["KnowledgeLookup", "TaskEncoder", "FineTuneSettings", "finetune_loop", "predict", "score",
-           "label_names_for", "TOKEN_KINDS", "RANKING_KINDS", "NO_RELATION", "STATISTICS"]
+__all__ = ["TaskEncoder", "FineTuneSettings", "finetune_loop", "predict", "score", "label_names_for", "TOKEN_KINDS",
+           "RANKING_KINDS", "NO_RELATION", "STATISTICS"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,45 +45,6 @@ RANKING_KINDS = ("qa_ranking", "graded_ranking")
 #: Relation triples: the class of an entity pair that holds no predicate (index 0 of the label names).
 NO_RELATION = "<no relation>"
 ENTITY = "ENT"  # the one entity type a relation-triple model tags
-
-
-class KnowledgeLookup:
-    """Links mentions in a text and attaches each mention's PEPR neighbours, as in pre-training.
-
-    Mentions of entities outside the neighbour table (entities the pre-training corpus never
-    mentioned) keep their mention but get no neighbours; the hybrid attention then contributes a
-    zero summary for them.
-    """
-
-    def __init__(self, store, table, linker=None) -> None:
-        from kgplm.text.linking import EntityLinker
-
-        self.store, self.table = store, table
-        self.linker = linker if linker is not None else EntityLinker(store)
-        self.primary_types = store.primary_type_ids()
-        self.row = {int(seed): row for row, seed in enumerate(np.asarray(table.seeds).tolist())}
-        self.neighbors = np.asarray(table.neighbors)
-        self.relations = np.asarray(table.relations)
-        self.directions = np.asarray(table.directions)
-
-    def mentions(self, text: str, offsets: np.ndarray) -> dict[str, np.ndarray]:
-        """Token spans (over ``offsets``' tokens), entity ids and neighbour rows of the linked mentions."""
-        starts, ends, entries = self.linker.find(text)
-        entity_ids = np.array([self.linker._candidates[e][0] for e in entries.tolist()], dtype=np.int64)
-        spans = char_spans_to_token_spans(offsets, np.stack([starts, ends], 1) if len(starts) else [])
-        kept = np.flatnonzero(spans[:, 0] >= 0)
-        entity_ids = entity_ids[kept]
-        k = self.neighbors.shape[1]
-        neighbors = np.full((len(kept), k), -1, dtype=np.int64)
-        relations, directions = neighbors.copy(), neighbors.copy()
-        for index, entity in enumerate(entity_ids.tolist()):
-            row = self.row.get(entity)
-            if row is not None:
-                neighbors[index], relations[index], directions[index] = (
-                    self.neighbors[row], self.relations[row], self.directions[row])
-        types = np.where(neighbors >= 0, self.primary_types[np.maximum(neighbors, 0)], -1)
-        return {"mention_spans": spans[kept], "mention_entity_ids": entity_ids, "neighbor_ids": neighbors,
-                "neighbor_relations": relations, "neighbor_directions": directions, "neighbor_types": types}
 
 
 def _merge_mentions(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -168,7 +129,7 @@ class TaskEncoder:
     """
 
     def __init__(self, spec: TaskSpec, tokenizer, *, label_names: list[str] | None, max_length: int = 512,
-                 tagging: str = "bio", knowledge: KnowledgeLookup | None = None) -> None:
+                 tagging: str = "bio", knowledge=None) -> None:
         if tagging not in metrics.TAG_SCHEMES:
             raise ConfigurationError(f"tagging must be one of {metrics.TAG_SCHEMES}, got {tagging!r}")
         if max_length < 3:
@@ -193,7 +154,7 @@ class TaskEncoder:
             for index, part_text in enumerate(texts):
                 offsets = feature["offsets"].copy()
                 offsets[sequence != index] = 0  # tokens of the other text are skipped like special tokens
-                parts.append(self.knowledge.mentions(part_text, offsets))
+                parts.append(self.knowledge.features(part_text, offsets))
             feature["knowledge"] = _merge_mentions(parts)
         return feature
 
@@ -415,7 +376,7 @@ class TaskEncoder:
             batch["entity_pairs"] = torch.from_numpy(pairs.reshape(-1, 5))  # (pairs, [row, s0, s1, o0, o1])
             batch["pair_labels"] = torch.from_numpy(np.concatenate([f["pair_labels"] for f in features]))
         if self.knowledge is not None:
-            batch.update(_knowledge_batch([f["knowledge"] for f in features]))
+            batch.update(self.knowledge.collate([f["knowledge"] for f in features]))
         return batch
 
     # -- decoding ------------------------------------------------------------------------------------
@@ -457,32 +418,6 @@ class TaskEncoder:
         for start, end in token_spans.tolist():
             found.setdefault(text[int(offsets[start, 0]): int(offsets[end - 1, 1])], (start, end))
         return list(found.items())
-
-
-def _knowledge_batch(parts: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
-    mention_batch, spans, entities = [], [], []
-    edges: dict[str, list[np.ndarray]] = {key: [] for key in ("mention", "entity", "relation", "direction", "type")}
-    offset = 0
-    for row, part in enumerate(parts):
-        count = len(part["mention_entity_ids"])
-        mention_batch.append(np.full(count, row, np.int64))
-        spans.append(part["mention_spans"].reshape(-1, 2))
-        entities.append(part["mention_entity_ids"])
-        valid_mention, valid_slot = np.nonzero(part["neighbor_ids"] >= 0)
-        edges["mention"].append(valid_mention + offset)
-        edges["entity"].append(part["neighbor_ids"][valid_mention, valid_slot])
-        edges["relation"].append(part["neighbor_relations"][valid_mention, valid_slot])
-        edges["direction"].append(part["neighbor_directions"][valid_mention, valid_slot])
-        edges["type"].append(part["neighbor_types"][valid_mention, valid_slot])
-        offset += count
-
-    def cat(arrays, shape=(0,)):
-        return torch.from_numpy(np.concatenate(arrays).astype(np.int64)) if arrays else torch.zeros(shape, dtype=torch.long)
-
-    return {"mention_batch": cat(mention_batch), "mention_spans": cat(spans, (0, 2)).reshape(-1, 2),
-            "mention_entity_ids": cat(entities), "neighbor_mention": cat(edges["mention"]),
-            "neighbor_entity_ids": cat(edges["entity"]), "neighbor_relation_ids": cat(edges["relation"]),
-            "neighbor_directions": cat(edges["direction"]), "neighbor_type_ids": cat(edges["type"])}
 
 
 # -- prediction ----------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import re
 from pathlib import Path
@@ -13,28 +14,51 @@ from kgplm.exceptions import DataFormatError, EncodingError
 from kgplm.kg.cmekg import ALIAS_PREDICATES, LINK_PREDICATES, cmekg_package_path
 
 
-def recount(path: Path) -> tuple[set, set, set]:
-    """Entities, relations and triples by the documented rules, written plainly over the TSV."""
-    rows = []
+@functools.lru_cache(maxsize=1)
+def read_rows(path: Path) -> list[tuple[str, str, str]]:
     with gzip.open(path, "rt", encoding="utf-8") as handle:
-        for line in handle:
-            subject, predicate, obj = line.rstrip("\n").split("\t")
-            rows.append((subject, predicate, obj))
+        return [tuple(line.rstrip("\n").split("\t")) for line in handle]
+
+
+def synonym_merges(rows) -> dict[str, str]:
+    """The documented merge rule, written plainly: a 别称/又称/同义词 object that is no subject, is the
+    object of a link, and is an alias of exactly one subject → that subject."""
+    subjects = {s for s, _, _ in rows}
+    link_objects = {part.strip() for _, p, o in rows if p in LINK_PREDICATES for part in re.split("[；;]", o)}
+    owners: dict[str, set[str]] = {}
+    synonym_of: dict[str, set[str]] = {}
+    for subject, predicate, obj in rows:
+        alias = obj.strip()
+        if predicate in ALIAS_PREDICATES and alias and alias != subject and alias not in subjects:
+            owners.setdefault(alias, set()).add(subject)
+            if predicate in ("别称", "又称", "同义词"):
+                synonym_of.setdefault(alias, set()).add(subject)
+    return {alias: next(iter(owners[alias])) for alias in synonym_of
+            if alias in link_objects and len(owners[alias]) == 1}
+
+
+def recount(path: Path) -> tuple[set, set, set, dict]:
+    """Entities, relations, triples and merges by the documented rules, written plainly over the TSV."""
+    rows = read_rows(path)
+    merged = synonym_merges(rows)
     subjects = {s for s, _, _ in rows}
     entities, triples = set(subjects), set()
     for subject, predicate, obj in rows:
         if predicate in LINK_PREDICATES:
             for part in re.split("[；;]", obj):
                 if part.strip():
-                    entities.add(part.strip())
-                    triples.add((subject, predicate, part.strip()))
+                    name = merged.get(part.strip(), part.strip())
+                    if name == subject and part.strip() in merged:
+                        continue  # a link to one's own synonym is no link
+                    entities.add(name)
+                    triples.add((subject, predicate, name))
         elif predicate in ALIAS_PREDICATES and obj.strip() in subjects and obj.strip() != subject:
             triples.add((subject, predicate, obj.strip()))
-    return entities, {p for _, p, _ in triples}, triples
+    return entities, {p for _, p, _ in triples}, triples, merged
 
 
 def test_counts_match_independent_recount(cmekg_store: KGStore, cmekg_tsv: Path) -> None:
-    entities, relations, triples = recount(cmekg_tsv)
+    entities, relations, triples, merged = recount(cmekg_tsv)
     store = cmekg_store
     assert store.num_entities == len(entities)
     assert store.num_relations == len(relations)
@@ -44,6 +68,21 @@ def test_counts_match_independent_recount(cmekg_store: KGStore, cmekg_tsv: Path)
     name = store.entity_name
     relation_names = store.relation_names
     assert {(name(h), relation_names[r], name(t)) for h, r, t in store.triples.tolist()} == triples
+    assert store.describe()["merged_entities"] == len(merged)
+
+
+def test_synonyms_that_are_link_objects_merge_into_their_subject(cmekg_store: KGStore, cmekg_tsv: Path) -> None:
+    store = cmekg_store
+    rows = read_rows(cmekg_tsv)
+    for alias, subject in (("脑溢血", "脑出血"), ("藏红花", "西红花"), ("狐臭", "臭汗症")):
+        entity = store.entity_id(subject)
+        assert store.entity_id(alias) == entity and alias in store.aliases(entity)
+        assert alias not in {store.entity_name(i) for i in store.entity_ids(alias)}  # no node of its own
+        # every link that named the alias now reaches the subject
+        linked = {(s, p) for s, p, o in rows if p in LINK_PREDICATES and alias in re.split("[；;]", o)}
+        assert linked
+        incoming = store.neighbors(entity, direction="in")
+        assert linked <= set(zip(incoming.neighbor, incoming.relation))
 
 
 def test_entity_types_follow_the_rules(cmekg_store: KGStore) -> None:
@@ -101,6 +140,36 @@ def test_rules_on_a_small_dump(tmp_path: Path) -> None:
     types = {name(i): store.entity_type(i) for i in range(store.num_entities)}
     assert types == {"阿司匹林片": "drug", "阿司匹林": "ingredient", "头痛": "disease", "发热": "disease",
                      "拜阿司匹灵": "drug", "疼痛": "symptom", "神经内科": "department"}
+
+
+def test_synonym_merge_rule_on_a_small_dump(tmp_path: Path) -> None:
+    path = tmp_path / "cmekg_synonyms.tsv"
+    path.write_text(
+        "脑出血\t别称\t脑溢血\n"
+        "脑出血\t常见症状\t头痛\n"
+        "癫痫持续状态\t病因\t脑溢血；外伤\n"     # 脑溢血 merges: the link reaches 脑出血
+        "脑出血\t鉴别诊断\t脑溢血\n"             # a link to one's own synonym disappears
+        "川贝母\t别称\t贝母\n"
+        "伊贝母\t别称\t贝母\n"
+        "止咳方\t组成\t贝母\n"                   # 贝母 names two subjects: stays its own entity
+        "阿司匹林片\t英文名\tAspirin\n"
+        "止痛方\t组成\tAspirin\n",                # not a synonym predicate: no merge
+        encoding="utf-8",
+    )
+    store = KGStore.from_cmekg(path, show_progress=False)
+    name = store.entity_name
+    triples = {(name(h), store.relation_name(r), name(t)) for h, r, t in store.triples.tolist()}
+    assert triples == {("脑出血", "常见症状", "头痛"), ("癫痫持续状态", "病因", "脑出血"), ("癫痫持续状态", "病因", "外伤"),
+                       ("止咳方", "组成", "贝母"), ("止痛方", "组成", "Aspirin")}
+    assert store.describe()["merged_entities"] == 1
+    assert store.entity_id("脑溢血") == store.entity_id("脑出血")
+    assert store.entity_name(store.entity_id("贝母")) == "贝母"  # its own node, found by its display name
+    assert set(store.entity_ids("贝母")) == {store.entity_id(n) for n in ("贝母", "川贝母", "伊贝母")}
+    assert "merged" in store.summary()
+    unmerged = KGStore.from_cmekg(path, merge_synonyms=False, show_progress=False)
+    assert unmerged.describe()["merged_entities"] == 0
+    assert unmerged.entity_name(unmerged.entity_id("脑溢血")) == "脑溢血"
+    assert unmerged.num_entities == store.num_entities + 1 and unmerged.num_triples == store.num_triples + 1
 
 
 def test_package_copy_equals_the_tsv(cmekg_store: KGStore) -> None:

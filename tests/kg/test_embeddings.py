@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kgplm import KGStore
-from kgplm.exceptions import ArtifactError, ConfigurationError, DataFormatError
+from kgplm.exceptions import ArtifactError, ConfigurationError, DataFormatError, KgplmError
 from kgplm.kg import _embedding_kernels as kernels
 from kgplm.kg.embeddings import (
     KGEmbeddings,
@@ -128,6 +128,25 @@ def test_evaluate_reports_the_metrics_of_the_ranks():
     assert metrics["hits@3"] == pytest.approx(np.mean(ranks <= 3))
     assert metrics["mean_rank"] == pytest.approx(ranks.mean())
     assert metrics["num_ranks"] == 6
+
+
+def test_evaluate_accepts_labelled_triples(tmp_path, composition_store):
+    """Triples of names or IRIs, as PyKEEN users read them from a TSV, rank like their id triples."""
+    store = composition_store
+    emb = _random_embeddings("transe", store.num_entities, store.num_relations, seed=2)
+    ids = store.triples[:10]
+    write_triples_tsv(store, tmp_path / "test.tsv", ids)  # IRIs, PyKEEN's format
+    by_iri = [line.split("\t") for line in (tmp_path / "test.tsv").read_text(encoding="utf-8").splitlines()]
+    by_name = [(store.entity_name(h), store.relation_name(r), store.entity_name(t)) for h, r, t in ids.tolist()]
+    expected = emb.evaluate(ids, filter_triples=store.triples, progress=False)
+    for labelled in (by_iri, by_name, np.array(by_name, dtype=object)):
+        assert emb.evaluate(labelled, store=store, filter_triples=store.triples, progress=False) == expected
+    with pytest.raises(KgplmError, match="drug999"):
+        emb.evaluate([("drug0", "treats", "drug999")], store=store, progress=False)
+    with pytest.raises(KgplmError, match="cures"):
+        emb.evaluate([("drug0", "cures", "disease0")], store=store, progress=False)
+    with pytest.raises(KgplmError, match="store="):
+        emb.evaluate(by_name, progress=False)
 
 
 # -- training -------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from kgplm.kg.pepr import (
     personalized_pagerank,
     top_k_neighbors,
 )
-from kgplm.kg.store import GraphCollector
+from kgplm.kg import GraphCollector
 
 TOY = Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl"
 

@@ -166,12 +166,103 @@ def test_missing_file_and_unknown_format(tmp_path: Path) -> None:
         KGStore.from_rdf(odd)
 
 
-def test_empty_graph(tmp_path: Path) -> None:
+def test_a_graph_without_links_loads(tmp_path: Path) -> None:
+    """Names, attributes and types without any entity-to-entity link: a store with zero triples."""
+    path = tmp_path / "literals.ttl"
+    path.write_text(
+        "@prefix ex: <http://example.org/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+        'ex:a rdfs:label "甲"@zh ; ex:icd10 "E14" .\n'
+        'ex:b ex:note "only an attribute" .\n'
+        "ex:c a ex:Disease .\n",
+        encoding="utf-8",
+    )
+    store = KGStore.from_rdf(path, show_progress=False)
+    assert (store.num_entities, store.num_relations, store.num_triples) == (3, 0, 0)
+    assert [store.entity_iri(i) for i in range(3)] == [EX + "a", EX + "b", EX + "c"]
+    assert store.entity_name(0) == "甲" and store.entity_type(2) == "Disease"
+    assert list(store.attributes("b").value) == ["only an attribute"]
+    assert store.describe()["num_attributes"] == 2
+    assert store.adjacency().shape == (3, 3) and store.neighbors("甲").empty
+    again = KGStore.load(store.save(tmp_path / "store"))
+    assert again.equals(store)
+
+
+def test_a_file_without_statements_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "empty.ttl"
-    path.write_text('@prefix ex: <http://example.org/> .\nex:a ex:label "only a literal" .\n', encoding="utf-8")
-    with pytest.raises(EmptyGraphError, match="no entity-to-entity triple"):
+    path.write_text("@prefix ex: <http://example.org/> .\n# nothing else\n", encoding="utf-8")
+    with pytest.raises(EmptyGraphError, match="no statement") as caught:
         KGStore.from_rdf(path, show_progress=False)
+    assert str(path) in str(caught.value) and "literal attributes" not in str(caught.value)
     assert issubclass(EmptyGraphError, KgplmError)
+
+
+def test_relative_iris_name_base_iri(tmp_path: Path) -> None:
+    path = tmp_path / "relative.ttl"
+    path.write_text("<a> <linked-to> <b> .\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match="base_iri=") as caught:
+        KGStore.from_rdf(path, show_progress=False)
+    assert caught.value.line == 1
+    store = KGStore.from_rdf(path, base_iri="http://example.org/kg/", show_progress=False)
+    assert [store.entity_iri(i) for i in range(2)] == ["http://example.org/kg/a", "http://example.org/kg/b"]
+    assert store.relation_iris == ["http://example.org/kg/linked-to"]
+
+
+def test_rdfxml_errors_carry_a_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.rdf"
+    path.write_text(
+        '<?xml version="1.0"?>\n'
+        '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="http://example.org/">\n'
+        '  <rdf:Description rdf:about="http://example.org/a">\n'
+        '    <ex:p rdf:resource="http://example.org/b"/>\n'
+        '  </rdf:Description>\n'
+        '  <rdf:Description rdf:about="http://example.org/c">\n'
+        '    <ex:p rdf:resource="http://example.org/d">\n'
+        '  </rdf:Description>\n'
+        '</rdf:RDF>\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(DataFormatError) as caught:
+        KGStore.from_rdf(path, show_progress=False)
+    # the unclosed <ex:p> of line 7 is found where </rdf:Description> closes on line 8
+    assert caught.value.line == 8
+    assert f"{path}:8" in str(caught.value)
+
+
+SAME_AS_TURTLE = """\
+@prefix ex: <http://example.org/> .
+@prefix umls: <http://example.org/umls/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix skos: <http://www.w3.org/2004/02/skos/core#> .
+@prefix owl: <http://www.w3.org/2002/07/owl#> .
+ex:headache rdfs:label "头痛"@zh ; ex:seenIn ex:migraine ; skos:exactMatch umls:C0018681 .
+umls:C0018681 skos:prefLabel "Headache"@en ; ex:code "C0018681" .
+ex:cephalalgia rdfs:label "头疼"@zh ; owl:sameAs ex:headache ; ex:seenIn ex:flu .
+ex:migraine rdfs:label "偏头痛"@zh ; a ex:Disease .
+ex:flu rdfs:label "流感"@zh .
+"""
+
+
+def test_merge_same_as(tmp_path: Path) -> None:
+    path = tmp_path / "same.ttl"
+    path.write_text(SAME_AS_TURTLE, encoding="utf-8")
+    plain = KGStore.from_rdf(path, show_progress=False)
+    assert plain.num_entities == 5 and plain.describe().get("merged_entities", 0) == 0
+    store = KGStore.from_rdf(path, merge_same_as=True, show_progress=False)
+    # headache, C0018681 and cephalalgia are one entity: the first seen keeps its IRI and display name
+    assert store.num_entities == 3 and store.describe()["merged_entities"] == 2
+    headache = store.entity_id("头痛")
+    assert store.entity_iri(headache) == EX + "headache" and store.entity_name(headache) == "头痛"
+    for other in ("Headache", "头疼", "http://example.org/umls/C0018681", EX + "cephalalgia"):
+        assert store.entity_id(other) == headache
+    assert set(store.aliases(headache)) == {"Headache", "头疼"}
+    # links of the merged nodes are redirected; the equivalence links themselves are gone
+    triples = {(store.entity_name(h), store.relation_name(r), store.entity_name(t)) for h, r, t in store.triples.tolist()}
+    assert triples == {("头痛", "seenIn", "偏头痛"), ("头痛", "seenIn", "流感")}
+    assert store.relation_names == ["seenIn"]
+    assert list(store.attributes(headache).value) == ["C0018681"]
+    # the merged IRIs are written back as owl:sameAs, so a merged store round-trips
+    again = KGStore.from_rdf(store.to_rdf(tmp_path / "merged.ttl"), merge_same_as=True, show_progress=False)
+    assert canonical(again) == canonical(store)
 
 
 def test_remote_jsonld_context_is_never_fetched(tmp_path: Path) -> None:

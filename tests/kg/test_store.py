@@ -11,7 +11,7 @@ import pytest
 
 from kgplm import KGStore
 from kgplm.exceptions import AmbiguousEntityError, ArtifactError, ConfigurationError, MissingFileError, UnknownEntityError
-from kgplm.kg.store import GraphCollector
+from kgplm.kg import GraphCollector
 from tests.kg.helpers import canonical
 
 

@@ -8,10 +8,16 @@ import pytest
 import torch
 
 from kgplm.exceptions import ConfigurationError
-from kgplm.models import KgplmForFineTuning, SmedbertForPreTraining, load_pretrained
-from kgplm.models.finetuning import KNOWLEDGE_KEYS
+from kgplm.methods.mlm import MlmConfig
+from kgplm.methods.smedbert import SmedbertForPreTraining
+from kgplm.methods.smedbert.modeling import KNOWLEDGE_INPUTS
+from kgplm.models import TINY_TEXT_ENCODER, KgplmForFineTuning, load_pretrained
 from kgplm.models.heads import CandidateRankingHead, PairwiseRankingHead, TripleExtractionHead, span_mean
-from tests.models.conftest import tiny_config, toy_batch
+from tests.methods.conftest import knowledge_batch, tiny_config
+
+
+def mlm_config(**fields) -> MlmConfig:
+    return MlmConfig(vocab_size=60, **TINY_TEXT_ENCODER, **fields)
 
 LABELS = {"ner": ["O", "B-a", "I-a", "B-b", "I-b"], "nested_ner": ["O", "B-a", "I-a"],
           "classification": ["x", "y", "z"], "pair": ["0", "1"], "relation": ["none", "cause", "treat"],
@@ -53,7 +59,7 @@ EXPECTED_SHAPES = {"ner": (4, 9, 5), "nested_ner": (4, 9, 2, 3), "classification
 @pytest.mark.parametrize("kind", list(LABELS))
 def test_each_head_has_its_shape_and_fits_a_tiny_batch(kind):
     torch.manual_seed(0)
-    model = KgplmForFineTuning(tiny_config(method="mlm", task_kind=kind, label_names=LABELS[kind]))
+    model = KgplmForFineTuning(mlm_config(task_kind=kind, label_names=LABELS[kind]))
     inputs = task_batch(kind, torch.Generator().manual_seed(1))
     output = model(**inputs)
     assert tuple(output.logits.shape) == EXPECTED_SHAPES[kind]
@@ -73,8 +79,8 @@ def test_each_head_has_its_shape_and_fits_a_tiny_batch(kind):
 def test_knowledge_module_is_used_and_trained_when_fine_tuning_smedbert():
     torch.manual_seed(0)
     model = KgplmForFineTuning(tiny_config(task_kind="classification", label_names=["a", "b"]))
-    batch = toy_batch()
-    knowledge = {key: batch[key] for key in KNOWLEDGE_KEYS}
+    batch = knowledge_batch()
+    knowledge = {key: batch[key] for key in KNOWLEDGE_INPUTS}
     inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
               "token_type_ids": batch["token_type_ids"], "labels": torch.tensor([0, 1])}
     model.eval()
@@ -93,10 +99,10 @@ def test_loads_a_pretraining_checkpoint_and_round_trips(tmp_path):
     torch.manual_seed(0)
     pretrained = SmedbertForPreTraining(tiny_config()).eval()
     pretrained.save_pretrained(tmp_path / "pre")
-    batch = toy_batch()
+    batch = knowledge_batch()
     config = tiny_config(task_kind="ner", label_names=LABELS["ner"])
     model = KgplmForFineTuning.from_pretrained(tmp_path / "pre", config=config).eval()
-    knowledge = {key: batch[key] for key in KNOWLEDGE_KEYS}
+    knowledge = {key: batch[key] for key in KNOWLEDGE_INPUTS}
     common = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
               "token_type_ids": batch["token_type_ids"]}
     # the encoder (knowledge module included) is the pre-trained one
@@ -129,9 +135,13 @@ def test_span_mean_and_bad_configuration():
     hidden = torch.arange(12.0).view(1, 4, 3)
     assert torch.equal(span_mean(hidden, torch.tensor([[1, 3]])), hidden[0, 1:3].mean(0, keepdim=True))
     with pytest.raises(ConfigurationError, match="task_kind"):
-        KgplmForFineTuning(tiny_config(method="mlm", task_kind="translation", label_names=["a"]))
+        KgplmForFineTuning(mlm_config(task_kind="translation", label_names=["a"]))
     with pytest.raises(ConfigurationError, match="label_names"):
-        KgplmForFineTuning(tiny_config(method="mlm", task_kind="ner"))
+        KgplmForFineTuning(mlm_config(task_kind="ner"))
+    with pytest.raises(ConfigurationError, match="unexpected inputs"):
+        KgplmForFineTuning(mlm_config(task_kind="ner", label_names=["O"]))(
+            input_ids=torch.ones(1, 3, dtype=torch.long), mention_spans=torch.zeros(0, 2, dtype=torch.long))
+
 
 
 def test_pairwise_ranking_loss_by_hand():

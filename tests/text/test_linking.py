@@ -205,8 +205,8 @@ def test_selected_names_are_the_kg_words_of_jiebas_route(cmekg_store, shared_dat
         assert all(any(a <= start and end <= b for a, b in words) for start, end in linked - kg_words), run
 
 
-def test_entity_ids_of_find_entries_are_the_mentions_entities(linker):
+def test_best_entities_of_find_entries_are_the_mentions_entities(linker):
     text = "我感冒了，2型糖尿病"
     _, _, entries = linker.find(text)
-    assert linker.entity_ids(entries).tolist() == [m.entity_id for m in linker.link(text)] == [8, 1]
-    assert linker.entity_ids(entries[:0]).tolist() == []
+    assert linker.best_entities(entries).tolist() == [m.entity_id for m in linker.link(text)] == [8, 1]
+    assert linker.best_entities(entries[:0]).tolist() == []

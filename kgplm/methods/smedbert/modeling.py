@@ -23,7 +23,16 @@ Gated position infusion (Eq. 8–11), for every token i of mention m:
     g_i = tanh((h_i ∥ h̃_mf) W_ug + b_ug);  h_i ← σ((h_i ∥ g_i ⊙ h̃_mf) W_ex + b_ex) + h_i
 Tokens outside mentions are unchanged; the remaining encoder layers then run.
 
-Masked neighbour modelling (Eq. 12, 15, 16, 19), on the encoder output h_f:
+Which mentions get what (the authors' code; the paper does not say): each sequence's linked
+mentions form two disjoint sets. Mentions whose tokens were all chosen for masking are the
+*knowledge* mentions: the hybrid attention injects their neighbours (Eq. 2–11) and MMeM
+reconstructs them. Every other mention is an *MNeM target*: it gets no injection, and MNeM
+predicts its neighbours from its final states. (Injecting a mention's neighbours and then
+predicting those same neighbours from its states lets the model copy: on a toy run MNeM reached
+0.72 with the true neighbours injected against 1.40 with another mention's.) At fine-tuning there
+is no masking and every linked mention is a knowledge mention.
+
+Masked neighbour modelling (Eq. 12, 15, 16, 19), on the encoder output h_f, for MNeM targets:
     h_mf = LN(sp(h_if..h_jf) W_sa),  W_sa ∈ R^{d1×d2}
     f_s(e_m, r, e) = λ · (h_mf M_r + h_r)/‖h_mf M_r + h_r‖ · ((ent(e) M_r)/‖ent(e) M_r‖)ᵀ
     L_MNeM = mean over (m, e ∈ N(e_m)) of
@@ -63,11 +72,22 @@ Deviations and choices (each documented here; options where the alternative is r
   swapped with probability 1/2; :mod:`kgplm.training.collator`); a mention cut by the split is
   dropped from that example.
 * Type attention of an entity with no type uses one extra "untyped" bucket.
+* An objective without a target in a batch (no masked mention, no MNeM target, no SOP pair) is
+  left out of that step's loss instead of contributing the NaN of an empty mean.
+* With a text encoder trained from scratch (no ``text_model`` checkpoint), MMeM's target Y_m is
+  computed from the *random* initial word embeddings, not from the pre-trained BERT embeddings the
+  paper starts from: it still asks the fused mention vector to recover a fixed per-mention code,
+  but a weaker one. ``kgplm.train`` logs this once.
 * Ablations: ``use_type_attention=False`` sets α = 1; ``use_hybrid_attention=False`` replaces both
   attentions by the mean of the neighbour vectors (the infusion still runs);
   ``use_knowledge_losses=False`` trains on L_MLM + L_SOP only.
 * ``relational_encoder="rgcn"`` (an addition, off by default) refines ent(e) with an R-GCN over
-  the batch's mention–neighbour graph before the attention; MNeM keeps the TransR vectors.
+  each mention's neighbour set (messages between co-neighbours, typed by their link to the
+  mention's entity) before the attention; the mention's own entity is not a node, so a masked
+  mention's identity cannot reach its tokens that way. MNeM keeps the TransR vectors.
+* SOP stays at chance (ln 2) in short CPU runs on real text, also for Hugging Face's
+  ``BertForPreTraining`` fed the same batches: it is a matter of scale, not of wiring
+  (``benchmarks/sop_curve.py``).
 """
 
 from __future__ import annotations
@@ -81,8 +101,10 @@ from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import scatter, softmax
 from transformers.models.bert.modeling_bert import BertModel, BertOnlyMLMHead
 
-from kgplm.models.configuration import KgplmConfig
+from kgplm.methods.smedbert.configuration import SmedbertConfig
+from kgplm.models.encoding import EncoderOutput, Encoding
 from kgplm.models.modules import (
+    MLM_HEAD_TIED_WEIGHTS,
     KgplmPreTrainedModel,
     KnowledgeGraphTables,
     PretrainingOutput,
@@ -92,9 +114,18 @@ from kgplm.models.modules import (
     mention_token_index,
     run_encoder_layers,
 )
+from kgplm.models.objectives import masked_lm_objective, sentence_order_objective
 
 __all__ = ["NeighborTypeAttention", "NeighborNodeAttention", "MentionNeighborHybridAttention", "GatedPositionInfusion",
-           "MentionProjection", "mnem_scores", "masked_neighbor_loss", "SmedbertForPreTraining"]
+           "MentionProjection", "mnem_scores", "masked_neighbor_loss", "SmedbertEncoding", "SmedbertForPreTraining",
+           "KNOWLEDGE_INPUTS", "MNEM_INPUTS"]
+
+#: The batch keys of the knowledge mentions the encoder injects neighbours for (pre-training and fine-tuning).
+KNOWLEDGE_INPUTS = ("mention_batch", "mention_spans", "neighbor_mention", "neighbor_entity_ids",
+                    "neighbor_relation_ids", "neighbor_directions", "neighbor_type_ids")
+#: The batch keys of MNeM: the target mentions (never injected), their neighbour edges and negatives.
+MNEM_INPUTS = ("mnem_mention_batch", "mnem_mention_spans", "mnem_edge_mention", "mnem_entity_ids",
+               "mnem_relation_ids", "mnem_directions", "mnem_negative_ids", "mnem_log_q")
 
 
 class NeighborTypeAttention(nn.Module):
@@ -155,7 +186,7 @@ class NeighborNodeAttention(MessagePassing):
 class MentionNeighborHybridAttention(nn.Module):
     """Eq. 2–7: h'_m from the mention's tokens, then h̄_m from its neighbours (type and node attention)."""
 
-    def __init__(self, config: KgplmConfig) -> None:
+    def __init__(self, config: SmedbertConfig) -> None:
         super().__init__()
         d1, d2 = config.hidden_size, config.entity_dim
         self.span_pooling = SelfAttentiveSpanPooling(d1)
@@ -201,7 +232,7 @@ class MentionNeighborHybridAttention(nn.Module):
 class GatedPositionInfusion(nn.Module):
     """Eq. 8–11: fuse h̄_m and h'_m, then update each token of the mention through a gate."""
 
-    def __init__(self, config: KgplmConfig) -> None:
+    def __init__(self, config: SmedbertConfig) -> None:
         super().__init__()
         d1, d2 = config.hidden_size, config.entity_dim
         self.fuse = nn.Linear(2 * d2, 2 * d2)  # W_mf, b_mf
@@ -224,7 +255,7 @@ class GatedPositionInfusion(nn.Module):
 class MentionProjection(nn.Module):
     """Eq. 12 / 20: LN(sp(h_i..h_j) W_sa), the mention vector that MNeM and MMeM score."""
 
-    def __init__(self, config: KgplmConfig) -> None:
+    def __init__(self, config: SmedbertConfig) -> None:
         super().__init__()
         self.span_pooling = SelfAttentiveSpanPooling(config.hidden_size)
         self.projection = nn.Linear(config.hidden_size, config.entity_dim)  # W_sa
@@ -256,91 +287,93 @@ def masked_neighbor_loss(scores: torch.Tensor, log_q: torch.Tensor, candidate_id
     return F.cross_entropy(logits, torch.zeros(len(logits), dtype=torch.long, device=logits.device))
 
 
-class SmedbertEncoding:
-    """The SMedBERT encoder pass, shared by pre-training and fine-tuning models.
+class SmedbertEncoding(Encoding):
+    """The SMedBERT encoder pass: BERT layers, the knowledge module after ``config.fusion_layer``
+    layers, the remaining layers. Builds ``bert``, ``kg``, ``relational_encoder``,
+    ``hybrid_attention`` and ``infusion`` on the host (the names of every SMedBERT checkpoint)."""
 
-    A mixin for modules that hold ``bert``, ``kg``, ``relational_encoder``, ``hybrid_attention`` and
-    ``infusion`` (see :meth:`build_knowledge_modules`).
-    """
+    input_names = KNOWLEDGE_INPUTS
 
-    def build_knowledge_modules(self, config: KgplmConfig) -> None:
-        self.kg = KnowledgeGraphTables(config)
-        self.relational_encoder = RelationalEncoder(config) if config.relational_encoder == "rgcn" else None
-        self.hybrid_attention = MentionNeighborHybridAttention(config)
-        self.infusion = GatedPositionInfusion(config)
+    def build(self, host: nn.Module, config: SmedbertConfig, *, pooler: bool = True) -> None:
+        config.validate_knowledge()
+        host.bert = BertModel(config, add_pooling_layer=pooler)
+        host.kg = KnowledgeGraphTables(config, trainable=not config.freeze_kg_embeddings,
+                                       learn_related=config.neighbor_candidates == "any")
+        host.relational_encoder = RelationalEncoder(config) if config.relational_encoder == "rgcn" else None
+        host.hybrid_attention = MentionNeighborHybridAttention(config)
+        host.infusion = GatedPositionInfusion(config)
 
-    def _neighbor_vectors(self, mention_entity_ids, neighbor_mention, neighbor_entity_ids, neighbor_relation_ids,
-                          neighbor_directions) -> torch.Tensor:
-        entities = self.kg.entities
-        if self.relational_encoder is None:
-            return entities[neighbor_entity_ids]  # (edges, d2)
-        nodes, inverse = torch.unique(torch.cat([neighbor_entity_ids, mention_entity_ids]), return_inverse=True)
-        source = inverse[: len(neighbor_entity_ids)]
-        target = inverse[len(neighbor_entity_ids):][neighbor_mention]
-        refined = self.relational_encoder(entities[nodes], torch.stack([source, target]), neighbor_relation_ids,
-                                          neighbor_directions)  # (nodes, d2)
-        return refined[source]
+    @staticmethod
+    def neighbor_vectors(host, neighbor_mention, neighbor_entity_ids, neighbor_relation_ids,
+                         neighbor_directions) -> torch.Tensor:
+        """ent(e) per neighbour edge, (edges, d2), refined by the R-GCN when configured."""
+        if host.relational_encoder is None:
+            return host.kg.entities[neighbor_entity_ids]
+        return host.relational_encoder(host.kg.entities, neighbor_entity_ids, neighbor_mention,
+                                       neighbor_relation_ids, neighbor_directions)
 
-    def encode(self, input_ids, attention_mask=None, token_type_ids=None, mention_batch=None, mention_spans=None,
-               mention_entity_ids=None, neighbor_mention=None, neighbor_entity_ids=None, neighbor_relation_ids=None,
-               neighbor_directions=None, neighbor_type_ids=None):
+    def encode(self, host, input_ids, attention_mask=None, token_type_ids=None, mention_batch=None,
+               mention_spans=None, neighbor_mention=None, neighbor_entity_ids=None, neighbor_relation_ids=None,
+               neighbor_directions=None, neighbor_type_ids=None) -> EncoderOutput:
         """Token states after all layers, knowledge infused after ``config.fusion_layer``.
 
-        Returns ``(hidden, mention_index)``: hidden (batch, length, d1); mention_index is
-        ``(token_mention, token_batch, token_position, num_mentions)`` or ``None`` without mentions.
+        ``extras["mention_index"]`` is ``(token_mention, token_batch, token_position, num_mentions)``
+        of the knowledge mentions, or ``None`` without mentions.
         """
-        config = self.config
-        embeddings = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (batch, length, d1)
+        config = host.config
+        embeddings = host.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (batch, length, d1)
         mask = extended_attention_mask(config, embeddings, attention_mask)
-        layers = self.bert.encoder.layer
+        layers = host.bert.encoder.layer
         hidden = run_encoder_layers(layers[: config.fusion_layer], embeddings, mask)
 
         mention_index = None
         if mention_spans is not None and len(mention_spans) > 0:
             num_mentions = len(mention_spans)
             token_mention, token_batch, token_position = mention_token_index(mention_batch, mention_spans)
-            mention_vectors = self.hybrid_attention.mention_vectors(
+            mention_vectors = host.hybrid_attention.mention_vectors(
                 hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
             edges = neighbor_mention if neighbor_mention is not None else mention_batch.new_zeros(0)
             if len(edges):
-                neighbor_vectors = self._neighbor_vectors(mention_entity_ids, edges, neighbor_entity_ids,
-                                                          neighbor_relation_ids, neighbor_directions)
+                neighbor_vectors = self.neighbor_vectors(host, edges, neighbor_entity_ids, neighbor_relation_ids,
+                                                         neighbor_directions)  # (edges, d2)
                 edge_types = torch.where(neighbor_type_ids < 0, config.num_entity_types, neighbor_type_ids)
             else:
                 neighbor_vectors = hidden.new_zeros(0, config.entity_dim)
                 edge_types = edges
-            summary = self.hybrid_attention(mention_vectors, neighbor_vectors, edges, edge_types,
+            summary = host.hybrid_attention(mention_vectors, neighbor_vectors, edges, edge_types,
                                             config.num_entity_types)
-            hidden = self.infusion(hidden, summary, mention_vectors, token_mention, token_batch, token_position)
+            hidden = host.infusion(hidden, summary, mention_vectors, token_mention, token_batch, token_position)
             mention_index = (token_mention, token_batch, token_position, num_mentions)
 
         hidden = run_encoder_layers(layers[config.fusion_layer:], hidden, mask)  # (batch, length, d1)
-        return hidden, mention_index
+        return EncoderOutput(hidden, {"mention_index": mention_index})
 
 
-class SmedbertForPreTraining(SmedbertEncoding, KgplmPreTrainedModel):
+SMEDBERT_ENCODING = SmedbertEncoding()
+
+
+class SmedbertForPreTraining(KgplmPreTrainedModel):
     """BERT encoder with SMedBERT's knowledge module after ``config.fusion_layer`` layers and its heads.
 
-    Inputs beyond BERT's (all flat, PyG style; see :class:`kgplm.training.collator.PretrainingCollator`):
-    ``mention_batch`` (mentions,), ``mention_spans`` (mentions, 2) token ``[start, end)``,
-    ``mention_entity_ids`` (mentions,), ``mention_masked`` (mentions,) bool — MMeM targets;
-    ``neighbor_mention``, ``neighbor_entity_ids``, ``neighbor_relation_ids``, ``neighbor_directions``,
-    ``neighbor_type_ids`` (edges,); ``negative_entity_ids`` (edges, negatives) and ``candidate_log_q``
-    (edges, 1 + negatives) for MNeM.
+    Inputs beyond BERT's (all flat, PyG style; see :class:`kgplm.methods.smedbert.batching.SmedbertCollator`):
+
+    * knowledge mentions (neighbours injected; MMeM targets): ``mention_batch`` (mentions,),
+      ``mention_spans`` (mentions, 2) token ``[start, end)``, ``mention_masked`` (mentions,) bool;
+      ``neighbor_mention``, ``neighbor_entity_ids``, ``neighbor_relation_ids``,
+      ``neighbor_directions``, ``neighbor_type_ids`` (edges,);
+    * MNeM targets (never injected): ``mnem_mention_batch``, ``mnem_mention_spans``;
+      ``mnem_edge_mention``, ``mnem_entity_ids``, ``mnem_relation_ids``, ``mnem_directions``
+      (edges,); ``mnem_negative_ids`` (edges, negatives) and ``mnem_log_q`` (edges, 1 + negatives).
     """
 
-    _tied_weights_keys = {
-        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
-        "cls.predictions.decoder.bias": "cls.predictions.bias",
-    }
+    config_class = SmedbertConfig
+    _tied_weights_keys = dict(MLM_HEAD_TIED_WEIGHTS)
 
-    def __init__(self, config: KgplmConfig) -> None:
+    def __init__(self, config: SmedbertConfig) -> None:
         super().__init__(config)
-        config.validate_knowledge()
-        self.bert = BertModel(config, add_pooling_layer=True)
+        SMEDBERT_ENCODING.build(self, config, pooler=True)
         self.cls = BertOnlyMLMHead(config)
         self.sop = nn.Linear(config.hidden_size, 2)
-        self.build_knowledge_modules(config)
         self.mention_head = MentionProjection(config)
         # MMeM's frozen target network (word embeddings p and sp/W_sa/LN at the start of pre-training)
         self.mmem_target_embeddings = nn.Parameter(torch.zeros(config.vocab_size, config.hidden_size),
@@ -364,67 +397,65 @@ class SmedbertForPreTraining(SmedbertEncoding, KgplmPreTrainedModel):
         sentence_order_label: torch.Tensor | None = None,
         mention_batch: torch.Tensor | None = None,
         mention_spans: torch.Tensor | None = None,
-        mention_entity_ids: torch.Tensor | None = None,
         mention_masked: torch.Tensor | None = None,
         neighbor_mention: torch.Tensor | None = None,
         neighbor_entity_ids: torch.Tensor | None = None,
         neighbor_relation_ids: torch.Tensor | None = None,
         neighbor_directions: torch.Tensor | None = None,
         neighbor_type_ids: torch.Tensor | None = None,
-        negative_entity_ids: torch.Tensor | None = None,
-        candidate_log_q: torch.Tensor | None = None,
-        original_input_ids: torch.Tensor | None = None,
-        **_unused,
+        mnem_mention_batch: torch.Tensor | None = None,
+        mnem_mention_spans: torch.Tensor | None = None,
+        mnem_edge_mention: torch.Tensor | None = None,
+        mnem_entity_ids: torch.Tensor | None = None,
+        mnem_relation_ids: torch.Tensor | None = None,
+        mnem_directions: torch.Tensor | None = None,
+        mnem_negative_ids: torch.Tensor | None = None,
+        mnem_log_q: torch.Tensor | None = None,
     ) -> PretrainingOutput:
         config = self.config
-        hidden, mention_index = self.encode(input_ids, attention_mask, token_type_ids, mention_batch, mention_spans,
-                                            mention_entity_ids, neighbor_mention, neighbor_entity_ids,
-                                            neighbor_relation_ids, neighbor_directions, neighbor_type_ids)
-        has_mentions = mention_index is not None
-        if has_mentions:
-            token_mention, token_batch, token_position, num_mentions = mention_index
-        pooled = self.bert.pooler(hidden)
+        encoded = SMEDBERT_ENCODING.encode(self, input_ids, attention_mask, token_type_ids, mention_batch,
+                                           mention_spans, neighbor_mention, neighbor_entity_ids,
+                                           neighbor_relation_ids, neighbor_directions, neighbor_type_ids)
+        hidden = encoded.last_hidden_state
         prediction_logits = self.cls(hidden)  # (batch, length, vocab)
-        sop_logits = self.sop(pooled) if config.use_sop else None
+        sop_logits = self.sop(self.bert.pooler(hidden)) if config.use_sop else None
         output = PretrainingOutput(prediction_logits=prediction_logits, sop_logits=sop_logits, last_hidden_state=hidden,
-                                   losses={})
-
+                                   losses={}, loss_weights={}, metrics={})
         if labels is None:
             return output
-        total = output.losses["mlm"] = F.cross_entropy(prediction_logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
-        if sop_logits is not None and sentence_order_label is not None and (sentence_order_label >= 0).any():
-            output.losses["sop"] = F.cross_entropy(sop_logits, sentence_order_label, ignore_index=-100)
-            total = total + output.losses["sop"]
-        if has_mentions and config.use_knowledge_losses:
+        output.add("mlm", masked_lm_objective(prediction_logits, labels))
+        if sop_logits is not None:
+            output.add("sop", sentence_order_objective(sop_logits, sentence_order_label))
+        if not config.use_knowledge_losses:
+            return output
+        mention_index = encoded.extras["mention_index"]
+        if mention_index is not None and mention_masked is not None and bool(mention_masked.any()):
+            token_mention, token_batch, token_position, num_mentions = mention_index
             fused = self.mention_head(hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
             output.mention_vectors = fused
-            if neighbor_mention is not None and len(neighbor_mention) and negative_entity_ids is not None:
-                output.losses["mnem"] = self._mnem_loss(fused, neighbor_mention, neighbor_entity_ids,
-                                                   neighbor_relation_ids, neighbor_directions, negative_entity_ids,
-                                                   candidate_log_q)
-                total = total + config.mnem_weight * output.losses["mnem"]
-            if mention_masked is not None and mention_masked.any():
-                output.losses["mmem"] = self._mmem_loss(fused, mention_masked, token_mention, token_batch, token_position,
-                                                   input_ids if original_input_ids is None else original_input_ids,
-                                                   labels)
-                total = total + config.mmem_weight * output.losses["mmem"]
-        output.loss = total
+            output.add("mmem", self._mmem_loss(fused, mention_masked, token_mention, token_batch, token_position,
+                                               labels), config.mmem_weight)
+        if mnem_edge_mention is not None and len(mnem_edge_mention) and mnem_negative_ids is not None:
+            token_mention, token_batch, token_position = mention_token_index(mnem_mention_batch, mnem_mention_spans)
+            targets = self.mention_head(hidden[token_batch, token_position], token_mention,
+                                        len(mnem_mention_spans))  # (mnem mentions, d2)
+            output.add("mnem", self._mnem_loss(targets[mnem_edge_mention], mnem_entity_ids, mnem_relation_ids,
+                                               mnem_directions, mnem_negative_ids, mnem_log_q), config.mnem_weight)
         return output
 
-    def _mnem_loss(self, fused, neighbor_mention, neighbor_entity_ids, neighbor_relation_ids, neighbor_directions,
-                   negative_entity_ids, candidate_log_q) -> torch.Tensor:
-        relation_vectors, projections = self.kg.relation_vectors(neighbor_relation_ids)  # (edges, d_r), (edges, d2, d_r)
-        candidate_ids = torch.cat([neighbor_entity_ids.unsqueeze(1), negative_entity_ids], 1)  # (edges, 1 + negatives)
+    def _mnem_loss(self, edge_vectors, entity_ids, relation_ids, directions, negative_ids, log_q) -> torch.Tensor:
+        """Eq. 16 and 19 over MNeM edges; ``edge_vectors`` h_mf of each edge's mention, (edges, d2)."""
+        relation_vectors, projections = self.kg.relation_vectors(relation_ids)  # (edges, d_r), (edges, d2, d_r)
+        candidate_ids = torch.cat([entity_ids.unsqueeze(1), negative_ids], 1)  # (edges, 1 + negatives)
         candidates = self.kg.entities[candidate_ids]  # (edges, 1 + negatives, d2)
-        scores = mnem_scores(fused[neighbor_mention], relation_vectors, projections, candidates, neighbor_directions,
+        scores = mnem_scores(edge_vectors, relation_vectors, projections, candidates, directions,
                              self.config.mnem_scale)
-        return masked_neighbor_loss(scores, candidate_log_q, candidate_ids)
+        return masked_neighbor_loss(scores, log_q, candidate_ids)
 
-    def _mmem_loss(self, fused, mention_masked, token_mention, token_batch, token_position, input_ids,
-                   labels) -> torch.Tensor:
-        original = torch.where(labels >= 0, labels, input_ids)  # the unmasked text
+    def _mmem_loss(self, fused, mention_masked, token_mention, token_batch, token_position, labels) -> torch.Tensor:
+        """Eq. 20–21 over the masked knowledge mentions; the masked tokens' originals are their labels."""
         num_mentions = len(fused)
-        token_ids = original[token_batch, token_position]  # (mention_tokens,)
+        token_ids = labels[token_batch, token_position].clamp(min=0)  # (mention_tokens,)
         if self.config.mmem_target == "frozen_initial":
             with torch.no_grad():
                 target = self.mmem_target_head(self.mmem_target_embeddings[token_ids], token_mention, num_mentions)

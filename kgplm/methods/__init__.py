@@ -1,0 +1,25 @@
+"""The pre-training methods, one place each, and their registry.
+
+``kgplm.methods.available()`` lists the method names, ``kgplm.methods.get(name)`` returns a
+:class:`MethodSpec` (config and model classes, batch building, logged losses, the KG artefacts it
+needs, default masking, how its encoder runs at fine-tuning, its fair control and ablations).
+See :mod:`kgplm.methods.registry` and the README's "Adding a method".
+"""
+
+from kgplm.methods.registry import (
+    Control,
+    MethodContext,
+    MethodSpec,
+    available,
+    get,
+    known_artefacts,
+    method_table,
+    register,
+    unregister,
+)
+
+# Built-in methods register themselves on import (order = listing order).
+from kgplm.methods import mlm as _mlm  # noqa: E402,F401  isort: skip
+from kgplm.methods import smedbert as _smedbert  # noqa: E402,F401  isort: skip
+
+__all__ = ["known_artefacts", "method_table", "Control", "MethodContext", "MethodSpec", "available", "get", "register", "unregister"]

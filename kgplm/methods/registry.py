@@ -1,0 +1,184 @@
+"""The method registry: one :class:`MethodSpec` per pre-training method, looked up by name.
+
+A method is a plugin. Its record says everything the pipeline needs to know — the config and
+model classes, how a batch is built, the losses it logs, the KG-side artefacts it needs, its
+default masking, how its encoder runs at fine-tuning time and which extra inputs that encoder
+reads there — so that :func:`kgplm.train`, :func:`kgplm.finetune`, :func:`kgplm.evaluate` and the
+CLI dispatch through :func:`get` and never name a method. Adding a method means writing its own
+module under :mod:`kgplm.methods` and calling :func:`register` there (and importing the module in
+``kgplm/methods/__init__.py``, or anywhere before use for a third-party method).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kgplm.exceptions import ConfigurationError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kgplm.models.encoding import Encoding
+
+__all__ = ["known_artefacts", "Control", "MethodContext", "MethodSpec", "available", "get", "register", "unregister",
+           "method_table"]
+
+def known_artefacts() -> list[str]:
+    """The KG-side artefacts a method can ask ``kgplm.train`` to prepare (:data:`kgplm.training.stages.STAGES`).
+
+    Built in: ``entity_frequencies`` (mentions per entity in the corpus), ``neighbor_table`` (PEPR
+    top-K of every mentioned entity, attached to the corpus), ``kg_embeddings`` (TransE or TransR,
+    ``MethodSpec.kg_embedding``). Every corpus is linked (mention spans and entity ids), whatever
+    the method, so whole-entity masking works for any method and its control.
+    """
+    from kgplm.training.stages import STAGES
+
+    return list(STAGES)
+
+
+@dataclass(frozen=True)
+class Control:
+    """The fair control of a method: another method run with the same data, budget and input format.
+
+    ``method`` is the control's method name; ``masking`` and ``model_options`` are what make it
+    match (e.g. plain MLM with the same whole-entity masking and SOP input).
+    """
+
+    method: str
+    masking: str | None = None
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MethodContext:
+    """What ``kgplm.train`` hands a method's ``build_collator`` and ``prepare_model``.
+
+    ``artefacts`` holds what the method's stages produced, by artefact name (the standard ones are
+    also properties: absent ones are ``None``); ``text_model_dir`` is the BERT checkpoint the
+    encoder started from (``None`` for an encoder trained from scratch).
+    """
+
+    config: Any
+    tokenizer: Any
+    store: Any
+    masking: str
+    seed: int
+    text_model_dir: Any = None
+    artefacts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def entity_frequencies(self):
+        return self.artefacts.get("entity_frequencies")
+
+    @property
+    def neighbor_table(self):
+        return self.artefacts.get("neighbor_table")
+
+    @property
+    def kg_embeddings(self):
+        return self.artefacts.get("kg_embeddings")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """Everything the pipeline knows about one pre-training method.
+
+    Attributes:
+        name: the registry key (``kgplm.train(method=name)``).
+        summary: one line for ``kgplm methods``.
+        paper: the citation.
+        config_class: a :class:`~kgplm.models.KgplmConfig` subclass holding the method's own fields.
+        model_class: the pre-training model (a ``PreTrainedModel`` whose output has ``losses``).
+        encoding: how the encoder runs, at pre-training and at fine-tuning
+            (:class:`~kgplm.models.encoding.Encoding`); builds the encoder modules on a host model.
+        build_collator: ``(context) -> collator``, the batch builder (see :class:`MethodContext`).
+        losses: the short names of the losses it logs (``output.losses`` keys).
+        artefacts: the KG-side artefacts it needs (:func:`known_artefacts`).
+        kg_embedding: ``"transe"`` or ``"transr"`` when it needs ``kg_embeddings``.
+        default_masking: a :data:`kgplm.text.masking.SCHEMES` name.
+        finetuning_inputs: ``(run_directory, progress) -> provider`` of extra per-example
+            inputs at fine-tuning (e.g. SMedBERT's linked mentions and neighbours), or ``None``.
+        derive_config: ``(artefacts) -> dict`` of config fields the method takes from its
+            artefacts (e.g. SMedBERT's ``neighbor_candidates`` from the PEPR table), or ``None``.
+        prepare_model: ``(model, context) -> None`` run once on a fresh model before
+            pre-training (load KG tables, snapshot frozen targets …), or ``None``.
+        control: the method's fair control (``None`` for a control itself).
+        ablations: name → ``model_options`` of each ablation the method offers.
+    """
+
+    name: str
+    summary: str
+    paper: str
+    config_class: type
+    model_class: type
+    encoding: "Encoding"
+    build_collator: Callable[[Any], Any]
+    losses: tuple[str, ...]
+    artefacts: frozenset[str] = frozenset()
+    kg_embedding: str | None = None
+    default_masking: str = "bert"
+    finetuning_inputs: Callable[..., Any] | None = None
+    derive_config: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    prepare_model: Callable[[Any, Any], None] | None = None
+    control: Control | None = None
+    ablations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.artefacts) - set(known_artefacts())
+        if unknown:
+            raise ConfigurationError(f"method {self.name!r}: unknown artefacts {sorted(unknown)}; known: "
+                                     f"{known_artefacts()} (register a stage with kgplm.training.stages.register_stage)")
+        if ("kg_embeddings" in self.artefacts) != (self.kg_embedding is not None):
+            raise ConfigurationError(f"method {self.name!r}: kg_embedding ({self.kg_embedding!r}) must be set exactly "
+                                     f"when 'kg_embeddings' is among the artefacts")
+        if self.kg_embedding not in (None, "transe", "transr"):
+            raise ConfigurationError(f"method {self.name!r}: kg_embedding must be 'transe' or 'transr', "
+                                     f"got {self.kg_embedding!r}")
+
+    def needs(self, artefact: str) -> bool:
+        return artefact in self.artefacts
+
+
+_REGISTRY: dict[str, MethodSpec] = {}
+
+
+def register(spec: MethodSpec, *, replace: bool = False) -> MethodSpec:
+    """Add ``spec`` under ``spec.name``; a second registration of a name fails unless ``replace``."""
+    if spec.name in _REGISTRY and not replace:
+        raise ConfigurationError(f"a method named {spec.name!r} is already registered")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove a method (for tests and third-party plugins that replace one)."""
+    _REGISTRY.pop(name, None)
+
+
+def available() -> list[str]:
+    """The registered method names, in registration order."""
+    return list(_REGISTRY)
+
+
+def get(name: str) -> MethodSpec:
+    """The record of method ``name``; an unknown name raises :class:`ConfigurationError` listing the known ones."""
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ConfigurationError(f"unknown method {name!r}; available methods: {', '.join(available())}") from None
+
+
+def method_table() -> str:
+    """The registered methods as a Markdown table (the README's table is checked against it)."""
+    lines = ["| method | losses logged | KG artefacts | default masking | fair control |",
+             "|---|---|---|---|---|"]
+    for name in available():
+        spec = get(name)
+        artefacts = ", ".join(
+            f"{artefact} ({spec.kg_embedding})" if artefact == "kg_embeddings" else artefact
+            for artefact in sorted(spec.artefacts)) or "none"
+        control = "—" if spec.control is None else (
+            f"`{spec.control.method}`" + (f", masking {spec.control.masking}" if spec.control.masking else "")
+            + "".join(f", {key}={value}" for key, value in spec.control.model_options.items()))
+        lines.append(f"| `{name}` | {', '.join(spec.losses)} | {artefacts} | {spec.default_masking} | {control} |")
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""Training checkpoints: model, optimiser, scheduler, RNG and loop state, written atomically.
+
+``checkpoints/step-NNNNNNN/`` holds ``model.safetensors``, ``optimizer.safetensors`` (the AdamW
+moments and the torch RNG state) and ``trainer_state.json`` (step, logging window, settings,
+parameter groups, scheduler). A directory is written under a temporary name and renamed, so a run
+killed while writing leaves the previous checkpoint intact; only the last ``keep`` are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, load_model, save_file, save_model
+
+from kgplm._io import atomic_directory
+from kgplm.exceptions import ArtifactError
+
+__all__ = ["latest_checkpoint", "save_checkpoint", "load_checkpoint"]
+
+
+def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    directory = Path(output_dir) / "checkpoints"
+    if not directory.is_dir():
+        return None
+    done = sorted(p for p in directory.iterdir() if p.is_dir() and p.name.startswith("step-")
+                  and (p / "trainer_state.json").is_file())
+    return done[-1] if done else None
+
+
+def save_checkpoint(output_dir: Path, model, optimizer, scheduler, state: dict[str, Any], keep: int) -> Path:
+    directory = output_dir / "checkpoints"
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / f"step-{state['step']:07d}"
+    with atomic_directory(target) as temporary:
+        save_model(model, str(temporary / "model.safetensors"))
+        optimizer_state = optimizer.state_dict()
+        tensors = {f"state.{index}.{key}": value.contiguous() for index, slots in optimizer_state["state"].items()
+                   for key, value in slots.items()}
+        tensors["torch_rng_state"] = torch.get_rng_state()
+        save_file(tensors, str(temporary / "optimizer.safetensors"))
+        state = dict(state, param_groups=optimizer_state["param_groups"], scheduler=scheduler.state_dict())
+        (temporary / "trainer_state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
+    for old in sorted(p for p in directory.iterdir() if p.name.startswith("step-"))[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def load_checkpoint(path: Path, model, optimizer, scheduler) -> dict[str, Any]:
+    state = json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
+    missing, unexpected = load_model(model, str(path / "model.safetensors"), strict=False)
+    if unexpected or [name for name in missing if "decoder" not in name]:
+        raise ArtifactError(f"{path}: checkpoint does not fit the model (missing {missing}, unexpected {unexpected})")
+    tensors = load_file(str(path / "optimizer.safetensors"))
+    slots: dict[int, dict[str, torch.Tensor]] = {}
+    for key, value in tensors.items():
+        if key.startswith("state."):
+            _, index, name = key.split(".", 2)
+            slots.setdefault(int(index), {})[name] = value
+    optimizer.load_state_dict({"state": slots, "param_groups": state.pop("param_groups")})
+    scheduler.load_state_dict(state.pop("scheduler"))
+    torch.set_rng_state(tensors["torch_rng_state"])
+    return state

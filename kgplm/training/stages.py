@@ -1,0 +1,288 @@
+"""The cached stages of ``kgplm.train``: one function per artefact, each reused when its file exists.
+
+Always: the graph (:func:`prepare_store`), the tokenizer (:func:`prepare_tokenizer`), the linked
+corpus (:func:`prepare_corpus`) and the model (:func:`build_model`). The KG-side artefacts run only
+for a method whose record asks for them (``MethodSpec.artefacts``), through :data:`STAGES`:
+``entity_frequencies`` (mentions per entity in the corpus), ``neighbor_table`` (PEPR top-K of
+every mentioned entity), ``kg_embeddings`` (TransE, or TransR initialised from TransE as in Lin et
+al. 2015). A method that needs another artefact registers its stage with :func:`register_stage`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kgplm._io import atomic_file
+from kgplm.exceptions import ConfigurationError, MissingFileError
+from kgplm.training.run import RunDirectory
+
+__all__ = ["StageInputs", "Stage", "STAGES", "register_stage", "run_artefact_stages", "prepare_store",
+           "prepare_tokenizer", "prepare_corpus", "build_model", "load_text_checkpoint"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class StageInputs:
+    """What the stages read: the run's arguments (``kgplm.train``'s), the graph and the corpus."""
+
+    arguments: dict[str, Any]
+    store: Any
+    corpus: Any
+    corpus_options: dict[str, Any]
+    progress: bool = True
+    artefacts: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def linker(self):
+        """The entity linker, built once and only when a stage still has to link."""
+        from kgplm.text.linking import EntityLinker
+
+        return EntityLinker(self.store)
+
+    def corpus_texts(self):
+        from kgplm.text.corpus import read_corpus
+
+        return (document.text for document in read_corpus(self.corpus, **self.corpus_options))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """An artefact stage: ``run(run_directory, inputs) -> artefact``, after the stages it ``requires``."""
+
+    name: str
+    run: Callable[[RunDirectory, StageInputs], Any]
+    requires: tuple[str, ...] = ()
+
+
+STAGES: dict[str, Stage] = {}
+
+
+def register_stage(stage: Stage) -> Stage:
+    """Make an artefact available to methods (``MethodSpec.artefacts``)."""
+    STAGES[stage.name] = stage
+    return stage
+
+
+def run_artefact_stages(names, run: RunDirectory, inputs: StageInputs) -> dict[str, Any]:
+    """Run the stages ``names`` (and what they require), each once, in dependency order."""
+    def visit(name: str) -> None:
+        if name in inputs.artefacts:
+            return
+        if name not in STAGES:
+            raise ConfigurationError(f"no stage produces the artefact {name!r}; known: {sorted(STAGES)}")
+        for requirement in STAGES[name].requires:
+            visit(requirement)
+        inputs.artefacts[name] = STAGES[name].run(run, inputs)
+
+    for name in sorted(names, key=lambda n: list(STAGES).index(n) if n in STAGES else len(STAGES)):
+        visit(name)
+    return inputs.artefacts
+
+
+# -- KG-side stages --------------------------------------------------------------------------------
+def _entity_frequencies(run: RunDirectory, inputs: StageInputs) -> np.ndarray:
+    path = run.entity_frequencies_path
+    if path.is_file():
+        return np.load(path, allow_pickle=False)
+    counts = inputs.linker.count(inputs.corpus_texts())
+    if counts.sum() == 0:
+        raise ConfigurationError(f"no mention of the graph's {inputs.store.num_entities:,} entities was found in "
+                                 f"{inputs.corpus}; a knowledge-enhanced method needs linked mentions")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path, "wb") as handle:
+        np.save(handle, counts)
+    return counts
+
+
+def _neighbor_table(run: RunDirectory, inputs: StageInputs):
+    from kgplm.kg.pepr import NeighborTable, top_k_neighbors
+
+    arguments = inputs.arguments
+    if arguments.get("neighbor_table") is not None:
+        return NeighborTable.load(arguments["neighbor_table"])
+    path = run.neighbor_table_path
+    if path.is_file():
+        return NeighborTable.load(path)
+    frequencies = inputs.artefacts["entity_frequencies"]
+    seeds = np.flatnonzero(frequencies > 0)
+    mode, k = arguments["pepr_mode"], arguments["num_neighbors"]
+    logger.info("PEPR top-%d neighbours of the %d mentioned entities (%s mode)", k, len(seeds), mode)
+    table = top_k_neighbors(inputs.store, seeds, k=k, mode=mode, frequencies=frequencies,
+                            show_progress=inputs.progress)
+    table.save(path)
+    run.record_stage("pepr_mode_used", mode)
+    return table
+
+
+def _kg_embeddings(run: RunDirectory, inputs: StageInputs):
+    from kgplm.kg.embeddings import KGEmbeddings, train_kg_embeddings
+
+    arguments = inputs.arguments
+    store = inputs.store
+    if arguments.get("kg_embeddings") is not None:
+        return KGEmbeddings.load(arguments["kg_embeddings"], store=store)
+    method = arguments["kg_method"]
+    options = dict(dim=arguments["entity_dim"], epochs=arguments["kg_epochs"], seed=arguments["seed"],
+                   progress=inputs.progress)
+
+    def trained(kind: str, **extra):
+        path = run.embeddings_dir(kind)
+        if path.is_dir():
+            return KGEmbeddings.load(path, store=store)
+        logger.info("training %s embeddings (%d epochs)", kind, options["epochs"])
+        embeddings = train_kg_embeddings(store, method=kind, **options, **extra)
+        embeddings.save(path)
+        return embeddings
+
+    transe = trained("transe")
+    return transe if method == "transe" else trained("transr", initialize_from=transe)
+
+
+register_stage(Stage("entity_frequencies", _entity_frequencies))
+register_stage(Stage("neighbor_table", _neighbor_table, requires=("entity_frequencies",)))
+register_stage(Stage("kg_embeddings", _kg_embeddings))
+
+
+# -- stages every method runs ------------------------------------------------------------------------
+def prepare_store(run: RunDirectory, graph, progress: bool):
+    """(store, the graph argument to record): a KGStore is saved into the run so that replays find it."""
+    from kgplm.kg import KGStore, open_store
+
+    if isinstance(graph, KGStore):
+        if not (run.store_dir / "manifest.json").is_file():
+            graph.save(run.store_dir)
+        return graph, str(run.store_dir)
+    is_saved_store = Path(str(graph)).is_dir() and (Path(str(graph)) / "manifest.json").is_file()
+    if not is_saved_store and (run.store_dir / "manifest.json").is_file():
+        return KGStore.load(run.store_dir), graph
+    store = open_store(graph, show_progress=progress)
+    if not is_saved_store:
+        store.save(run.store_dir)
+    return store, graph
+
+
+def prepare_tokenizer(run: RunDirectory, inputs: StageInputs):
+    from kgplm.text.tokenization import build_vocab, load_tokenizer, save_tokenizer
+
+    target = run.tokenizer_dir
+    if (target / "tokenizer.json").is_file():
+        return load_tokenizer(target)
+    arguments = inputs.arguments
+    source, text_model = arguments.get("tokenizer"), arguments.get("text_model")
+    if source is None and isinstance(text_model, (str, os.PathLike)):
+        directory = Path(text_model)
+        if (directory / "tokenizer.json").is_file() or (directory / "vocab.txt").is_file():
+            source = directory
+    if source is not None:
+        loaded = load_tokenizer(source)
+    else:
+        logger.info("training a WordPiece vocabulary of %d pieces on the corpus", arguments["vocab_size"])
+        loaded = build_vocab(inputs.corpus_texts(), arguments["vocab_size"], min_frequency=2,
+                             show_progress=inputs.progress)
+    save_tokenizer(loaded, target)
+    return load_tokenizer(target)
+
+
+def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking: str):
+    """The linked corpus (every method's corpus carries mention spans; whole-entity masking reads them)."""
+    from kgplm.text.corpus import build_corpus, load_corpus
+
+    if (run.corpus_dir / "manifest.json").is_file():
+        return load_corpus(run.corpus_dir)
+    return build_corpus(inputs.corpus, store=inputs.store, tokenizer=tokenizer, output_dir=run.corpus_dir,
+                        neighbor_table=inputs.artefacts.get("neighbor_table"),
+                        linker=inputs.linker, whole_word=masking == "whole_word",
+                        max_length=inputs.arguments["max_length"], progress=inputs.progress, **inputs.corpus_options)
+
+
+# -- the model -----------------------------------------------------------------------------------------
+def _text_fields(text_model) -> tuple[dict[str, Any], Path | None]:
+    from transformers import BertConfig
+
+    from kgplm.models import CPU_TEXT_ENCODER
+
+    if text_model is None:
+        return dict(CPU_TEXT_ENCODER), None
+    if isinstance(text_model, dict):
+        return dict(text_model), None
+    directory = Path(text_model)
+    if not (directory / "config.json").is_file():
+        raise MissingFileError(directory / "config.json", "BERT checkpoint configuration")
+    fields = BertConfig.from_pretrained(str(directory)).to_dict()
+    for key in ("architectures", "model_type", "transformers_version", "_name_or_path"):
+        fields.pop(key, None)
+    return fields, directory
+
+
+def build_model(spec, store, tokenizer, *, text_model, model_options: dict, max_length: int, entity_dim: int,
+                artefacts: dict | None = None):
+    """A fresh pre-training model of ``spec`` sized for ``store``, ``tokenizer`` and the KG embeddings
+    (when the method uses them); returns (model, the text checkpoint directory or None)."""
+    text_fields, checkpoint = _text_fields(text_model)
+    text_fields["vocab_size"] = len(tokenizer)
+    text_fields.setdefault("pad_token_id", tokenizer.pad_token_id)
+    graph_fields = {"method": spec.name, "num_entities": store.num_entities, "num_relations": store.num_relations,
+                    "num_entity_types": store.num_types, "entity_dim": entity_dim}
+    artefacts = artefacts or {}
+    kg_embeddings = artefacts.get("kg_embeddings")
+    if kg_embeddings is not None:
+        graph_fields.update(entity_dim=kg_embeddings.entity_dim, relation_dim=kg_embeddings.relation_dim)
+    if spec.derive_config is not None:
+        graph_fields.update(spec.derive_config(artefacts))
+    unknown = set(model_options) - set(spec.config_class.option_names())
+    if unknown:
+        raise ConfigurationError(f"unknown model_options {sorted(unknown)} for method {spec.name!r}; it takes "
+                                 f"{spec.config_class.option_names()}")
+    config = spec.config_class(**{**text_fields, **graph_fields, **model_options})
+    if max_length + 1 > config.max_position_embeddings:
+        raise ConfigurationError(f"max_length {max_length} + 1 (the SOP separator) exceeds the text model's "
+                                 f"max_position_embeddings {config.max_position_embeddings}")
+    model = spec.model_class(config)
+    if checkpoint is not None:
+        load_text_checkpoint(model, checkpoint)
+    return model, checkpoint
+
+
+#: Hugging Face ``BertForPreTraining`` parameter names → kgplm's (the NSP head warm-starts SOP's).
+BERT_CHECKPOINT_RENAMES = (("cls.seq_relationship.", "sop."),)
+
+
+def load_text_checkpoint(model, directory: Path) -> dict[str, list[str]]:
+    """Load every weight a BERT checkpoint has into ``model``: encoder, MLM head (transform, LayerNorm,
+    bias) and NSP head (as the SOP head). Logs the parameters that are new. Returns
+    ``{"loaded": [...], "new": [...], "unused": [...]}``."""
+    from transformers import BertForPreTraining
+
+    reference, info = BertForPreTraining.from_pretrained(str(directory), output_loading_info=True)
+    if reference.config.vocab_size != model.config.vocab_size:
+        raise ConfigurationError(f"the text model's vocabulary ({reference.config.vocab_size}) differs from the "
+                                 f"tokenizer's ({model.config.vocab_size})")
+    absent = set(info.get("missing_keys", ()))  # initialised by transformers, not read from the checkpoint
+    ours = model.state_dict()
+    renamed: dict[str, Any] = {}
+    unused = []
+    for name, tensor in reference.state_dict().items():
+        if name in absent:
+            continue
+        target = name
+        for old, new in BERT_CHECKPOINT_RENAMES:
+            if target.startswith(old):
+                target = new + target[len(old):]
+        if target in ours and tuple(ours[target].shape) == tuple(tensor.shape):
+            renamed[target] = tensor
+        else:
+            unused.append(name)
+    model.load_state_dict(renamed, strict=False)
+    new = sorted(name for name in ours if name not in renamed)
+    logger.info("initialised %d tensors of %s from %s; newly initialised: %s; unused from the checkpoint: %s",
+                len(renamed), type(model).__name__, directory, new, unused)
+    return {"loaded": sorted(renamed), "new": new, "unused": unused}

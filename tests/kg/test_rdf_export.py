@@ -1,0 +1,105 @@
+"""Writing a store as RDF: the format follows the extension, every readable format round-trips,
+blank nodes keep their identity, and IRIs that cannot be written are named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import rdflib
+from rdflib.compare import isomorphic
+
+from kgplm import KGStore
+from kgplm.exceptions import KgplmError
+from tests.conftest import TOY_TURTLE
+from tests.kg.helpers import canonical
+
+EX = "http://example.org/"
+
+#: (file suffix, rdflib's name of the format that suffix means) for every format the reader supports
+EXPORT_FORMATS = [
+    (".ttl", "turtle"), (".nt", "nt"), (".nq", "nquads"), (".trig", "trig"), (".rdf", "xml"), (".xml", "xml"),
+    (".owl", "xml"), (".jsonld", "json-ld"), (".n3", "n3"), (".ttl.gz", "turtle"), (".nt.gz", "nt"),
+]
+
+#: statements of TOY_TURTLE that describe the schema and are not part of a store, so never exported
+SCHEMA_STATEMENTS = {
+    (rdflib.URIRef(EX + "treats"), rdflib.RDF.type, rdflib.OWL.ObjectProperty),
+    (rdflib.URIRef(EX + "treats"), rdflib.RDFS.domain, rdflib.URIRef(EX + "Drug")),
+}
+
+
+def comparable(graph: rdflib.Graph) -> set:
+    """The statements of ``graph``; names of predicates and classes without their language tag (a store
+    keeps one name per relation and type, not its language)."""
+    schema_terms = set(graph.predicates()) | set(graph.objects(None, rdflib.RDF.type))
+    return {(s, p, str(o)) if s in schema_terms and p == rdflib.RDFS.label else (s, p, o) for s, p, o in graph}
+
+
+def read_with_rdflib(path: Path, rdflib_format: str) -> rdflib.Graph:
+    """The file read by rdflib alone (default graph of a dataset format), as one graph."""
+    import gzip
+
+    data = gzip.open(path, "rb").read() if path.suffix == ".gz" else path.read_bytes()
+    if rdflib_format in ("nquads", "trig"):
+        dataset = rdflib.Dataset()
+        dataset.parse(data=data, format=rdflib_format)
+        graph = rdflib.Graph()
+        for s, p, o, _ in dataset.quads():
+            graph.add((s, p, o))
+        return graph
+    return rdflib.Graph().parse(data=data, format=rdflib_format)
+
+
+@pytest.mark.parametrize("suffix,rdflib_format", EXPORT_FORMATS)
+def test_export_infers_the_format_and_round_trips(tmp_path: Path, toy_turtle: Path, suffix: str,
+                                                  rdflib_format: str) -> None:
+    store = KGStore.from_rdf(toy_turtle, show_progress=False)
+    path = store.to_rdf(tmp_path / f"out{suffix}")  # no format: the extension decides
+    # rdflib, reading the file as what its extension says, finds the source's statements (schema excepted)
+    source = rdflib.Graph().parse(data=TOY_TURTLE, format="turtle")
+    assert comparable(read_with_rdflib(path, rdflib_format)) == comparable(source) - SCHEMA_STATEMENTS
+    # and kgplm reads back the same entities, triples, names, aliases, types and attributes
+    assert canonical(KGStore.from_rdf(path, show_progress=False)) == canonical(store)
+
+
+def test_explicit_format_still_wins(tmp_path: Path, toy_turtle: Path) -> None:
+    store = KGStore.from_rdf(toy_turtle, show_progress=False)
+    path = store.to_rdf(tmp_path / "graph.txt", format="nt")
+    assert canonical(KGStore.from_rdf(path, format="nt", show_progress=False)) == canonical(store)
+    with pytest.raises(KgplmError, match="format"):
+        store.to_rdf(tmp_path / "graph.unknown")
+
+
+BLANK_TURTLE = """\
+@prefix ex: <http://example.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+_:a-b ex:p ex:x ; rdfs:label "dash" .
+_:a_b ex:p ex:y ; rdfs:label "underscore" .
+_:a.b ex:q _:a-b .
+_:a_2Db ex:q _:a_b .
+"""
+
+
+@pytest.mark.parametrize("suffix,rdflib_format", EXPORT_FORMATS)
+def test_export_keeps_blank_nodes_apart(tmp_path: Path, suffix: str, rdflib_format: str) -> None:
+    source = tmp_path / "blank.ttl"
+    source.write_text(BLANK_TURTLE, encoding="utf-8")
+    store = KGStore.from_rdf(source, show_progress=False)
+    assert store.num_entities == 6 and store.num_triples == 4
+    path = store.to_rdf(tmp_path / f"out{suffix}")
+    assert isomorphic(read_with_rdflib(path, rdflib_format), rdflib.Graph().parse(source))
+    again = KGStore.from_rdf(path, show_progress=False)
+    assert (again.num_entities, again.num_triples) == (6, 4)
+    assert sorted(again.entity_name(again.entity_id(name)) for name in ("dash", "underscore")) == ["dash", "underscore"]
+
+
+def test_an_iri_that_cannot_be_written_is_named(tmp_path: Path) -> None:
+    # rdflib's parser accepts an escaped space inside an IRI; no RDF syntax can write it back
+    path = tmp_path / "odd.nt"
+    path.write_text("<http://example.org/a\\u0020b> <http://example.org/p> <http://example.org/c> .\n",
+                    encoding="utf-8")
+    store = KGStore.from_rdf(path, parser="rdflib", show_progress=False)
+    with pytest.raises(KgplmError, match="http://example.org/a b"):
+        store.to_rdf(tmp_path / "out.ttl")
+    assert not (tmp_path / "out.ttl").exists()
