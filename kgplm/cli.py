@@ -241,6 +241,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_predict(args: argparse.Namespace) -> int:
+    import kgplm
+
+    written = kgplm.predict(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
+                            output=args.out, format=args.format, max_examples=args.max_examples, device=args.device,
+                            progress=not args.no_progress)
+    print(f"predictions written to {written}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kgplm.demo import run_demo
 
@@ -432,6 +442,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_evaluate)
+
+    p = commands.add_parser("predict", help="write a fine-tuned model's predictions (kgplm.predict)")
+    p.add_argument("--model", required=True, help="a kgplm finetune output directory")
+    p.add_argument("--task", default=None, help="default: the task the model was fine-tuned on")
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--split", default="test", help="train, dev or test")
+    p.add_argument("--out", required=True, help="a .jsonl file (--format jsonl) or a directory (--format cblue)")
+    p.add_argument("--format", default="jsonl", choices=["jsonl", "cblue"],
+                   help="one JSON line per example, or the CBLUE submission file of a CBLUE task")
+    p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_predict)
 
     p = commands.add_parser("demo", help="run the demo on the embedded CMeKG graph")
     p.add_argument("--work-dir", default="artifacts/demo", help="where the demo writes its artefacts")
