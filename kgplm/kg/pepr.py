@@ -302,6 +302,7 @@ class NeighborTable:
     directions: np.ndarray
     scores: np.ndarray
     config: dict[str, Any] = field(default_factory=dict)
+    _row_index: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def k(self) -> int:
@@ -311,13 +312,19 @@ class NeighborTable:
         return len(self.seeds)
 
     def row_of(self, entity: int) -> int:
-        """Row index of a seed entity (rows follow entity ids when the table covers every entity)."""
-        if len(self.seeds) and self.seeds[-1] == len(self.seeds) - 1 and self.seeds[0] == 0:
-            return int(entity)
-        matches = np.flatnonzero(self.seeds == entity)
-        if not len(matches):
+        """Row index of a seed entity (its first row if it is a seed several times)."""
+        if self._row_index is None:
+            # built once: entity id → first row, −1 for non-seeds (seeds are not assumed sorted)
+            size = int(self.seeds.max()) + 1 if len(self.seeds) else 0
+            index = np.full(size, -1, dtype=np.int64)
+            unique, first = np.unique(np.asarray(self.seeds, dtype=np.int64), return_index=True)
+            index[unique] = first
+            self._row_index = index
+        entity = int(entity)
+        row = self._row_index[entity] if 0 <= entity < len(self._row_index) else -1
+        if row < 0:
             raise ConfigurationError(f"entity {entity} is not a seed of this neighbour table")
-        return int(matches[0])
+        return int(row)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write as ``.npz`` (arrays) with the configuration as JSON inside; atomic."""

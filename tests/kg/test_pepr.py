@@ -300,3 +300,15 @@ def test_top_k_selection_matches_a_plain_sort() -> None:
         assert table_neighbors[row].tolist() == neighbors[order].tolist() + [-1] * (7 - len(order))
         assert table_relations[row][: len(order)].tolist() == relations[order].tolist()
         assert table_directions[row][: len(order)].tolist() == directions[order].tolist()
+
+
+def test_row_of_unsorted_seeds_that_start_at_zero_and_end_at_the_last_row() -> None:
+    """Seeds [0, 2, 1, 3]: first 0 and last len − 1, but not in id order, so row ≠ entity id."""
+    seeds = np.array([0, 2, 1, 3])
+    table = NeighborTable(seeds, np.full((4, 1), -1), np.full((4, 1), -1), np.full((4, 1), -1, dtype=np.int8),
+                          np.zeros((4, 1), dtype=np.float32))
+    assert [table.row_of(entity) for entity in (0, 1, 2, 3)] == [0, 2, 1, 3]
+    with pytest.raises(ConfigurationError, match="not a seed"):
+        table.row_of(4)
+    every_entity = NeighborTable(np.arange(4), *(np.full((4, 1), -1) for _ in range(3)), np.zeros((4, 1)))
+    assert [every_entity.row_of(entity) for entity in range(4)] == [0, 1, 2, 3]
