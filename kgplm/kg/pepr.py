@@ -308,6 +308,12 @@ class NeighborTable:
     def k(self) -> int:
         return self.neighbors.shape[1]
 
+    @property
+    def mode(self) -> str | None:
+        """The mode that computed the scores, ``"exact"`` or ``"fast"`` (also when ``"auto"`` was asked;
+        ``config["mode_requested"]`` says so); None for a table saved without it."""
+        return self.config.get("mode")
+
     def __len__(self) -> int:
         return len(self.seeds)
 
@@ -485,6 +491,9 @@ def top_k_neighbors(
     batch_size: int = 256,
     epsilon: float = 1e-2,
     num_hubs: int = 64,
+    refine: bool | str = "auto",
+    refine_rounds: tuple[tuple[float, float], ...] = ((5e-6, 0.05), (2e-6, 0.002)),
+    budget_seconds: float | None = None,
     num_threads: int | None = None,
     show_progress: bool = True,
 ) -> NeighborTable:
@@ -494,8 +503,16 @@ def top_k_neighbors(
         seeds: entity ids or names; None means every entity (rows in entity id order).
         k: neighbours per seed (the paper's K = 10).
         candidates: ``"one_hop"`` (default: linked neighbours, with relation and direction) or ``"any"``.
-        mode: ``"exact"`` (batched power iteration to ``tol``) or ``"fast"`` (forward push with ``epsilon``
-            and ``num_hubs`` exactly resolved hubs; one_hop candidates).
+        mode: ``"exact"`` (batched power iteration to ``tol``), ``"fast"`` (forward push with ``epsilon``
+            and ``num_hubs`` exactly resolved hubs, then the refinement; one_hop candidates) or ``"auto"``:
+            exact when its cost, measured on a few seeds and extrapolated, fits ``budget_seconds``, fast
+            otherwise. The mode used is :attr:`NeighborTable.mode` (``config["mode"]``).
+        refine: fast mode's deep pushes of the contested seeds whose boundary is close: ``"auto"``
+            (when the graph has short cycles around its contested seeds), True or False.
+        refine_rounds: ``(push ε, gap)`` per round: a round pushes to ε again the seeds whose k-th and
+            (k+1)-th scores are within ``gap`` of each other (relative), among those the previous round
+            refined. See the module docstring.
+        budget_seconds: the time ``mode="auto"`` may spend on exact mode.
         num_threads: numba threads for fast mode (default: all cores).
         Other arguments as in :func:`personalized_pagerank`.
     """
@@ -504,12 +521,22 @@ def top_k_neighbors(
         raise ConfigurationError(f"k must be at least 1, got {k}")
     if candidates not in ("one_hop", "any"):
         raise ConfigurationError(f"candidates must be 'one_hop' or 'any', got {candidates!r}")
-    if mode not in ("exact", "fast"):
-        raise ConfigurationError(f"mode must be 'exact' or 'fast', got {mode!r}")
-    if mode == "fast" and dangling != "jump":
-        raise ConfigurationError("mode='fast' sends dangling mass to the jump vector; use dangling='jump'")
-    if mode == "fast" and candidates == "any":
-        raise ConfigurationError("mode='fast' ranks one-hop candidates; use mode='exact' for candidates='any'")
+    if mode not in ("exact", "fast", "auto"):
+        raise ConfigurationError(f"mode must be 'exact', 'fast' or 'auto', got {mode!r}")
+    if mode != "exact" and dangling != "jump":
+        raise ConfigurationError(f"mode={mode!r} may push, which sends dangling mass to the jump vector; "
+                                 "use dangling='jump'")
+    if mode != "exact" and candidates == "any":
+        raise ConfigurationError(f"mode={mode!r} may push, which ranks one-hop candidates; use mode='exact' for "
+                                 "candidates='any'")
+    if mode == "auto" and (budget_seconds is None or not budget_seconds >= 0):
+        raise ConfigurationError(f"mode='auto' needs budget_seconds ≥ 0 (the time exact mode may take), "
+                                 f"got {budget_seconds!r}")
+    if refine not in (True, False, "auto"):
+        raise ConfigurationError(f"refine must be True, False or 'auto', got {refine!r}")
+    refine_rounds = [tuple(level) for level in refine_rounds]
+    if any(len(level) != 2 or not level[0] > 0 or not level[1] >= 0 for level in refine_rounds):
+        raise ConfigurationError(f"refine_rounds must be (push ε > 0, gap ≥ 0) pairs, got {refine_rounds!r}")
     seeds = _resolve_seeds(store, seeds)
     walk = TransitionMatrix.from_store(store, directed=directed)
     start = _initial_vector(store.num_entities, frequencies)
@@ -522,69 +549,55 @@ def top_k_neighbors(
         columns = _exact_any_candidates(store, walk, seeds, k, **common)
         return NeighborTable(seeds, *columns, config=config)
     indptr, neighbors, relations, directions = _one_hop_candidates(store, seeds)
-    if mode == "exact":
+    scores = None
+    if mode == "auto":
+        scores, choice = _exact_within_budget(walk, seeds, indptr, neighbors, budget_seconds, common)
+        config.update(mode_requested="auto", budget_seconds=budget_seconds, **choice)
+    if config["mode"] == "exact" and scores is None:
         scores = _exact_candidate_scores(walk, seeds, indptr, neighbors, **common)
-    else:
-        scores = _fast_candidate_scores(store, walk, seeds, indptr, neighbors, epsilon=epsilon, num_hubs=num_hubs,
-                                        num_threads=num_threads, alpha=alpha, jump=jump, max_iter=max_iter,
-                                        batch_size=batch_size, show_progress=show_progress)
+    elif config["mode"] == "fast":
+        from kgplm.kg._pepr_fast import fast_candidate_scores
+
+        scores, stats = fast_candidate_scores(store, walk, seeds, indptr, neighbors, k=k, epsilon=epsilon,
+                                              num_hubs=num_hubs, refine=refine, refine_rounds=refine_rounds,
+                                              num_threads=num_threads, alpha=alpha, jump=jump, max_iter=max_iter,
+                                              batch_size=batch_size, show_progress=show_progress)
+        config.update(refine=refine, refine_rounds=[list(level) for level in refine_rounds], **stats)
     columns = _select_top_k(indptr, neighbors, relations, directions, scores, k)
     return NeighborTable(seeds, *columns, config=config)
 
 
-def _fast_candidate_scores(store, walk, seeds, indptr, neighbors, *, epsilon, num_hubs, num_threads, alpha, jump,
-                           max_iter, batch_size, show_progress, hub_tol: float = 1e-6) -> np.ndarray:
-    import numba
-
-    from kgplm.kg._pepr_kernels import forward_push_scores
-
+def _exact_within_budget(walk, seeds, indptr, neighbors, budget_seconds, common, *,
+                         calibration_seeds: int = 32) -> tuple[np.ndarray | None, dict]:
+    """``mode="auto"``: time exact mode on ``calibration_seeds`` evenly spaced seeds, extrapolate its cost
+    to all seeds, and finish in exact mode (the calibrated seeds' scores kept) when the total fits
+    ``budget_seconds``; otherwise return no scores and choose fast mode. A per-seed cost measured on a
+    small block is an upper bound for the blocks of ``batch_size`` seeds that follow (the sparse
+    matrix is read once per block, whatever its width). The choice depends on the machine's speed:
+    it is recorded, never assumed."""
     import time
 
-    n = walk.num_nodes
+    from kgplm.kg._pepr_fast import _row_subset
+
+    if budget_seconds <= 0 or not len(seeds):
+        return None, {"mode": "fast" if len(seeds) else "exact", "exact_seconds_estimate": None}
+    rows = np.unique(np.linspace(0, len(seeds) - 1, min(calibration_seeds, len(seeds))).astype(np.int64))
+    sub_indptr, positions = _row_subset(indptr, rows)
     started = time.perf_counter()
-    hubs = _choose_hubs(walk, num_hubs)
-    # exact seed-jump PPR of every hub, one column per hub: (n, hubs)
-    hub_vectors = np.zeros((n, len(hubs)), dtype=np.float32)
-    for begin, block, vectors in _iterate_blocks(walk, hubs, batch_size=batch_size, alpha=alpha, jump="seed",
-                                                 dangling="jump", start=np.full(n, 1.0 / n), tol=hub_tol,
-                                                 max_iter=max_iter, dtype=np.float32):
-        hub_vectors[:, begin : begin + len(block)] = vectors
-    logger.info("PEPR fast: exact vectors of %d hubs (degree ≥ %g) in %.1f s", len(hubs),
-                walk.degree[hubs].min() if len(hubs) else 0, time.perf_counter() - started)
-    is_hub = np.zeros(n, dtype=np.bool_)
-    is_hub[hubs] = True
-    hub_slot = np.full(n, -1, dtype=np.int64)
-    hub_slot[hubs] = np.arange(len(hubs))
-    global_scores = global_pagerank(store, alpha=alpha, walk=walk) if jump == "paper" or walk.directed else np.zeros(n)
-    if jump == "paper":
-        seed_weight, global_weight = paper_jump_weights(n)
-    else:
-        seed_weight, global_weight = 1.0, 0.0
-    # where a spread-out residual ends up: the walk's stationary distribution deg / 2m when the walk
-    # is undirected; the global PageRank approximates it on a directed walk
-    if walk.directed:
-        remainder_distribution = global_scores
-    else:
-        remainder_distribution = walk.degree / max(walk.degree.sum(), 1.0)
-    threads = num_threads or numba.config.NUMBA_NUM_THREADS
-    previous = numba.get_num_threads()
-    numba.set_num_threads(threads)
+    calibration = _exact_candidate_scores(walk, seeds[rows], sub_indptr, neighbors[positions],
+                                          **{**common, "show_progress": False})
+    spent = time.perf_counter() - started
+    estimate = spent / len(rows) * len(seeds)
+    choice = {"exact_seconds_estimate": round(estimate, 3)}
+    logger.info("PEPR auto: exact mode estimated at %.1f s for %d seeds (%.3f s per seed on %d), budget %.1f s",
+                estimate, len(seeds), spent / len(rows), len(rows), budget_seconds)
+    if estimate > budget_seconds:
+        return None, {**choice, "mode": "fast"}
+    rest = np.setdiff1d(np.arange(len(seeds)), rows)
     scores = np.zeros(len(neighbors), dtype=np.float64)
-    chunk = max(4096, threads * 1024)
-    try:
-        with tqdm(total=len(seeds), desc="PEPR (fast)", unit=" seeds", unit_scale=True, disable=not show_progress,
-                  leave=False) as progress:
-            for begin in range(0, len(seeds), chunk):
-                end = min(begin + chunk, len(seeds))
-                lo, hi = indptr[begin], indptr[end]
-                part = np.zeros(hi - lo, dtype=np.float64)
-                forward_push_scores(seeds[begin:end], alpha, epsilon, walk.push_indptr, walk.push_indices,
-                                    walk.push_values, walk.pull_indptr, walk.pull_indices, walk.pull_values,
-                                    walk.degree, is_hub, hub_slot, hub_vectors, indptr[begin : end + 1] - lo,
-                                    neighbors[lo:hi], global_scores, remainder_distribution, seed_weight,
-                                    global_weight, not walk.directed, threads, part)
-                scores[lo:hi] = part
-                progress.update(end - begin)
-    finally:
-        numba.set_num_threads(previous)
-    return scores
+    scores[positions] = calibration
+    if len(rest):
+        rest_indptr, rest_positions = _row_subset(indptr, rest)
+        scores[rest_positions] = _exact_candidate_scores(walk, seeds[rest], rest_indptr, neighbors[rest_positions],
+                                                         **common)
+    return scores, {**choice, "mode": "exact"}
