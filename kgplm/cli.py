@@ -224,7 +224,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                             patience=args.patience, max_length=args.max_length, tagging=args.tagging,
                             max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
                             seed=args.seed, device=args.device, progress=not args.no_progress)
-    print(f"{result.task}: dev {result.dev['main']:.4f}, test {result.test['main']:.4f} "
+    test = "unlabelled" if result.test is None else f"{result.test['main']:.4f}"
+    print(f"{result.task}: dev {result.dev['main']:.4f}, test {test} "
           f"({len(result.history)} epochs); model and results.json in {result.output_dir}")
     return 0
 
@@ -237,6 +238,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     scores = kgplm.evaluate(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
                             max_examples=args.max_examples, device=args.device, progress=not args.no_progress)
     print(json.dumps(scores, indent=1))
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    import kgplm
+
+    written = kgplm.predict(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
+                            output=args.out, format=args.format, max_examples=args.max_examples, device=args.device,
+                            progress=not args.no_progress)
+    print(f"predictions written to {written}")
     return 0
 
 
@@ -412,7 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--learning-rate", type=float, default=5e-5)
     p.add_argument("--patience", type=int, default=2, help="epochs without dev improvement before stopping")
-    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-length", type=int, default=None,
+                   help="tokens per window (default: the model's positions, at most 512)")
     p.add_argument("--tagging", default="bio", help="bio or bioes (NER tasks)")
     p.add_argument("--max-train-examples", type=int, default=None)
     p.add_argument("--max-eval-examples", type=int, default=None)
@@ -430,6 +442,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_evaluate)
+
+    p = commands.add_parser("predict", help="write a fine-tuned model's predictions (kgplm.predict)")
+    p.add_argument("--model", required=True, help="a kgplm finetune output directory")
+    p.add_argument("--task", default=None, help="default: the task the model was fine-tuned on")
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--split", default="test", help="train, dev or test")
+    p.add_argument("--out", required=True, help="a .jsonl file (--format jsonl) or a directory (--format cblue)")
+    p.add_argument("--format", default="jsonl", choices=["jsonl", "cblue"],
+                   help="one JSON line per example, or the CBLUE submission file of a CBLUE task")
+    p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_predict)
 
     p = commands.add_parser("demo", help="run the demo on the embedded CMeKG graph")
     p.add_argument("--work-dir", default="artifacts/demo", help="where the demo writes its artefacts")

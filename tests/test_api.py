@@ -72,7 +72,13 @@ def test_train_writes_every_artefact(toy_run):
     assert toy_run.curve("loss")[-1] < toy_run.curve("loss")[0]
     model = toy_run.load_model()
     assert model.config.method == "smedbert" and model.config.hidden_size == 32
-    assert len(toy_run.load_tokenizer()) == model.config.vocab_size
+    tokenizer = toy_run.load_tokenizer()
+    assert len(tokenizer) == model.config.vocab_size
+    assert tokenizer.model_max_length == model.config.max_position_embeddings == 160
+    card = (out / "model" / "README.md").read_text(encoding="utf-8")
+    assert card.startswith("---\nlibrary_name: kgplm") and "Zhang et al. (2021)" in card
+    assert "## Last logged losses" in card and " mnem " in card and str(TOY_GRAPH) in card
+    assert "| max_steps | 20 |" in card
 
 
 def test_the_kg_tables_in_the_model_are_the_trained_embeddings(toy_run):

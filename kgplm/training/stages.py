@@ -206,6 +206,15 @@ def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking
                         max_length=inputs.arguments["max_length"], progress=inputs.progress, **inputs.corpus_options)
 
 
+def record_model_length(run: RunDirectory, tokenizer, positions: int) -> None:
+    """Save the tokenizer again with ``model_max_length`` = the model's positions (once)."""
+    from kgplm.text.tokenization import save_tokenizer
+
+    if tokenizer.model_max_length != positions:
+        tokenizer.model_max_length = positions
+        save_tokenizer(tokenizer, run.tokenizer_dir)
+
+
 # -- the model -----------------------------------------------------------------------------------------
 def _text_fields(text_model) -> tuple[dict[str, Any], Path | None]:
     from transformers import BertConfig
