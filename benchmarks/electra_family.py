@@ -24,7 +24,7 @@ vocabulary, the same encoder size, steps, batch and seeds.
 
    Mean ± std over seeds (each seed: its own pre-training and probe).
 
-    .venv/bin/python benchmarks/electra_family.py [--steps 400 --seeds 0 1 --pap-probability 0.05 0.5]
+    .venv/bin/python benchmarks/electra_family.py [--steps 400 --seeds 0 1 --pap-probability 0.05 0.5 --hidden 128 --layers 4 --methods epplm]
 
 CPU budget; the lead machine is shared, so timings printed are wall-clock under that load.
 """
@@ -45,8 +45,9 @@ from _data import cmekg_store, dialogues  # noqa: E402  (benchmarks/ is the scri
 ATTRIBUTE = "适应症"
 
 
-def family_rows(pap_probabilities: list[float]) -> dict[str, dict]:
-    """Row name → kgplm.train arguments, from the registry (ELECTRA-family methods and their controls)."""
+def family_rows(pap_probabilities: list[float], methods: list[str] | None = None) -> dict[str, dict]:
+    """Row name → kgplm.train arguments, from the registry (ELECTRA-family methods and their controls;
+    only ``methods`` and their controls when given)."""
     from kgplm.methods import available, get
     from kgplm.models.electra import KgplmForReplacedTokenDetection
 
@@ -54,6 +55,8 @@ def family_rows(pap_probabilities: list[float]) -> dict[str, dict]:
     for name in available():
         spec = get(name)
         if not issubclass(spec.model_class, KgplmForReplacedTokenDetection) or spec.control is None:
+            continue
+        if methods and name not in methods:
             continue
         if spec.needs("product_attributes"):
             for probability in pap_probabilities:
@@ -105,19 +108,19 @@ def build_corpus(work: Path, store, held_out, num_facts: int, num_dialogues: int
     return path
 
 
-def pretrain(work: Path, store, corpus: Path, rows: dict, steps: int, seeds: list[int], exclude: Path) -> dict:
+def pretrain(work: Path, store, corpus: Path, rows: dict, steps: int, seeds: list[int], exclude: Path,
+             text_model: dict) -> dict:
     import kgplm
-    from kgplm.models import CPU_TEXT_ENCODER
 
     runs: dict[str, list[Path]] = {}
     tokenizer = None
     for row, options in rows.items():
         for seed in seeds:
             slug = "".join(c if c.isalnum() else "-" for c in row)
-            output = work / f"pretrain-{slug}-{steps}-{seed}"
+            output = work / f"pretrain-{slug}-{steps}-h{text_model['hidden_size']}-{seed}"
             started = time.perf_counter()
             kgplm.train(options["method"], graph=store, corpus=corpus, output_dir=output,
-                        text_model=dict(CPU_TEXT_ENCODER), tokenizer=tokenizer, vocab_size=8000,
+                        text_model=dict(text_model), tokenizer=tokenizer, vocab_size=8000,
                         masking=options.get("masking"), model_options=options.get("model_options"),
                         method_data={"exclude_attributes": str(exclude)} if options.get("pap") else None,
                         max_steps=steps, batch_size=16, learning_rate=1e-3, log_every=steps // 10,
@@ -255,6 +258,9 @@ def main() -> None:
     parser.add_argument("--held-out", type=int, default=300)
     parser.add_argument("--negatives", type=int, default=4)
     parser.add_argument("--probe-steps", type=int, default=300)
+    parser.add_argument("--hidden", type=int, default=128, help="D's hidden size (G's is a third)")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--methods", nargs="+", help="only these ELECTRA-family methods (and their controls)")
     parser.add_argument("--work", type=Path, default=Path(__file__).resolve().parent / ".cache" / "electra_family")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -269,10 +275,14 @@ def main() -> None:
     ProductAttributes([AttributeGroup(t, ATTRIBUTE, (v,)) for t, v in held_out]).write_table(exclude_path)
     evaluation = (held_out, negative_pairs(attributes, held_out, args.negatives, 0))
     corpus = build_corpus(args.work, store, held_out, args.facts, args.dialogues)
-    rows = family_rows(args.pap_probability)
-    runs = pretrain(args.work, store, corpus, rows, args.steps, args.seeds, exclude_path)
+    rows = family_rows(args.pap_probability, args.methods)
+    text_model = dict(hidden_size=args.hidden, num_hidden_layers=args.layers,
+                      num_attention_heads=max(1, args.hidden // 32), intermediate_size=4 * args.hidden,
+                      max_position_embeddings=512)
+    runs = pretrain(args.work, store, corpus, rows, args.steps, args.seeds, exclude_path, text_model)
 
-    print(f"\nELECTRA family on real text: {args.steps} steps, batch 16, hidden 128, 4 layers, seeds {args.seeds}; "
+    print(f"\nELECTRA family on real text: {args.steps} steps, batch 16, hidden {args.hidden}, {args.layers} layers, "
+          f"seeds {args.seeds}; "
           f"each logged loss, first → last logging window (mean over seeds)")
     for row, paths in runs.items():
         per_seed = [curves(path) for path in paths]

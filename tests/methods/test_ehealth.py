@@ -136,11 +136,13 @@ def ehealth_run(cmekg_store, shared_data, tmp_path_factory):
     corpus.write_text("\n".join((r["ask"] + r["answer"]).replace("\n", " ") for r in rows), encoding="utf-8")
     return kgplm.train("ehealth", graph=cmekg_store, corpus=corpus, output_dir=work / "run",
                        text_model=dict(TINY_TEXT_ENCODER), vocab_size=1500, max_steps=80, batch_size=16,
-                       learning_rate=3e-3, log_every=20, checkpoint_every=80, max_length=64, progress=False)
+                       learning_rate=1e-3, log_every=20, checkpoint_every=80, max_length=64, progress=False)
 
 
 @pytest.mark.slow
 def test_every_ehealth_loss_decreases_on_real_medical_text(ehealth_run):
+    """At 3e-3 G learns so fast that its MTS candidates get harder than D improves (L_MTS rose 1.61 → 1.69
+    in 80 steps); at 1e-3 every loss falls. CSP only reaches chance (ln 31 ≈ 3.43) in so short a run."""
     for name in ("loss", "mlm", "rtd", "mts", "csp"):
         curve = ehealth_run.curve(name)
         assert len(curve) == 4 and curve[-1] < curve[0], (name, curve)

@@ -18,7 +18,7 @@ The stage :func:`product_attributes_stage` (artefact ``product_attributes``) rea
   ``[]`` reads none);
 * ``product_attributes``: the path of a user table;
 * ``exclude_attributes``: the path of a table in the same format whose (title, attribute, value)
-  triples are removed — a held-out set for evaluation (``benchmarks/pap_auc.py``).
+  triples are removed — a held-out set for evaluation (``benchmarks/electra_family.py``).
 
 A graph without any of the attributes gives an empty, valid artefact (PAP then never has a batch
 and the method trains plain RTD; a warning says so). The artefact is saved as JSON in
