@@ -14,7 +14,8 @@ linked corpus) and cached in ``benchmarks/.cache/train_step``. Then, for each me
 The goal is every knowledge-enhanced method's step ≤ 1.25× the plain MLM step. Threads: torch
 uses all cores; time nothing else on the machine meanwhile.
 
-    .venv/bin/python benchmarks/train_step.py [--hidden 256 --layers 4 --batch 16 --length 128 --steps 20]
+    .venv/bin/python benchmarks/train_step.py [--hidden 256 --layers 4 --batch 16 --length 128 --steps 20
+                                               --methods electra ehealth epplm]
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from _data import cmekg_store, dialogues  # noqa: E402  (benchmarks/ is the scri
 CACHE = Path(__file__).resolve().parent / ".cache" / "train_step"
 
 
-def prepare(length: int):
-    """(store, tokenizer, linked corpus, artefacts) of the cached run; built on first use."""
-    from kgplm.methods import available, get
+def prepare(length: int, names: list[str]):
+    """(store, tokenizer, linked corpus, artefacts of the methods ``names``) of the cached run; built on first use."""
+    from kgplm.methods import get
     from kgplm.training import stages
     from kgplm.training.run import RunDirectory
 
@@ -49,7 +50,7 @@ def prepare(length: int):
     run.write_run_config({"kgplm_run": 1, "benchmark": "train_step", **arguments})
     inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus, corpus_options={}, progress=False)
     tokenizer = stages.prepare_tokenizer(run, inputs)
-    stages.run_artefact_stages(set().union(*(get(name).artefacts for name in available())), run, inputs)
+    stages.run_artefact_stages(set().union(*(get(name).artefacts for name in names)), run, inputs)
     dataset = stages.prepare_corpus(run, inputs, tokenizer, masking="whole_word")
     return store, tokenizer, dataset, inputs.artefacts, run
 
@@ -80,20 +81,22 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--methods", nargs="+", help="only these registered methods (plain MLM is always timed)")
     args = parser.parse_args()
 
     from kgplm.methods import available
     from kgplm.text import EntityLinker, read_corpus
     from kgplm.training.trainer import _batch_indices, example_seeds
 
-    store, tokenizer, dataset, artefacts, run = prepare(args.length)
+    names = ["mlm", *(name for name in available() if name != "mlm" and (not args.methods or name in args.methods))]
+    store, tokenizer, dataset, artefacts, run = prepare(args.length, names)
     text = dict(hidden_size=args.hidden, num_hidden_layers=args.layers, num_attention_heads=max(1, args.hidden // 64),
                 intermediate_size=4 * args.hidden, max_position_embeddings=512)
     cache: dict = {}
     batches = [(dataset[_batch_indices(step, args.batch, len(dataset), 0, cache)],
                 example_seeds(0, step, np.arange(args.batch))) for step in range(args.steps + 3)]
     results = {}
-    for name in available():
+    for name in names:
         model, collator = build(name, store, tokenizer, artefacts, run, text, args.length)
         model.train()
         optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=1e-4)

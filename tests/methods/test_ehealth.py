@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-import kgplm
 from kgplm.methods.ehealth import (
     EhealthConfig,
     EhealthForPreTraining,
@@ -20,6 +19,10 @@ from kgplm.methods.ehealth import (
 from kgplm.models import TINY_TEXT_ENCODER
 from kgplm.models.electra_batching import ElectraCollator
 from kgplm.text.masking import Masker
+from tests.methods.electra_real_text import (
+    fine_tune_discriminator_on_cmedqaner,
+    train_on_dialogues,
+)
 
 VOCAB, PAD, UNK, CLS, SEP, MASK = 60, 0, 1, 2, 3, 4
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
@@ -126,17 +129,7 @@ def test_ablations_drop_their_objective_and_the_second_corruption():
 # -- real text -------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ehealth_run(cmekg_store, shared_data, tmp_path_factory):
-    import csv
-
-    source = shared_data / "corpus" / "medical_dialogue" / "sample_IM_5000-6000.utf8.csv"
-    with open(source, encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))[:120]
-    work = tmp_path_factory.mktemp("ehealth")
-    corpus = work / "dialogue.txt"
-    corpus.write_text("\n".join((r["ask"] + r["answer"]).replace("\n", " ") for r in rows), encoding="utf-8")
-    return kgplm.train("ehealth", graph=cmekg_store, corpus=corpus, output_dir=work / "run",
-                       text_model=dict(TINY_TEXT_ENCODER), vocab_size=1500, max_steps=80, batch_size=16,
-                       learning_rate=1e-3, log_every=20, checkpoint_every=80, max_length=64, progress=False)
+    return train_on_dialogues("ehealth", cmekg_store, shared_data, tmp_path_factory.mktemp("ehealth"))
 
 
 @pytest.mark.slow
@@ -150,15 +143,4 @@ def test_every_ehealth_loss_decreases_on_real_medical_text(ehealth_run):
 
 @pytest.mark.slow
 def test_the_ehealth_discriminator_fine_tunes_on_cmedqaner(ehealth_run, shared_data, tmp_path):
-    from kgplm.models import KgplmForFineTuning
-
-    result = kgplm.finetune(model=ehealth_run.output_dir, task="cmedqaner", data_dir=shared_data / "tasks",
-                            output_dir=tmp_path / "ner", epochs=1, batch_size=16, learning_rate=3e-3,
-                            max_train_examples=160, max_eval_examples=60, max_length=64, progress=False)
-    assert 0.0 <= result.test["f1"] <= 1.0 and result.history
-    pretrained = ehealth_run.load_model()
-    config = pretrained.config
-    config.task_kind, config.task_name, config.label_names = "ner", "cmedqaner", ["O", "B-x", "I-x"]
-    tuned = KgplmForFineTuning.from_pretrained(ehealth_run.model_dir, config=config)
-    for name, tensor in pretrained.bert.state_dict().items():  # the encoder fine-tuning starts from is D
-        assert torch.equal(tuned.bert.state_dict()[name], tensor), name
+    fine_tune_discriminator_on_cmedqaner(ehealth_run, shared_data, tmp_path / "ner")

@@ -25,6 +25,10 @@ from kgplm.methods.epplm import (
 )
 from kgplm.models import TINY_TEXT_ENCODER
 from kgplm.text.masking import Masker
+from tests.methods.electra_real_text import (
+    fine_tune_discriminator_on_cmedqaner,
+    train_on_dialogues,
+)
 from tests.test_api import TOY_GRAPH
 
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
@@ -226,19 +230,9 @@ def test_method_data_reaches_the_stage_and_unknown_keys_fail(tmp_path):
 # -- real text -------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def epplm_run(cmekg_store, shared_data, tmp_path_factory):
-    """Real dialogue text linked to CMeKG; CMeKG's drug attributes; PAP on every other step so that its curve has points."""
-    import csv
-
-    source = shared_data / "corpus" / "medical_dialogue" / "sample_IM_5000-6000.utf8.csv"
-    with open(source, encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))[:120]
-    work = tmp_path_factory.mktemp("epplm")
-    corpus = work / "dialogue.txt"
-    corpus.write_text("\n".join((r["ask"] + r["answer"]).replace("\n", " ") for r in rows), encoding="utf-8")
-    return kgplm.train("epplm", graph=cmekg_store, corpus=corpus, output_dir=work / "run",
-                       text_model=dict(TINY_TEXT_ENCODER), vocab_size=1500, max_steps=80, batch_size=16,
-                       learning_rate=3e-3, log_every=20, checkpoint_every=80, max_length=64,
-                       model_options={"pap_probability": 0.5, "pap_max_values": 4}, progress=False)
+    """CMeKG's drug attributes; PAP on every other step so that its curve has points."""
+    return train_on_dialogues("epplm", cmekg_store, shared_data, tmp_path_factory.mktemp("epplm"), learning_rate=3e-3,
+                              model_options={"pap_probability": 0.5, "pap_max_values": 4})
 
 
 @pytest.mark.slow
@@ -250,19 +244,8 @@ def test_every_epplm_loss_decreases_on_real_medical_text(epplm_run):
 
 @pytest.mark.slow
 def test_the_epplm_discriminator_fine_tunes_on_cmedqaner(epplm_run, shared_data, tmp_path):
-    from kgplm.models import KgplmForFineTuning
-
-    result = kgplm.finetune(model=epplm_run.output_dir, task="cmedqaner", data_dir=shared_data / "tasks",
-                            output_dir=tmp_path / "ner", epochs=1, batch_size=16, learning_rate=3e-3,
-                            max_train_examples=160, max_eval_examples=60, max_length=64, progress=False)
-    assert 0.0 <= result.test["f1"] <= 1.0 and result.history
-    pretrained = epplm_run.load_model()
-    config = pretrained.config
-    config.task_kind, config.task_name, config.label_names = "classification", "toy", ["a", "b"]
-    tuned = KgplmForFineTuning.from_pretrained(epplm_run.model_dir, config=config)
-    for name, tensor in pretrained.bert.state_dict().items():  # D, with the pooler PAP trained
-        assert torch.equal(tuned.bert.state_dict()[name], tensor), name
-    assert "pooler.dense.weight" in pretrained.bert.state_dict()
+    _, pretrained = fine_tune_discriminator_on_cmedqaner(epplm_run, shared_data, tmp_path / "ner")
+    assert "pooler.dense.weight" in pretrained.bert.state_dict()  # D with the pooler PAP trained
 
 
 def test_a_resumed_run_repeats_the_pap_schedule_and_the_losses(tmp_path):
