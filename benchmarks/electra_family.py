@@ -109,7 +109,7 @@ def build_corpus(work: Path, store, held_out, num_facts: int, num_dialogues: int
 
 
 def pretrain(work: Path, store, corpus: Path, rows: dict, steps: int, seeds: list[int], exclude: Path,
-             text_model: dict) -> dict:
+             text_model: dict, max_length: int) -> dict:
     import kgplm
 
     runs: dict[str, list[Path]] = {}
@@ -117,14 +117,14 @@ def pretrain(work: Path, store, corpus: Path, rows: dict, steps: int, seeds: lis
     for row, options in rows.items():
         for seed in seeds:
             slug = "".join(c if c.isalnum() else "-" for c in row)
-            output = work / f"pretrain-{slug}-{steps}-h{text_model['hidden_size']}-{seed}"
+            output = work / f"pretrain-{slug}-{steps}-h{text_model['hidden_size']}-l{max_length}-{seed}"
             started = time.perf_counter()
             kgplm.train(options["method"], graph=store, corpus=corpus, output_dir=output,
                         text_model=dict(text_model), tokenizer=tokenizer, vocab_size=8000,
                         masking=options.get("masking"), model_options=options.get("model_options"),
                         method_data={"exclude_attributes": str(exclude)} if options.get("pap") else None,
                         max_steps=steps, batch_size=16, learning_rate=1e-3, log_every=steps // 10,
-                        checkpoint_every=steps, max_length=128, seed=seed, progress=False)
+                        checkpoint_every=steps, max_length=max_length, seed=seed, progress=False)
             tokenizer = tokenizer or output / "tokenizer"  # one vocabulary for every row
             logging.info("%s seed %d: %.0f s", row, seed, time.perf_counter() - started)
             runs.setdefault(row, []).append(output)
@@ -260,6 +260,7 @@ def main() -> None:
     parser.add_argument("--probe-steps", type=int, default=300)
     parser.add_argument("--hidden", type=int, default=128, help="D's hidden size (G's is a third)")
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--methods", nargs="+", help="only these ELECTRA-family methods (and their controls)")
     parser.add_argument("--work", type=Path, default=Path(__file__).resolve().parent / ".cache" / "electra_family")
     args = parser.parse_args()
@@ -279,9 +280,9 @@ def main() -> None:
     text_model = dict(hidden_size=args.hidden, num_hidden_layers=args.layers,
                       num_attention_heads=max(1, args.hidden // 32), intermediate_size=4 * args.hidden,
                       max_position_embeddings=512)
-    runs = pretrain(args.work, store, corpus, rows, args.steps, args.seeds, exclude_path, text_model)
+    runs = pretrain(args.work, store, corpus, rows, args.steps, args.seeds, exclude_path, text_model, args.max_length)
 
-    print(f"\nELECTRA family on real text: {args.steps} steps, batch 16, hidden {args.hidden}, {args.layers} layers, "
+    print(f"\nELECTRA family on real text: {args.steps} steps, batch 16 of ≤ {args.max_length} tokens, hidden {args.hidden}, {args.layers} layers, "
           f"seeds {args.seeds}; "
           f"each logged loss, first → last logging window (mean over seeds)")
     for row, paths in runs.items():
