@@ -87,7 +87,8 @@ def train(
     vocab_size: int = 8000,
     max_length: int = 128,
     num_neighbors: int = 10,
-    pepr_mode: str = "fast",
+    pepr_mode: str = "auto",
+    pepr_budget_seconds: float = 120.0,
     kg_method: str | None = None,
     entity_dim: int = 100,
     kg_epochs: int = 5,
@@ -121,7 +122,10 @@ def train(
             WordPiece vocabulary of ``vocab_size`` trained on the corpus.
         kg_embeddings, neighbor_table: cached artefacts (a :class:`KGEmbeddings` directory, a PEPR
             ``.npz``); by default computed when the method needs them: PEPR top-``num_neighbors``
-            of every mentioned entity (``pepr_mode``), ``kg_method`` embeddings (default: the
+            of every mentioned entity (``pepr_mode``: ``"auto"`` computes it exactly when exact mode's
+            cost, measured on a few seeds, fits ``pepr_budget_seconds``, and in fast mode otherwise;
+            the mode used is recorded in ``run_config.json`` under ``stages.pepr_mode_used``),
+            ``kg_method`` embeddings (default: the
             method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``.
         model_options: the method's own config fields (``kgplm.methods.get(method).config_class.option_names()``:
             ablations, loss weights, ``use_sop`` …).

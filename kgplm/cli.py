@@ -188,8 +188,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         corpus_options = {"columns": args.columns} if args.columns else None
         result = kgplm.train(args.method, graph=args.graph, corpus=args.corpus, output_dir=args.out,
                              text_model=text_model, tokenizer=args.tokenizer, kg_embeddings=args.kg_embeddings,
-                             neighbor_table=args.pepr, corpus_options=corpus_options, vocab_size=args.vocab_size,
-                             max_length=args.max_length, masking=args.masking, max_steps=args.max_steps,
+                             neighbor_table=args.pepr, pepr_mode=args.pepr_mode,
+                             pepr_budget_seconds=args.pepr_budget_seconds,
+                             corpus_options=corpus_options, vocab_size=args.vocab_size, max_length=args.max_length, masking=args.masking, max_steps=args.max_steps,
                              batch_size=args.batch_size, gradient_accumulation_steps=args.gradient_accumulation_steps,
                              learning_rate=args.learning_rate, checkpoint_every=args.checkpoint_every,
                              log_every=args.log_every, seed=args.seed, device=args.device,
@@ -397,6 +398,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--kg-embeddings", default=None, help="KGEmbeddings directory to reuse")
     p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to reuse")
+    p.add_argument("--pepr-mode", default="auto", choices=["auto", "exact", "fast"],
+                   help="PEPR of the mentioned entities: exact, fast, or exact when it fits --pepr-budget-seconds")
+    p.add_argument("--pepr-budget-seconds", type=float, default=120.0,
+                   help="time exact PEPR may take under --pepr-mode auto (estimated on a few seeds)")
     p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
     p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
     p.add_argument("--masking", default=None, choices=SCHEMES, help="MLM masking scheme (default: the method's)")
