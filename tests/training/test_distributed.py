@@ -23,6 +23,7 @@ import torch
 import kgplm
 from kgplm.models import TINY_TEXT_ENCODER
 from tests.test_api import TOY_GRAPH, write_toy_corpus
+from tests.training.helpers import Fit, FitRows, fit_collate, fit_settings, fit_worker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEXT_MODEL = dict(TINY_TEXT_ENCODER, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -135,3 +136,34 @@ def test_a_two_process_run_killed_with_sigkill_resumes_to_the_same_losses(refere
     assert not (killed / "model").exists()
     _launch(reference, killed)
     assert (killed / "metrics.jsonl").read_text() == (two_processes / "metrics.jsonl").read_text()  # bit for bit
+
+
+# -- ranks without targets: the loop in 2 spawned processes against 1 ------------------------------------------
+def test_ranks_without_targets_join_the_gradient_all_reduce(tmp_path):
+    """A rank whose micro-batches hold no target still meets DDP's all-reduce (no hang) and adds nothing."""
+    from safetensors.torch import load_file
+
+    from kgplm.training.trainer import train_loop
+
+    one = train_loop(Fit(), FitRows(), fit_collate, output_dir=tmp_path / "one", settings=fit_settings(1),
+                     progress=False)
+    processes = torch.multiprocessing.start_processes(
+        fit_worker, args=(str(tmp_path / "rendezvous"), str(tmp_path / "two")), nprocs=2, join=False,
+        start_method="spawn")
+    deadline = time.monotonic() + TIMEOUT
+    while not processes.join(timeout=5):
+        if time.monotonic() > deadline:
+            for process in processes.processes:
+                process.kill()
+            pytest.fail("the 2-process loop did not finish (a rank waiting in the all-reduce?)")
+    two = _records(tmp_path / "two")
+    assert [r["step"] for r in one] == [r["step"] for r in two] == [1, 2, 3, 4, 5]
+    assert "fit" not in one[3] and "fit" not in two[3]  # step 4: no target anywhere, nothing logged, no update
+    for a, b in zip(one, two):
+        assert set(a) == set(b)
+        for key in a:
+            assert b[key] == pytest.approx(a[key], rel=1e-6), (a["step"], key)
+    weights = [load_file(str(path / "checkpoints" / "step-0000005" / "model.safetensors"))["w"]
+               for path in (tmp_path / "one", tmp_path / "two")]
+    torch.testing.assert_close(weights[1], weights[0], rtol=1e-6, atol=1e-7)
+    assert not torch.equal(weights[0], torch.tensor([1.0, -0.5]))
