@@ -264,7 +264,10 @@ def main() -> None:
     parser.add_argument("--mixed-precision", choices=["no", "bf16", "fp16"], default="no", help="the CPU table's")
     parser.add_argument("--gpu-batch", type=int, default=BERT_BASE["batch"], help="the GPU table's batch")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from kgplm.methods import available
 

@@ -252,7 +252,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     scores = kgplm.evaluate(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
                             max_examples=args.max_examples, device=args.device, progress=not args.no_progress)
-    print(json.dumps(scores, indent=1))
+    if _is_main_process():
+        print(json.dumps(scores, indent=1))
     return 0
 
 

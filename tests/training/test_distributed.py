@@ -48,7 +48,7 @@ def reference(tmp_path_factory):
     return {"work": work, "corpus": corpus, "metrics": result.metrics}
 
 
-def _command(reference, output_dir: Path) -> list[str]:
+def _command(reference, output_dir: Path, extra: tuple[str, ...] = ()) -> list[str]:
     one = reference["work"] / "one"
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
             "-m", "kgplm", "train", "--method", "smedbert", "--graph", str(TOY_GRAPH),
@@ -56,7 +56,7 @@ def _command(reference, output_dir: Path) -> list[str]:
             "--tokenizer", str(one / "tokenizer"), "--kg-embeddings", str(one / "kg" / "embeddings"),
             "--pepr", str(one / "kg" / "neighbors.npz"), "--entity-dim", "16", "--max-steps", str(STEPS),
             "--batch-size", str(BATCH), "--gradient-accumulation-steps", "2", "--learning-rate", "2e-3",
-            "--checkpoint-every", "2", "--log-every", "1", "--max-length", "64", "--no-progress"]
+            "--checkpoint-every", "2", "--log-every", "1", "--max-length", "64", "--no-progress", *extra]
 
 
 def _descendants(pid: int) -> list[int]:
@@ -77,9 +77,10 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _launch(reference, output_dir: Path, *, kill_after_checkpoint: str | None = None) -> None:
+def _launch(reference, output_dir: Path, *, extra: tuple[str, ...] = (), kill_after_checkpoint: str | None = None
+            ) -> None:
     environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
-    process = subprocess.Popen(_command(reference, output_dir), cwd=REPO_ROOT, env=environment,
+    process = subprocess.Popen(_command(reference, output_dir, extra), cwd=REPO_ROOT, env=environment,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if kill_after_checkpoint is None:
         try:

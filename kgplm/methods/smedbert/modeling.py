@@ -85,6 +85,15 @@ Deviations and choices (each documented here; options where the alternative is r
   each mention's neighbour set (messages between co-neighbours, typed by their link to the
   mention's entity) before the attention; the mention's own entity is not a node, so a masked
   mention's identity cannot reach its tokens that way. MNeM keeps the TransR vectors.
+* Mixed precision (``mixed_precision="bf16"|"fp16"``): under autocast the span pooling's and both
+  attentions' softmaxes and weighted sums, the normalisations and scores of MNeM (Eq. 16) and the
+  MNeM/MMeM losses run in fp32; the linear maps run in the autocast dtype.
+* No host–device synchronisation in the forward pass: the indices whose size depends on the data
+  (mention tokens, the (mention, type) groups of Eq. 3, the R-GCN's node set and co-neighbour pairs)
+  come from the collators, built on the CPU with the same functions (:func:`type_groups`,
+  :func:`~kgplm.models.modules.mention_token_index`, :func:`~kgplm.models.modules.neighbor_graph`),
+  and the R-GCN layer is a loop-free equivalent of PyG's ``RGCNConv``
+  (:class:`~kgplm.models.modules.BasisRelationalConvolution`).
 * SOP stays at chance (ln 2) in short CPU runs on real text, also for Hugging Face's
   ``BertForPreTraining`` fed the same batches: it is a matter of scale, not of wiring
   (``benchmarks/sop_curve.py``).
