@@ -238,18 +238,24 @@ class FineTuningResult:
         return f"FineTuningResult(task={self.task!r}, dev {self.dev['main']:.4f}{test}, {self.output_dir})"
 
 
-def _encoder_inputs(method: str, run, progress: bool):
-    """The provider of the extra encoder inputs a method reads at fine-tuning (``None`` for none)."""
+def _encoder_inputs(method: str, run, progress: bool, wanted: bool = True):
+    """The provider of the extra encoder inputs a method reads at fine-tuning (``None`` for none, or when
+    not ``wanted``: the encoder then runs on the text alone)."""
     from kgplm.exceptions import MissingFileError
     from kgplm.methods import get
 
     spec = get(method)
-    if spec.finetuning_inputs is None:
+    if spec.finetuning_inputs is None or not wanted:
         return None
     if run is None:
         raise MissingFileError("<model>", f"pre-training run next to the model: a {method!r} encoder reads inputs "
                                           f"built from its pre-training run's artefacts")
     return spec.finetuning_inputs(run, progress)
+
+
+#: The seed of dev and test subsets (``max_eval_examples``): fixed, so that every training seed and every
+#: model is scored on the same examples (``evaluate``'s default ``seed`` draws the same subset).
+EVALUATION_SUBSET_SEED = 0
 
 
 def _subset(examples: list, limit: int | None, seed: int) -> list:
@@ -276,6 +282,7 @@ def finetune(
     max_train_examples: int | None = None,
     max_eval_examples: int | None = None,
     seed: int = 0,
+    encoder_inputs: bool = True,
     device: str = "cpu",
     progress: bool = True,
 ) -> FineTuningResult:
@@ -289,7 +296,12 @@ def finetune(
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay: AdamW with linear decay;
             ``patience``: epochs without dev improvement before stopping.
         tagging: ``"bio"`` or ``"bioes"`` for NER tasks.
-        max_train_examples, max_eval_examples: seeded subsets for quick runs (``None``: all).
+        max_train_examples, max_eval_examples: subsets for quick runs (``None``: all); the training
+            subset follows ``seed``, the dev and test subsets do not (:data:`EVALUATION_SUBSET_SEED`),
+            so runs with different seeds are scored on the same examples.
+        encoder_inputs: ``False`` fine-tunes a method whose encoder reads extra inputs (SMedBERT's
+            linked mentions and neighbours) on the text alone — the "no knowledge at fine-tuning"
+            ablation; ``evaluate`` then does the same.
 
     Writes ``output_dir/model`` (the best epoch), ``tokenizer/``, ``finetune_config.json`` (the
     arguments, which replay the run) and ``results.json`` (history, dev and test scores).
@@ -314,8 +326,8 @@ def finetune(
     arguments["model"] = str(Path(model).resolve())
     splits = load_task(spec.name, data_dir)
     train_examples = _subset(splits["train"], max_train_examples, seed)
-    dev_examples = _subset(splits["dev"], max_eval_examples, seed)
-    test_examples = _subset(splits["test"], max_eval_examples, seed)
+    dev_examples = _subset(splits["dev"], max_eval_examples, EVALUATION_SUBSET_SEED)
+    test_examples = _subset(splits["test"], max_eval_examples, EVALUATION_SUBSET_SEED)
     tokenizer = load_tokenizer(tokenizer_dir)
     config = KgplmConfig.from_pretrained(str(model_dir))
     if max_length > config.max_position_embeddings:
@@ -325,7 +337,7 @@ def finetune(
     config.task_kind, config.task_name, config.label_names, config.tagging = spec.kind, spec.name, label_names, tagging
     config.num_labels = max(len(label_names or ()), 1)
     encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
-                          knowledge=_encoder_inputs(config.method, run, progress))
+                          knowledge=_encoder_inputs(config.method, run, progress, encoder_inputs))
     import torch
 
     torch.manual_seed(seed)  # the head's initial weights
@@ -348,6 +360,7 @@ def finetune(
     finetune_config = {"kgplm_finetune": 1, **arguments}
     results = {"task": spec.name, "metric": spec.metric, "dev": dev_scores, "test": test_scores, "history": history,
                "examples": {"train": len(train_examples), "dev": len(dev_examples), "test": len(test_examples)},
+               "example_ids": {"dev": [e.id for e in dev_examples], "test": [e.id for e in test_examples]},
                "encoding": dict(encoder.statistics)}
     for name, content in (("finetune_config.json", finetune_config), ("results.json", results)):
         with atomic_file(output_dir / name, "w", encoding="utf-8") as handle:
@@ -364,11 +377,16 @@ def evaluate(
     split: str = "test",
     batch_size: int = 64,
     max_examples: int | None = None,
-    seed: int = 0,
+    seed: int = EVALUATION_SUBSET_SEED,
+    encoder_inputs: bool | None = None,
     device: str = "cpu",
     progress: bool = True,
 ) -> dict[str, float]:
-    """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own."""
+    """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own.
+
+    ``max_examples`` draws a subset with ``seed`` (by default the subset ``finetune`` scored);
+    ``encoder_inputs`` (default: as the model was fine-tuned) feeds the method's extra encoder inputs.
+    """
     from kgplm.evaluation.tasks import get_task, load_task
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
@@ -387,10 +405,13 @@ def evaluate(
     examples = _subset(load_task(spec.name, data_dir, split), max_examples, seed)
     max_length = config.max_position_embeddings
     finetune_config = model_dir.parent / "finetune_config.json"
-    if finetune_config.is_file():  # the length it was fine-tuned with
-        max_length = json.loads(finetune_config.read_text(encoding="utf-8"))["max_length"]
+    if finetune_config.is_file():  # the length (and encoder inputs) it was fine-tuned with
+        recorded = json.loads(finetune_config.read_text(encoding="utf-8"))
+        max_length = recorded["max_length"]
+        encoder_inputs = recorded.get("encoder_inputs", True) if encoder_inputs is None else encoder_inputs
     encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names, max_length=max_length,
-                          tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress))
+                          tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress,
+                                                                           encoder_inputs is not False))
     features = encoder.encode(examples)
     network.to(device)
     return score(encoder, examples, features, predict(network, encoder, features, batch_size=batch_size,

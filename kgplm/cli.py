@@ -223,7 +223,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                             epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
                             patience=args.patience, max_length=args.max_length, tagging=args.tagging,
                             max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
-                            seed=args.seed, device=args.device, progress=not args.no_progress)
+                            seed=args.seed, encoder_inputs=not args.no_encoder_inputs, device=args.device,
+                            progress=not args.no_progress)
     print(f"{result.task}: dev {result.dev['main']:.4f}, test {result.test['main']:.4f} "
           f"({len(result.history)} epochs); model and results.json in {result.output_dir}")
     return 0
@@ -235,7 +236,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     import kgplm
 
     scores = kgplm.evaluate(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
-                            max_examples=args.max_examples, device=args.device, progress=not args.no_progress)
+                            max_examples=args.max_examples, encoder_inputs=False if args.no_encoder_inputs else None,
+                            device=args.device, progress=not args.no_progress)
     print(json.dumps(scores, indent=1))
     return 0
 
@@ -417,6 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-train-examples", type=int, default=None)
     p.add_argument("--max-eval-examples", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-encoder-inputs", action="store_true",
+                   help="fine-tune on the text alone (no linked mentions for a SMedBERT-like encoder)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_finetune)
@@ -427,6 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", required=True)
     p.add_argument("--split", default="test", help="train, dev or test")
     p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument("--no-encoder-inputs", action="store_true",
+                   help="score on the text alone (default: as the model was fine-tuned)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_evaluate)
