@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -129,6 +130,23 @@ def test_smedbert_is_fine_tuned_with_linked_mentions_and_neighbours(tmp_path):
         plain.test["accuracy"])
     with_inputs = kgplm.evaluate(model=plain.output_dir, data_dir=task_dir, encoder_inputs=True, progress=False)
     assert 0.0 <= with_inputs["accuracy"] <= 1.0
+
+
+def test_smedbert_trained_with_a_given_neighbour_table_can_be_fine_tuned(tmp_path):
+    """A run given ``neighbor_table=`` (a cached PEPR table) holds no kg/neighbors.npz of its own; its
+    fine-tuning inputs must come from the table it was trained with."""
+    from kgplm.kg.pepr import NeighborTable
+    from kgplm.methods import get
+    from kgplm.training.run import RunDirectory
+
+    corpus = write_toy_corpus(tmp_path / "notes.txt")
+    first = kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "first", max_steps=2))
+    table_path = RunDirectory(first.output_dir).neighbor_table_path
+    second = kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "second", max_steps=2,
+                                                     neighbor_table=str(table_path)))
+    assert not RunDirectory(second.output_dir).neighbor_table_path.exists()
+    lookup = get("smedbert").finetuning_inputs(RunDirectory(second.output_dir), False)
+    assert np.array_equal(lookup.neighbors, NeighborTable.load(table_path).neighbors)
 
 
 def test_cli_finetune_then_evaluate(tiny_chinese_model, shared_data, tmp_path, capsys):

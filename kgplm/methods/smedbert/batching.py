@@ -218,12 +218,17 @@ class KnowledgeLookup:
 def knowledge_inputs(run, progress: bool) -> KnowledgeLookup:
     """The fine-tuning inputs of a SMedBERT model: the graph and PEPR table of its pre-training run.
 
-    ``run`` is a :class:`~kgplm.training.run.RunDirectory` of the pre-training run.
+    ``run`` is a :class:`~kgplm.training.run.RunDirectory` of the pre-training run: the table it
+    computed (``kg/neighbors.npz``), or the one it was given (``kgplm.train(neighbor_table=...)``).
     """
+    from pathlib import Path
+
     from kgplm.exceptions import MissingFileError
     from kgplm.kg.pepr import NeighborTable
 
     table_path = run.neighbor_table_path
+    if not table_path.is_file() and run.read_run_config().get("neighbor_table"):
+        table_path = Path(run.read_run_config()["neighbor_table"])
     if not table_path.is_file():
         raise MissingFileError(table_path, "PEPR neighbour table of the pre-training run (a SMedBERT model needs "
                                            "the graph and neighbour table it was trained with)")
