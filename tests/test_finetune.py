@@ -147,6 +147,9 @@ def test_smedbert_trained_with_a_given_neighbour_table_can_be_fine_tuned(tmp_pat
     assert not RunDirectory(second.output_dir).neighbor_table_path.exists()
     lookup = get("smedbert").finetuning_inputs(RunDirectory(second.output_dir), False)
     assert np.array_equal(lookup.neighbors, NeighborTable.load(table_path).neighbors)
+    # built once per graph and table: a second fine-tuning of the same run reuses it, another graph does not
+    assert get("smedbert").finetuning_inputs(RunDirectory(second.output_dir), False) is lookup
+    assert get("smedbert").finetuning_inputs(RunDirectory(first.output_dir), False) is not lookup
 
 
 def test_cli_finetune_then_evaluate(tiny_chinese_model, shared_data, tmp_path, capsys):

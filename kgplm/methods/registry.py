@@ -54,7 +54,7 @@ class MethodEvaluation:
     """A method's own evaluation of a pre-trained model (e.g. EP-PLM's product-attribute AUC).
 
     ``benchmarks/replicate.py`` reports it as a column for the method, its control and its
-    ablations. ``run(model_dir, method_run, *, progress)`` scores the pre-trained model in
+    ablations. ``run(model_dir, method_run, *, device, progress)`` scores the pre-trained model in
     ``model_dir`` — the method's, or its control's or an ablation's, so it must accept any method's
     model — with the data of the method's own pre-training run ``method_run`` (a
     :class:`~kgplm.training.run.RunDirectory`: its graph, artefacts and ``method_data`` in

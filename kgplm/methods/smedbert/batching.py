@@ -215,11 +215,26 @@ class KnowledgeLookup:
                 "neighbor_type_ids": _concat(edges["type"])}
 
 
+#: The last lookups built, by (graph, table) files and their modification times: linking CMeKG's 135k
+#: names takes seconds, and runs that share a graph and table (seeds, ablations) share one lookup.
+_LOOKUPS: dict[tuple, KnowledgeLookup] = {}
+_MAX_LOOKUPS = 2
+
+
+def _file_key(path) -> tuple:
+    from pathlib import Path
+
+    path = Path(path)
+    stamp = path / "manifest.json" if path.is_dir() else path
+    return (str(path.resolve()), stamp.stat().st_mtime_ns) if stamp.exists() else (str(path),)
+
+
 def knowledge_inputs(run, progress: bool) -> KnowledgeLookup:
     """The fine-tuning inputs of a SMedBERT model: the graph and PEPR table of its pre-training run.
 
     ``run`` is a :class:`~kgplm.training.run.RunDirectory` of the pre-training run: the table it
     computed (``kg/neighbors.npz``), or the one it was given (``kgplm.train(neighbor_table=...)``).
+    A lookup is stateless once built, so runs with the same graph and table files share one.
     """
     from pathlib import Path
 
@@ -232,4 +247,10 @@ def knowledge_inputs(run, progress: bool) -> KnowledgeLookup:
     if not table_path.is_file():
         raise MissingFileError(table_path, "PEPR neighbour table of the pre-training run (a SMedBERT model needs "
                                            "the graph and neighbour table it was trained with)")
-    return KnowledgeLookup(run.open_store(progress=progress), NeighborTable.load(table_path))
+    graph = run.store_dir if (run.store_dir / "manifest.json").is_file() else run.read_run_config()["graph"]
+    key = (_file_key(graph), _file_key(table_path))
+    if key not in _LOOKUPS:
+        while len(_LOOKUPS) >= _MAX_LOOKUPS:
+            _LOOKUPS.pop(next(iter(_LOOKUPS)))
+        _LOOKUPS[key] = KnowledgeLookup(run.open_store(progress=progress), NeighborTable.load(table_path))
+    return _LOOKUPS[key]
