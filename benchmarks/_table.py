@@ -171,12 +171,14 @@ TABLE_TITLES = {
     "fine-tuned": "Fine-tuned tasks (test scores ×100)",
     "pre-trained": "Pre-trained models, no fine-tuning: similarity Acc@1, held-out cloze probe (exact match), "
                    "the methods' own evaluations (×100)",
-    "secondary": f"Secondary table: tasks with fewer than 200 scored test units (×100)",
+    "secondary": "Secondary table: tasks with fewer than 200 test units (×100)",
 }
 
 
-def render_markdown(result: dict) -> str:
-    lines = [f"## {result['title']}", ""]
+def render_markdown(result: dict, heading_level: int = 2) -> str:
+    """The result as Markdown, its title a heading of ``heading_level`` and each table one level below."""
+    title, subtitle = "#" * heading_level, "#" * (heading_level + 1)
+    lines = [f"{title} {result['title']}", ""]
     if result["smoke"]:
         lines += ["> **Smoke run.** A tiny budget that checks the runner end to end (every row, column, interval, "
                   "p-value and baseline); its numbers say nothing about the papers' claims.", ""]
@@ -193,7 +195,7 @@ def render_markdown(result: dict) -> str:
         table = result["tables"][name]
         if not table["columns"]:
             continue
-        lines += [f"### {TABLE_TITLES[name]}", "",
+        lines += [f"{subtitle} {TABLE_TITLES[name]}", "",
                   "| row | " + " | ".join(f"{column} | p" for column in table["columns"]) + " |",
                   "|---|" + "---:|---:|" * len(table["columns"])]
         for row in result["rows"]:

@@ -51,7 +51,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from _data import SHARED, cmekg_store, mixed_corpus  # noqa: E402  (benchmarks/ is the script's directory)
 
 logger = logging.getLogger("replicate")
@@ -484,6 +483,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                     "is much faster than several on a loaded machine)")
     parser.add_argument("--work", type=Path)
     parser.add_argument("--results", type=Path, default=ROOT / "results")
+    parser.add_argument("--readme", action="store_true", help="also write the table into README.md's "
+                                                             "'Does the knowledge help?' section")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import torch
@@ -516,8 +517,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     (args.results / f"{stem}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
     markdown = render_markdown(result)
     (args.results / f"{stem}.md").write_text(markdown, encoding="utf-8")
+    if args.readme:
+        readme = ROOT.parent / "README.md"
+        readme.write_text(between_markers(readme.read_text(encoding="utf-8"), render_markdown(result, 3)),
+                          encoding="utf-8")
     print(markdown)
     print(f"written {args.results / stem}.json and .md in {time.perf_counter() - started:.0f} s")
+
+
+README_MARKERS = ("<!-- replication table: written by benchmarks/replicate.py --readme -->",
+                  "<!-- end of replication table -->")
+
+
+def between_markers(text: str, table: str) -> str:
+    """``text`` with what lies between :data:`README_MARKERS` replaced by ``table``."""
+    start, end = (text.index(marker) for marker in README_MARKERS)
+    return text[: start + len(README_MARKERS[0])] + "\n" + table.strip() + "\n" + text[end:]
 
 
 if __name__ == "__main__":

@@ -128,6 +128,11 @@ def test_aggregation_by_hand():
     markdown = render_markdown(result)
     assert "| **m** | 100.0 ± 0.0 | 0.002 |" in markdown  # 1/401 = 0.0025 → 0.002
     assert "| *majority class (all-O for NER)* | 75.0 |" in markdown
+    assert markdown.startswith("## ") and "\n### Secondary table" in markdown
+    assert render_markdown(result, 3).startswith("### ") and "\n#### Secondary table" in render_markdown(result, 3)
+    readme = f"intro\n{replicate.README_MARKERS[0]}\nold table\n{replicate.README_MARKERS[1]}\nrest\n"
+    updated = replicate.between_markers(readme, "| new |")
+    assert updated == f"intro\n{replicate.README_MARKERS[0]}\n| new |\n{replicate.README_MARKERS[1]}\nrest\n"
 
 
 def test_ner_baselines_and_unit_count():
