@@ -20,11 +20,12 @@ __all__ = ["scored_outcomes", "baseline_counts"]
 
 
 def _predictions(encoder, examples, features, outputs) -> list:
-    """Predicted spans (NER) or labels, one per example."""
+    """Predicted spans (NER: windows merged back to the document) or labels (``None``: no prediction), one per
+    example, decoded as :func:`kgplm.training.scoring.score` decodes them."""
     if encoder.kind in ("ner", "nested_ner"):
-        return [encoder.spans_from_logits(feature, logits) for feature, logits in zip(features, outputs)]
+        return encoder.predicted_spans(examples, features, outputs)
     names = encoder.label_names
-    return [names[int(np.argmax(output))] for output in outputs]
+    return [None if feature.get("cut") else names[int(np.argmax(output))] for feature, output in zip(features, outputs)]
 
 
 def _gold(spec, examples) -> list:
