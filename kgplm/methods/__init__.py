@@ -9,6 +9,7 @@ See :mod:`kgplm.methods.registry` and the README's "Adding a method".
 from kgplm.methods.registry import (
     Control,
     MethodContext,
+    MethodEvaluation,
     MethodSpec,
     available,
     get,
@@ -25,4 +26,4 @@ from kgplm.methods import electra as _electra  # noqa: E402,F401  isort: skip
 from kgplm.methods import ehealth as _ehealth  # noqa: E402,F401  isort: skip
 from kgplm.methods import epplm as _epplm  # noqa: E402,F401  isort: skip
 
-__all__ = ["known_artefacts", "method_table", "Control", "MethodContext", "MethodSpec", "available", "get", "register", "unregister"]
+__all__ = ["known_artefacts", "method_table", "Control", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister"]
