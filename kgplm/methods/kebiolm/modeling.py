@@ -54,7 +54,8 @@ Deviations and choices
   not candidates at decoding: position 0 and the [SEP] that ends each segment (found from the
   attention mask and token types, so the encoder needs no token ids of the tokenizer).
 * Random-init ablation (``entity_init="random"``): rows uniform on the unit sphere, the scale of
-  TransE's normalised entity vectors. Frozen ablation: ``freeze_entity_embeddings=True``.
+  TransE's normalised entity vectors. Frozen ablation (``freeze_entity_embeddings=True``): the
+  table is a saved buffer, so it stays fixed after loading too, also at fine-tuning.
 * The fine-tuning model's [CLS] pooler is newly initialised (pre-training has no sentence task).
 """
 
@@ -89,8 +90,13 @@ class EntityMemory(nn.Module):
 
     def __init__(self, config: KebiolmConfig) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(config.num_entities, config.entity_dim),
-                                   requires_grad=not config.freeze_entity_embeddings)
+        table = torch.empty(config.num_entities, config.entity_dim)
+        if config.freeze_entity_embeddings:
+            # a buffer, not a parameter with requires_grad=False: loading a checkpoint (from_pretrained)
+            # makes every parameter trainable again, a buffer stays out of the optimiser
+            self.register_buffer("weight", table)
+        else:
+            self.weight = nn.Parameter(table)
         self.num_retrieved = config.num_retrieved
         self.chunk_size = config.retrieval_chunk_size
         self.reset_parameters()
