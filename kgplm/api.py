@@ -93,6 +93,7 @@ def train(
     kg_epochs: int = 5,
     model_options: dict | None = None,
     method_data: dict | None = None,
+    exclude_triples: str | os.PathLike | None = None,
     masking: str | None = None,
     max_steps: int = 1000,
     batch_size: int = 16,
@@ -128,6 +129,10 @@ def train(
         method_data: inputs of the method's own stages that are not model fields (files such as a
             product-attribute table); JSON-safe, recorded in ``run_config.json``. Each method's
             docstring says which keys it reads.
+        exclude_triples: a file of triples kept out of pre-training (a probe file's
+            ``exclude_from_training`` list, or a TSV of labelled triples): the sentences stating them
+            leave the corpus, the KG embeddings and PEPR table are built without them
+            (:mod:`kgplm.training.heldout`).
         masking: the MLM masking scheme (default: the method's, e.g. ``whole_entity`` for SMedBERT).
         batch_size: examples per optimiser step, split into ``gradient_accumulation_steps``
             micro-batches (the loss is the mean over the whole batch either way).
@@ -166,7 +171,8 @@ def train(
     run.write_run_config(run_config)
 
     inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus,
-                                corpus_options=dict(corpus_options or {}), progress=progress)
+                                corpus_options=dict(corpus_options or {}), progress=progress,
+                                held_out=_held_out(run, exclude_triples, store))
     tokenizer_object = stages.prepare_tokenizer(run, inputs)
     stages.run_artefact_stages(spec.artefacts, run, inputs)
     dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)
@@ -188,6 +194,25 @@ def train(
     logger.info("saved the model to %s", run.model_dir)
     return TrainingResult(output_dir=run.path, method=method, steps=max_steps, metrics=metrics,
                           run_config=run.read_run_config())
+
+
+def _held_out(run, exclude_triples, store):
+    """The held-out triples of a run; a rerun must name the same triples as the run it resumes."""
+    import hashlib
+
+    from kgplm.exceptions import ArtifactError
+    from kgplm.training.heldout import HeldOutTriples
+
+    if exclude_triples is None:
+        return None
+    held_out = HeldOutTriples.load(exclude_triples, store)
+    digest = hashlib.sha256(held_out.triples.tobytes()).hexdigest()
+    recorded = run.read_run_config().get("stages", {}).get("held_out_triples")
+    if recorded is not None and recorded["sha256"] != digest:
+        raise ArtifactError(f"{run.path} was built with other held-out triples than {exclude_triples} lists now; "
+                            f"choose another output_dir or delete it")
+    run.record_stage("held_out_triples", {"count": len(held_out), "sha256": digest})
+    return held_out
 
 
 def train_from_config(path: str | os.PathLike, **overrides) -> TrainingResult:
@@ -368,7 +393,17 @@ def evaluate(
     device: str = "cpu",
     progress: bool = True,
 ) -> dict[str, float]:
-    """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own."""
+    """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own.
+
+    ``task="probe"``: the KG cloze probe of a pre-trained model (a ``kgplm.train`` output);
+    ``data_dir`` is then the probe file (:func:`kgplm.evaluation.probing.probe_model`).
+    """
+    from kgplm.evaluation.probing import PROBE_TASK
+
+    if task == PROBE_TASK:
+        from kgplm.evaluation.probing import probe_model
+
+        return probe_model(model, data_dir, batch_size=batch_size, device=device, progress=progress)
     from kgplm.evaluation.tasks import get_task, load_task
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer

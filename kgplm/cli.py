@@ -195,6 +195,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              log_every=args.log_every, seed=args.seed, device=args.device,
                              model_options=json.loads(args.model_options) if args.model_options else None,
                              method_data=json.loads(args.method_data) if args.method_data else None,
+                             exclude_triples=args.exclude_triples,
                              progress=not args.no_progress)
     first, last = result.metrics[0], result.metrics[-1]
     print(f"{result.method}: {result.steps} steps; loss {first['loss']:.4f} (step {first['step']}) → "
@@ -234,9 +235,29 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     import kgplm
 
+    from kgplm.evaluation.probing import PROBE_TASK, probe_table, result_rows
+
     scores = kgplm.evaluate(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
                             max_examples=args.max_examples, device=args.device, progress=not args.no_progress)
+    if args.task == PROBE_TASK:  # the probe's table always shows the baseline and chance beside the model
+        print(probe_table(result_rows(scores, name=str(args.model))))
     print(json.dumps(scores, indent=1))
+    return 0
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from kgplm.evaluation.probing import build_probe
+
+    store = _store(args.store)
+    probe = build_probe(store, queries_per_relation=args.queries_per_relation,
+                        max_answer_tokens=args.max_answer_tokens, held_out_fraction=args.held_out_fraction,
+                        seed=args.seed)
+    probe.save(args.out)
+    held_out = sum(query.held_out for query in probe.queries)
+    print(f"{len(probe.queries):,} queries over {len({q.relation for q in probe.queries})} relations "
+          f"({held_out:,} held out; {len(probe.exclude_from_training):,} triples to exclude from training) "
+          f"written to {args.out}; train with --exclude-triples {args.out}, score with "
+          f"kgplm evaluate --task probe --data-dir {args.out}")
     return 0
 
 
@@ -388,6 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to reuse")
     p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
     p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
+    p.add_argument("--exclude-triples", default=None,
+                   help="keep these triples out of pre-training (a probe file, or a TSV of head/relation/tail)")
     p.add_argument("--masking", default=None, choices=SCHEMES, help="MLM masking scheme (default: the method's)")
     p.add_argument("--gradient-accumulation-steps", type=int, default=1,
                    help="split each step's --batch-size examples into this many micro-batches")
@@ -423,13 +446,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("evaluate", help="score a fine-tuned model on a split (kgplm.evaluate); prints JSON")
     p.add_argument("--model", required=True, help="a kgplm finetune output directory")
-    p.add_argument("--task", default=None, help="default: the task the model was fine-tuned on")
+    p.add_argument("--task", default=None, help="default: the task the model was fine-tuned on; 'probe': the KG "
+                                                "cloze probe of a pre-trained model (--data-dir: the probe file)")
     p.add_argument("--data-dir", required=True)
     p.add_argument("--split", default="test", help="train, dev or test")
     p.add_argument("--max-examples", type=int, default=None)
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_evaluate)
+
+    p = commands.add_parser("probe", help="build a KG cloze probe with held-out facts (kgplm.evaluation.probing)")
+    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--out", required=True, help="probe file to write (JSON)")
+    p.add_argument("--queries-per-relation", type=int, default=100)
+    p.add_argument("--max-answer-tokens", type=int, default=10)
+    p.add_argument("--held-out-fraction", type=float, default=0.5,
+                   help="share of each relation's queries whose facts are excluded from training")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=_cmd_probe)
 
     p = commands.add_parser("demo", help="run the demo on the embedded CMeKG graph")
     p.add_argument("--work-dir", default="artifacts/demo", help="where the demo writes its artefacts")
