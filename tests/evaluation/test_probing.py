@@ -195,3 +195,24 @@ def test_held_out_triples_are_not_counted_by_the_baseline(store, tokenizer):
     assert len(store.triple_ids(probe.exclude_from_training)) == len(store.triples)  # every fact is held out
     references = reference_scores(probe, store, tokenizer)
     assert all(v == 0.0 for v in references["baseline"] if v is not None)  # nothing left to count
+
+
+def test_evaluate_task_probe_prints_the_model_baseline_and_chance(store, tmp_path, capsys):
+    """kgplm.evaluate(task="probe") on a pre-trained model; the CLI's table always shows both references."""
+    import kgplm
+    from kgplm.cli import main
+    from tests.test_api import toy_arguments, write_toy_corpus
+
+    probe_path = build_probe(store, queries_per_relation=2, max_answer_tokens=3, seed=0).save(tmp_path / "probe.json")
+    run = tmp_path / "run"
+    kgplm.train("mlm", **toy_arguments(write_toy_corpus(tmp_path / "notes.txt"), run, max_steps=2, log_every=1),
+                exclude_triples=str(probe_path))
+    result = kgplm.evaluate(model=run, task="probe", data_dir=probe_path, progress=False)
+    assert {"recall@5", "recall@5_seen", "recall@5_unseen", "baseline_recall@5", "chance_recall@5"} <= set(result)
+    assert result["queries"] + result["unanswerable"] == len(Probe.load(probe_path).queries)
+    assert 0.0 <= result["chance_recall@5"] <= 1.0
+    assert main(["evaluate", "--model", str(run), "--task", "probe", "--data-dir", str(probe_path),
+                 "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    table = printed.split("{", 1)[0]
+    assert str(run) in table and "baseline (most frequent, no model)" in table and "chance (uniform entity names)" in table
