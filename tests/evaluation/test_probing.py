@@ -111,6 +111,13 @@ def test_per_relation_cap_held_out_share_and_exclusions(store):
             assert all(frozenset((known, store.entity_id(a))) not in held_pairs for a in query.answers)
 
 
+def test_queries_with_too_many_answers_are_skipped(store):
+    probe = build_probe(store, queries_per_relation=100, max_answers=3, held_out_fraction=0.0)
+    expected = {key for key, answers in _expected_keys(store).items() if len(answers) <= 3}
+    assert {(q.relation, q.direction, store.entity_name(store.entity_id(q.known))) for q in probe.queries} == expected
+    assert len(expected) < len(_expected_keys(store))  # 感冒's four symptoms, 糖尿病's four …
+
+
 def test_probe_file_round_trip(store, tmp_path):
     probe = build_probe(store, queries_per_relation=2, seed=3)
     loaded = Probe.load(probe.save(tmp_path / "probe.json"))
