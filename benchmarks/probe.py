@@ -4,13 +4,13 @@ Data: CMeKG (shared data); text = the first ``--facts`` CMeKG entity description
 (:func:`kgplm.demo.verbalized_facts`) + ``--dialogues`` consultations of the Chinese medical dialogue
 corpus. The probe (:mod:`kgplm.evaluation.probing`) asks about facts those descriptions state, at most
 ``--per-relation`` queries per relation, half of them held out: ``kgplm.train(exclude_triples=probe)``
-removes their sentences from the text and their triples from TransE. Both models: hidden 128, 4 layers,
-the same vocabulary (built on the filtered text), whole-entity masking, ``--steps`` steps of 16
-sequences. Prints the leak check (held-out facts stated in the text each model trained on), KeBioLM's
+removes their sentences from the text and their triples from TransE. Both models: ``--hidden``,
+``--layers``, the same vocabulary (built on the filtered text), whole-entity masking, ``--steps`` steps
+of 16 sequences. Prints the leak check (held-out facts stated in the text each model trained on), KeBioLM's
 loss curve and its mention detection against the linker on unseen dialogues, and the probe table with
 the model-free baseline and chance. Every stage is cached under ``--work``.
 
-    .venv/bin/python benchmarks/probe.py [--steps 300 --per-relation 10 --work benchmarks/.cache/probe]
+    .venv/bin/python benchmarks/probe.py [--steps 300 --hidden 128 --layers 4 --per-relation 10 --work DIR]
 """
 
 from __future__ import annotations
@@ -80,6 +80,9 @@ def detection_quality(run: Path, store, texts: list[str]) -> tuple[float, float,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--per-relation", type=int, default=10)
     parser.add_argument("--facts", type=int, default=3000)
     parser.add_argument("--dialogues", type=int, default=3000)
@@ -98,15 +101,18 @@ def main() -> None:
     corpus, probe = prepare(args.work, store, args.facts, args.dialogues, args.per_relation)
     raw = corpus.read_text(encoding="utf-8").splitlines()
     before = stated_facts(raw, store, probe)
+    text_model = dict(CPU_TEXT_ENCODER, hidden_size=args.hidden, num_hidden_layers=args.layers,
+                      num_attention_heads=max(1, args.hidden // 32), intermediate_size=4 * args.hidden)
     tokenizer, table, runs, timings = None, {}, {}, {}
     for row, options in ROWS.items():
         output = args.work / f"pretrain-{options['method']}-{args.steps}"
         began = time.perf_counter()
         runs[row] = kgplm.train(options["method"], graph=store, corpus=corpus, output_dir=output,
-                                text_model=dict(CPU_TEXT_ENCODER), tokenizer=tokenizer, vocab_size=8000,
+                                text_model=text_model, tokenizer=tokenizer, vocab_size=8000,
                                 masking=options.get("masking"), kg_method="transe", entity_dim=64, kg_epochs=2,
                                 exclude_triples=str(args.work / "probe.json"), max_steps=args.steps, batch_size=16,
-                                learning_rate=1e-3, log_every=20, checkpoint_every=args.steps, max_length=128,
+                                learning_rate=1e-3, log_every=20, checkpoint_every=args.steps,
+                                max_length=args.max_length,
                                 progress=False)
         timings[row] = time.perf_counter() - began
         tokenizer = tokenizer or output / "tokenizer"
@@ -125,8 +131,10 @@ def main() -> None:
     print(f"text: {args.facts} CMeKG descriptions + {args.dialogues} dialogues; sentences stating a held-out fact: "
           f"{before['held_out_sentences']} in the raw text, {after['held_out_sentences']} in the text the models "
           f"trained on; sentences stating a seen query's fact there: {after['seen_sentences']}")
-    print(f"both models: hidden 128, 4 layers, vocabulary 8000, whole-entity masking, {args.steps} steps × 16 "
-          f"sequences, lr 1e-3; KeBioLM: 3 + 1 layers, TransE (dim 64, 2 epochs, held-out triples excluded)")
+    split = runs["kebiolm"].load_model().config.layer_split
+    print(f"both models: hidden {args.hidden}, {args.layers} layers, the same vocabulary, whole-entity masking, "
+          f"{args.steps} steps × 16 sequences of ≤ {args.max_length} tokens, lr 1e-3; KeBioLM: {split[0]} + {split[1]} "
+          f"layers, TransE (dim 64, 2 epochs, held-out triples excluded)")
     kebiolm = runs["kebiolm"]
     for name in ("mlm", "ed", "el", "ed_accuracy", "el_accuracy"):
         curve = kebiolm.curve(name)
