@@ -94,10 +94,12 @@ def test_decoding_spans_touching_the_sequence_edges():
 def test_top_k_equals_brute_force(k, chunk):
     generator = torch.Generator().manual_seed(2)
     table, queries = torch.randn(257, 16, generator=generator), torch.randn(37, 16, generator=generator)
-    scores, ids = top_k_by_dot_product(queries, table, k, chunk)
+    scores, ids, normaliser = top_k_by_dot_product(queries, table, k, chunk, with_logsumexp=True)
     expected_scores, expected_ids = (queries @ table.T).topk(min(k, 257), dim=1)
     assert torch.equal(ids, expected_ids)
     torch.testing.assert_close(scores, expected_scores)
+    torch.testing.assert_close(normaliser, torch.logsumexp(queries @ table.T, 1))
+    assert top_k_by_dot_product(queries, table, k, chunk)[2] is None
 
 
 def test_chunked_logsumexp_values_and_gradients_equal_the_full_matrix():
@@ -116,10 +118,13 @@ def test_full_linking_loss_is_cross_entropy_over_every_entity():
     loss = linking_loss(queries, table, gold, softmax="full", chunk_size=6)
     reference = F.cross_entropy(queries @ table.T, gold)
     torch.testing.assert_close(loss, reference)
-    grads = torch.autograd.grad(loss, (queries, table))
-    expected = torch.autograd.grad(reference, (queries, table))
-    for got, want in zip(grads, expected):
-        torch.testing.assert_close(got, want)
+    expected = torch.autograd.grad(reference, (queries, table), retain_graph=True)
+    torch.testing.assert_close(torch.autograd.grad(loss, (queries, table)), expected)
+    # with the normaliser the retrieval computed, the forward pass over the table is skipped: same loss and gradients
+    known = top_k_by_dot_product(queries, table, 3, 6, with_logsumexp=True)[2]
+    reused = linking_loss(queries, table, gold, softmax="full", chunk_size=6, logsumexp=known)
+    torch.testing.assert_close(reused, reference)
+    torch.testing.assert_close(torch.autograd.grad(reused, (queries, table)), expected)
 
 
 def test_in_batch_and_sampled_linking_losses():
@@ -140,7 +145,7 @@ def test_entity_representation_is_attention_over_the_k_nearest():
     torch.manual_seed(0)
     model = KebiolmForPreTraining(config)
     mentions = torch.randn(3, config.entity_dim)
-    retrieved, weights, vectors = model.entity_memory.attend(mentions)
+    retrieved, weights, vectors, _ = model.entity_memory.attend(mentions)
     table = model.entity_memory.weight.detach()
     scores = mentions @ table.T  # (3, entities) brute force
     top = scores.topk(config.num_retrieved, dim=1).indices
@@ -210,6 +215,11 @@ def test_losses_and_gradients():
     output = model(**batch, labels=labels, detection_labels=detection)
     assert set(output.losses) == {"mlm", "ed", "el"}
     assert {"mlm_accuracy", "ed_accuracy", "el_accuracy"} <= set(output.metrics)
+    table = model.entity_memory.weight
+    torch.testing.assert_close(output.losses["el"], F.cross_entropy(output.mention_vectors @ table.T,
+                                                                    batch["mention_entity_ids"]))
+    logits = KEBIOLM_ENCODING.encode(model, batch["input_ids"], batch["attention_mask"]).extras["detection_logits"]
+    torch.testing.assert_close(output.losses["ed"], F.cross_entropy(logits.flatten(0, 1), detection.flatten()))
     output.loss.backward()
     assert model.entity_memory.weight.grad.abs().sum(1).gt(0).all()  # the full softmax reaches every entity
     assert model.entity_detection.weight.grad.abs().sum() > 0 and model.entity_fusion.linear.weight.grad.abs().sum() > 0

@@ -45,7 +45,8 @@ Deviations and choices
   scores every entity with a full linear layer, memory (batch · mentions × entities). The top-k is
   exact; the k selected entities' scores are recomputed with gradients, so the query and the
   retrieved rows are trained through e'_m (the selection itself is discrete). L_EL's full
-  softmax is exact; its backward recomputes each chunk. ``linking_softmax="sampled"`` or
+  softmax is exact; its normaliser comes from the search's own pass over the table and its
+  backward recomputes each chunk. ``linking_softmax="sampled"`` or
   ``"in_batch"`` is a documented approximation for very large tables.
 * Losses are means (over masked tokens, scored tokens, mentions) instead of the paper's sums, so
   that the three terms do not scale with batch composition; ``ed_weight``/``el_weight`` (1, 1)
@@ -115,14 +116,18 @@ class EntityMemory(nn.Module):
                                      f"{tuple(self.weight.shape)}")
         self.weight.copy_(vectors)
 
-    def attend(self, mention_vectors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(retrieved_ids (m, k), weights a_j (m, k), e'_m (m, d_e))`` for h'_m (m, d_e)."""
-        _, retrieved = top_k_by_dot_product(mention_vectors.detach(), self.weight.detach(), self.num_retrieved,
-                                            self.chunk_size)
+    def attend(self, mention_vectors: torch.Tensor, *, with_logsumexp: bool = False
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``(retrieved_ids (m, k), weights a_j (m, k), e'_m (m, d_e), logsumexp)`` for h'_m (m, d_e);
+        ``logsumexp`` (m,) is log Σ_j exp(h'_m · e_j) over every entity when asked for (L_EL reuses
+        the search's pass over the table), else ``None``."""
+        _, retrieved, normaliser = top_k_by_dot_product(mention_vectors.detach(), self.weight.detach(),
+                                                        self.num_retrieved, self.chunk_size,
+                                                        with_logsumexp=with_logsumexp)
         vectors = self.weight[retrieved]  # (m, k, d_e)
         scores = torch.einsum("md,mkd->mk", mention_vectors, vectors)
         weights = torch.softmax(scores, dim=-1)
-        return retrieved, weights, torch.einsum("mk,mkd->md", weights, vectors)
+        return retrieved, weights, torch.einsum("mk,mkd->md", weights, vectors), normaliser
 
 
 class MentionProjection(nn.Module):
@@ -172,12 +177,13 @@ class KebiolmEncoding(Encoding):
         host.entity_fusion = EntityFusion(config)
 
     def encode(self, host, input_ids, attention_mask=None, token_type_ids=None, mention_batch=None,
-               mention_spans=None) -> EncoderOutput:
+               mention_spans=None, with_logsumexp: bool = False) -> EncoderOutput:
         """Final token states; ``mention_spans`` (with ``mention_batch``) are gold mentions, else the
         detected ones are used.
 
         ``extras``: ``detection_logits`` (batch, length, 3), ``mention_batch`` (m,), ``mention_spans``
-        (m, 2), ``mention_vectors`` h'_m (m, d_e), ``retrieved_ids`` and ``retrieval_weights`` (m, k).
+        (m, 2), ``mention_vectors`` h'_m (m, d_e), ``retrieved_ids`` and ``retrieval_weights`` (m, k),
+        ``logsumexp`` (m,) over every entity when ``with_logsumexp`` (the pre-training model's L_EL).
         """
         config = host.config
         if attention_mask is None:
@@ -193,12 +199,14 @@ class KebiolmEncoding(Encoding):
                 mention_batch, mention_spans = decode_spans(detection_logits.argmax(-1),
                                                             candidate_positions(attention_mask, token_type_ids))
         extras = {"detection_logits": detection_logits, "mention_batch": mention_batch, "mention_spans": mention_spans,
-                  "mention_vectors": None, "retrieved_ids": None, "retrieval_weights": None}
+                  "mention_vectors": None, "retrieved_ids": None, "retrieval_weights": None, "logsumexp": None}
         if len(mention_spans):
             mention_vectors = host.mention_projection(hidden, mention_batch, mention_spans)  # (m, d_e)
-            retrieved, weights, entity_vectors = host.entity_memory.attend(mention_vectors)
+            retrieved, weights, entity_vectors, normaliser = host.entity_memory.attend(
+                mention_vectors, with_logsumexp=with_logsumexp)
             hidden = host.entity_fusion(hidden, entity_vectors, mention_batch, mention_spans)
-            extras.update(mention_vectors=mention_vectors, retrieved_ids=retrieved, retrieval_weights=weights)
+            extras.update(mention_vectors=mention_vectors, retrieved_ids=retrieved, retrieval_weights=weights,
+                          logsumexp=normaliser)
         hidden = run_encoder_layers(layers[text_only:], hidden, mask)  # (batch, length, d1)
         return EncoderOutput(hidden, extras)
 
@@ -230,8 +238,9 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
                 mention_entity_ids: torch.Tensor | None = None,
                 detection_labels: torch.Tensor | None = None) -> PretrainingOutput:
         config = self.config
+        full_linking = mention_entity_ids is not None and config.linking_softmax == "full"
         encoded = KEBIOLM_ENCODING.encode(self, input_ids, attention_mask, token_type_ids, mention_batch,
-                                          mention_spans)
+                                          mention_spans, with_logsumexp=full_linking)
         hidden, extras = encoded.last_hidden_state, encoded.extras
         prediction_logits = self.cls(hidden)  # (batch, length, vocab)
         output = PretrainingOutput(prediction_logits=prediction_logits, last_hidden_state=hidden,
@@ -250,6 +259,6 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
         config = self.config
         loss = linking_loss(extras["mention_vectors"], self.entity_memory.weight, gold,
                             softmax=config.linking_softmax, chunk_size=config.retrieval_chunk_size,
-                            num_negatives=config.linking_negatives)
+                            num_negatives=config.linking_negatives, logsumexp=extras["logsumexp"])
         accuracy = (extras["retrieved_ids"][:, 0] == gold).float().mean()
         return Objective(loss, accuracy.detach(), len(gold))

@@ -22,34 +22,43 @@ __all__ = ["top_k_by_dot_product", "chunked_logsumexp", "linking_loss"]
 
 
 @torch.no_grad()
-def top_k_by_dot_product(queries: torch.Tensor, table: torch.Tensor, k: int, chunk_size: int
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
+def top_k_by_dot_product(queries: torch.Tensor, table: torch.Tensor, k: int, chunk_size: int, *,
+                         with_logsumexp: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The ``k`` rows of ``table`` (entities, d) with the largest dot product with each query (n, d).
 
-    Returns ``(scores, ids)``, each (n, min(k, entities)), best first; exact, chunk by chunk.
+    Returns ``(scores, ids, logsumexp)``: scores and ids (n, min(k, entities)), best first, exact, chunk
+    by chunk; with ``with_logsumexp`` also log Σ_j exp(q · e_j) over every entity (n,) from the same
+    pass (the full linking softmax's normaliser, handed to :func:`chunked_logsumexp`), else ``None``.
     """
     k = min(k, table.shape[0])
     best_scores = queries.new_empty(queries.shape[0], 0)
     best_ids = torch.empty(queries.shape[0], 0, dtype=torch.long, device=queries.device)
+    normaliser = queries.new_full((queries.shape[0],), float("-inf")) if with_logsumexp else None
     for start in range(0, table.shape[0], chunk_size):
         scores = queries @ table[start: start + chunk_size].T  # (n, chunk)
+        if with_logsumexp:
+            normaliser = torch.logaddexp(normaliser, torch.logsumexp(scores, dim=1))
         chunk_scores, chunk_ids = scores.topk(min(k, scores.shape[1]), dim=1)
         merged_scores = torch.cat([best_scores, chunk_scores], 1)  # (n, ≤ 2k)
         merged_ids = torch.cat([best_ids, chunk_ids + start], 1)
         best_scores, order = merged_scores.topk(min(k, merged_scores.shape[1]), dim=1)
         best_ids = merged_ids.gather(1, order)
-    return best_scores, best_ids
+    return best_scores, best_ids, normaliser
 
 
 class _ChunkedLogSumExp(torch.autograd.Function):
     """log Σ_j exp(q · e_j) per query without materialising (queries × entities) for backward."""
 
     @staticmethod
-    def forward(ctx, queries: torch.Tensor, table: torch.Tensor, chunk_size: int) -> torch.Tensor:
-        result = queries.new_full((queries.shape[0],), float("-inf"))
-        for start in range(0, table.shape[0], chunk_size):
-            scores = queries @ table[start: start + chunk_size].T  # (n, chunk)
-            result = torch.logaddexp(result, torch.logsumexp(scores, dim=1))
+    def forward(ctx, queries: torch.Tensor, table: torch.Tensor, chunk_size: int,
+                known: torch.Tensor | None) -> torch.Tensor:
+        if known is not None:  # computed already, by the retrieval's pass over the same table
+            result = known.detach().clone()
+        else:
+            result = queries.new_full((queries.shape[0],), float("-inf"))
+            for start in range(0, table.shape[0], chunk_size):
+                scores = queries @ table[start: start + chunk_size].T  # (n, chunk)
+                result = torch.logaddexp(result, torch.logsumexp(scores, dim=1))
         ctx.save_for_backward(queries, table, result)
         ctx.chunk_size = chunk_size
         return result
@@ -68,26 +77,33 @@ class _ChunkedLogSumExp(torch.autograd.Function):
                 grad_queries += weights @ rows
             if want_table:
                 grad_table[start: start + ctx.chunk_size] = weights.T @ queries
-        return grad_queries, grad_table, None
+        return grad_queries, grad_table, None, None
 
 
-def chunked_logsumexp(queries: torch.Tensor, table: torch.Tensor, chunk_size: int) -> torch.Tensor:
-    """log Σ_j exp(queries · table_j) for each query, (n,); gradients to both, chunk by chunk."""
-    return _ChunkedLogSumExp.apply(queries, table, chunk_size)
+def chunked_logsumexp(queries: torch.Tensor, table: torch.Tensor, chunk_size: int,
+                      known: torch.Tensor | None = None) -> torch.Tensor:
+    """log Σ_j exp(queries · table_j) for each query, (n,); gradients to both, chunk by chunk.
+
+    ``known``: the value, when a pass over the same queries and table computed it already
+    (:func:`top_k_by_dot_product` with ``with_logsumexp``); the forward pass is then skipped.
+    """
+    return _ChunkedLogSumExp.apply(queries, table, chunk_size, known)
 
 
 def linking_loss(queries: torch.Tensor, table: torch.Tensor, gold: torch.Tensor, *, softmax: str = "full",
-                 chunk_size: int = 16384, num_negatives: int = 4096) -> torch.Tensor:
+                 chunk_size: int = 16384, num_negatives: int = 4096,
+                 logsumexp: torch.Tensor | None = None) -> torch.Tensor:
     """Mean over mentions of −log softmax(h'_m · e)_gold (Eq. 10).
 
     ``softmax``: ``"full"`` — over every entity (exact, chunked); ``"sampled"`` — over the batch's
     gold entities and ``num_negatives`` entities drawn uniformly (shared by the batch; with a
     uniform proposal the log-Q correction is a constant and cancels); ``"in_batch"`` — over the
     batch's gold entities only. Both approximations make the gradient sparse in the table.
+    ``logsumexp``: the full softmax's normaliser when the retrieval computed it already.
     """
     if softmax == "full":
         gold_scores = (queries * table[gold]).sum(-1)  # (mentions,)
-        return (chunked_logsumexp(queries, table, chunk_size) - gold_scores).mean()
+        return (chunked_logsumexp(queries, table, chunk_size, logsumexp) - gold_scores).mean()
     candidates = gold
     if softmax == "sampled":
         draws = torch.randint(table.shape[0], (num_negatives,), device=gold.device)
