@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kgplm.exceptions import ConfigurationError
+from kgplm.models.configuration import KgplmConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.models.encoding import Encoding
@@ -147,6 +148,10 @@ def register(spec: MethodSpec, *, replace: bool = False) -> MethodSpec:
     if spec.name in _REGISTRY and not replace:
         raise ConfigurationError(f"a method named {spec.name!r} is already registered")
     _REGISTRY[spec.name] = spec
+    if isinstance(spec.config_class, type) and issubclass(spec.config_class, KgplmConfig):
+        from kgplm.models.auto import register_auto_classes
+
+        register_auto_classes(spec.config_class)  # AutoModel & co. open this method's models
     return spec
 
 

@@ -6,11 +6,13 @@ picks the class through the method registry.
 
 from __future__ import annotations
 
+from kgplm.models.auto import KgplmForSequenceClassification, KgplmForTokenClassification, KgplmModel
 from kgplm.models.configuration import CPU_TEXT_ENCODER, TINY_TEXT_ENCODER, KgplmConfig
 from kgplm.models.encoding import EncoderOutput, Encoding
 from kgplm.models.finetuning import KgplmForFineTuning
 
-__all__ = ["KgplmConfig", "KgplmForFineTuning", "Encoding", "EncoderOutput", "load_pretrained", "TINY_TEXT_ENCODER",
+__all__ = ["KgplmConfig", "KgplmModel", "KgplmForFineTuning", "KgplmForTokenClassification",
+           "KgplmForSequenceClassification", "Encoding", "EncoderOutput", "load_pretrained", "TINY_TEXT_ENCODER",
            "CPU_TEXT_ENCODER"]
 
 

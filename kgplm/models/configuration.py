@@ -73,6 +73,19 @@ class KgplmConfig(BertConfig):
         self.label_names = list(label_names) if label_names is not None else None
         self.tagging = tagging
         self.config_version = config_version
+        if self.label_names:
+            self.id2label = dict(enumerate(self.label_names))
+            self.label2id = {name: index for index, name in enumerate(self.label_names)}
+
+    def set_task(self, kind: str, name: str | None, label_names: list[str] | None, tagging: str = "bio") -> None:
+        """Make this a fine-tuning config: the task kind, its name and its labels in class-index order
+        (tags for NER; ``id2label``/``label2id`` hold the same names, as Hugging Face tools expect)."""
+        self.task_kind, self.task_name, self.tagging = kind, name, tagging
+        self.label_names = list(label_names) if label_names is not None else None
+        self.num_labels = max(len(self.label_names or ()), 1)
+        if self.label_names:
+            self.id2label = dict(enumerate(self.label_names))
+            self.label2id = {label: index for index, label in enumerate(self.label_names)}
 
     # -- dispatch to the method's config class ----------------------------------------------------
     @classmethod

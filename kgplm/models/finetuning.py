@@ -60,6 +60,9 @@ def build_head(config: KgplmConfig) -> torch.nn.Module:
 class KgplmForFineTuning(KgplmPreTrainedModel):
     """The encoder of ``config.method`` and the head of ``config.task_kind``."""
 
+    #: transformers.Trainer must not pass ``num_items_in_batch``: the heads average their own losses
+    accepts_loss_kwargs = False
+
     def __init__(self, config: KgplmConfig) -> None:
         from kgplm.methods import get
 
