@@ -276,3 +276,11 @@ def test_save_load_round_trip_and_fine_tuning_encoder(tmp_path):
     with torch.no_grad():
         logits = tuned(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     assert logits.shape == (2, 8, 3)
+    from transformers import AutoConfig, AutoModel
+
+    assert type(AutoConfig.from_pretrained(tmp_path / "model")) is KebiolmConfig
+    encoder = AutoModel.from_pretrained(tmp_path / "model").eval()  # the encoder alone, its own detections
+    with torch.no_grad():
+        hidden = encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        expected = KEBIOLM_ENCODING.encode(loaded, batch["input_ids"], batch["attention_mask"]).last_hidden_state
+    torch.testing.assert_close(hidden, expected)
