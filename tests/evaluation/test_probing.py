@@ -223,3 +223,14 @@ def test_evaluate_task_probe_prints_the_model_baseline_and_chance(store, tmp_pat
     printed = capsys.readouterr().out
     table = printed.split("{", 1)[0]
     assert str(run) in table and "baseline (most frequent, no model)" in table and "chance (uniform entity names)" in table
+
+
+def test_cli_builds_a_probe(tmp_path, capsys):
+    from kgplm.cli import main
+
+    out = tmp_path / "probe.json"
+    assert main(["probe", "--store", str(TOY_GRAPH), "--out", str(out), "--queries-per-relation", "2",
+                 "--held-out-fraction", "0.5"]) == 0
+    probe = Probe.load(out)
+    assert probe.queries and probe.settings["queries_per_relation"] == 2
+    assert "--exclude-triples" in capsys.readouterr().out
