@@ -296,7 +296,7 @@ def finetune(
     warmup_ratio: float = 0.1,
     weight_decay: float = 0.01,
     patience: int = 2,
-    max_length: int = 128,
+    max_length: int | None = None,
     tagging: str = "bio",
     max_train_examples: int | None = None,
     max_eval_examples: int | None = None,
@@ -313,14 +313,19 @@ def finetune(
         data_dir: a tasks root laid out like ``../shared/data/tasks`` or the task's own directory.
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay: AdamW with linear decay;
             ``patience``: epochs without dev improvement before stopping.
+        max_length: tokens per window (``None``: as many as the model has positions, at most 512);
+            longer NER documents are read in overlapping windows, see
+            :class:`kgplm.training.finetuning.TaskEncoder`.
         tagging: ``"bio"`` or ``"bioes"`` for NER tasks.
         max_train_examples, max_eval_examples: seeded subsets for quick runs (``None``: all).
 
     Writes ``output_dir/model`` (the best epoch), ``tokenizer/``, ``finetune_config.json`` (the
-    arguments, which replay the run) and ``results.json`` (history, dev and test scores).
+    arguments, which replay the run) and ``results.json`` (history, dev and test scores, the splits
+    that were derived rather than read from an official file, what the encoding counted per split).
+    A test split without labels (the CBLUE test files) is not scored: ``test`` is ``None``.
     """
     arguments = _json_safe({name: value for name, value in locals().items()})
-    from kgplm.evaluation.tasks import get_task, load_task
+    from kgplm.evaluation.tasks import get_task, load_task_splits
     from kgplm.models import KgplmConfig, KgplmForFineTuning
     from kgplm.text.tokenization import load_tokenizer, save_tokenizer
     from kgplm.training.finetuning import (
@@ -337,12 +342,15 @@ def finetune(
     model_dir, tokenizer_dir, run = locate_model(model)
     output_dir = Path(output_dir)
     arguments["model"] = str(Path(model).resolve())
-    splits = load_task(spec.name, data_dir)
+    loaded = load_task_splits(spec.name, data_dir)
+    splits = loaded.splits
     train_examples = _subset(splits["train"], max_train_examples, seed)
     dev_examples = _subset(splits["dev"], max_eval_examples, seed)
     test_examples = _subset(splits["test"], max_eval_examples, seed)
     tokenizer = load_tokenizer(tokenizer_dir)
     config = KgplmConfig.from_pretrained(str(model_dir))
+    if max_length is None:
+        max_length = arguments["max_length"] = min(config.max_position_embeddings, 512)
     if max_length > config.max_position_embeddings:
         raise ConfigurationError(f"max_length {max_length} exceeds the model's {config.max_position_embeddings} "
                                  f"positions")
@@ -356,15 +364,21 @@ def finetune(
     torch.manual_seed(seed)  # the head's initial weights
     network = KgplmForFineTuning.from_pretrained(str(model_dir), config=config)
     train_features = encoder.encode(train_examples)
+    encoding = {"train": dict(encoder.last_statistics)}
     dev_features = encoder.encode(dev_examples)
+    encoding["dev"] = dict(encoder.last_statistics)
     settings = FineTuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                                 warmup_ratio=warmup_ratio, weight_decay=weight_decay, patience=patience, seed=seed)
     history, dev_scores = finetune_loop(network, encoder, train_features, dev_examples, dev_features, settings,
                                         device=device, progress=progress)
-    test_features = encoder.encode(test_examples)
-    test_scores = score(encoder, test_examples, test_features,
-                        predict(network, encoder, test_features, batch_size=2 * batch_size, device=device))
-    logger.info("%s: dev %s %.4f, test %.4f", spec.name, spec.metric, dev_scores["main"], test_scores["main"])
+    test_scores = None
+    if "test" not in loaded.unlabelled:
+        test_features = encoder.encode(test_examples)
+        encoding["test"] = dict(encoder.last_statistics)
+        test_scores = score(encoder, test_examples, test_features,
+                            predict(network, encoder, test_features, batch_size=2 * batch_size, device=device))
+    logger.info("%s: dev %s %.4f, test %s", spec.name, spec.metric, dev_scores["main"],
+                "unlabelled" if test_scores is None else f"{test_scores['main']:.4f}")
     output_dir.mkdir(parents=True, exist_ok=True)
     with atomic_directory(output_dir / "model") as temporary:
         network.save_pretrained(str(temporary))
@@ -373,7 +387,8 @@ def finetune(
     finetune_config = {"kgplm_finetune": 1, **arguments}
     results = {"task": spec.name, "metric": spec.metric, "dev": dev_scores, "test": test_scores, "history": history,
                "examples": {"train": len(train_examples), "dev": len(dev_examples), "test": len(test_examples)},
-               "encoding": dict(encoder.statistics)}
+               "derived_splits": list(loaded.derived), "unlabelled_splits": list(loaded.unlabelled),
+               "encoding": encoding}
     for name, content in (("finetune_config.json", finetune_config), ("results.json", results)):
         with atomic_file(output_dir / name, "w", encoding="utf-8") as handle:
             json.dump(content, handle, indent=1, ensure_ascii=False)
@@ -420,10 +435,11 @@ def evaluate(
         raise ConfigurationError(f"the model was fine-tuned for a {config.task_kind} task ({config.task_name}); "
                                  f"{spec.name} is a {spec.kind} task")
     examples = _subset(load_task(spec.name, data_dir, split), max_examples, seed)
-    max_length = config.max_position_embeddings
+    max_length = None
     finetune_config = model_dir.parent / "finetune_config.json"
     if finetune_config.is_file():  # the length it was fine-tuned with
         max_length = json.loads(finetune_config.read_text(encoding="utf-8"))["max_length"]
+    max_length = max_length or min(config.max_position_embeddings, 512)
     encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names, max_length=max_length,
                           tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress))
     features = encoder.encode(examples)

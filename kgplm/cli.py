@@ -225,7 +225,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                             patience=args.patience, max_length=args.max_length, tagging=args.tagging,
                             max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
                             seed=args.seed, device=args.device, progress=not args.no_progress)
-    print(f"{result.task}: dev {result.dev['main']:.4f}, test {result.test['main']:.4f} "
+    test = "unlabelled" if result.test is None else f"{result.test['main']:.4f}"
+    print(f"{result.task}: dev {result.dev['main']:.4f}, test {test} "
           f"({len(result.history)} epochs); model and results.json in {result.output_dir}")
     return 0
 
@@ -435,7 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--learning-rate", type=float, default=5e-5)
     p.add_argument("--patience", type=int, default=2, help="epochs without dev improvement before stopping")
-    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-length", type=int, default=None,
+                   help="tokens per window (default: the model's positions, at most 512)")
     p.add_argument("--tagging", default="bio", help="bio or bioes (NER tasks)")
     p.add_argument("--max-train-examples", type=int, default=None)
     p.add_argument("--max-eval-examples", type=int, default=None)

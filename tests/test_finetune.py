@@ -49,6 +49,9 @@ def test_finetune_writes_results_and_evaluate_reproduces_them(cmedqaner_run, sha
     assert results["examples"] == {"train": 400, "dev": 175, "test": 200}
     config = json.loads((out / "finetune_config.json").read_text(encoding="utf-8"))
     assert config["task"] == "cmedqaner" and config["max_train_examples"] == 400
+    # the official cMedQANER files hold all three splits; the default length is the model's (160 positions)
+    assert results["derived_splits"] == []
+    assert config["max_length"] == 160
     scores = kgplm.evaluate(model=out, data_dir=shared_data / "tasks", split="test", max_examples=200, progress=False)
     assert scores["f1"] == pytest.approx(cmedqaner_run.test["f1"], abs=1e-9)
     with pytest.raises(ConfigurationError, match="ner task"):
@@ -115,3 +118,18 @@ def test_cli_finetune_then_evaluate(tiny_chinese_model, shared_data, tmp_path, c
                  "--max-examples", "40", "--no-progress"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["accuracy"] == pytest.approx(results["dev"]["accuracy"])
+
+
+@pytest.mark.parametrize(("task", "metric"), [("cmeie", "f1"), ("cmedir", "pairwise_accuracy"),
+                                              ("kuake-qic", "accuracy")])
+def test_dev_only_and_new_tasks_fine_tune_and_report_derived_splits(tiny_chinese_model, shared_data, tmp_path, task,
+                                                                    metric):
+    result = kgplm.finetune(model=tiny_chinese_model, task=task, data_dir=shared_data / "tasks",
+                            output_dir=tmp_path / task, epochs=2, batch_size=16, learning_rate=3e-3,
+                            max_train_examples=60, max_eval_examples=30, progress=False)
+    results = json.loads((tmp_path / task / "results.json").read_text(encoding="utf-8"))
+    assert results["derived_splits"] == ["train", "dev", "test"]  # the shared data has no official train file
+    assert 0.0 <= result.test[metric] <= 1.0 and result.test["main"] == result.test[metric]
+    assert set(results["encoding"]) == {"train", "dev", "test"}
+    scores = kgplm.evaluate(model=tmp_path / task, data_dir=shared_data / "tasks", max_examples=30, progress=False)
+    assert scores["main"] == pytest.approx(result.test["main"])

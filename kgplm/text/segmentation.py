@@ -9,6 +9,7 @@ with ``hmm=True``, its Viterbi decoding of unknown words have no randomness).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -16,16 +17,35 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
-__all__ = ["Segmenter"]
+__all__ = ["Segmenter", "jieba_dictionary", "NAME_FREQUENCY"]
 
 logger = logging.getLogger(__name__)
+
+#: The frequency a KG name gets in the segmenter's dictionary (high enough that jieba's route keeps it whole).
+NAME_FREQUENCY = 20000
+
+
+@functools.lru_cache(maxsize=1)
+def jieba_dictionary() -> tuple[dict[str, int], int]:
+    """jieba's main dictionary, the one :class:`Segmenter` starts from: ``{word: frequency}`` and the
+    frequencies' total (jieba's route scores a word ``log(frequency) − log(total)``)."""
+    import jieba
+
+    frequencies: dict[str, int] = {}
+    total = 0
+    with jieba.get_dict_file() as handle:
+        for raw in handle:
+            word, frequency = raw.decode("utf-8").strip().split(" ")[:2]
+            frequencies[word] = int(frequency)
+            total += int(frequency)  # as jieba counts it: a repeated line counts twice
+    return frequencies, total
 
 
 class Segmenter:
     """jieba segmentation returning character spans ``(start, end)`` that tile the text."""
 
     def __init__(self, store: "KGStore | None" = None, *, extra_words: Iterable[str] = (),
-                 name_frequency: int = 20000, hmm: bool = True, min_length: int = 2) -> None:
+                 name_frequency: int = NAME_FREQUENCY, hmm: bool = True, min_length: int = 2) -> None:
         import jieba
 
         jieba.setLogLevel(logging.WARNING)
