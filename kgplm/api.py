@@ -21,7 +21,7 @@ import numpy as np
 from kgplm._io import atomic_directory, atomic_file
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["train", "train_from_config", "TrainingResult", "finetune", "evaluate", "FineTuningResult"]
+__all__ = ["train", "train_from_config", "TrainingResult", "finetune", "evaluate", "predict", "FineTuningResult"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,8 @@ def train(
     vocab_size: int = 8000,
     max_length: int = 128,
     num_neighbors: int = 10,
-    pepr_mode: str = "fast",
+    pepr_mode: str = "auto",
+    pepr_budget_seconds: float = 120.0,
     kg_method: str | None = None,
     entity_dim: int = 100,
     kg_epochs: int = 5,
@@ -122,7 +123,10 @@ def train(
             WordPiece vocabulary of ``vocab_size`` trained on the corpus.
         kg_embeddings, neighbor_table: cached artefacts (a :class:`KGEmbeddings` directory, a PEPR
             ``.npz``); by default computed when the method needs them: PEPR top-``num_neighbors``
-            of every mentioned entity (``pepr_mode``), ``kg_method`` embeddings (default: the
+            of every mentioned entity (``pepr_mode``: ``"auto"`` computes it exactly when exact mode's
+            cost, measured on a few seeds, fits ``pepr_budget_seconds``, and in fast mode otherwise;
+            the mode used is recorded in ``run_config.json`` under ``stages.pepr_mode_used``),
+            ``kg_method`` embeddings (default: the
             method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``.
         model_options: the method's own config fields (``kgplm.methods.get(method).config_class.option_names()``:
             ablations, loss weights, ``use_sop`` …).
@@ -144,6 +148,7 @@ def train(
     """
     arguments = {name: value for name, value in locals().items()}
     from kgplm.methods import MethodContext, get
+    from kgplm.models.card import write_model_card
     from kgplm.text.masking import SCHEMES
     from kgplm.training import stages
     from kgplm.training.run import RunDirectory
@@ -182,6 +187,7 @@ def train(
     model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=text_model,
                                            model_options=dict(model_options or {}), max_length=max_length,
                                            entity_dim=entity_dim, artefacts=inputs.artefacts)
+    stages.record_model_length(run, tokenizer_object, model.config.max_position_embeddings)
     context = MethodContext(config=model.config, tokenizer=tokenizer_object, store=store, masking=masking, seed=seed,
                             text_model_dir=checkpoint, artefacts=inputs.artefacts)
     if spec.prepare_model is not None:
@@ -191,6 +197,7 @@ def train(
                          progress=progress)
     with atomic_directory(run.model_dir) as temporary:
         model.save_pretrained(str(temporary))
+        write_model_card(temporary, model.config, arguments=run.read_run_config(), metrics=metrics)
     logger.info("saved the model to %s", run.model_dir)
     return TrainingResult(output_dir=run.path, method=method, steps=max_steps, metrics=metrics,
                           run_config=run.read_run_config())
@@ -327,6 +334,7 @@ def finetune(
     arguments = _json_safe({name: value for name, value in locals().items()})
     from kgplm.evaluation.tasks import get_task, load_task_splits
     from kgplm.models import KgplmConfig, KgplmForFineTuning
+    from kgplm.models.card import write_model_card
     from kgplm.text.tokenization import load_tokenizer, save_tokenizer
     from kgplm.training.finetuning import (
         FineTuneSettings,
@@ -355,8 +363,7 @@ def finetune(
         raise ConfigurationError(f"max_length {max_length} exceeds the model's {config.max_position_embeddings} "
                                  f"positions")
     label_names = label_names_for(spec, train_examples, tagging)
-    config.task_kind, config.task_name, config.label_names, config.tagging = spec.kind, spec.name, label_names, tagging
-    config.num_labels = max(len(label_names or ()), 1)
+    config.set_task(spec.kind, spec.name, label_names, tagging)
     encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
                           knowledge=_encoder_inputs(config.method, run, progress))
     import torch
@@ -380,15 +387,17 @@ def finetune(
     logger.info("%s: dev %s %.4f, test %s", spec.name, spec.metric, dev_scores["main"],
                 "unlabelled" if test_scores is None else f"{test_scores['main']:.4f}")
     output_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_directory(output_dir / "model") as temporary:
-        network.save_pretrained(str(temporary))
-    with atomic_directory(output_dir / "tokenizer") as temporary:
-        save_tokenizer(tokenizer, temporary)
     finetune_config = {"kgplm_finetune": 1, **arguments}
     results = {"task": spec.name, "metric": spec.metric, "dev": dev_scores, "test": test_scores, "history": history,
                "examples": {"train": len(train_examples), "dev": len(dev_examples), "test": len(test_examples)},
                "derived_splits": list(loaded.derived), "unlabelled_splits": list(loaded.unlabelled),
                "encoding": encoding}
+    with atomic_directory(output_dir / "model") as temporary:
+        network.save_pretrained(str(temporary))
+        write_model_card(temporary, network.config, arguments=finetune_config, results=results)
+    tokenizer.model_max_length = config.max_position_embeddings  # what the model can read
+    with atomic_directory(output_dir / "tokenizer") as temporary:
+        save_tokenizer(tokenizer, temporary)
     for name, content in (("finetune_config.json", finetune_config), ("results.json", results)):
         with atomic_file(output_dir / name, "w", encoding="utf-8") as handle:
             json.dump(content, handle, indent=1, ensure_ascii=False)
@@ -396,33 +405,12 @@ def finetune(
                             config=finetune_config)
 
 
-def evaluate(
-    *,
-    model: str | os.PathLike,
-    task: str | None = None,
-    data_dir: str | os.PathLike,
-    split: str = "test",
-    batch_size: int = 64,
-    max_examples: int | None = None,
-    seed: int = 0,
-    device: str = "cpu",
-    progress: bool = True,
-) -> dict[str, float]:
-    """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own.
-
-    ``task="probe"``: the KG cloze probe of a pre-trained model (a ``kgplm.train`` output);
-    ``data_dir`` is then the probe file (:func:`kgplm.evaluation.probing.probe_model`).
-    """
-    from kgplm.evaluation.probing import PROBE_TASK
-
-    if task == PROBE_TASK:
-        from kgplm.evaluation.probing import probe_model
-
-        return probe_model(model, data_dir, batch_size=batch_size, device=device, progress=progress)
+def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, device, progress):
+    """Load a fine-tuned model and its task's split; run it. Returns (encoder, examples, features, outputs)."""
     from kgplm.evaluation.tasks import get_task, load_task
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
-    from kgplm.training.finetuning import TaskEncoder, predict, score
+    from kgplm.training.finetuning import TaskEncoder, predict
     from kgplm.training.run import locate_model
 
     model_dir, tokenizer_dir, run = locate_model(model)
@@ -444,5 +432,66 @@ def evaluate(
                           tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress))
     features = encoder.encode(examples)
     network.to(device)
-    return score(encoder, examples, features, predict(network, encoder, features, batch_size=batch_size,
-                                                      device=device, progress=progress))
+    outputs = predict(network, encoder, features, batch_size=batch_size, device=device, progress=progress)
+    return encoder, examples, features, outputs
+
+
+def evaluate(
+    *,
+    model: str | os.PathLike,
+    task: str | None = None,
+    data_dir: str | os.PathLike,
+    split: str = "test",
+    batch_size: int = 64,
+    max_examples: int | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+) -> dict[str, float]:
+    """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own.
+
+    ``task="probe"``: the KG cloze probe of a pre-trained model (a ``kgplm.train`` output);
+    ``data_dir`` is then the probe file (:func:`kgplm.evaluation.probing.probe_model`).
+    """
+    from kgplm.evaluation.probing import PROBE_TASK
+    from kgplm.training.finetuning import score
+
+    if task == PROBE_TASK:
+        from kgplm.evaluation.probing import probe_model
+
+        return probe_model(model, data_dir, batch_size=batch_size, device=device, progress=progress)
+    return score(*_run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, device, progress))
+
+
+def predict(
+    *,
+    model: str | os.PathLike,
+    data_dir: str | os.PathLike,
+    output: str | os.PathLike,
+    task: str | None = None,
+    split: str = "test",
+    format: str = "jsonl",
+    batch_size: int = 64,
+    max_examples: int | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+) -> Path:
+    """Write a fine-tuned model's predictions on one split (:mod:`kgplm.evaluation.predictions`).
+
+    ``format="jsonl"``: one JSON line per example in the file ``output`` — the text, the gold
+    annotation where the split has labels, the prediction (NER spans with character offsets,
+    ``text[start:end] == mention``; labels; triples; candidate scores). ``format="cblue"``: the CBLUE
+    submission file of the task (CMeEE, CMeIE, CHIP-STS, KUAKE-QIC) in the directory ``output``, so
+    the hidden-label CBLUE test sets can be scored. Returns the file written.
+    """
+    from kgplm.evaluation.predictions import PREDICTION_FORMATS, example_predictions, write_predictions
+
+    if format not in PREDICTION_FORMATS:
+        raise ConfigurationError(f"format must be one of {PREDICTION_FORMATS}, got {format!r}")
+    encoder, examples, features, outputs = _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples,
+                                                          seed, device, progress)
+    records = example_predictions(encoder, examples, features, outputs)
+    written = write_predictions(records, output, task=encoder.spec.name, format=format)
+    logger.info("wrote %d %s predictions to %s", len(records), encoder.spec.name, written)
+    return written

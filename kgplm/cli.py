@@ -188,8 +188,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         corpus_options = {"columns": args.columns} if args.columns else None
         result = kgplm.train(args.method, graph=args.graph, corpus=args.corpus, output_dir=args.out,
                              text_model=text_model, tokenizer=args.tokenizer, kg_embeddings=args.kg_embeddings,
-                             neighbor_table=args.pepr, corpus_options=corpus_options, vocab_size=args.vocab_size,
-                             max_length=args.max_length, masking=args.masking, max_steps=args.max_steps,
+                             neighbor_table=args.pepr, pepr_mode=args.pepr_mode,
+                             pepr_budget_seconds=args.pepr_budget_seconds,
+                             corpus_options=corpus_options, vocab_size=args.vocab_size, max_length=args.max_length, masking=args.masking, max_steps=args.max_steps,
                              batch_size=args.batch_size, gradient_accumulation_steps=args.gradient_accumulation_steps,
                              learning_rate=args.learning_rate, checkpoint_every=args.checkpoint_every,
                              log_every=args.log_every, seed=args.seed, device=args.device,
@@ -259,6 +260,16 @@ def _cmd_probe(args: argparse.Namespace) -> int:
           f"({held_out:,} held out; {len(probe.exclude_from_training):,} triples to exclude from training) "
           f"written to {args.out}; train with --exclude-triples {args.out}, score with "
           f"kgplm evaluate --task probe --data-dir {args.out}")
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    import kgplm
+
+    written = kgplm.predict(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
+                            output=args.out, format=args.format, max_examples=args.max_examples, device=args.device,
+                            progress=not args.no_progress)
+    print(f"predictions written to {written}")
     return 0
 
 
@@ -408,6 +419,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--kg-embeddings", default=None, help="KGEmbeddings directory to reuse")
     p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to reuse")
+    p.add_argument("--pepr-mode", default="auto", choices=["auto", "exact", "fast"],
+                   help="PEPR of the mentioned entities: exact, fast, or exact when it fits --pepr-budget-seconds")
+    p.add_argument("--pepr-budget-seconds", type=float, default=120.0,
+                   help="time exact PEPR may take under --pepr-mode auto (estimated on a few seeds)")
     p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
     p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
     p.add_argument("--exclude-triples", default=None,
@@ -466,6 +481,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of each relation's queries whose facts are excluded from training")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(handler=_cmd_probe)
+
+    p = commands.add_parser("predict", help="write a fine-tuned model's predictions (kgplm.predict)")
+    p.add_argument("--model", required=True, help="a kgplm finetune output directory")
+    p.add_argument("--task", default=None, help="default: the task the model was fine-tuned on")
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--split", default="test", help="train, dev or test")
+    p.add_argument("--out", required=True, help="a .jsonl file (--format jsonl) or a directory (--format cblue)")
+    p.add_argument("--format", default="jsonl", choices=["jsonl", "cblue"],
+                   help="one JSON line per example, or the CBLUE submission file of a CBLUE task")
+    p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_predict)
 
     p = commands.add_parser("demo", help="run the demo on the embedded CMeKG graph")
     p.add_argument("--work-dir", default="artifacts/demo", help="where the demo writes its artefacts")

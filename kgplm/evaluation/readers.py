@@ -63,17 +63,24 @@ class SpanExample:
 
 @dataclass(frozen=True)
 class TextExample:
+    """``source_id``: the record's own id where the file has one (CBLUE submissions are keyed by it)."""
+
     id: str
     text: str
     label: str | None
+    source_id: str | None = None
 
 
 @dataclass(frozen=True)
 class PairExample:
+    """``source_id``: the record's own id where the file has one; ``category`` the CHIP-STS disease category."""
+
     id: str
     text_a: str
     text_b: str
     label: str | None
+    source_id: str | None = None
+    category: str | None = None
 
 
 @dataclass(frozen=True)
@@ -380,6 +387,10 @@ def read_graded_ranking(path: Path) -> list[RankingExample]:
             for query, (line, by_url) in queries.items()]
 
 
+def _optional_str(record: dict, key: str) -> str | None:
+    return None if record.get(key) is None else str(record[key])
+
+
 def read_sts_json(path: Path, *, require_labels: bool = True) -> list[PairExample]:
     """CBLUE CHIP-STS: a JSON list of ``{"text1", "text2", "label"}``."""
     labels = _Labels(path, "label", require_labels)
@@ -387,7 +398,8 @@ def read_sts_json(path: Path, *, require_labels: bool = True) -> list[PairExampl
     for line, record in _json_records(path):
         label = labels.get(record, line)
         examples.append(PairExample(f"{path.name}:{line}", str(_field(record, "text1", path, line)),
-                                    str(_field(record, "text2", path, line)), None if label is None else str(label)))
+                                    str(_field(record, "text2", path, line)), None if label is None else str(label),
+                                    _optional_str(record, "id"), _optional_str(record, "category")))
     return examples
 
 
@@ -398,7 +410,7 @@ def read_query_json(path: Path, *, require_labels: bool = True) -> list[TextExam
     for line, record in _json_records(path):
         label = labels.get(record, line)
         examples.append(TextExample(f"{path.name}:{line}", str(_field(record, "query", path, line)),
-                                    None if label is None else str(label)))
+                                    None if label is None else str(label), _optional_str(record, "id")))
     return examples
 
 

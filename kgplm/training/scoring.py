@@ -26,7 +26,7 @@ import numpy as np
 from kgplm.evaluation import metrics
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["score", "NEGATIVE_RELATION_LABELS"]
+__all__ = ["score", "predicted_labels", "predicted_triples", "NEGATIVE_RELATION_LABELS"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,23 @@ def _ranking_groups(features: list[dict], outputs: list) -> tuple[list[list[floa
         scores.append(float(output))
         labels.append(int(feature["labels"]))
     return [g[0] for g in groups.values()], [g[1] for g in groups.values()]
+
+
+def predicted_labels(encoder, features: list[dict], outputs: list) -> list[str | None]:
+    """The class of each feature (classification, pair, relation); ``None`` for a cut relation example."""
+    names = encoder.label_names
+    return [None if feature.get("cut") else names[int(np.argmax(output))] for feature, output in zip(features, outputs)]
+
+
+def predicted_triples(encoder, outputs: list) -> list[set[tuple[str, str, str]]]:
+    """Relation triples per example: every entity pair whose predicate class is not ``<no relation>`` (0)."""
+    names = encoder.label_names
+    predicted = []
+    for output in outputs:
+        logits = np.asarray(output["pair_logits"]).reshape(len(output["pairs"]), len(names))  # (pairs, classes)
+        classes = logits.argmax(-1).tolist()
+        predicted.append({(subject, names[c], obj) for (subject, obj), c in zip(output["pairs"], classes) if c})
+    return predicted
 
 
 def score(encoder, examples: Sequence, features: list[dict], outputs: list) -> dict[str, float]:
@@ -72,18 +89,11 @@ def score(encoder, examples: Sequence, features: list[dict], outputs: list) -> d
         result = {**metrics.graded_ranking_scores(scores, grades), **metrics.graded_ranking_baselines(grades)}
         return {**result, "main": result[spec.metric]}
     if kind == "relation_triples":
-        predicted = []
-        names = encoder.label_names
-        for output in outputs:
-            logits = np.asarray(output["pair_logits"]).reshape(len(output["pairs"]), len(names))  # (pairs, classes)
-            classes = logits.argmax(-1).tolist()
-            predicted.append({(subject, names[c], obj) for (subject, obj), c in zip(output["pairs"], classes) if c})
-        result = metrics.triple_scores([e.triples for e in examples], predicted)
+        result = metrics.triple_scores([e.triples for e in examples], predicted_triples(encoder, outputs))
         return {**result, "main": result["f1"]}
     names = encoder.label_names
     gold = [e.label for e in examples]
-    predicted = [None if feature.get("cut") else names[int(np.argmax(output))]
-                 for feature, output in zip(features, outputs)]
+    predicted = predicted_labels(encoder, features, outputs)
     result = {"accuracy": metrics.accuracy(gold, predicted), "macro_f1": metrics.macro_f1(gold, predicted),
               "unseen_labels": sum(label not in encoder.label_index for label in gold)}
     if kind == "relation":
