@@ -106,6 +106,8 @@ def train(
     log_every: int = 10,
     seed: int = 0,
     device: str = "cpu",
+    mixed_precision: str = "no",
+    num_workers: int = 0,
     progress: bool = True,
 ) -> TrainingResult:
     """Pre-train ``method`` (a name from :func:`kgplm.methods.available`) on ``corpus`` with ``graph``.
@@ -142,6 +144,16 @@ def train(
             micro-batches (the loss is the mean over the whole batch either way).
         max_steps, learning_rate, warmup_steps (default 6% of the steps), weight_decay,
         checkpoint_every, log_every, seed, device: the loop's (:class:`kgplm.training.TrainerSettings`).
+        mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (autocast; fp16 with a gradient scaler).
+        num_workers: DataLoader processes that collate batches ahead of the loop (0: in this process);
+            it does not change the batches, so a run may resume with another value.
+
+    Under ``torchrun --nproc_per_node N`` (``WORLD_SIZE`` > 1) the run is data-parallel
+    (:mod:`kgplm.training.distributed`): ``batch_size`` is the global batch, split over the
+    processes; ``device="cuda"`` is each process's own GPU; rank 0 builds the artefacts while the
+    others wait, and only rank 0 writes. ``run_config.json`` records the launch under
+    ``stages.distributed`` (``world_size``, ``backend``), which is not a setting: a run may resume
+    with another number of processes.
 
     Returns a :class:`TrainingResult`. Rerunning the same call resumes; a different call into
     the same ``output_dir`` raises :class:`~kgplm.exceptions.ArtifactError`.
@@ -150,7 +162,7 @@ def train(
     from kgplm.methods import MethodContext, get
     from kgplm.models.card import write_model_card
     from kgplm.text.masking import SCHEMES
-    from kgplm.training import stages
+    from kgplm.training import distributed, stages
     from kgplm.training.run import RunDirectory
     from kgplm.training.trainer import TrainerSettings, train_loop
 
@@ -166,45 +178,58 @@ def train(
     settings = TrainerSettings(max_steps=max_steps, batch_size=batch_size,
                                gradient_accumulation_steps=gradient_accumulation_steps,
                                learning_rate=learning_rate, warmup_steps=warmup_steps, weight_decay=weight_decay,
-                               checkpoint_every=checkpoint_every, log_every=log_every, seed=seed)
+                               checkpoint_every=checkpoint_every, log_every=log_every, seed=seed,
+                               mixed_precision=mixed_precision, num_workers=num_workers)
     settings.validate()
+    context = distributed.initialize(device)
+    try:
+        settings.validate(context.world_size)
+        main = context.is_main
+        run = RunDirectory(output_dir)
+        # rank 0 builds every cached artefact; the other ranks wait, then load them
+        with context.main_first("preparing the run's artefacts"):
+            if main:
+                run.path.mkdir(parents=True, exist_ok=True)
+            store, arguments["graph"] = stages.prepare_store(run, graph, progress and main)
+            if main:
+                run.write_run_config(_json_safe({"kgplm_run": 1, **arguments}))
+                run.record_stage("distributed", context.describe())
+            inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus,
+                                        corpus_options=dict(corpus_options or {}), progress=progress and main,
+                                        held_out=_held_out(run, exclude_triples, store, record=main))
+            tokenizer_object = stages.prepare_tokenizer(run, inputs)
+            stages.run_artefact_stages(spec.artefacts, run, inputs)
+            dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)
+        import torch
 
-    run = RunDirectory(output_dir)
-    run.path.mkdir(parents=True, exist_ok=True)
-    store, arguments["graph"] = stages.prepare_store(run, graph, progress)
-    run_config = _json_safe({"kgplm_run": 1, **arguments})
-    run.write_run_config(run_config)
-
-    inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus,
-                                corpus_options=dict(corpus_options or {}), progress=progress,
-                                held_out=_held_out(run, exclude_triples, store))
-    tokenizer_object = stages.prepare_tokenizer(run, inputs)
-    stages.run_artefact_stages(spec.artefacts, run, inputs)
-    dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)
-    import torch
-
-    torch.manual_seed(seed)  # the model's initial weights
-    model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=text_model,
-                                           model_options=dict(model_options or {}), max_length=max_length,
-                                           entity_dim=entity_dim, artefacts=inputs.artefacts)
-    stages.record_model_length(run, tokenizer_object, model.config.max_position_embeddings)
-    context = MethodContext(config=model.config, tokenizer=tokenizer_object, store=store, masking=masking, seed=seed,
-                            text_model_dir=checkpoint, artefacts=inputs.artefacts)
-    if spec.prepare_model is not None:
-        spec.prepare_model(model, context)
-    collator = spec.build_collator(context)
-    metrics = train_loop(model, dataset, collator, output_dir=run.path, settings=settings, device=device,
-                         progress=progress)
-    with atomic_directory(run.model_dir) as temporary:
-        model.save_pretrained(str(temporary))
-        write_model_card(temporary, model.config, arguments=run.read_run_config(), metrics=metrics)
-    logger.info("saved the model to %s", run.model_dir)
-    return TrainingResult(output_dir=run.path, method=method, steps=max_steps, metrics=metrics,
-                          run_config=run.read_run_config())
+        torch.manual_seed(seed)  # the model's initial weights
+        model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=text_model,
+                                               model_options=dict(model_options or {}), max_length=max_length,
+                                               entity_dim=entity_dim, artefacts=inputs.artefacts)
+        if main:
+            stages.record_model_length(run, tokenizer_object, model.config.max_position_embeddings)
+        method_context = MethodContext(config=model.config, tokenizer=tokenizer_object, store=store, masking=masking,
+                                       seed=seed, text_model_dir=checkpoint, artefacts=inputs.artefacts)
+        if spec.prepare_model is not None:
+            spec.prepare_model(model, method_context)
+        collator = spec.build_collator(method_context)
+        metrics = train_loop(model, dataset, collator, output_dir=run.path, settings=settings, progress=progress,
+                             distributed=context)
+        if main:
+            with atomic_directory(run.model_dir) as temporary:
+                model.save_pretrained(str(temporary))
+                write_model_card(temporary, model.config, arguments=run.read_run_config(), metrics=metrics)
+            logger.info("saved the model to %s", run.model_dir)
+        context.barrier()
+        return TrainingResult(output_dir=run.path, method=method, steps=max_steps, metrics=metrics,
+                              run_config=run.read_run_config())
+    finally:
+        context.close()
 
 
-def _held_out(run, exclude_triples, store):
-    """The held-out triples of a run; a rerun must name the same triples as the run it resumes."""
+def _held_out(run, exclude_triples, store, *, record: bool = True):
+    """The held-out triples of a run; a rerun must name the same triples as the run it resumes.
+    ``record``: write their digest into the run config (rank 0 only under torchrun)."""
     import hashlib
 
     from kgplm.exceptions import ArtifactError
@@ -218,7 +243,8 @@ def _held_out(run, exclude_triples, store):
     if recorded is not None and recorded["sha256"] != digest:
         raise ArtifactError(f"{run.path} was built with other held-out triples than {exclude_triples} lists now; "
                             f"choose another output_dir or delete it")
-    run.record_stage("held_out_triples", {"count": len(held_out), "sha256": digest})
+    if record:
+        run.record_stage("held_out_triples", {"count": len(held_out), "sha256": digest})
     return held_out
 
 
@@ -270,18 +296,24 @@ class FineTuningResult:
         return f"FineTuningResult(task={self.task!r}, dev {self.dev['main']:.4f}{test}, {self.output_dir})"
 
 
-def _encoder_inputs(method: str, run, progress: bool):
-    """The provider of the extra encoder inputs a method reads at fine-tuning (``None`` for none)."""
+def _encoder_inputs(method: str, run, progress: bool, wanted: bool = True):
+    """The provider of the extra encoder inputs a method reads at fine-tuning (``None`` for none, or when
+    not ``wanted``: the encoder then runs on the text alone)."""
     from kgplm.exceptions import MissingFileError
     from kgplm.methods import get
 
     spec = get(method)
-    if spec.finetuning_inputs is None:
+    if spec.finetuning_inputs is None or not wanted:
         return None
     if run is None:
         raise MissingFileError("<model>", f"pre-training run next to the model: a {method!r} encoder reads inputs "
                                           f"built from its pre-training run's artefacts")
     return spec.finetuning_inputs(run, progress)
+
+
+#: The seed of dev and test subsets (``max_eval_examples``): fixed, so that every training seed and every
+#: model is scored on the same examples (``evaluate``'s default ``seed`` draws the same subset).
+EVALUATION_SUBSET_SEED = 0
 
 
 def _subset(examples: list, limit: int | None, seed: int) -> list:
@@ -308,7 +340,9 @@ def finetune(
     max_train_examples: int | None = None,
     max_eval_examples: int | None = None,
     seed: int = 0,
+    encoder_inputs: bool = True,
     device: str = "cpu",
+    mixed_precision: str = "no",
     progress: bool = True,
 ) -> FineTuningResult:
     """Fine-tune a pre-trained kgplm model on ``task`` and score the best-on-dev epoch on dev and test.
@@ -324,7 +358,16 @@ def finetune(
             longer NER documents are read in overlapping windows, see
             :class:`kgplm.training.finetuning.TaskEncoder`.
         tagging: ``"bio"`` or ``"bioes"`` for NER tasks.
-        max_train_examples, max_eval_examples: seeded subsets for quick runs (``None``: all).
+        max_train_examples, max_eval_examples: subsets for quick runs (``None``: all); the training
+            subset follows ``seed``, the dev and test subsets do not (:data:`EVALUATION_SUBSET_SEED`),
+            so runs with different seeds are scored on the same examples.
+        encoder_inputs: ``False`` fine-tunes a method whose encoder reads extra inputs (SMedBERT's
+            linked mentions and neighbours) on the text alone — the "no knowledge at fine-tuning"
+            ablation; ``evaluate`` then does the same.
+        mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (training and scoring under autocast).
+
+    Under ``torchrun`` each batch is split over the processes (DDP; the loss stays the mean over
+    the whole batch); rank 0 scores dev and test and writes the outputs.
 
     Writes ``output_dir/model`` (the best epoch), ``tokenizer/``, ``finetune_config.json`` (the
     arguments, which replay the run) and ``results.json`` (history, dev and test scores, the splits
@@ -344,69 +387,89 @@ def finetune(
         predict,
         score,
     )
+    from kgplm.training import distributed
+    from kgplm.training.precision import autocast
     from kgplm.training.run import locate_model
 
     spec = get_task(task)
     model_dir, tokenizer_dir, run = locate_model(model)
     output_dir = Path(output_dir)
     arguments["model"] = str(Path(model).resolve())
-    loaded = load_task_splits(spec.name, data_dir)
-    splits = loaded.splits
-    train_examples = _subset(splits["train"], max_train_examples, seed)
-    dev_examples = _subset(splits["dev"], max_eval_examples, seed)
-    test_examples = _subset(splits["test"], max_eval_examples, seed)
-    tokenizer = load_tokenizer(tokenizer_dir)
-    config = KgplmConfig.from_pretrained(str(model_dir))
-    if max_length is None:
-        max_length = arguments["max_length"] = min(config.max_position_embeddings, 512)
-    if max_length > config.max_position_embeddings:
-        raise ConfigurationError(f"max_length {max_length} exceeds the model's {config.max_position_embeddings} "
-                                 f"positions")
-    label_names = label_names_for(spec, train_examples, tagging)
-    config.set_task(spec.kind, spec.name, label_names, tagging)
-    encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
-                          knowledge=_encoder_inputs(config.method, run, progress))
-    import torch
-
-    torch.manual_seed(seed)  # the head's initial weights
-    network = KgplmForFineTuning.from_pretrained(str(model_dir), config=config)
-    train_features = encoder.encode(train_examples)
-    encoding = {"train": dict(encoder.last_statistics)}
-    dev_features = encoder.encode(dev_examples)
-    encoding["dev"] = dict(encoder.last_statistics)
     settings = FineTuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-                                warmup_ratio=warmup_ratio, weight_decay=weight_decay, patience=patience, seed=seed)
-    history, dev_scores = finetune_loop(network, encoder, train_features, dev_examples, dev_features, settings,
-                                        device=device, progress=progress)
-    test_scores = None
-    if "test" not in loaded.unlabelled:
-        test_features = encoder.encode(test_examples)
-        encoding["test"] = dict(encoder.last_statistics)
-        test_scores = score(encoder, test_examples, test_features,
-                            predict(network, encoder, test_features, batch_size=2 * batch_size, device=device))
-    logger.info("%s: dev %s %.4f, test %s", spec.name, spec.metric, dev_scores["main"],
-                "unlabelled" if test_scores is None else f"{test_scores['main']:.4f}")
-    output_dir.mkdir(parents=True, exist_ok=True)
-    finetune_config = {"kgplm_finetune": 1, **arguments}
-    results = {"task": spec.name, "metric": spec.metric, "dev": dev_scores, "test": test_scores, "history": history,
-               "examples": {"train": len(train_examples), "dev": len(dev_examples), "test": len(test_examples)},
-               "derived_splits": list(loaded.derived), "unlabelled_splits": list(loaded.unlabelled),
-               "encoding": encoding}
-    with atomic_directory(output_dir / "model") as temporary:
-        network.save_pretrained(str(temporary))
-        write_model_card(temporary, network.config, arguments=finetune_config, results=results)
-    tokenizer.model_max_length = config.max_position_embeddings  # what the model can read
-    with atomic_directory(output_dir / "tokenizer") as temporary:
-        save_tokenizer(tokenizer, temporary)
-    for name, content in (("finetune_config.json", finetune_config), ("results.json", results)):
-        with atomic_file(output_dir / name, "w", encoding="utf-8") as handle:
-            json.dump(content, handle, indent=1, ensure_ascii=False)
-    return FineTuningResult(output_dir=output_dir, task=spec.name, dev=dev_scores, test=test_scores, history=history,
-                            config=finetune_config)
+                                warmup_ratio=warmup_ratio, weight_decay=weight_decay, patience=patience, seed=seed,
+                                mixed_precision=mixed_precision)
+    settings.validate()
+    context = distributed.initialize(device)
+    try:
+        main = context.is_main
+        loaded = load_task_splits(spec.name, data_dir)
+        splits = loaded.splits
+        train_examples = _subset(splits["train"], max_train_examples, seed)
+        dev_examples = _subset(splits["dev"], max_eval_examples, EVALUATION_SUBSET_SEED)
+        test_examples = _subset(splits["test"], max_eval_examples, EVALUATION_SUBSET_SEED)
+        tokenizer = load_tokenizer(tokenizer_dir)
+        config = KgplmConfig.from_pretrained(str(model_dir))
+        if max_length is None:
+            max_length = arguments["max_length"] = min(config.max_position_embeddings, 512)
+        if max_length > config.max_position_embeddings:
+            raise ConfigurationError(f"max_length {max_length} exceeds the model's {config.max_position_embeddings} "
+                                     f"positions")
+        label_names = label_names_for(spec, train_examples, tagging)
+        config.set_task(spec.kind, spec.name, label_names, tagging)
+        encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
+                              knowledge=_encoder_inputs(config.method, run, progress and main, encoder_inputs))
+        import torch
+
+        torch.manual_seed(seed)  # the head's initial weights
+        network = KgplmForFineTuning.from_pretrained(str(model_dir), config=config)
+        train_features = encoder.encode(train_examples)
+        encoding = {"train": dict(encoder.last_statistics)}
+        dev_features = encoder.encode(dev_examples)
+        encoding["dev"] = dict(encoder.last_statistics)
+        history, dev_scores = finetune_loop(network, encoder, train_features, dev_examples, dev_features, settings,
+                                            progress=progress, distributed=context)
+        test_scores = None
+        if main and "test" not in loaded.unlabelled:
+            test_features = encoder.encode(test_examples)
+            encoding["test"] = dict(encoder.last_statistics)
+            with autocast(context.device, mixed_precision):
+                outputs = predict(network, encoder, test_features, batch_size=2 * batch_size, device=context.device)
+            test_scores = score(encoder, test_examples, test_features, outputs)
+        if main:
+            logger.info("%s: dev %s %.4f, test %s", spec.name, spec.metric, dev_scores["main"],
+                        "unlabelled" if test_scores is None else f"{test_scores['main']:.4f}")
+        test_scores = context.broadcast(test_scores)
+        finetune_config = {"kgplm_finetune": 1, **arguments}
+        if main:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            results = {"task": spec.name, "metric": spec.metric, "dev": dev_scores, "test": test_scores,
+                       "history": history, "examples": {"train": len(train_examples), "dev": len(dev_examples),
+                                                        "test": len(test_examples)},
+                       "example_ids": {"dev": [e.id for e in dev_examples], "test": [e.id for e in test_examples]},
+                       "derived_splits": list(loaded.derived), "unlabelled_splits": list(loaded.unlabelled),
+                       "encoding": encoding}
+            with atomic_directory(output_dir / "model") as temporary:
+                network.save_pretrained(str(temporary))
+                write_model_card(temporary, network.config, arguments=finetune_config, results=results)
+            tokenizer.model_max_length = config.max_position_embeddings  # what the model can read
+            with atomic_directory(output_dir / "tokenizer") as temporary:
+                save_tokenizer(tokenizer, temporary)
+            for name, content in (("finetune_config.json", finetune_config), ("results.json", results)):
+                with atomic_file(output_dir / name, "w", encoding="utf-8") as handle:
+                    json.dump(content, handle, indent=1, ensure_ascii=False)
+        context.barrier()
+        return FineTuningResult(output_dir=output_dir, task=spec.name, dev=dev_scores, test=test_scores,
+                                history=history, config=finetune_config)
+    finally:
+        context.close()
 
 
-def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, device, progress):
-    """Load a fine-tuned model and its task's split; run it. Returns (encoder, examples, features, outputs)."""
+def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs, device, progress):
+    """Load a fine-tuned model and its task's split; run it. Returns (encoder, examples, features, outputs).
+
+    ``max_examples`` draws a subset with ``seed`` (by default the subset ``finetune`` scored);
+    ``encoder_inputs`` (default: as the model was fine-tuned) feeds the method's extra encoder inputs.
+    """
     from kgplm.evaluation.tasks import get_task, load_task
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
@@ -425,11 +488,14 @@ def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed
     examples = _subset(load_task(spec.name, data_dir, split), max_examples, seed)
     max_length = None
     finetune_config = model_dir.parent / "finetune_config.json"
-    if finetune_config.is_file():  # the length it was fine-tuned with
-        max_length = json.loads(finetune_config.read_text(encoding="utf-8"))["max_length"]
+    if finetune_config.is_file():  # the length (and encoder inputs) it was fine-tuned with
+        recorded = json.loads(finetune_config.read_text(encoding="utf-8"))
+        max_length = recorded["max_length"]
+        encoder_inputs = recorded.get("encoder_inputs", True) if encoder_inputs is None else encoder_inputs
     max_length = max_length or min(config.max_position_embeddings, 512)
     encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names, max_length=max_length,
-                          tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress))
+                          tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress,
+                                                                           encoder_inputs is not False))
     features = encoder.encode(examples)
     network.to(device)
     outputs = predict(network, encoder, features, batch_size=batch_size, device=device, progress=progress)
@@ -444,12 +510,15 @@ def evaluate(
     split: str = "test",
     batch_size: int = 64,
     max_examples: int | None = None,
-    seed: int = 0,
+    seed: int = EVALUATION_SUBSET_SEED,
+    encoder_inputs: bool | None = None,
     device: str = "cpu",
     progress: bool = True,
 ) -> dict[str, float]:
     """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own.
 
+    ``max_examples`` draws a subset with ``seed`` (by default the subset ``finetune`` scored);
+    ``encoder_inputs`` (default: as the model was fine-tuned) feeds the method's extra encoder inputs.
     ``task="probe"``: the KG cloze probe of a pre-trained model (a ``kgplm.train`` output);
     ``data_dir`` is then the probe file (:func:`kgplm.evaluation.probing.probe_model`).
     """
@@ -460,7 +529,8 @@ def evaluate(
         from kgplm.evaluation.probing import probe_model
 
         return probe_model(model, data_dir, batch_size=batch_size, device=device, progress=progress)
-    return score(*_run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, device, progress))
+    return score(*_run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs,
+                                  device, progress))
 
 
 def predict(
@@ -473,7 +543,8 @@ def predict(
     format: str = "jsonl",
     batch_size: int = 64,
     max_examples: int | None = None,
-    seed: int = 0,
+    seed: int = EVALUATION_SUBSET_SEED,
+    encoder_inputs: bool | None = None,
     device: str = "cpu",
     progress: bool = True,
 ) -> Path:
@@ -490,7 +561,7 @@ def predict(
     if format not in PREDICTION_FORMATS:
         raise ConfigurationError(f"format must be one of {PREDICTION_FORMATS}, got {format!r}")
     encoder, examples, features, outputs = _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples,
-                                                          seed, device, progress)
+                                                          seed, encoder_inputs, device, progress)
     records = example_predictions(encoder, examples, features, outputs)
     written = write_predictions(records, output, task=encoder.spec.name, format=format)
     logger.info("wrote %d %s predictions to %s", len(records), encoder.spec.name, written)

@@ -172,6 +172,13 @@ def _cmd_text_build_corpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_main_process() -> bool:
+    """Rank 0 of a ``torchrun`` launch (or the only process) prints; the others stay quiet."""
+    from kgplm.training.distributed import launched_rank
+
+    return launched_rank() == 0
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     import json
 
@@ -189,15 +196,22 @@ def _cmd_train(args: argparse.Namespace) -> int:
         result = kgplm.train(args.method, graph=args.graph, corpus=args.corpus, output_dir=args.out,
                              text_model=text_model, tokenizer=args.tokenizer, kg_embeddings=args.kg_embeddings,
                              neighbor_table=args.pepr, pepr_mode=args.pepr_mode,
-                             pepr_budget_seconds=args.pepr_budget_seconds,
-                             corpus_options=corpus_options, vocab_size=args.vocab_size, max_length=args.max_length, masking=args.masking, max_steps=args.max_steps,
-                             batch_size=args.batch_size, gradient_accumulation_steps=args.gradient_accumulation_steps,
-                             learning_rate=args.learning_rate, checkpoint_every=args.checkpoint_every,
+                             pepr_budget_seconds=args.pepr_budget_seconds, corpus_options=corpus_options,
+                             vocab_size=args.vocab_size,
+                             max_length=args.max_length, num_neighbors=args.num_neighbors, kg_method=args.kg_method,
+                             entity_dim=args.entity_dim, kg_epochs=args.kg_epochs, masking=args.masking,
+                             max_steps=args.max_steps, batch_size=args.batch_size,
+                             gradient_accumulation_steps=args.gradient_accumulation_steps,
+                             learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
+                             weight_decay=args.weight_decay, checkpoint_every=args.checkpoint_every,
                              log_every=args.log_every, seed=args.seed, device=args.device,
+                             mixed_precision=args.mixed_precision, num_workers=args.num_workers,
                              model_options=json.loads(args.model_options) if args.model_options else None,
                              method_data=json.loads(args.method_data) if args.method_data else None,
                              exclude_triples=args.exclude_triples,
                              progress=not args.no_progress)
+    if not _is_main_process():
+        return 0
     first, last = result.metrics[0], result.metrics[-1]
     print(f"{result.method}: {result.steps} steps; loss {first['loss']:.4f} (step {first['step']}) → "
           f"{last['loss']:.4f} (step {last['step']}); model in {result.model_dir}")
@@ -225,7 +239,10 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                             epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
                             patience=args.patience, max_length=args.max_length, tagging=args.tagging,
                             max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
-                            seed=args.seed, device=args.device, progress=not args.no_progress)
+                            seed=args.seed, encoder_inputs=not args.no_encoder_inputs, device=args.device,
+                            mixed_precision=args.mixed_precision, progress=not args.no_progress)
+    if not _is_main_process():
+        return 0
     test = "unlabelled" if result.test is None else f"{result.test['main']:.4f}"
     print(f"{result.task}: dev {result.dev['main']:.4f}, test {test} "
           f"({len(result.history)} epochs); model and results.json in {result.output_dir}")
@@ -240,10 +257,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from kgplm.evaluation.probing import PROBE_TASK, probe_table, result_rows
 
     scores = kgplm.evaluate(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
-                            max_examples=args.max_examples, device=args.device, progress=not args.no_progress)
-    if args.task == PROBE_TASK:  # the probe's table always shows the baseline and chance beside the model
-        print(probe_table(result_rows(scores, name=str(args.model))))
-    print(json.dumps(scores, indent=1))
+                            max_examples=args.max_examples, encoder_inputs=False if args.no_encoder_inputs else None,
+                            device=args.device, progress=not args.no_progress)
+    if _is_main_process():
+        if args.task == PROBE_TASK:  # the probe's table always shows the baseline and chance beside the model
+            print(probe_table(result_rows(scores, name=str(args.model))))
+        print(json.dumps(scores, indent=1))
     return 0
 
 
@@ -403,6 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from kgplm.methods import available
     from kgplm.text.masking import SCHEMES
+    from kgplm.training.precision import MIXED_PRECISION
 
     p = commands.add_parser("methods", help="list the registered pre-training methods")
     p.set_defaults(handler=_cmd_methods)
@@ -429,16 +449,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep these triples out of pre-training (a probe file, or a TSV of head/relation/tail)")
     p.add_argument("--masking", default=None, choices=SCHEMES, help="MLM masking scheme (default: the method's)")
     p.add_argument("--gradient-accumulation-steps", type=int, default=1,
-                   help="split each step's --batch-size examples into this many micro-batches")
+                   help="split each process's share of --batch-size into this many micro-batches")
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--num-neighbors", type=int, default=10, help="PEPR neighbours per entity (methods that use them)")
+    p.add_argument("--kg-method", choices=["transe", "transr"], default=None,
+                   help="KG embeddings (default: the method's)")
+    p.add_argument("--entity-dim", type=int, default=100, help="KG embedding size")
+    p.add_argument("--kg-epochs", type=int, default=5, help="KG embedding training epochs")
     p.add_argument("--max-steps", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=16,
+                   help="examples per optimiser step over all processes (torchrun splits it)")
     p.add_argument("--learning-rate", type=float, default=5e-4)
+    p.add_argument("--warmup-steps", type=int, default=None, help="default: 6%% of --max-steps")
+    p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--checkpoint-every", type=int, default=200)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: each process's own GPU)")
+    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no",
+                   help="autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler)")
+    p.add_argument("--num-workers", type=int, default=0,
+                   help="DataLoader processes collating batches ahead of the loop (0: in the main process)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_train)
 
@@ -457,7 +489,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-train-examples", type=int, default=None)
     p.add_argument("--max-eval-examples", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-encoder-inputs", action="store_true",
+                   help="fine-tune on the text alone (no linked mentions for a SMedBERT-like encoder)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: each process's own GPU)")
+    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_finetune)
 
@@ -468,6 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", required=True)
     p.add_argument("--split", default="test", help="train, dev or test")
     p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument("--no-encoder-inputs", action="store_true",
+                   help="score on the text alone (default: as the model was fine-tuned)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_evaluate)
@@ -503,8 +540,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = logging.INFO if args.verbose else logging.WARNING
+    if not _is_main_process():  # under torchrun rank 0 logs for the run
+        level = logging.ERROR
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.handler(args)
     except KgplmError as error:

@@ -32,11 +32,13 @@ from kgplm.evaluation import metrics
 from kgplm.evaluation.tasks import TaskSpec
 from kgplm.exceptions import ConfigurationError
 from kgplm.text.alignment import char_spans_to_token_spans
+from kgplm.training.distributed import DistributedContext, current
+from kgplm.training.precision import autocast, check_mixed_precision, grad_scaler
 from kgplm.training.scoring import score
-from kgplm.training.trainer import build_optimizer
+from kgplm.training.trainer import build_optimizer, optimizer_step, wrap_data_parallel, zero_objective
 
-__all__ = ["TaskEncoder", "FineTuneSettings", "finetune_loop", "predict", "score", "label_names_for", "TOKEN_KINDS",
-           "RANKING_KINDS", "NO_RELATION", "STATISTICS"]
+__all__ = ["TaskEncoder", "FineTuneSettings", "finetune_loop", "predict", "score", "label_names_for", "loss_items",
+           "TOKEN_KINDS", "RANKING_KINDS", "NO_RELATION", "STATISTICS"]
 
 logger = logging.getLogger(__name__)
 
@@ -467,6 +469,9 @@ def predict(model, encoder: TaskEncoder, features: list[dict], *, batch_size: in
 # -- the loop ------------------------------------------------------------------------------------------------
 @dataclass
 class FineTuneSettings:
+    """``batch_size``: examples (ranking: candidates) per step over all processes; ``mixed_precision``:
+    ``"no"``, ``"bf16"`` or ``"fp16"``."""
+
     epochs: int = 3
     batch_size: int = 32
     learning_rate: float = 5e-5
@@ -475,20 +480,54 @@ class FineTuneSettings:
     patience: int = 2
     max_grad_norm: float = 1.0
     seed: int = 0
+    mixed_precision: str = "no"
+
+    def validate(self) -> None:
+        check_mixed_precision(self.mixed_precision)
+
+
+def loss_items(batch: dict[str, torch.Tensor], kind: str) -> int:
+    """How many items the head's loss averages over in ``batch`` (:mod:`kgplm.models.heads`): labelled
+    tokens for NER, questions with a correct candidate for ranking, ordered document pairs for graded
+    ranking, examples otherwise. Data parallelism weights each process's mean by its share of them.
+    Relation triples sum two means (tags and entity pairs); their share is taken from the labelled
+    tokens, so under data parallelism the pair term is weighted by the tag share (exact on one process)."""
+    labels = batch["labels"]
+    if kind in TOKEN_KINDS or kind == "relation_triples":
+        return int((labels != -100).sum())
+    if kind == "qa_ranking":
+        return len(torch.unique(batch["candidate_group"][labels > 0]))
+    if kind == "graded_ranking":
+        group = batch["candidate_group"]
+        return int(((group[:, None] == group[None, :]) & (labels[:, None] > labels[None, :])).sum())
+    return len(labels)
 
 
 def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_examples: Sequence,
                   dev_features: list[dict], settings: FineTuneSettings, *, device: str = "cpu",
-                  progress: bool = True) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Train, score dev after each epoch, restore the best epoch's weights. Returns (history, best dev scores)."""
+                  progress: bool = True, distributed: DistributedContext | None = None
+                  ) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Train, score dev after each epoch, restore the best epoch's weights. Returns (history, best dev scores).
+
+    Data parallelism (``distributed``, default: the initialised process group): every rank draws the
+    same order; each step's units are split into contiguous shares, one per rank, and each rank's
+    mean loss is weighted by its share of the step's :func:`loss_items`, so the gradient is the
+    mean over the whole batch. Rank 0 scores dev and broadcasts the scores, so every rank takes the
+    same early-stopping decision.
+    """
+    context = distributed if distributed is not None else current(device)
+    device = context.device
     generator = torch.Generator().manual_seed(settings.seed)
-    torch.manual_seed(settings.seed)
+    torch.manual_seed(settings.seed + context.rank)  # dropout: each rank its own stream
     model.to(device)
     optimizer = build_optimizer(model, settings)
     skipped = sum(bool(f.get("skip_training")) for f in train_features)
     if skipped:  # an unseen label, a cut relation: nothing to learn from (counted by the encoder)
         logger.info("%s: %d training features without a label are left out", encoder.spec.name, skipped)
         train_features = [f for f in train_features if not f.get("skip_training")]
+    scaler = grad_scaler(device, settings.mixed_precision)
+    network = wrap_data_parallel(model, context)
+    trainable = [p for p in model.parameters() if p.requires_grad]
     # ranking batches keep a question's candidates together so the listwise softmax sees them all
     if encoder.kind in RANKING_KINDS:
         group_ids = np.array([f["candidate_group"] for f in train_features])
@@ -503,35 +542,54 @@ def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_e
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / max(warmup, 1), max(0.0, (total - step) / max(total - warmup, 1))))
     history, best, best_state, waited = [], None, None, 0
-    bar = tqdm(total=total, desc=f"fine-tune {encoder.spec.name}", disable=not progress)
+    bar = tqdm(total=total, desc=f"fine-tune {encoder.spec.name}", disable=not progress or not context.is_main)
     for epoch in range(settings.epochs):
         model.train()
         order = torch.randperm(len(units), generator=generator).tolist()
         losses = []
         for start in range(0, len(order), units_per_batch):
-            indices = np.concatenate([units[i] for i in order[start: start + units_per_batch]])
-            batch = {k: v.to(device) for k, v in encoder.collate([train_features[i] for i in indices]).items()}
-            loss = model(**batch).loss
+            shares = np.array_split(np.asarray(order[start: start + units_per_batch]), context.world_size)
+            mine = shares[context.rank]
+            # a rank left without units runs the first unit with weight 0, so DDP's all-reduce still meets
+            stand_in = len(mine) == 0
+            indices = np.concatenate([units[i] for i in (shares[0][:1] if stand_in else mine)])
+            cpu_batch = encoder.collate([train_features[i] for i in indices])
+            items = 0 if stand_in else loss_items(cpu_batch, encoder.kind)
+            all_items = sum(context.gather(items))
+            batch = {k: v.to(device, non_blocking=True) for k, v in cpu_batch.items()}
+            with autocast(device, settings.mixed_precision):
+                output = network(**batch)
+            if items:  # each rank's mean weighted by its share; DDP averages over the ranks
+                objective = output.loss * (items * context.world_size / all_items)
+            else:
+                objective = zero_objective(output)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], settings.max_grad_norm)
-            optimizer.step()
+            (scaler.scale(objective) if scaler is not None else objective).backward()
+            optimizer_step(optimizer, trainable, settings.max_grad_norm, scaler, len(losses))
             scheduler.step()
-            losses.append(loss.item())
+            local = float(output.loss.detach()) * items if items else 0.0
+            loss = sum(context.gather(local)) / max(all_items, 1)
+            losses.append(loss)
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.4f}")
-        dev_scores = score(encoder, dev_examples, dev_features,
-                           predict(model, encoder, dev_features, batch_size=settings.batch_size * 2, device=device))
+            bar.set_postfix(loss=f"{loss:.4f}")
+        dev_scores = None
+        if context.is_main:
+            with autocast(device, settings.mixed_precision):
+                outputs = predict(model, encoder, dev_features, batch_size=settings.batch_size * 2, device=device)
+            dev_scores = score(encoder, dev_examples, dev_features, outputs)
+        dev_scores = context.broadcast(dev_scores)
         history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)),
                         **{f"dev_{k}": v for k, v in dev_scores.items()}})
-        logger.info("epoch %d: train loss %.4f, dev %s %.4f", epoch + 1, history[-1]["train_loss"],
-                    encoder.spec.metric, dev_scores["main"])
+        if context.is_main:
+            logger.info("epoch %d: train loss %.4f, dev %s %.4f", epoch + 1, history[-1]["train_loss"],
+                        encoder.spec.metric, dev_scores["main"])
         if best is None or dev_scores["main"] > best["main"]:
             best, best_state, waited = dev_scores, copy.deepcopy(model.state_dict()), 0
         else:
             waited += 1
             if waited >= settings.patience:
-                logger.info("early stop after epoch %d (no dev improvement for %d epochs)", epoch + 1, waited)
+                if context.is_main:
+                    logger.info("early stop after epoch %d (no dev improvement for %d epochs)", epoch + 1, waited)
                 break
     bar.close()
     model.load_state_dict(best_state)

@@ -1,0 +1,57 @@
+"""The cloze probe for the replication table: an adapter over :mod:`kgplm.evaluation.probing`.
+
+The table needs, per probe query, a model's hit, the model-free baseline's hit, and whether the
+pre-training text states the fact. This adapter builds the probe with :func:`build_probe` (per-relation
+templates, every answer and alias, all answer lengths decoded with a beam of 5) and adds:
+
+* **seen / unseen**: a query is *seen* when one line of the pre-training text contains the name of
+  its given entity and one of its accepted answer names; *unseen* queries test knowledge the text did
+  not state. (The replication rows are trained without ``exclude_triples``, so no query is held out
+  by construction; ``benchmarks/probe.py`` shows the held-out design.)
+* **per-query hits** (:func:`evaluate_probe`; a query whose answers the vocabulary cannot write
+  counts as a miss), so the paired bootstrap can resample queries.
+* **the model-free baseline** (:func:`reference_scores`: the relation slot's most frequent fillers,
+  5 per answer length), one hit per query.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["HeldOutProbe"]
+
+
+class HeldOutProbe:
+    """At most ``max_probes`` queries from ``store`` for ``tokenizer``, split by whether ``corpus_lines``
+    state them."""
+
+    def __init__(self, store, tokenizer, corpus_lines, *, max_probes: int = 500, seed: int = 0) -> None:
+        from kgplm.evaluation.probing import Probe, build_probe, reference_scores
+
+        self.tokenizer = tokenizer
+        probe = build_probe(store, queries_per_relation=10, held_out_fraction=0.0, seed=seed)
+        keep = np.sort(np.random.default_rng(seed).permutation(len(probe.queries))[:max_probes])
+        self.probe = Probe([probe.queries[i] for i in keep], probe.exclude_from_training, probe.settings)
+        lines = list(corpus_lines)
+        self.seen = np.array([self._stated(store.entity_name(store.entity_id(query.known)), query.answer_names, lines)
+                              for query in self.probe.queries], dtype=bool)
+        baseline = reference_scores(self.probe, store, tokenizer)["baseline"]
+        self.baseline_hits = np.array([bool(hit) for hit in baseline], dtype=bool)
+
+    @staticmethod
+    def _stated(known: str, answers, lines) -> bool:
+        return any(known in line and any(answer in line for answer in answers) for line in lines)
+
+    def hits(self, model, *, device: str = "cpu") -> np.ndarray | None:
+        """Per-query hits of a model with a masked-LM head; ``None`` for a model without one."""
+        import torch
+
+        from kgplm.evaluation.probing import evaluate_probe
+
+        encoding = self.tokenizer(["探针"], return_tensors="pt")
+        with torch.no_grad():
+            output = model.eval().to(device)(**{k: v.to(device) for k, v in encoding.items()})
+        if getattr(output, "prediction_logits", None) is None:
+            return None
+        return np.array([bool(hit) for hit in evaluate_probe(model, self.tokenizer, self.probe, device=device)],
+                        dtype=bool)
