@@ -21,5 +21,6 @@ from kgplm.methods.registry import (
 # Built-in methods register themselves on import (order = listing order).
 from kgplm.methods import mlm as _mlm  # noqa: E402,F401  isort: skip
 from kgplm.methods import smedbert as _smedbert  # noqa: E402,F401  isort: skip
+from kgplm.methods import embert as _embert  # noqa: E402,F401  isort: skip
 
 __all__ = ["known_artefacts", "method_table", "Control", "MethodContext", "MethodSpec", "available", "get", "register", "unregister"]
