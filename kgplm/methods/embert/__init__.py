@@ -72,7 +72,8 @@ def build_collator(context) -> EmbertCollator:
 
     config, tokenizer = context.config, context.tokenizer
     lexicon = EntityLexicon(context.artefacts["thesaurus"], context.artefacts["entity_segments"], tokenizer,
-                            context.store.primary_type_ids(), max_replacement_tokens=config.cecp_max_tokens)
+                            context.store.primary_type_ids(), context.entity_frequencies,
+                            max_replacement_tokens=config.cecp_max_tokens)
     return EmbertCollator(lexicon=lexicon, use_cecp=config.use_cecp, use_es=config.use_es, use_bem=config.use_bem,
                           cecp_rate=config.cecp_rate, bem_rate=config.bem_rate,
                           bem_max_positions=config.bem_max_positions,
@@ -92,7 +93,7 @@ SPEC = register(MethodSpec(
     encoding=EMBERT_ENCODING,
     build_collator=build_collator,
     losses=("mlm", "sop", "cecp", "es", "bem"),
-    artefacts=frozenset({"thesaurus", "entity_segments"}),
+    artefacts=frozenset({"thesaurus", "entity_segments", "entity_frequencies"}),
     default_masking="bert",
     control=Control("mlm"),
     ablations={"no_consistency": {"use_cecp": False}, "no_bidirectional_masking": {"use_bem": False},

@@ -44,11 +44,13 @@ class EntityLexicon:
         segments: sub-entities of every name (:class:`~kgplm.methods.embert.segments.EntitySegments`).
         tokenizer: the run's fast tokenizer.
         type_ids: ``store.primary_type_ids()`` (−1 untyped), for same-type random entities.
+        frequencies: mentions per entity in the corpus; random entities are drawn in proportion to
+            them (uniformly when ``None``, or when no entity of the type was mentioned).
         max_replacement_tokens: longer surfaces are not spliced in.
     """
 
-    def __init__(self, thesaurus, segments, tokenizer, type_ids: np.ndarray, *, max_replacement_tokens: int = 16
-                 ) -> None:
+    def __init__(self, thesaurus, segments, tokenizer, type_ids: np.ndarray, frequencies: np.ndarray | None = None,
+                 *, max_replacement_tokens: int = 16) -> None:
         names = segments.names
         encoded = tokenizer(names, add_special_tokens=False, return_offsets_mapping=True,
                             return_attention_mask=False, return_token_type_ids=False) if names else \
@@ -82,20 +84,56 @@ class EntityLexicon:
         self.usable = usable
         # per entity, the usable names of its surfaces (CSR)
         entity_ptr, entity_names = [0], []
+        display = np.full(thesaurus.num_entities, -1, dtype=np.int64)  # canonical name of the display name
         for entity in range(thesaurus.num_entities):
-            for surface in thesaurus.surface_ids(entity).tolist():
+            surfaces = thesaurus.surface_ids(entity).tolist()
+            for position, surface in enumerate(surfaces):
                 row = segments.index(thesaurus.surfaces[surface])
+                if position == 0 and row >= 0:
+                    display[entity] = self.canonical[row]
                 if row >= 0 and usable[row]:
                     entity_names.append(row)
             entity_ptr.append(len(entity_names))
         self.entity_ptr = np.asarray(entity_ptr, dtype=np.int64)
         self.entity_names = np.asarray(entity_names, dtype=np.int64)
-        # entities with a usable name, grouped by primary type (untyped: its own group)
+        owner = np.repeat(np.arange(thesaurus.num_entities), np.diff(self.entity_ptr))
+        self.is_alias = self.canonical[self.entity_names] != display[owner]  # per (entity, name): not its display name
+        # entities with a usable name other than their display name, grouped by primary type (untyped: a group)
         type_ids = np.asarray(type_ids, dtype=np.int64)
-        named = np.flatnonzero(np.diff(self.entity_ptr) > 0)
+        aliased = np.flatnonzero(np.bincount(owner[self.is_alias], minlength=thesaurus.num_entities) > 0)
+        weights = np.ones(len(aliased)) if frequencies is None else np.asarray(frequencies, np.float64)[aliased]
         self.type_ids = type_ids
-        self.named_entities = named
-        self._by_type = {int(kind): named[type_ids[named] == kind] for kind in np.unique(type_ids[named])}
+        self._pools = {None: self._pool(aliased, weights)}
+        for kind in np.unique(type_ids[aliased]).tolist():
+            members = type_ids[aliased] == kind
+            self._pools[kind] = self._pool(aliased[members], weights[members])
+
+    @staticmethod
+    def _draw(pool: np.ndarray, cumulative: np.ndarray, excluded: int, rng: np.random.Generator) -> int | None:
+        """An entity of ``pool`` other than ``excluded``, in proportion to its weight (uniformly when only
+        ``excluded`` has weight); None when there is none."""
+        index = int(np.searchsorted(pool, excluded))  # pools are sorted
+        inside = index < len(pool) and int(pool[index]) == excluded
+        below = float(cumulative[index - 1]) if index else 0.0
+        excluded_weight = float(cumulative[index]) - below if inside else 0.0
+        total = float(cumulative[-1]) - excluded_weight if len(pool) else 0.0
+        if total <= 0:
+            others = pool[pool != excluded]
+            return int(others[rng.integers(len(others))]) if len(others) else None
+        draw = rng.random() * total
+        if inside and draw >= below:
+            draw += excluded_weight  # skip the excluded entity's share
+        position = min(int(np.searchsorted(cumulative, draw, side="right")), len(pool) - 1)
+        while position > 0 and (int(pool[position]) == excluded or cumulative[position] == cumulative[position - 1]):
+            position -= 1  # rounding at the very end: the last other entity with weight
+        return None if int(pool[position]) == excluded else int(pool[position])
+
+    @staticmethod
+    def _pool(entities: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(entities, cumulative weights) to draw from; uniform when no entity has weight."""
+        if not weights.sum():
+            weights = np.ones(len(entities))
+        return entities, np.cumsum(weights)
 
     def lookup(self, ids: np.ndarray) -> int:
         """The name whose word pieces are ``ids`` (−1 when no KG name tokenizes so)."""
@@ -113,17 +151,26 @@ class EntityLexicon:
         return rows[self.canonical[rows] != self.canonical[current]]
 
     def other_entity(self, entity: int, rng: np.random.Generator, tries: int = 10) -> tuple[int, int] | None:
-        """``(entity', name)``: a uniformly drawn entity of ``entity``'s type (any type when it is alone in
-        it) and a uniformly drawn usable name of it that is no surface of ``entity``; None when none is found."""
+        """``(entity', name)`` for an inconsistent replacement of ``entity``, or None when none is found.
+
+        entity' is drawn among the entities of ``entity``'s type (all entities when no other entity of
+        it qualifies) that have a usable name besides their display name, in proportion to their
+        corpus frequency, and the name uniformly among those. A consistent replacement puts another
+        name of a mentioned entity in place of the one in the text (mostly its display name); drawn
+        so, an inconsistent one is the same kind of surface of an entity as common, so that the
+        surface alone (an English name, a rare long name) does not give the label away. A name that
+        is also a surface of ``entity`` is never drawn.
+        """
         own = set(self.canonical[self.entity_rows(entity)].tolist())
-        pool = self._by_type.get(int(self.type_ids[entity]))
-        if pool is None or len(pool) < 2:
-            pool = self.named_entities
+        pool, cumulative = self._pools.get(int(self.type_ids[entity]), self._pools[None])
+        if not len(pool) or (len(pool) == 1 and int(pool[0]) == entity):
+            pool, cumulative = self._pools[None]
         for _ in range(tries):
-            other = int(pool[rng.integers(len(pool))])
-            if other == entity:
-                continue
-            rows = self.entity_rows(other)
+            other = self._draw(pool, cumulative, entity, rng)
+            if other is None:
+                return None
+            start, end = self.entity_ptr[other], self.entity_ptr[other + 1]
+            rows = self.entity_names[start:end][self.is_alias[start:end]]
             row = int(rows[rng.integers(len(rows))])
             if int(self.canonical[row]) not in own:
                 return other, row
