@@ -129,7 +129,7 @@ def test_table_of_every_name_saves_and_loads(toy_turtle, tmp_path):
     assert loaded.names == segments.names and loaded.config == segments.config
     assert all(loaded.ends(row) == segments.ends(row) for row in range(len(segments.names)))
     assert (loaded.atomic_start == segments.atomic_start).all()
-    with pytest.raises(MissingFileError, match="entity segments"):
+    with pytest.raises(MissingFileError, match="entity-segment table"):
         EntitySegments.load(tmp_path)
     (tmp_path / "segments.json").write_text('{"format": "x"}', encoding="utf-8")
     with pytest.raises(ArtifactError, match="not a kgplm entity-segment table"):

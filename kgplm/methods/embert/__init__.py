@@ -17,7 +17,6 @@ from kgplm.exceptions import ConfigurationError
 from kgplm.methods.embert.batching import EmbertCollator, EmbertExample, EntityLexicon
 from kgplm.methods.embert.configuration import EmbertConfig
 from kgplm.methods.embert.modeling import (
-    EMBERT_ENCODING,
     BidirectionalMaskingHead,
     ConsistencyHead,
     EmbertForPreTraining,
@@ -25,6 +24,7 @@ from kgplm.methods.embert.modeling import (
 )
 from kgplm.methods.embert.segments import EntitySegmenter, EntitySegments, build_entity_segments, derive_cut_points
 from kgplm.methods.embert.thesaurus import Thesaurus, build_thesaurus, default_equivalence_relations
+from kgplm.methods.mlm import BERT_ENCODING
 from kgplm.methods.registry import Control, MethodSpec, register
 from kgplm.training.stages import Stage, register_stage
 
@@ -90,7 +90,7 @@ SPEC = register(MethodSpec(
     paper="Cai et al. (2021), EMBERT: A Pre-trained Language Model for Chinese Medical Text Mining, APWeb-WAIM",
     config_class=EmbertConfig,
     model_class=EmbertForPreTraining,
-    encoding=EMBERT_ENCODING,
+    encoding=BERT_ENCODING,
     build_collator=build_collator,
     losses=("mlm", "sop", "cecp", "es", "bem"),
     artefacts=frozenset({"thesaurus", "entity_segments", "entity_frequencies"}),

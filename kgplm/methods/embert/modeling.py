@@ -66,8 +66,9 @@ Deviations and choices
   probability ``bem_rate`` (at least one per sequence that has one).
 * The paper's sub-entity rules use AutoPhrase and a hand-checked cut-point set; here the KG alone
   (:mod:`kgplm.methods.embert.segments` says how the cut points are derived).
-* The encoder is plain BERT: the knowledge is in the objectives, so fine-tuning needs no inputs
-  beyond the text (as the paper, which fine-tunes EMBERT as a BERT).
+* The encoder is plain BERT (the model extends the MLM baseline's, :class:`kgplm.methods.mlm.KgplmForMaskedLM`):
+  the knowledge is in the objectives, so fine-tuning needs no inputs beyond the text (as the
+  paper, which fine-tunes EMBERT as a BERT).
 * Ablations (Table 4): ``use_cecp``, ``use_es``, ``use_bem`` = False drop a task (head and targets).
 """
 
@@ -76,17 +77,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers.models.bert.modeling_bert import BertOnlyMLMHead
 
 from kgplm.methods.embert.configuration import EmbertConfig
-from kgplm.models.encoding import Encoding
-from kgplm.models.modules import MLM_HEAD_TIED_WEIGHTS, KgplmPreTrainedModel, PretrainingOutput, mention_token_index
-from kgplm.models.objectives import classification_objective, masked_lm_objective, sentence_order_objective
+from kgplm.methods.mlm import BERT_ENCODING, KgplmForMaskedLM
+from kgplm.models.modules import PretrainingOutput, mention_token_index
+from kgplm.models.objectives import classification_objective
 
-__all__ = ["EMBERT_ENCODING", "ConsistencyHead", "SegmentationHead", "BidirectionalMaskingHead", "EmbertForPreTraining"]
-
-#: EMBERT's encoder is a plain BERT encoder (its knowledge lives in the pre-training objectives).
-EMBERT_ENCODING = Encoding()
+__all__ = ["ConsistencyHead", "SegmentationHead", "BidirectionalMaskingHead", "EmbertForPreTraining"]
 
 
 class ConsistencyHead(nn.Module):
@@ -141,22 +138,19 @@ class BidirectionalMaskingHead(nn.Module):
         return self.second_norm(F.gelu(self.second(h1)))
 
 
-class EmbertForPreTraining(KgplmPreTrainedModel):
-    """BERT + MLM head (+ SOP) + the heads of CECP, ES and BEM (those the config switches on)."""
+class EmbertForPreTraining(KgplmForMaskedLM):
+    """The MLM baseline's model (BERT, MLM head, SOP head when ``use_sop``) plus the heads of CECP, ES and BEM
+    (those the config switches on)."""
 
     config_class = EmbertConfig
-    _tied_weights_keys = dict(MLM_HEAD_TIED_WEIGHTS)
 
     def __init__(self, config: EmbertConfig) -> None:
-        super().__init__(config)
         config.validate_tasks()
-        EMBERT_ENCODING.build(self, config, pooler=config.use_sop)
-        self.cls = BertOnlyMLMHead(config)
-        self.sop = nn.Linear(config.hidden_size, 2) if config.use_sop else None
+        super().__init__(config)
         self.consistency = ConsistencyHead(config) if config.use_cecp else None
         self.segmentation = SegmentationHead(config) if config.use_es else None
         self.bidirectional_masking = BidirectionalMaskingHead(config) if config.use_bem else None
-        self.post_init()
+        self.post_init()  # initialises the heads added after the base's post_init
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
@@ -168,15 +162,8 @@ class EmbertForPreTraining(KgplmPreTrainedModel):
         """Spans are token ``[start, end)``; ``cecp_labels`` 1 = consistent (synonym), 0 = inconsistent;
         ``es_labels`` (batch, length) 1 / 0 / −100; BEM's masked tokens take their targets from ``labels``."""
         config = self.config
-        hidden = EMBERT_ENCODING.encode(self, input_ids, attention_mask, token_type_ids).last_hidden_state
-        logits = self.cls(hidden)  # (batch, length, vocab)
-        sop_logits = self.sop(self.bert.pooler(hidden)) if self.sop is not None else None
-        output = PretrainingOutput(prediction_logits=logits, sop_logits=sop_logits, last_hidden_state=hidden,
-                                   losses={}, loss_weights={}, metrics={})
-        if labels is not None:
-            output.add("mlm", masked_lm_objective(logits, labels))
-            if sop_logits is not None:
-                output.add("sop", sentence_order_objective(sop_logits, sentence_order_label))
+        output = super().forward(input_ids, attention_mask, token_type_ids, labels, sentence_order_label)  # MLM, SOP
+        hidden = output.last_hidden_state  # (batch, length, d)
         if self.consistency is not None and cecp_labels is not None and len(cecp_labels):
             before = hidden[cecp_batch, cecp_spans[:, 0] - 1]  # x_{s−1}, (mentions, d)
             after = hidden[cecp_batch, cecp_spans[:, 1]]  # x_{e+1} (spans are end-exclusive)
@@ -193,7 +180,7 @@ class EmbertForPreTraining(KgplmPreTrainedModel):
                 hidden[token_batch, bem_context_spans[target, 0]],  # x_{s_o}
                 hidden[token_batch, bem_context_spans[target, 1] - 1],  # x_{e_o}
                 token_position - bem_target_spans[target, 0])  # j − s_m
-            word_logits = states @ EMBERT_ENCODING.word_embeddings(self).weight.T  # (targets, vocab)
+            word_logits = states @ BERT_ENCODING.word_embeddings(self).weight.T  # (targets, vocab)
             output.add("bem", classification_objective(word_logits, labels[token_batch, token_position]),
                        config.bem_weight)
         return output

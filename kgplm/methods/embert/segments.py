@@ -52,7 +52,6 @@ names have no atomic/adjective split.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import unicodedata
@@ -63,8 +62,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from kgplm._io import atomic_directory
-from kgplm.exceptions import ArtifactError, MissingFileError
+from kgplm.methods.embert.files import read_artefact, write_artefact
 
 __all__ = ["EntitySegmenter", "EntitySegments", "build_entity_segments", "derive_cut_points", "kg_names"]
 
@@ -278,27 +276,16 @@ class EntitySegments:
                 "atomic_splits": int((self.atomic_start >= 0).sum()), "cut_points": self.config.get("cut_points", "")}
 
     def save(self, directory: str | os.PathLike) -> Path:
-        directory = Path(directory)
-        with atomic_directory(directory) as temporary:
-            np.savez(temporary / "segments.npz", piece_ptr=self.piece_ptr, piece_ends=self.piece_ends,
-                     atomic_start=self.atomic_start)
-            manifest = {"format": SEGMENTS_FORMAT, "version": 1, "config": self.config, "names": self.names}
-            (temporary / "segments.json").write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
-        return directory
+        return write_artefact(directory, "segments", SEGMENTS_FORMAT,
+                              {"piece_ptr": self.piece_ptr, "piece_ends": self.piece_ends,
+                               "atomic_start": self.atomic_start}, {"config": self.config, "names": self.names})
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> "EntitySegments":
-        directory = Path(directory)
-        manifest_path = directory / "segments.json"
-        if not manifest_path.is_file():
-            raise MissingFileError(manifest_path, "entity segments (EMBERT's sub-entity table)")
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if manifest.get("format") != SEGMENTS_FORMAT:
-            raise ArtifactError(f"{manifest_path} is not a kgplm entity-segment table "
-                                f"(format {manifest.get('format')!r})")
-        with np.load(directory / "segments.npz", allow_pickle=False) as arrays:
-            return cls(manifest["names"], arrays["piece_ptr"], arrays["piece_ends"], arrays["atomic_start"],
-                       manifest["config"])
+        manifest, arrays = read_artefact(directory, "segments", SEGMENTS_FORMAT,
+                                         "kgplm entity-segment table (EMBERT's sub-entities)")
+        return cls(manifest["names"], arrays["piece_ptr"], arrays["piece_ends"], arrays["atomic_start"],
+                   manifest["config"])
 
 
 def build_entity_segments(store, *, linker=None, segmenter=None, long_length: int = 3, min_length: int = 2,

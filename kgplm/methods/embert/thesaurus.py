@@ -23,7 +23,6 @@ names; duplicates are removed.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterable
@@ -32,9 +31,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from kgplm._io import atomic_directory
-from kgplm.exceptions import ArtifactError, MissingFileError
 from kgplm.kg.vocabulary import OWL_SAME_AS, SKOS_EXACT_MATCH
+from kgplm.methods.embert.files import read_artefact, write_artefact
 
 __all__ = ["Thesaurus", "build_thesaurus", "default_equivalence_relations"]
 
@@ -88,26 +86,15 @@ class Thesaurus:
 
     # -- files ---------------------------------------------------------------------------------------
     def save(self, directory: str | os.PathLike) -> Path:
-        directory = Path(directory)
-        with atomic_directory(directory) as temporary:
-            np.savez(temporary / "thesaurus.npz", entity_ptr=self.entity_ptr, entity_surfaces=self.entity_surfaces,
-                     num_own=self.num_own)
-            manifest = {"format": THESAURUS_FORMAT, "version": 1, "config": self.config, "surfaces": self.surfaces}
-            (temporary / "thesaurus.json").write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
-        return directory
+        return write_artefact(directory, "thesaurus", THESAURUS_FORMAT,
+                              {"entity_ptr": self.entity_ptr, "entity_surfaces": self.entity_surfaces,
+                               "num_own": self.num_own}, {"config": self.config, "surfaces": self.surfaces})
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> "Thesaurus":
-        directory = Path(directory)
-        manifest_path = directory / "thesaurus.json"
-        if not manifest_path.is_file():
-            raise MissingFileError(manifest_path, "thesaurus (EMBERT's synonym table)")
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if manifest.get("format") != THESAURUS_FORMAT:
-            raise ArtifactError(f"{manifest_path} is not a kgplm thesaurus (format {manifest.get('format')!r})")
-        with np.load(directory / "thesaurus.npz", allow_pickle=False) as arrays:
-            return cls(manifest["surfaces"], arrays["entity_ptr"], arrays["entity_surfaces"], arrays["num_own"],
-                       manifest["config"])
+        manifest, arrays = read_artefact(directory, "thesaurus", THESAURUS_FORMAT, "kgplm thesaurus (EMBERT's synonyms)")
+        return cls(manifest["surfaces"], arrays["entity_ptr"], arrays["entity_surfaces"], arrays["num_own"],
+                   manifest["config"])
 
 
 def _equivalence_relation_ids(store, relations: Iterable[str]) -> list[int]:
