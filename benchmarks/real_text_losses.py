@@ -5,11 +5,13 @@ The corpus is CMeKG's facts written as sentences plus consultations of the medic
 step, then first → last and the ratio, for any registered method:
 
     .venv/bin/python benchmarks/real_text_losses.py --method NAME [--steps 300 --facts 1500 --dialogues 1500]
+        [--model-options '{"field": value}']
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -30,6 +32,7 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--log-every", type=int, default=25)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model-options", type=json.loads, default={}, help="the method's config fields, as JSON")
     args = parser.parse_args()
 
     import kgplm
@@ -40,11 +43,13 @@ def main() -> None:
     corpus = mixed_corpus(CACHE / f"corpus-{args.facts}-{args.dialogues}.txt", store, args.facts, args.dialogues)
     text = dict(hidden_size=args.hidden, num_hidden_layers=args.layers, num_attention_heads=max(1, args.hidden // 64),
                 intermediate_size=4 * args.hidden, max_position_embeddings=160)
-    output = CACHE / f"{args.method}-{args.steps}-{args.facts}-{args.dialogues}-{args.hidden}x{args.layers}-s{args.seed}"
+    options = "".join(f"-{key}={value}" for key, value in sorted(args.model_options.items()))
+    output = CACHE / (f"{args.method}-{args.steps}-{args.facts}-{args.dialogues}-{args.hidden}x{args.layers}"
+                      f"-s{args.seed}{options}")
     started = time.perf_counter()
     result = kgplm.train(args.method, graph=store, corpus=corpus, output_dir=output, text_model=text, vocab_size=4000,
                          kg_method="transe", entity_dim=32, kg_epochs=1, max_steps=args.steps, batch_size=args.batch,
-                         learning_rate=args.learning_rate, log_every=args.log_every,
+                         learning_rate=args.learning_rate, log_every=args.log_every, model_options=args.model_options,
                          checkpoint_every=args.steps, max_length=128, seed=args.seed, progress=False)
     elapsed = time.perf_counter() - started
     names = ["loss", *(name for name in get(args.method).losses if result.curve(name))]
