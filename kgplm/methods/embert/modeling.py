@@ -70,6 +70,16 @@ Deviations and choices
   the knowledge is in the objectives, so fine-tuning needs no inputs beyond the text (as the
   paper, which fine-tunes EMBERT as a BERT).
 * Ablations (Table 4): ``use_cecp``, ``use_es``, ``use_bem`` = False drop a task (head and targets).
+
+Measured limitation
+-------------------
+On real text from scratch (CMeKG facts as sentences + consultations, encoder 128×2, batch 32, 300
+steps; and the tiny encoder's 120 steps of ``tests/methods/test_embert_training.py``) MLM, ES and
+BEM fall but L_CECP stays at ln 2 = 0.693 with accuracy 1/2 (0.709 → 0.694 over the 300 steps): with
+replacements that are surfaces of equally common entities of the same type, only knowing which names
+are synonyms of the mention the context was written about separates the labels, and a small encoder
+trained from scratch for a few hundred steps does not know that. The paper starts from BERT-base or
+MC-BERT (Table 3), trained for ten days; whether CECP falls in longer runs here was not measured.
 """
 
 from __future__ import annotations
