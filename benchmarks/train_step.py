@@ -1,49 +1,98 @@
-"""Training-step benchmark: every registered method against plain BERT MLM of the same size and batch.
+"""Training-step throughput: every registered method against plain BERT MLM and Hugging Face's BertForPreTraining.
 
-Data: CMeKG (shared data) and 400 consultations of the Chinese medical dialogue corpus, prepared
+Data (``--data``): ``cmekg`` — CMeKG (shared data) and Chinese medical consultations, joined so
+that chunks fill ``--length`` tokens; ``toy`` — the repository's toy graph and sentences generated
+from it (nothing outside the source tree: what a fresh GPU machine can run). Either is prepared
 once through kgplm's own stages (vocabulary, every KG artefact any registered method needs, the
 linked corpus) and cached in ``benchmarks/.cache/train_step``. Then, for each method of
-``kgplm.methods.available()``, the same examples (same indices and example seeds) are timed over
-``--steps`` steps after 3 warm-up steps:
+``kgplm.methods.available()`` and for ``BertForPreTraining`` fed the ``mlm`` row's batches, the
+same examples (same indices and example seeds) are timed over ``--steps`` steps after 3 warm-up
+steps:
 
-  * collate  — the method's collator (SOP pairs, masking, its own inputs);
-  * step     — forward + backward + AdamW update of the model;
-  * linking  — the per-batch cost of linking and encoding the batch's raw text (what the
-               corpus builder does once, offline), for scale.
+  * collate   — the method's collator (SOP pairs, masking, its own inputs), on the CPU;
+  * step      — forward + backward + AdamW update (under autocast with ``--mixed-precision``);
+  * tokens/s  — non-padding tokens of the batch / step time;
+  * peak MB   — CUDA: ``max_memory_allocated`` during the steps (weights, optimiser state and
+                activations); CPU: growth of the peak resident set over the steps (activations,
+                gradients and optimiser state; Linux ``/proc``), an approximation.
 
-The goal is every knowledge-enhanced method's step ≤ 1.25× the plain MLM step. Threads: torch
-uses all cores; time nothing else on the machine meanwhile.
+Two tables: CPU at the given size (default tiny: hidden 256, 4 layers, batch 16, length 128) and
+GPU at BERT-base size (12 layers, hidden 768, length 512, bf16) when CUDA is available — otherwise
+its rows read "not measured". The goal is every knowledge-enhanced method's step ≤ 1.25× the plain
+MLM step of the same size. Threads: torch uses all cores; time nothing else on the machine
+meanwhile.
 
-    .venv/bin/python benchmarks/train_step.py [--hidden 256 --layers 4 --batch 16 --length 128 --steps 20]
+    .venv/bin/python benchmarks/train_step.py                       # CPU table; GPU table if CUDA is there
+    .venv/bin/python benchmarks/train_step.py --only gpu --data toy # on a GPU machine without the shared data
+    .venv/bin/python benchmarks/train_step.py --hidden 256 --layers 4 --batch 16 --length 128 --steps 20
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
+import math
+import random
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from _data import cmekg_store, dialogues  # noqa: E402  (benchmarks/ is the script's directory)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from the source tree without installing
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "train_step"
+TOY_GRAPH = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
+BERT_BASE = dict(hidden=768, layers=12, length=512, batch=16, mixed_precision="bf16")
 
 
-def prepare(length: int):
-    """(store, tokenizer, linked corpus, artefacts) of the cached run; built on first use."""
+def _corpus(data: str, length: int, store) -> Path:
+    """Documents of about ``length`` characters (Chinese: about as many tokens), so chunks are full."""
+    path = CACHE / f"{data}-{length}.txt"
+    if path.is_file():
+        return path
+    if data == "cmekg":
+        from _data import dialogues
+
+        pieces = dialogues(1000)
+    else:
+        rng = random.Random(0)
+        names = [store.entity_name(e) for e in range(store.num_entities)]
+        pieces = [f"患者主诉{a}三天，伴有{b}，既往有{c}病史，建议复查并随访观察。" for a, b, c in
+                  (rng.sample(names, 3) for _ in range(6000))]
+    documents, current = [], ""
+    for piece in pieces:
+        current += piece
+        if len(current) >= 1.2 * length:
+            documents.append(current)
+            current = ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(documents[:400]), encoding="utf-8")
+    return path
+
+
+def prepare(data: str, length: int):
+    """(store, tokenizer, linked corpus, artefacts, run) of the cached run; built on first use."""
+    from kgplm.kg import KGStore
     from kgplm.methods import available, get
     from kgplm.training import stages
     from kgplm.training.run import RunDirectory
 
     CACHE.mkdir(parents=True, exist_ok=True)
-    corpus = CACHE / "dialogue.txt"
-    if not corpus.is_file():
-        corpus.write_text("\n".join(dialogues(400)), encoding="utf-8")
-    run = RunDirectory(CACHE / f"run-{length}")
-    store, graph = stages.prepare_store(run, cmekg_store(CACHE), progress=False)
-    arguments = dict(graph=graph, tokenizer=None, text_model=None, vocab_size=8000, pepr_mode="fast",
+    if data == "cmekg":
+        from _data import cmekg_store
+
+        graph = cmekg_store(CACHE)
+    else:
+        graph = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+    corpus = _corpus(data, length, graph)
+    run = RunDirectory(CACHE / f"run-{data}-{length}")
+    store, graph_argument = stages.prepare_store(run, graph, progress=False)
+    arguments = dict(graph=graph_argument, tokenizer=None, text_model=None, vocab_size=8000, pepr_mode="fast",
                      num_neighbors=10, kg_method="transr", entity_dim=100, kg_epochs=1, seed=0, max_length=length,
                      neighbor_table=None, kg_embeddings=None)
     run.write_run_config({"kgplm_run": 1, "benchmark": "train_step", **arguments})
@@ -73,70 +122,185 @@ def build(name, store, tokenizer, artefacts, run, text, length):
     return model, spec.build_collator(context)
 
 
+class HuggingFaceBert(torch.nn.Module):
+    """Hugging Face's ``BertForPreTraining`` of the same size, its MLM loss computed the Hugging Face way
+    (cross-entropy over every position, −100 ignored) on the ``mlm`` row's batches."""
+
+    def __init__(self, text: dict, vocab_size: int) -> None:
+        from transformers import BertConfig, BertForPreTraining
+
+        super().__init__()
+        torch.manual_seed(0)
+        self.model = BertForPreTraining(BertConfig(vocab_size=vocab_size, **text))
+
+    def trainable_parameters(self):
+        return list(self.parameters())
+
+    def forward(self, input_ids, attention_mask, token_type_ids, labels, **_):
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                            token_type_ids=token_type_ids).prediction_logits
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
+        return type("Output", (), {"loss": loss})()
+
+
+def _resident_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _reset_peak(device: torch.device) -> int:
+    """Reset the peak-memory counter; returns the baseline (bytes; CPU: resident set)."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        return 0
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # return freed heap, so the baseline is what is in use
+        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current resident set
+    except OSError:
+        pass
+    return 1024 * _resident_kb("VmRSS")
+
+
+def _peak(device: torch.device, baseline: int) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2 ** 20
+    return max(0, 1024 * _resident_kb("VmHWM") - baseline) / 2 ** 20
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(model, collate, batches, device: torch.device, mixed_precision: str) -> dict:
+    from kgplm.training.precision import autocast
+
+    model.to(device).train()
+    optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=1e-4)
+    collate_times, step_times, tokens, mentions = [], [], [], []
+    baseline = None
+    for step, (rows, seeds) in enumerate(batches):
+        if step == 3:
+            baseline = _reset_peak(device)
+        started = time.perf_counter()
+        batch = collate(rows, seeds)
+        collated = time.perf_counter()
+        _synchronize(device)
+        begun = time.perf_counter()
+        with autocast(device, mixed_precision):
+            output = model(**batch.to(device))
+        optimizer.zero_grad(set_to_none=True)
+        output.loss.backward()
+        optimizer.step()
+        _synchronize(device)
+        finished = time.perf_counter()
+        if step >= 3:
+            collate_times.append(collated - started)
+            step_times.append(finished - begun)
+            tokens.append(int(batch["attention_mask"].sum()))
+            mentions.append(len(batch.get("mention_spans", [])) + len(batch.get("mnem_mention_spans", [])))
+    step = statistics.median(step_times)
+    return {"collate": statistics.median(collate_times), "step": step, "tokens_per_s": np.mean(tokens) / step,
+            "peak_mb": _peak(device, baseline), "mentions": float(np.mean(mentions))}
+
+
+def run_table(args, *, device: torch.device, hidden: int, layers: int, batch: int, length: int,
+              mixed_precision: str) -> dict[str, dict]:
+    from kgplm.methods import available
+    from kgplm.training.loader import batch_indices, example_seeds
+
+    store, tokenizer, dataset, artefacts, run = prepare(args.data, length)
+    text = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
+                intermediate_size=4 * hidden, max_position_embeddings=max(512, length + 1))
+    cache: dict = {}
+    batches = [(dataset[batch_indices(step, batch, len(dataset), 0, cache)], example_seeds(0, step, np.arange(batch)))
+               for step in range(args.steps + 3)]
+    results = {}
+    for name in available():
+        model, collator = build(name, store, tokenizer, artefacts, run, text, length)
+        results[name] = measure(model, collator, batches, device, mixed_precision)
+        if name == "mlm":
+            mlm_collator = collator
+        del model
+    results["hf-bert"] = measure(HuggingFaceBert(text, len(tokenizer)), mlm_collator, batches, device,
+                                 mixed_precision)
+    results["_setting"] = dict(device=str(device), hidden=hidden, layers=layers, batch=batch, length=length,
+                               mixed_precision=mixed_precision, chunks=len(dataset), entities=store.num_entities,
+                               vocab=len(tokenizer), threads=torch.get_num_threads())
+    return results
+
+
+def print_table(title: str, results: dict | None, methods: list[str]) -> None:
+    print(f"\n{title}")
+    header = (f"{'method':<10}{'mentions':>9}{'collate ms':>12}{'step ms':>10}{'tokens/s':>11}{'peak MB':>10}"
+              f"{'step ×mlm':>11}{'total ×mlm':>12}")
+    print(header)
+    print("-" * len(header))
+    if results is None:
+        for name in methods:
+            print(f"{name:<10}{'not measured':>20}")
+        return
+    base = results["mlm"]
+    for name in methods:
+        row = results[name]
+        total, base_total = row["collate"] + row["step"], base["collate"] + base["step"]
+        print(f"{name:<10}{row['mentions']:>9.1f}{row['collate'] * 1e3:>12.1f}{row['step'] * 1e3:>10.1f}"
+              f"{row['tokens_per_s']:>11,.0f}{row['peak_mb']:>10.0f}{row['step'] / base['step']:>11.3f}"
+              f"{total / base_total:>12.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", choices=["cmekg", "toy"], default="cmekg")
+    parser.add_argument("--only", choices=["cpu", "gpu"], default=None, help="one table only")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--mixed-precision", choices=["no", "bf16", "fp16"], default="no", help="the CPU table's")
+    parser.add_argument("--gpu-batch", type=int, default=BERT_BASE["batch"], help="the GPU table's batch")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from kgplm.methods import available
-    from kgplm.text import EntityLinker, read_corpus
-    from kgplm.training.trainer import _batch_indices, example_seeds
 
-    store, tokenizer, dataset, artefacts, run = prepare(args.length)
-    text = dict(hidden_size=args.hidden, num_hidden_layers=args.layers, num_attention_heads=max(1, args.hidden // 64),
-                intermediate_size=4 * args.hidden, max_position_embeddings=512)
-    cache: dict = {}
-    batches = [(dataset[_batch_indices(step, args.batch, len(dataset), 0, cache)],
-                example_seeds(0, step, np.arange(args.batch))) for step in range(args.steps + 3)]
-    results = {}
-    for name in available():
-        model, collator = build(name, store, tokenizer, artefacts, run, text, args.length)
-        model.train()
-        optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=1e-4)
-        collate_times, step_times, mentions = [], [], []
-        for step, (rows, seeds) in enumerate(batches):
-            started = time.perf_counter()
-            batch = collator(rows, seeds)
-            collated = time.perf_counter()
-            output = model(**batch)
-            optimizer.zero_grad(set_to_none=True)
-            output.loss.backward()
-            optimizer.step()
-            finished = time.perf_counter()
-            if step >= 3:
-                collate_times.append(collated - started)
-                step_times.append(finished - collated)
-                mentions.append(len(batch.get("mention_spans", [])) + len(batch.get("mnem_mention_spans", [])))
-        results[name] = (statistics.median(collate_times), statistics.median(step_times), np.mean(mentions))
-        del model
-
-    # linking + encoding of a batch's worth of raw documents (the corpus builder's offline work)
-    linker = EntityLinker(store)
-    documents = [d.text for d in read_corpus(CACHE / "dialogue.txt")][: args.batch]
-    started = time.perf_counter()
-    for text_ in documents:
-        linker.find(text_)
-        tokenizer(text_, max_length=args.length, truncation=True, return_offsets_mapping=True)
-    linking = time.perf_counter() - started
-
-    print(f"\nCMeKG ({store.num_entities:,} entities), {len(dataset):,} linked chunks of ≤ {args.length} tokens; "
-          f"encoder hidden {args.hidden}, {args.layers} layers, batch {args.batch}; torch threads "
-          f"{torch.get_num_threads()}; median of {args.steps} steps (CPU)\n")
-    header = f"{'method':<10}{'mentions':>9}{'collate ms':>12}{'step ms':>10}{'total ms':>10}" \
-             f"{'step ×mlm':>11}{'total ×mlm':>12}{'collate %':>11}"
-    print(header)
-    print("-" * len(header))
-    base_step = results["mlm"][1]
-    base_total = sum(results["mlm"][:2])
-    for name, (collate, step, mention_count) in results.items():
-        total = collate + step
-        print(f"{name:<10}{mention_count:>9.1f}{collate * 1e3:>12.1f}{step * 1e3:>10.1f}"
-              f"{total * 1e3:>10.1f}{step / base_step:>11.3f}{total / base_total:>12.3f}{100 * collate / total:>10.1f}%")
-    print(f"\nlinking + tokenizing one batch of raw documents (offline, in build_corpus): {linking * 1e3:.1f} ms")
+    methods = [*available(), "hf-bert"]
+    tables = []
+    if args.only != "gpu":
+        cpu = run_table(args, device=torch.device("cpu"), hidden=args.hidden, layers=args.layers, batch=args.batch,
+                        length=args.length, mixed_precision=args.mixed_precision)
+        tables.append(("CPU", cpu))
+    if args.only != "cpu":
+        gpu = None
+        if torch.cuda.is_available():
+            gpu = run_table(args, device=torch.device("cuda"), hidden=BERT_BASE["hidden"],
+                            layers=BERT_BASE["layers"], batch=args.gpu_batch, length=BERT_BASE["length"],
+                            mixed_precision=BERT_BASE["mixed_precision"])
+        tables.append(("GPU", gpu))
+    for kind, results in tables:
+        if results is None:
+            title = (f"GPU, BERT-base (hidden {BERT_BASE['hidden']}, {BERT_BASE['layers']} layers, length "
+                     f"{BERT_BASE['length']}, batch {args.gpu_batch}, bf16): not measured (no CUDA device)")
+        else:
+            s = results["_setting"]
+            name = torch.cuda.get_device_name() if kind == "GPU" else f"CPU, torch threads {s['threads']}"
+            title = (f"{name}: {args.data} data ({s['entities']:,} entities, {s['chunks']:,} linked chunks of ≤ "
+                     f"{s['length']} tokens, vocabulary {s['vocab']:,}); encoder hidden {s['hidden']}, {s['layers']} "
+                     f"layers, batch {s['batch']}, mixed precision {s['mixed_precision']}; median of {args.steps} "
+                     f"steps; peak MB: {'CUDA max allocated' if kind == 'GPU' else 'growth of peak RSS'}")
+        print_table(title, results, methods)
+    knowledge = [name for name in available() if name != "mlm"]
+    for kind, results in tables:
+        if results is not None:
+            worst = max((results[n]["step"] / results["mlm"]["step"] for n in knowledge), default=math.nan)
+            print(f"\n{kind}: slowest knowledge-enhanced step ×mlm = {worst:.3f} (goal ≤ 1.25)")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import numpy as np
 from kgplm._io import atomic_directory, atomic_file
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["train", "train_from_config", "TrainingResult", "finetune", "evaluate", "FineTuningResult"]
+__all__ = ["train", "train_from_config", "TrainingResult", "finetune", "evaluate", "predict", "FineTuningResult"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,8 @@ def train(
     vocab_size: int = 8000,
     max_length: int = 128,
     num_neighbors: int = 10,
-    pepr_mode: str = "fast",
+    pepr_mode: str = "auto",
+    pepr_budget_seconds: float = 120.0,
     kg_method: str | None = None,
     entity_dim: int = 100,
     kg_epochs: int = 5,
@@ -104,6 +105,8 @@ def train(
     log_every: int = 10,
     seed: int = 0,
     device: str = "cpu",
+    mixed_precision: str = "no",
+    num_workers: int = 0,
     progress: bool = True,
 ) -> TrainingResult:
     """Pre-train ``method`` (a name from :func:`kgplm.methods.available`) on ``corpus`` with ``graph``.
@@ -121,7 +124,10 @@ def train(
             WordPiece vocabulary of ``vocab_size`` trained on the corpus.
         kg_embeddings, neighbor_table: cached artefacts (a :class:`KGEmbeddings` directory, a PEPR
             ``.npz``); by default computed when the method needs them: PEPR top-``num_neighbors``
-            of every mentioned entity (``pepr_mode``), ``kg_method`` embeddings (default: the
+            of every mentioned entity (``pepr_mode``: ``"auto"`` computes it exactly when exact mode's
+            cost, measured on a few seeds, fits ``pepr_budget_seconds``, and in fast mode otherwise;
+            the mode used is recorded in ``run_config.json`` under ``stages.pepr_mode_used``),
+            ``kg_method`` embeddings (default: the
             method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``.
         model_options: the method's own config fields (``kgplm.methods.get(method).config_class.option_names()``:
             ablations, loss weights, ``use_sop`` …).
@@ -133,14 +139,25 @@ def train(
             micro-batches (the loss is the mean over the whole batch either way).
         max_steps, learning_rate, warmup_steps (default 6% of the steps), weight_decay,
         checkpoint_every, log_every, seed, device: the loop's (:class:`kgplm.training.TrainerSettings`).
+        mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (autocast; fp16 with a gradient scaler).
+        num_workers: DataLoader processes that collate batches ahead of the loop (0: in this process);
+            it does not change the batches, so a run may resume with another value.
+
+    Under ``torchrun --nproc_per_node N`` (``WORLD_SIZE`` > 1) the run is data-parallel
+    (:mod:`kgplm.training.distributed`): ``batch_size`` is the global batch, split over the
+    processes; ``device="cuda"`` is each process's own GPU; rank 0 builds the artefacts while the
+    others wait, and only rank 0 writes. ``run_config.json`` records the launch under
+    ``stages.distributed`` (``world_size``, ``backend``), which is not a setting: a run may resume
+    with another number of processes.
 
     Returns a :class:`TrainingResult`. Rerunning the same call resumes; a different call into
     the same ``output_dir`` raises :class:`~kgplm.exceptions.ArtifactError`.
     """
     arguments = {name: value for name, value in locals().items()}
     from kgplm.methods import MethodContext, get
+    from kgplm.models.card import write_model_card
     from kgplm.text.masking import SCHEMES
-    from kgplm.training import stages
+    from kgplm.training import distributed, stages
     from kgplm.training.run import RunDirectory
     from kgplm.training.trainer import TrainerSettings, train_loop
 
@@ -156,38 +173,52 @@ def train(
     settings = TrainerSettings(max_steps=max_steps, batch_size=batch_size,
                                gradient_accumulation_steps=gradient_accumulation_steps,
                                learning_rate=learning_rate, warmup_steps=warmup_steps, weight_decay=weight_decay,
-                               checkpoint_every=checkpoint_every, log_every=log_every, seed=seed)
+                               checkpoint_every=checkpoint_every, log_every=log_every, seed=seed,
+                               mixed_precision=mixed_precision, num_workers=num_workers)
     settings.validate()
+    context = distributed.initialize(device)
+    try:
+        settings.validate(context.world_size)
+        main = context.is_main
+        run = RunDirectory(output_dir)
+        # rank 0 builds every cached artefact; the other ranks wait, then load them
+        with context.main_first("preparing the run's artefacts"):
+            if main:
+                run.path.mkdir(parents=True, exist_ok=True)
+            store, arguments["graph"] = stages.prepare_store(run, graph, progress and main)
+            if main:
+                run.write_run_config(_json_safe({"kgplm_run": 1, **arguments}))
+                run.record_stage("distributed", context.describe())
+            inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus,
+                                        corpus_options=dict(corpus_options or {}), progress=progress and main)
+            tokenizer_object = stages.prepare_tokenizer(run, inputs)
+            stages.run_artefact_stages(spec.artefacts, run, inputs)
+            dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)
+        import torch
 
-    run = RunDirectory(output_dir)
-    run.path.mkdir(parents=True, exist_ok=True)
-    store, arguments["graph"] = stages.prepare_store(run, graph, progress)
-    run_config = _json_safe({"kgplm_run": 1, **arguments})
-    run.write_run_config(run_config)
-
-    inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus,
-                                corpus_options=dict(corpus_options or {}), progress=progress)
-    tokenizer_object = stages.prepare_tokenizer(run, inputs)
-    stages.run_artefact_stages(spec.artefacts, run, inputs)
-    dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)
-    import torch
-
-    torch.manual_seed(seed)  # the model's initial weights
-    model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=text_model,
-                                           model_options=dict(model_options or {}), max_length=max_length,
-                                           entity_dim=entity_dim, artefacts=inputs.artefacts)
-    context = MethodContext(config=model.config, tokenizer=tokenizer_object, store=store, masking=masking, seed=seed,
-                            text_model_dir=checkpoint, artefacts=inputs.artefacts)
-    if spec.prepare_model is not None:
-        spec.prepare_model(model, context)
-    collator = spec.build_collator(context)
-    metrics = train_loop(model, dataset, collator, output_dir=run.path, settings=settings, device=device,
-                         progress=progress)
-    with atomic_directory(run.model_dir) as temporary:
-        model.save_pretrained(str(temporary))
-    logger.info("saved the model to %s", run.model_dir)
-    return TrainingResult(output_dir=run.path, method=method, steps=max_steps, metrics=metrics,
-                          run_config=run.read_run_config())
+        torch.manual_seed(seed)  # the model's initial weights
+        model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=text_model,
+                                               model_options=dict(model_options or {}), max_length=max_length,
+                                               entity_dim=entity_dim, artefacts=inputs.artefacts)
+        if main:
+            stages.record_model_length(run, tokenizer_object, model.config.max_position_embeddings)
+        method_context = MethodContext(config=model.config, tokenizer=tokenizer_object, store=store, masking=masking,
+                                       seed=seed, text_model_dir=checkpoint, artefacts=inputs.artefacts)
+        if spec.prepare_model is not None:
+            spec.prepare_model(model, method_context)
+        collator = spec.build_collator(method_context)
+        metrics = train_loop(model, dataset, collator, output_dir=run.path, settings=settings, progress=progress,
+                             distributed=context)
+        if main:
+            with atomic_directory(run.model_dir) as temporary:
+                model.save_pretrained(str(temporary))
+                write_model_card(temporary, model.config, arguments=run.read_run_config(), metrics=metrics)
+            logger.info("saved the model to %s", run.model_dir)
+        context.barrier()
+        return TrainingResult(output_dir=run.path, method=method, steps=max_steps, metrics=metrics,
+                              run_config=run.read_run_config())
+    finally:
+        context.close()
 
 
 def train_from_config(path: str | os.PathLike, **overrides) -> TrainingResult:
@@ -271,12 +302,13 @@ def finetune(
     warmup_ratio: float = 0.1,
     weight_decay: float = 0.01,
     patience: int = 2,
-    max_length: int = 128,
+    max_length: int | None = None,
     tagging: str = "bio",
     max_train_examples: int | None = None,
     max_eval_examples: int | None = None,
     seed: int = 0,
     device: str = "cpu",
+    mixed_precision: str = "no",
     progress: bool = True,
 ) -> FineTuningResult:
     """Fine-tune a pre-trained kgplm model on ``task`` and score the best-on-dev epoch on dev and test.
@@ -288,15 +320,25 @@ def finetune(
         data_dir: a tasks root laid out like ``../shared/data/tasks`` or the task's own directory.
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay: AdamW with linear decay;
             ``patience``: epochs without dev improvement before stopping.
+        max_length: tokens per window (``None``: as many as the model has positions, at most 512);
+            longer NER documents are read in overlapping windows, see
+            :class:`kgplm.training.finetuning.TaskEncoder`.
         tagging: ``"bio"`` or ``"bioes"`` for NER tasks.
         max_train_examples, max_eval_examples: seeded subsets for quick runs (``None``: all).
+        mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (training and scoring under autocast).
+
+    Under ``torchrun`` each batch is split over the processes (DDP; the loss stays the mean over
+    the whole batch); rank 0 scores dev and test and writes the outputs.
 
     Writes ``output_dir/model`` (the best epoch), ``tokenizer/``, ``finetune_config.json`` (the
-    arguments, which replay the run) and ``results.json`` (history, dev and test scores).
+    arguments, which replay the run) and ``results.json`` (history, dev and test scores, the splits
+    that were derived rather than read from an official file, what the encoding counted per split).
+    A test split without labels (the CBLUE test files) is not scored: ``test`` is ``None``.
     """
     arguments = _json_safe({name: value for name, value in locals().items()})
-    from kgplm.evaluation.tasks import get_task, load_task
+    from kgplm.evaluation.tasks import get_task, load_task_splits
     from kgplm.models import KgplmConfig, KgplmForFineTuning
+    from kgplm.models.card import write_model_card
     from kgplm.text.tokenization import load_tokenizer, save_tokenizer
     from kgplm.training.finetuning import (
         FineTuneSettings,
@@ -306,54 +348,111 @@ def finetune(
         predict,
         score,
     )
+    from kgplm.training import distributed
+    from kgplm.training.precision import autocast
     from kgplm.training.run import locate_model
 
     spec = get_task(task)
     model_dir, tokenizer_dir, run = locate_model(model)
     output_dir = Path(output_dir)
     arguments["model"] = str(Path(model).resolve())
-    splits = load_task(spec.name, data_dir)
-    train_examples = _subset(splits["train"], max_train_examples, seed)
-    dev_examples = _subset(splits["dev"], max_eval_examples, seed)
-    test_examples = _subset(splits["test"], max_eval_examples, seed)
-    tokenizer = load_tokenizer(tokenizer_dir)
-    config = KgplmConfig.from_pretrained(str(model_dir))
-    if max_length > config.max_position_embeddings:
-        raise ConfigurationError(f"max_length {max_length} exceeds the model's {config.max_position_embeddings} "
-                                 f"positions")
-    label_names = label_names_for(spec, train_examples, tagging)
-    config.task_kind, config.task_name, config.label_names, config.tagging = spec.kind, spec.name, label_names, tagging
-    config.num_labels = max(len(label_names or ()), 1)
-    encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
-                          knowledge=_encoder_inputs(config.method, run, progress))
-    import torch
-
-    torch.manual_seed(seed)  # the head's initial weights
-    network = KgplmForFineTuning.from_pretrained(str(model_dir), config=config)
-    train_features = encoder.encode(train_examples)
-    dev_features = encoder.encode(dev_examples)
     settings = FineTuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-                                warmup_ratio=warmup_ratio, weight_decay=weight_decay, patience=patience, seed=seed)
-    history, dev_scores = finetune_loop(network, encoder, train_features, dev_examples, dev_features, settings,
-                                        device=device, progress=progress)
-    test_features = encoder.encode(test_examples)
-    test_scores = score(encoder, test_examples, test_features,
-                        predict(network, encoder, test_features, batch_size=2 * batch_size, device=device))
-    logger.info("%s: dev %s %.4f, test %.4f", spec.name, spec.metric, dev_scores["main"], test_scores["main"])
-    output_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_directory(output_dir / "model") as temporary:
-        network.save_pretrained(str(temporary))
-    with atomic_directory(output_dir / "tokenizer") as temporary:
-        save_tokenizer(tokenizer, temporary)
-    finetune_config = {"kgplm_finetune": 1, **arguments}
-    results = {"task": spec.name, "metric": spec.metric, "dev": dev_scores, "test": test_scores, "history": history,
-               "examples": {"train": len(train_examples), "dev": len(dev_examples), "test": len(test_examples)},
-               "encoding": dict(encoder.statistics)}
-    for name, content in (("finetune_config.json", finetune_config), ("results.json", results)):
-        with atomic_file(output_dir / name, "w", encoding="utf-8") as handle:
-            json.dump(content, handle, indent=1, ensure_ascii=False)
-    return FineTuningResult(output_dir=output_dir, task=spec.name, dev=dev_scores, test=test_scores, history=history,
-                            config=finetune_config)
+                                warmup_ratio=warmup_ratio, weight_decay=weight_decay, patience=patience, seed=seed,
+                                mixed_precision=mixed_precision)
+    settings.validate()
+    context = distributed.initialize(device)
+    try:
+        main = context.is_main
+        loaded = load_task_splits(spec.name, data_dir)
+        splits = loaded.splits
+        train_examples = _subset(splits["train"], max_train_examples, seed)
+        dev_examples = _subset(splits["dev"], max_eval_examples, seed)
+        test_examples = _subset(splits["test"], max_eval_examples, seed)
+        tokenizer = load_tokenizer(tokenizer_dir)
+        config = KgplmConfig.from_pretrained(str(model_dir))
+        if max_length is None:
+            max_length = arguments["max_length"] = min(config.max_position_embeddings, 512)
+        if max_length > config.max_position_embeddings:
+            raise ConfigurationError(f"max_length {max_length} exceeds the model's {config.max_position_embeddings} "
+                                     f"positions")
+        label_names = label_names_for(spec, train_examples, tagging)
+        config.set_task(spec.kind, spec.name, label_names, tagging)
+        encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
+                              knowledge=_encoder_inputs(config.method, run, progress and main))
+        import torch
+
+        torch.manual_seed(seed)  # the head's initial weights
+        network = KgplmForFineTuning.from_pretrained(str(model_dir), config=config)
+        train_features = encoder.encode(train_examples)
+        encoding = {"train": dict(encoder.last_statistics)}
+        dev_features = encoder.encode(dev_examples)
+        encoding["dev"] = dict(encoder.last_statistics)
+        history, dev_scores = finetune_loop(network, encoder, train_features, dev_examples, dev_features, settings,
+                                            progress=progress, distributed=context)
+        test_scores = None
+        if main and "test" not in loaded.unlabelled:
+            test_features = encoder.encode(test_examples)
+            encoding["test"] = dict(encoder.last_statistics)
+            with autocast(context.device, mixed_precision):
+                outputs = predict(network, encoder, test_features, batch_size=2 * batch_size, device=context.device)
+            test_scores = score(encoder, test_examples, test_features, outputs)
+        if main:
+            logger.info("%s: dev %s %.4f, test %s", spec.name, spec.metric, dev_scores["main"],
+                        "unlabelled" if test_scores is None else f"{test_scores['main']:.4f}")
+        test_scores = context.broadcast(test_scores)
+        finetune_config = {"kgplm_finetune": 1, **arguments}
+        if main:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            results = {"task": spec.name, "metric": spec.metric, "dev": dev_scores, "test": test_scores,
+                       "history": history, "examples": {"train": len(train_examples), "dev": len(dev_examples),
+                                                        "test": len(test_examples)},
+                       "derived_splits": list(loaded.derived), "unlabelled_splits": list(loaded.unlabelled),
+                       "encoding": encoding}
+            with atomic_directory(output_dir / "model") as temporary:
+                network.save_pretrained(str(temporary))
+                write_model_card(temporary, network.config, arguments=finetune_config, results=results)
+            tokenizer.model_max_length = config.max_position_embeddings  # what the model can read
+            with atomic_directory(output_dir / "tokenizer") as temporary:
+                save_tokenizer(tokenizer, temporary)
+            for name, content in (("finetune_config.json", finetune_config), ("results.json", results)):
+                with atomic_file(output_dir / name, "w", encoding="utf-8") as handle:
+                    json.dump(content, handle, indent=1, ensure_ascii=False)
+        context.barrier()
+        return FineTuningResult(output_dir=output_dir, task=spec.name, dev=dev_scores, test=test_scores,
+                                history=history, config=finetune_config)
+    finally:
+        context.close()
+
+
+def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, device, progress):
+    """Load a fine-tuned model and its task's split; run it. Returns (encoder, examples, features, outputs)."""
+    from kgplm.evaluation.tasks import get_task, load_task
+    from kgplm.models import load_pretrained
+    from kgplm.text.tokenization import load_tokenizer
+    from kgplm.training.finetuning import TaskEncoder, predict
+    from kgplm.training.run import locate_model
+
+    model_dir, tokenizer_dir, run = locate_model(model)
+    network = load_pretrained(str(model_dir))
+    config = network.config
+    if config.task_kind is None:
+        raise ConfigurationError(f"{model_dir} is a pre-trained model without a task head; run kgplm.finetune first")
+    spec = get_task(task or config.task_name)
+    if spec.kind != config.task_kind:
+        raise ConfigurationError(f"the model was fine-tuned for a {config.task_kind} task ({config.task_name}); "
+                                 f"{spec.name} is a {spec.kind} task")
+    examples = _subset(load_task(spec.name, data_dir, split), max_examples, seed)
+    max_length = None
+    finetune_config = model_dir.parent / "finetune_config.json"
+    if finetune_config.is_file():  # the length it was fine-tuned with
+        max_length = json.loads(finetune_config.read_text(encoding="utf-8"))["max_length"]
+    max_length = max_length or min(config.max_position_embeddings, 512)
+    encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names, max_length=max_length,
+                          tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress))
+    features = encoder.encode(examples)
+    network.to(device)
+    outputs = predict(network, encoder, features, batch_size=batch_size, device=device, progress=progress)
+    return encoder, examples, features, outputs
 
 
 def evaluate(
@@ -369,29 +468,40 @@ def evaluate(
     progress: bool = True,
 ) -> dict[str, float]:
     """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own."""
-    from kgplm.evaluation.tasks import get_task, load_task
-    from kgplm.models import load_pretrained
-    from kgplm.text.tokenization import load_tokenizer
-    from kgplm.training.finetuning import TaskEncoder, predict, score
-    from kgplm.training.run import locate_model
+    from kgplm.training.finetuning import score
 
-    model_dir, tokenizer_dir, run = locate_model(model)
-    network = load_pretrained(str(model_dir))
-    config = network.config
-    if config.task_kind is None:
-        raise ConfigurationError(f"{model_dir} is a pre-trained model without a task head; run kgplm.finetune first")
-    spec = get_task(task or config.task_name)
-    if spec.kind != config.task_kind:
-        raise ConfigurationError(f"the model was fine-tuned for a {config.task_kind} task ({config.task_name}); "
-                                 f"{spec.name} is a {spec.kind} task")
-    examples = _subset(load_task(spec.name, data_dir, split), max_examples, seed)
-    max_length = config.max_position_embeddings
-    finetune_config = model_dir.parent / "finetune_config.json"
-    if finetune_config.is_file():  # the length it was fine-tuned with
-        max_length = json.loads(finetune_config.read_text(encoding="utf-8"))["max_length"]
-    encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names, max_length=max_length,
-                          tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress))
-    features = encoder.encode(examples)
-    network.to(device)
-    return score(encoder, examples, features, predict(network, encoder, features, batch_size=batch_size,
-                                                      device=device, progress=progress))
+    return score(*_run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, device, progress))
+
+
+def predict(
+    *,
+    model: str | os.PathLike,
+    data_dir: str | os.PathLike,
+    output: str | os.PathLike,
+    task: str | None = None,
+    split: str = "test",
+    format: str = "jsonl",
+    batch_size: int = 64,
+    max_examples: int | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+) -> Path:
+    """Write a fine-tuned model's predictions on one split (:mod:`kgplm.evaluation.predictions`).
+
+    ``format="jsonl"``: one JSON line per example in the file ``output`` — the text, the gold
+    annotation where the split has labels, the prediction (NER spans with character offsets,
+    ``text[start:end] == mention``; labels; triples; candidate scores). ``format="cblue"``: the CBLUE
+    submission file of the task (CMeEE, CMeIE, CHIP-STS, KUAKE-QIC) in the directory ``output``, so
+    the hidden-label CBLUE test sets can be scored. Returns the file written.
+    """
+    from kgplm.evaluation.predictions import PREDICTION_FORMATS, example_predictions, write_predictions
+
+    if format not in PREDICTION_FORMATS:
+        raise ConfigurationError(f"format must be one of {PREDICTION_FORMATS}, got {format!r}")
+    encoder, examples, features, outputs = _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples,
+                                                          seed, device, progress)
+    records = example_predictions(encoder, examples, features, outputs)
+    written = write_predictions(records, output, task=encoder.spec.name, format=format)
+    logger.info("wrote %d %s predictions to %s", len(records), encoder.spec.name, written)
+    return written

@@ -172,6 +172,13 @@ def _cmd_text_build_corpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_main_process() -> bool:
+    """Rank 0 of a ``torchrun`` launch (or the only process) prints; the others stay quiet."""
+    from kgplm.training.distributed import launched_rank
+
+    return launched_rank() == 0
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     import json
 
@@ -188,14 +195,22 @@ def _cmd_train(args: argparse.Namespace) -> int:
         corpus_options = {"columns": args.columns} if args.columns else None
         result = kgplm.train(args.method, graph=args.graph, corpus=args.corpus, output_dir=args.out,
                              text_model=text_model, tokenizer=args.tokenizer, kg_embeddings=args.kg_embeddings,
-                             neighbor_table=args.pepr, corpus_options=corpus_options, vocab_size=args.vocab_size,
-                             max_length=args.max_length, masking=args.masking, max_steps=args.max_steps,
-                             batch_size=args.batch_size, gradient_accumulation_steps=args.gradient_accumulation_steps,
-                             learning_rate=args.learning_rate, checkpoint_every=args.checkpoint_every,
+                             neighbor_table=args.pepr, pepr_mode=args.pepr_mode,
+                             pepr_budget_seconds=args.pepr_budget_seconds, corpus_options=corpus_options,
+                             vocab_size=args.vocab_size,
+                             max_length=args.max_length, num_neighbors=args.num_neighbors, kg_method=args.kg_method,
+                             entity_dim=args.entity_dim, kg_epochs=args.kg_epochs, masking=args.masking,
+                             max_steps=args.max_steps, batch_size=args.batch_size,
+                             gradient_accumulation_steps=args.gradient_accumulation_steps,
+                             learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
+                             weight_decay=args.weight_decay, checkpoint_every=args.checkpoint_every,
                              log_every=args.log_every, seed=args.seed, device=args.device,
+                             mixed_precision=args.mixed_precision, num_workers=args.num_workers,
                              model_options=json.loads(args.model_options) if args.model_options else None,
                              method_data=json.loads(args.method_data) if args.method_data else None,
                              progress=not args.no_progress)
+    if not _is_main_process():
+        return 0
     first, last = result.metrics[0], result.metrics[-1]
     print(f"{result.method}: {result.steps} steps; loss {first['loss']:.4f} (step {first['step']}) → "
           f"{last['loss']:.4f} (step {last['step']}); model in {result.model_dir}")
@@ -223,8 +238,12 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                             epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
                             patience=args.patience, max_length=args.max_length, tagging=args.tagging,
                             max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
-                            seed=args.seed, device=args.device, progress=not args.no_progress)
-    print(f"{result.task}: dev {result.dev['main']:.4f}, test {result.test['main']:.4f} "
+                            seed=args.seed, device=args.device, mixed_precision=args.mixed_precision,
+                            progress=not args.no_progress)
+    if not _is_main_process():
+        return 0
+    test = "unlabelled" if result.test is None else f"{result.test['main']:.4f}"
+    print(f"{result.task}: dev {result.dev['main']:.4f}, test {test} "
           f"({len(result.history)} epochs); model and results.json in {result.output_dir}")
     return 0
 
@@ -236,7 +255,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     scores = kgplm.evaluate(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
                             max_examples=args.max_examples, device=args.device, progress=not args.no_progress)
-    print(json.dumps(scores, indent=1))
+    if _is_main_process():
+        print(json.dumps(scores, indent=1))
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    import kgplm
+
+    written = kgplm.predict(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
+                            output=args.out, format=args.format, max_examples=args.max_examples, device=args.device,
+                            progress=not args.no_progress)
+    print(f"predictions written to {written}")
     return 0
 
 
@@ -370,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from kgplm.methods import available
     from kgplm.text.masking import SCHEMES
+    from kgplm.training.precision import MIXED_PRECISION
 
     p = commands.add_parser("methods", help="list the registered pre-training methods")
     p.set_defaults(handler=_cmd_methods)
@@ -386,20 +417,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--kg-embeddings", default=None, help="KGEmbeddings directory to reuse")
     p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to reuse")
+    p.add_argument("--pepr-mode", default="auto", choices=["auto", "exact", "fast"],
+                   help="PEPR of the mentioned entities: exact, fast, or exact when it fits --pepr-budget-seconds")
+    p.add_argument("--pepr-budget-seconds", type=float, default=120.0,
+                   help="time exact PEPR may take under --pepr-mode auto (estimated on a few seeds)")
     p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
     p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
     p.add_argument("--masking", default=None, choices=SCHEMES, help="MLM masking scheme (default: the method's)")
     p.add_argument("--gradient-accumulation-steps", type=int, default=1,
-                   help="split each step's --batch-size examples into this many micro-batches")
+                   help="split each process's share of --batch-size into this many micro-batches")
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--num-neighbors", type=int, default=10, help="PEPR neighbours per entity (methods that use them)")
+    p.add_argument("--kg-method", choices=["transe", "transr"], default=None,
+                   help="KG embeddings (default: the method's)")
+    p.add_argument("--entity-dim", type=int, default=100, help="KG embedding size")
+    p.add_argument("--kg-epochs", type=int, default=5, help="KG embedding training epochs")
     p.add_argument("--max-steps", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=16,
+                   help="examples per optimiser step over all processes (torchrun splits it)")
     p.add_argument("--learning-rate", type=float, default=5e-4)
+    p.add_argument("--warmup-steps", type=int, default=None, help="default: 6%% of --max-steps")
+    p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--checkpoint-every", type=int, default=200)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: each process's own GPU)")
+    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no",
+                   help="autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler)")
+    p.add_argument("--num-workers", type=int, default=0,
+                   help="DataLoader processes collating batches ahead of the loop (0: in the main process)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_train)
 
@@ -412,12 +459,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--learning-rate", type=float, default=5e-5)
     p.add_argument("--patience", type=int, default=2, help="epochs without dev improvement before stopping")
-    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-length", type=int, default=None,
+                   help="tokens per window (default: the model's positions, at most 512)")
     p.add_argument("--tagging", default="bio", help="bio or bioes (NER tasks)")
     p.add_argument("--max-train-examples", type=int, default=None)
     p.add_argument("--max-eval-examples", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: each process's own GPU)")
+    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_finetune)
 
@@ -431,6 +480,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_evaluate)
 
+    p = commands.add_parser("predict", help="write a fine-tuned model's predictions (kgplm.predict)")
+    p.add_argument("--model", required=True, help="a kgplm finetune output directory")
+    p.add_argument("--task", default=None, help="default: the task the model was fine-tuned on")
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--split", default="test", help="train, dev or test")
+    p.add_argument("--out", required=True, help="a .jsonl file (--format jsonl) or a directory (--format cblue)")
+    p.add_argument("--format", default="jsonl", choices=["jsonl", "cblue"],
+                   help="one JSON line per example, or the CBLUE submission file of a CBLUE task")
+    p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_cmd_predict)
+
     p = commands.add_parser("demo", help="run the demo on the embedded CMeKG graph")
     p.add_argument("--work-dir", default="artifacts/demo", help="where the demo writes its artefacts")
     p.set_defaults(handler=_cmd_demo)
@@ -439,8 +501,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = logging.INFO if args.verbose else logging.WARNING
+    if not _is_main_process():  # under torchrun rank 0 logs for the run
+        level = logging.ERROR
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.handler(args)
     except KgplmError as error:

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import kgplm
@@ -72,7 +73,32 @@ def test_train_writes_every_artefact(toy_run):
     assert toy_run.curve("loss")[-1] < toy_run.curve("loss")[0]
     model = toy_run.load_model()
     assert model.config.method == "smedbert" and model.config.hidden_size == 32
-    assert len(toy_run.load_tokenizer()) == model.config.vocab_size
+    tokenizer = toy_run.load_tokenizer()
+    assert len(tokenizer) == model.config.vocab_size
+    assert tokenizer.model_max_length == model.config.max_position_embeddings == 160
+    card = (out / "model" / "README.md").read_text(encoding="utf-8")
+    assert card.startswith("---\nlibrary_name: kgplm") and "Zhang et al. (2021)" in card
+    assert "## Last logged losses" in card and " mnem " in card and str(TOY_GRAPH) in card
+    assert "| max_steps | 20 |" in card
+
+
+def test_pepr_auto_mode_is_exact_within_the_budget_and_recorded(toy_run, toy_corpus, tmp_path):
+    from kgplm.kg.pepr import NeighborTable, top_k_neighbors
+
+    stages = json.loads((toy_run.output_dir / "run_config.json").read_text())["stages"]
+    assert stages["pepr_mode_used"] == "exact"  # the toy graph's exact PEPR fits the 120 s default
+    assert stages["pepr_exact_seconds_estimate"] < 120
+    table = NeighborTable.load(toy_run.output_dir / "kg" / "neighbors.npz")
+    frequencies = np.load(toy_run.output_dir / "kg" / "entity_frequencies.npy")
+    store = kgplm.KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+    exact = top_k_neighbors(store, np.flatnonzero(frequencies > 0), k=10, mode="exact",
+                            frequencies=frequencies, show_progress=False)
+    assert (table.neighbors == exact.neighbors).all()
+    # a zero budget leaves exact mode out
+    fast_run = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "fast", max_steps=1,
+                                                       pepr_budget_seconds=0.0))
+    stages = json.loads((fast_run.output_dir / "run_config.json").read_text())["stages"]
+    assert stages["pepr_mode_used"] == "fast"
 
 
 def test_the_kg_tables_in_the_model_are_the_trained_embeddings(toy_run):

@@ -47,8 +47,16 @@ def test_finetune_writes_results_and_evaluate_reproduces_them(cmedqaner_run, sha
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["test"]["f1"] == pytest.approx(cmedqaner_run.test["f1"])
     assert results["examples"] == {"train": 400, "dev": 175, "test": 200}
+    card = (out / "model" / "README.md").read_text(encoding="utf-8")
+    assert "fine-tuned on cmedqaner" in card and f"{results['test']['f1']:.4g}" in card and "B-" in card
+    from kgplm.text.tokenization import load_tokenizer
+
+    assert load_tokenizer(out / "tokenizer").model_max_length == 160
     config = json.loads((out / "finetune_config.json").read_text(encoding="utf-8"))
     assert config["task"] == "cmedqaner" and config["max_train_examples"] == 400
+    # the official cMedQANER files hold all three splits; the default length is the model's (160 positions)
+    assert results["derived_splits"] == []
+    assert config["max_length"] == 160
     scores = kgplm.evaluate(model=out, data_dir=shared_data / "tasks", split="test", max_examples=200, progress=False)
     assert scores["f1"] == pytest.approx(cmedqaner_run.test["f1"], abs=1e-9)
     with pytest.raises(ConfigurationError, match="ner task"):
@@ -115,3 +123,44 @@ def test_cli_finetune_then_evaluate(tiny_chinese_model, shared_data, tmp_path, c
                  "--max-examples", "40", "--no-progress"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["accuracy"] == pytest.approx(results["dev"]["accuracy"])
+
+
+@pytest.mark.parametrize(("task", "metric"), [("cmeie", "f1"), ("cmedir", "pairwise_accuracy"),
+                                              ("kuake-qic", "accuracy")])
+def test_dev_only_and_new_tasks_fine_tune_and_report_derived_splits(tiny_chinese_model, shared_data, tmp_path, task,
+                                                                    metric):
+    result = kgplm.finetune(model=tiny_chinese_model, task=task, data_dir=shared_data / "tasks",
+                            output_dir=tmp_path / task, epochs=2, batch_size=16, learning_rate=3e-3,
+                            max_train_examples=60, max_eval_examples=30, progress=False)
+    results = json.loads((tmp_path / task / "results.json").read_text(encoding="utf-8"))
+    assert results["derived_splits"] == ["train", "dev", "test"]  # the shared data has no official train file
+    assert 0.0 <= result.test[metric] <= 1.0 and result.test["main"] == result.test[metric]
+    assert set(results["encoding"]) == {"train", "dev", "test"}
+    scores = kgplm.evaluate(model=tmp_path / task, data_dir=shared_data / "tasks", max_examples=30, progress=False)
+    assert scores["main"] == pytest.approx(result.test["main"])
+
+
+def test_cli_predict_writes_one_line_per_document_with_exact_offsets(cmedqaner_run, shared_data, tmp_path):
+    """kgplm predict on all of cMedQANER test: one line per document; every span is text[start:end]; the
+    records score what kgplm.evaluate scores."""
+    from kgplm.cli import main
+    from kgplm.evaluation import metrics
+    from kgplm.evaluation.tasks import load_task
+
+    output = tmp_path / "pred.jsonl"
+    assert main(["predict", "--model", str(cmedqaner_run.output_dir), "--data-dir", str(shared_data / "tasks"),
+                 "--out", str(output), "--no-progress"]) == 0
+    records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    documents = load_task("cmedqaner", shared_data / "tasks", "test")
+    assert len(records) == len(documents) == 215
+    assert sum(len(r["predicted"]) for r in records) > 0
+    for record, document in zip(records, documents):
+        assert record["text"] == document.text
+        for span in record["predicted"] + record["gold"]:
+            assert record["text"][span["start"]: span["end"]] == span["mention"]
+        assert {(s["start"], s["end"], s["type"]) for s in record["gold"]} == set(document.spans)
+    from_records = metrics.entity_scores([{(s["start"], s["end"], s["type"]) for s in r["gold"]} for r in records],
+                                         [{(s["start"], s["end"], s["type"]) for s in r["predicted"]} for r in records])
+    scores = kgplm.evaluate(model=cmedqaner_run.output_dir, data_dir=shared_data / "tasks", split="test",
+                            progress=False)
+    assert from_records["f1"] == pytest.approx(scores["f1"], abs=1e-12)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from kgplm.evaluation.tasks import TASKS, get_task, load_task, task_names
+from kgplm.evaluation.tasks import TASKS, TaskSplits, get_task, load_task, load_task_splits, task_names
 
-__all__ = ["TASKS", "get_task", "load_task", "task_names"]
+__all__ = ["TASKS", "TaskSplits", "get_task", "load_task", "load_task_splits", "task_names"]

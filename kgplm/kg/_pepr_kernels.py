@@ -106,14 +106,20 @@ def _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degr
 @numba.njit(parallel=True, cache=True, nogil=True)
 def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_values, pull_indptr, pull_indices,
                         pull_values, degree, is_hub, hub_slot, hub_vectors, candidate_indptr, candidate_indices,
-                        global_scores, remainder_distribution, seed_weight, global_weight, symmetric, num_workers,
-                        out_scores):  # pragma: no cover
+                        global_scores, remainder_distribution, seed_weight, global_weight, symmetric, exact_steps,
+                        num_workers, out_scores):  # pragma: no cover
     """PEPR scores of each seed's candidates: push, resolve hub residuals exactly, correct the rest.
 
-    For seed s and candidate v::
+    For seed s and candidate v, with ``exact_steps`` = 2::
 
         score = w_s · (p(v) + Σ_h r_h · H[v, h] + C(v)) + w_g · g(v)
         C(v)  = α · r(v) + α (1 − α) · (P r)(v) + α (1 − α)² · (P P r)(v) + (1 − α)³ · R · π(v)
+
+    and with ``exact_steps`` = 1 (the deep push of the refinement, where r is small everywhere)::
+
+        C(v)  = α · r(v) + α (1 − α) · (P r)(v) + (1 − α)² · R · π(v)
+
+    where ``(P r)(v)`` is pulled at v alone (cost deg(v)), not spread from r's whole support.
 
     ``H[:, h]`` is hub h's exact seed-jump PPR, g the exact global PageRank (paper jump). C(v)
     estimates what the residual r left on non-hub nodes (R = Σ r_u) still sends to v: its restart
@@ -158,7 +164,7 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
                     hub_residual[hub_slot[node]] = mass
                     continue
                 remaining += mass
-                if mass == 0.0:
+                if mass == 0.0 or exact_steps == 1:
                     continue
                 for j in range(push_indptr[node], push_indptr[node + 1]):
                     target = push_indices[j]
@@ -179,6 +185,16 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
                     for h in range(num_hubs):
                         if hub_residual[h] != 0.0:
                             total += hub_residual[h] * hub_vectors[v, h]
+                    if exact_steps == 1:
+                        one_step = 0.0  # (P r)(v) over the non-hub residual, pulled at v
+                        for j in range(pull_indptr[v], pull_indptr[v + 1]):
+                            if not is_hub[pull_indices[j]]:
+                                one_step += residual[pull_indices[j]] * pull_values[j]
+                        if not is_hub[v]:
+                            total += alpha * (1.0 - alpha) * one_step
+                        total += (1.0 - alpha) * (1.0 - alpha) * remaining * remainder_distribution[v]
+                        out_scores[k] = seed_weight * total + global_weight * global_scores[v]
+                        continue
                     two_steps = 0.0
                     for j in range(pull_indptr[v], pull_indptr[v + 1]):
                         two_steps += step_one[pull_indices[j]] * pull_values[j]

@@ -139,8 +139,11 @@ class _RowTable:
     the constraint set and written back (the paper's "normalise before each minibatch"), as a
     leaf tensor; after ``backward`` the optimiser updates those rows only.
 
-    On CPU the gather and the updates are numba kernels (:mod:`kgplm.kg._embedding_kernels`);
-    on other devices the same math runs as torch index operations (also the tests' reference).
+    With ``use_kernels`` (the numba backend, CPU only) the gather and the updates are numba
+    kernels (:mod:`kgplm.kg._embedding_kernels`); otherwise the same math runs as torch index
+    operations on the table's device (the torch backend, CUDA's path). The batch's ids stay on
+    the CPU, where they are made: the distinct rows and the inverse index are computed there and
+    copied to the device, so a step never waits on the device for ``torch.unique``'s size.
     """
 
     def __init__(self, weight: torch.Tensor, *, optimizer: str, lr: float, constraint: int,
@@ -152,19 +155,27 @@ class _RowTable:
         self.lr = lr
         self.constraint = constraint
         self.use_kernels = self.weight.device.type == "cpu" if use_kernels is None else use_kernels
+        if self.use_kernels and self.weight.device.type != "cpu":
+            raise ConfigurationError(f"the numba row kernels run on CPU tables; this one is on {self.weight.device}")
         self.state = [torch.zeros_like(self.weight) for _ in range({"sparse_adam": 2, "adagrad": 1, "sgd": 0}[optimizer])]
         self.step_count = 0
         self._rows: torch.Tensor | None = None
         self._leaf: torch.Tensor | None = None
 
     def gather(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(leaf_rows, inverse)`` with ``leaf_rows[inverse] == table[ids]`` after the constraint."""
+        """``(leaf_rows, inverse)`` with ``leaf_rows[inverse] == table[ids]`` after the constraint.
+
+        ``ids`` may live on the CPU whatever the table's device; ``inverse`` is on the table's device.
+        """
         rows, inverse = torch.unique(ids, return_inverse=True)
         if self.use_kernels:
             gathered = np.empty((len(rows), self.weight.shape[1]), dtype=np.float32)
             _kernels.gather_constrained(self.weight.numpy(), rows.numpy(), self.constraint, gathered)
             leaf = torch.from_numpy(gathered)
         else:
+            device = self.weight.device
+            rows = rows.to(device, non_blocking=True)
+            inverse = inverse.to(device, non_blocking=True)
             leaf = self.weight.index_select(0, rows)
             if self.constraint == _kernels.CONSTRAINT_UNIT_SPHERE:
                 leaf = F.normalize(leaf, dim=1, eps=0.0).nan_to_num_(0.0)
@@ -801,6 +812,7 @@ def train_kg_embeddings(
     initialize_from: KGEmbeddings | None = None,
     seed: int = 0,
     device: str | torch.device = "cpu",
+    backend: Literal["auto", "numba", "torch"] = "auto",
     progress: bool = True,
 ) -> KGEmbeddings:
     """Train TransE or TransR embeddings of ``store`` with the margin ranking loss.
@@ -812,6 +824,13 @@ def train_kg_embeddings(
     (lazy Adam, as ``torch.optim.SparseAdam``), ``adagrad`` or ``sgd``. ``initialize_from`` starts
     from earlier embeddings (TransR from TransE, as Lin et al. do). Every stochastic step uses
     ``seed``. See the module docstring for the equations and the choices made.
+
+    ``device`` holds the tables and runs the energies. ``backend`` runs the row-wise optimisers:
+    ``"numba"`` (CPU kernels), ``"torch"`` (index operations on ``device``: the CUDA path, also
+    selectable on CPU) or ``"auto"`` (numba on CPU, torch elsewhere). Both give the same result up to
+    float rounding: negatives and batch order are drawn on the CPU from ``seed`` whatever the device,
+    and the torch path does not wait on the device inside a step (the loss is read back every 20
+    batches for the progress bar and once per epoch).
     """
     if method not in METHODS:
         raise ConfigurationError(f"method must be one of {METHODS}, got {method!r}")
@@ -830,6 +849,12 @@ def train_kg_embeddings(
     if optimizer not in OPTIMIZERS:
         raise ConfigurationError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     device = torch.device(device)
+    if backend not in ("auto", "numba", "torch"):
+        raise ConfigurationError(f"backend must be 'auto', 'numba' or 'torch', got {backend!r}")
+    if backend == "auto":
+        backend = "numba" if device.type == "cpu" else "torch"
+    if backend == "numba" and device.type != "cpu":
+        raise ConfigurationError(f"backend='numba' runs on CPU tables; device={str(device)!r} needs backend='torch'")
     train = np.asarray(store.triples if triples is None else triples, dtype=np.int64)
     train_tensor = _as_triples(train, store.num_entities, store.num_relations)
     if len(train_tensor) == 0:
@@ -837,7 +862,7 @@ def train_kg_embeddings(
         raise ConfigurationError("no training triples")
     config = {"method": method, "dim": dim, "relation_dim": relation_dim, "epochs": epochs,
               "batch_size": batch_size, "num_negatives": num_negatives, "margin": margin, "lr": lr, "norm": norm,
-              "negative_sampling": negative_sampling, "optimizer": optimizer, "seed": seed,
+              "negative_sampling": negative_sampling, "optimizer": optimizer, "backend": backend, "seed": seed,
               "num_training_triples": int(len(train)),
               "initialized_from": None if initialize_from is None else initialize_from.config.get("method", "given")}
 
@@ -861,11 +886,14 @@ def train_kg_embeddings(
             projection_weight = initialize_from.projections.reshape(store.num_relations, -1).clone()
     entity_constraint = _kernels.CONSTRAINT_UNIT_SPHERE if method == "transe" else _kernels.CONSTRAINT_UNIT_BALL
     relation_constraint = _kernels.CONSTRAINT_NONE if method == "transe" else _kernels.CONSTRAINT_UNIT_BALL
-    entities = _RowTable(entity_weight.to(device), optimizer=optimizer, lr=lr, constraint=entity_constraint)
-    relations = _RowTable(relation_weight.to(device), optimizer=optimizer, lr=lr, constraint=relation_constraint)
+    use_kernels = backend == "numba"
+    entities = _RowTable(entity_weight.to(device), optimizer=optimizer, lr=lr, constraint=entity_constraint,
+                         use_kernels=use_kernels)
+    relations = _RowTable(relation_weight.to(device), optimizer=optimizer, lr=lr, constraint=relation_constraint,
+                          use_kernels=use_kernels)
     projections = (None if projection_weight is None else
                    _RowTable(projection_weight.to(device), optimizer=optimizer, lr=lr,
-                             constraint=_kernels.CONSTRAINT_NONE))
+                             constraint=_kernels.CONSTRAINT_NONE, use_kernels=use_kernels))
     tables = [table for table in (entities, relations, projections) if table is not None]
 
     head_probability = torch.as_tensor(
@@ -877,7 +905,7 @@ def train_kg_embeddings(
     started = time.perf_counter()
     for epoch in range(epochs):
         permutation = torch.randperm(len(train_tensor), generator=generator)
-        epoch_loss = 0.0
+        epoch_loss = torch.zeros((), dtype=torch.float64, device=device)  # read back once per epoch
         for batch_index in range(num_batches):
             positives = train_tensor[permutation[batch_index * batch_size:(batch_index + 1) * batch_size]]  # (b, 3)
             count = len(positives)
@@ -892,7 +920,7 @@ def train_kg_embeddings(
                 # TransR multiplies per relation group: sort once, undo on the energies
                 order = torch.argsort(batch[:, 1], stable=True)
                 batch = batch[order]
-            batch = batch.to(device)
+            # the batch's ids stay on the CPU: the tables gather their rows on their own device
             entity_rows, entity_index = entities.gather(torch.cat([batch[:, 0], batch[:, 2]]))
             relation_rows, relation_index = relations.gather(batch[:, 1])
             vectors = entity_rows.index_select(0, entity_index)  # (2·m, k)
@@ -902,23 +930,23 @@ def train_kg_embeddings(
                 energies = translation_energy(head_vectors, relation_vectors, tail_vectors, norm)
             else:
                 projection_rows, _ = projections.gather(batch[:, 1])  # rows of the present relations, sorted
-                group_sizes = torch.bincount(relation_index, minlength=len(projection_rows)).tolist()
+                # the batch is sorted by relation: group sizes from the CPU ids, no device round trip
+                group_sizes = torch.unique_consecutive(batch[:, 1], return_counts=True)[1].tolist()
                 energies = translation_energy(head_vectors, relation_vectors, tail_vectors, norm,
                                               matrices=projection_rows.view(-1, dim, relation_dim),
                                               group_sizes=group_sizes)
-                energies = energies.index_select(0, torch.argsort(order).to(device))  # back to batch order
+                energies = energies.index_select(0, torch.argsort(order).to(device, non_blocking=True))  # batch order
             positive_energy = energies[:count].repeat_interleave(num_negatives)  # (b·n,)
             negative_energy = energies[count:]  # (b·n,)
             loss = F.relu(margin + positive_energy - negative_energy).mean()
             loss.backward()
             for table in tables:
                 table.step()
-            loss_value = float(loss.detach())
-            epoch_loss += loss_value * count
+            epoch_loss += loss.detach().double() * count
             bar.update(1)
-            if batch_index % 20 == 0:
-                bar.set_postfix(epoch=epoch + 1, loss=f"{loss_value:.4f}")
-        history.append({"epoch": epoch + 1, "loss": epoch_loss / len(train_tensor)})
+            if progress and batch_index % 20 == 0:
+                bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss):.4f}")
+        history.append({"epoch": epoch + 1, "loss": float(epoch_loss) / len(train_tensor)})
         logger.info("%s epoch %d: mean loss %.5f", method, epoch + 1, history[-1]["loss"])
     bar.close()
     elapsed = time.perf_counter() - started

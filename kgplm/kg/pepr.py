@@ -52,18 +52,48 @@ Modes
   — r's restart at v after zero, one and two walk steps, computed exactly (``P r`` is spread once
   from r's support, ``P P r`` pulled at each candidate; steps into hubs are left out), and the
   rest of the walk spread as π = deg / 2m, the undirected walk's stationary distribution, with
-  R = Σ r_u (on a directed walk the global PageRank stands in for π). The neighbours of an entity
-  differ in PEPR by ~1e-5 of their score; much of that difference is the two-step term (paths
-  that return to v, and paths through common neighbours of the seed and v) and the far-field
-  term ∝ deg(v). With both computed, a coarse push suffices: the default ε = 1e-2 with 64 hubs
-  gives recall@10 0.996 against exact on both the 274k synthetic graph and CMeKG; with one exact
-  step only, recall was 0.92 at ε = 1e-4 and 0.990 at ε = 1e-5, and with the residual dropped
-  0.97 at ε = 1e-6 (benchmarks/pepr.py). Smaller ε pushes
-  deeper, for graphs where longer paths separate the neighbours. The paper's jump
-  vector is linear in its two parts, ``P = w_s · one-hot(e_m) + w_u · uniform``, so its PEPR is
+  R = Σ r_u (on a directed walk the global PageRank stands in for π). On an undirected walk a hub
+  candidate's score is exact: ppr_s(h) = deg(h) / deg(s) · ppr_h(s). The paper's jump vector is
+  linear in its two parts, ``P = w_s · one-hot(e_m) + w_u · uniform``, so its PEPR is
   ``w_s · PPR_seed + w_u · PageRank_global`` with one exact global PageRank shared by all seeds
   (exact when no isolated entity exists; otherwise dangling mass differs at order ε).
   Parallel over seeds on all cores with numba.
+
+  *Contested seeds and the refinement.* Only seeds with more than k candidates ("contested") can
+  be ranked wrongly. With ε = 1e-2 and 64 hubs this coarse push has recall@10 0.995 on the contested
+  seeds of the 274k synthetic graph but 0.981 on CMeKG's (benchmarks/pepr.py, 1,024 contested seeds
+  against exact PPR): the remainder term assumes that after two steps the residual's walk is spread
+  like π, which holds on a locally tree-like graph and fails where the seed sits in a cluster
+  (e.g. a family of glaucoma types sharing the same eye tests), whose walk keeps returning. There the
+  error at a candidate is a few per cent, larger than the gaps between the neighbours at the k-th
+  place. Cheap corrections of the remainder (scaling it, extrapolating in the number of steps, a
+  community-level chain) did not help; what helps is pushing deeper. So, when ``refine`` is on, the
+  contested seeds whose k-th and (k+1)-th coarse scores s_k, s_(k+1) are close,
+  ``(s_k − s_(k+1)) / s_k < gap``, are pushed again from scratch to a small ε_r, in rounds
+  ``refine_rounds = ((ε_1, gap_1), (ε_2, gap_2), …)``; round i takes the seeds of round i − 1 whose
+  boundary is still within gap_i. After a deep push r is small everywhere, so one exact step,
+  pulled at each candidate (cost deg(v), not the residual's whole support), suffices::
+
+      C_r(v) = α·r(v) + α(1 − α)·(P r)(v) + (1 − α)²·R·π(v)
+
+  Defaults ((5e-6, 0.05), (2e-6, 0.002)): on CMeKG 84 % then 15 % of the contested seeds are
+  refined and recall@10 on contested seeds rises from 0.981 to 0.993 (two samples, 512 and 1,024
+  seeds); one round at 3e-6 gave 0.992, pushing every contested seed to 1e-6 0.998 at ~4× the cost.
+  ``refine="auto"`` refines only where the graph has short cycles around its contested seeds:
+  the median, over 512 evenly spaced contested seeds, of the share of 3-step walk mass from s to its
+  neighbours that does not just go back and forth on one edge (walks inside avoid the hubs)::
+
+      share(s) = 1 − Σ_{v∈N(s)} P(s,v)·(P²(s,s) + P²(v,v) − P(v,s)P(s,v)) / Σ_{v∈N(s)} P³(s,v)
+
+  must reach 0.05 (CMeKG 0.28; the synthetic graph 0.007, where the coarse push is already at
+  0.995 and a deep push is no better: 0.994). A seed that is itself a hub is exact and never refined.
+* ``mode="auto"`` (``budget_seconds``): exact mode is timed on 32 evenly spaced seeds, its cost
+  extrapolated linearly to all seeds; if that fits the budget the other seeds are computed exactly
+  too (the calibrated ones kept), otherwise the whole table is computed in fast mode. A block of 32
+  seeds costs more per seed than the 256-seed blocks that follow (about 1.5× in CPU time on CMeKG),
+  so the estimate errs on the side of fast mode. The choice depends on the machine's speed and is recorded in the table's
+  ``config`` (``mode``, ``mode_requested``, ``budget_seconds``, ``exact_seconds_estimate``) and as
+  :attr:`NeighborTable.mode`.
 
 The reference SMedBERT code ranks each mention's neighbours by another entity's score; here every
 row is ranked by its own seed's PEPR.
@@ -303,22 +333,35 @@ class NeighborTable:
     directions: np.ndarray
     scores: np.ndarray
     config: dict[str, Any] = field(default_factory=dict)
+    _row_index: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def k(self) -> int:
         return self.neighbors.shape[1]
 
+    @property
+    def mode(self) -> str | None:
+        """The mode that computed the scores, ``"exact"`` or ``"fast"`` (also when ``"auto"`` was asked;
+        ``config["mode_requested"]`` says so); None for a table saved without it."""
+        return self.config.get("mode")
+
     def __len__(self) -> int:
         return len(self.seeds)
 
     def row_of(self, entity: int) -> int:
-        """Row index of a seed entity (rows follow entity ids when the table covers every entity)."""
-        if len(self.seeds) and self.seeds[-1] == len(self.seeds) - 1 and self.seeds[0] == 0:
-            return int(entity)
-        matches = np.flatnonzero(self.seeds == entity)
-        if not len(matches):
+        """Row index of a seed entity (its first row if it is a seed several times)."""
+        if self._row_index is None:
+            # built once: entity id → first row, −1 for non-seeds (seeds are not assumed sorted)
+            size = int(self.seeds.max()) + 1 if len(self.seeds) else 0
+            index = np.full(size, -1, dtype=np.int64)
+            unique, first = np.unique(np.asarray(self.seeds, dtype=np.int64), return_index=True)
+            index[unique] = first
+            self._row_index = index
+        entity = int(entity)
+        row = self._row_index[entity] if 0 <= entity < len(self._row_index) else -1
+        if row < 0:
             raise ConfigurationError(f"entity {entity} is not a seed of this neighbour table")
-        return int(matches[0])
+        return int(row)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write as ``.npz`` (arrays) with the configuration as JSON inside; atomic."""
@@ -479,6 +522,9 @@ def top_k_neighbors(
     batch_size: int = 256,
     epsilon: float = 1e-2,
     num_hubs: int = 64,
+    refine: bool | str = "auto",
+    refine_rounds: tuple[tuple[float, float], ...] = ((5e-6, 0.05), (2e-6, 0.002)),
+    budget_seconds: float | None = None,
     num_threads: int | None = None,
     show_progress: bool = True,
 ) -> NeighborTable:
@@ -488,8 +534,16 @@ def top_k_neighbors(
         seeds: entity ids or names; None means every entity (rows in entity id order).
         k: neighbours per seed (the paper's K = 10).
         candidates: ``"one_hop"`` (default: linked neighbours, with relation and direction) or ``"any"``.
-        mode: ``"exact"`` (batched power iteration to ``tol``) or ``"fast"`` (forward push with ``epsilon``
-            and ``num_hubs`` exactly resolved hubs; one_hop candidates).
+        mode: ``"exact"`` (batched power iteration to ``tol``), ``"fast"`` (forward push with ``epsilon``
+            and ``num_hubs`` exactly resolved hubs, then the refinement; one_hop candidates) or ``"auto"``:
+            exact when its cost, measured on a few seeds and extrapolated, fits ``budget_seconds``, fast
+            otherwise. The mode used is :attr:`NeighborTable.mode` (``config["mode"]``).
+        refine: fast mode's deep pushes of the contested seeds whose boundary is close: ``"auto"``
+            (when the graph has short cycles around its contested seeds), True or False.
+        refine_rounds: ``(push ε, gap)`` per round: a round pushes to ε again the seeds whose k-th and
+            (k+1)-th scores are within ``gap`` of each other (relative), among those the previous round
+            refined. See the module docstring.
+        budget_seconds: the time ``mode="auto"`` may spend on exact mode.
         num_threads: numba threads for fast mode (default: all cores).
         Other arguments as in :func:`personalized_pagerank`.
     """
@@ -498,12 +552,22 @@ def top_k_neighbors(
         raise ConfigurationError(f"k must be at least 1, got {k}")
     if candidates not in ("one_hop", "any"):
         raise ConfigurationError(f"candidates must be 'one_hop' or 'any', got {candidates!r}")
-    if mode not in ("exact", "fast"):
-        raise ConfigurationError(f"mode must be 'exact' or 'fast', got {mode!r}")
-    if mode == "fast" and dangling != "jump":
-        raise ConfigurationError("mode='fast' sends dangling mass to the jump vector; use dangling='jump'")
-    if mode == "fast" and candidates == "any":
-        raise ConfigurationError("mode='fast' ranks one-hop candidates; use mode='exact' for candidates='any'")
+    if mode not in ("exact", "fast", "auto"):
+        raise ConfigurationError(f"mode must be 'exact', 'fast' or 'auto', got {mode!r}")
+    if mode != "exact" and dangling != "jump":
+        raise ConfigurationError(f"mode={mode!r} may push, which sends dangling mass to the jump vector; "
+                                 "use dangling='jump'")
+    if mode != "exact" and candidates == "any":
+        raise ConfigurationError(f"mode={mode!r} may push, which ranks one-hop candidates; use mode='exact' for "
+                                 "candidates='any'")
+    if mode == "auto" and (budget_seconds is None or not budget_seconds >= 0):
+        raise ConfigurationError(f"mode='auto' needs budget_seconds ≥ 0 (the time exact mode may take), "
+                                 f"got {budget_seconds!r}")
+    if refine not in (True, False, "auto"):
+        raise ConfigurationError(f"refine must be True, False or 'auto', got {refine!r}")
+    refine_rounds = [tuple(level) for level in refine_rounds]
+    if any(len(level) != 2 or not level[0] > 0 or not level[1] >= 0 for level in refine_rounds):
+        raise ConfigurationError(f"refine_rounds must be (push ε > 0, gap ≥ 0) pairs, got {refine_rounds!r}")
     seeds = _resolve_seeds(store, seeds)
     walk = TransitionMatrix.from_store(store, directed=directed)
     start = _initial_vector(store.num_entities, frequencies)
@@ -516,69 +580,55 @@ def top_k_neighbors(
         columns = _exact_any_candidates(store, walk, seeds, k, **common)
         return NeighborTable(seeds, *columns, config=config)
     indptr, neighbors, relations, directions = _one_hop_candidates(store, seeds)
-    if mode == "exact":
+    scores = None
+    if mode == "auto":
+        scores, choice = _exact_within_budget(walk, seeds, indptr, neighbors, budget_seconds, common)
+        config.update(mode_requested="auto", budget_seconds=budget_seconds, **choice)
+    if config["mode"] == "exact" and scores is None:
         scores = _exact_candidate_scores(walk, seeds, indptr, neighbors, **common)
-    else:
-        scores = _fast_candidate_scores(store, walk, seeds, indptr, neighbors, epsilon=epsilon, num_hubs=num_hubs,
-                                        num_threads=num_threads, alpha=alpha, jump=jump, max_iter=max_iter,
-                                        batch_size=batch_size, show_progress=show_progress)
+    elif config["mode"] == "fast":
+        from kgplm.kg._pepr_fast import fast_candidate_scores
+
+        scores, stats = fast_candidate_scores(store, walk, seeds, indptr, neighbors, k=k, epsilon=epsilon,
+                                              num_hubs=num_hubs, refine=refine, refine_rounds=refine_rounds,
+                                              num_threads=num_threads, alpha=alpha, jump=jump, max_iter=max_iter,
+                                              batch_size=batch_size, show_progress=show_progress)
+        config.update(refine=refine, refine_rounds=[list(level) for level in refine_rounds], **stats)
     columns = _select_top_k(indptr, neighbors, relations, directions, scores, k)
     return NeighborTable(seeds, *columns, config=config)
 
 
-def _fast_candidate_scores(store, walk, seeds, indptr, neighbors, *, epsilon, num_hubs, num_threads, alpha, jump,
-                           max_iter, batch_size, show_progress, hub_tol: float = 1e-6) -> np.ndarray:
-    import numba
-
-    from kgplm.kg._pepr_kernels import forward_push_scores
-
+def _exact_within_budget(walk, seeds, indptr, neighbors, budget_seconds, common, *,
+                         calibration_seeds: int = 32) -> tuple[np.ndarray | None, dict]:
+    """``mode="auto"``: time exact mode on ``calibration_seeds`` evenly spaced seeds, extrapolate its cost
+    to all seeds, and finish in exact mode (the calibrated seeds' scores kept) when the total fits
+    ``budget_seconds``; otherwise return no scores and choose fast mode. A per-seed cost measured on a
+    small block is an upper bound for the blocks of ``batch_size`` seeds that follow (the sparse
+    matrix is read once per block, whatever its width; ~1.5× on CMeKG). The choice depends on the machine's speed:
+    it is recorded, never assumed."""
     import time
 
-    n = walk.num_nodes
+    from kgplm.kg._pepr_fast import _row_subset
+
+    if budget_seconds <= 0 or not len(seeds):
+        return None, {"mode": "fast" if len(seeds) else "exact", "exact_seconds_estimate": None}
+    rows = np.unique(np.linspace(0, len(seeds) - 1, min(calibration_seeds, len(seeds))).astype(np.int64))
+    sub_indptr, positions = _row_subset(indptr, rows)
     started = time.perf_counter()
-    hubs = _choose_hubs(walk, num_hubs)
-    # exact seed-jump PPR of every hub, one column per hub: (n, hubs)
-    hub_vectors = np.zeros((n, len(hubs)), dtype=np.float32)
-    for begin, block, vectors in _iterate_blocks(walk, hubs, batch_size=batch_size, alpha=alpha, jump="seed",
-                                                 dangling="jump", start=np.full(n, 1.0 / n), tol=hub_tol,
-                                                 max_iter=max_iter, dtype=np.float32):
-        hub_vectors[:, begin : begin + len(block)] = vectors
-    logger.info("PEPR fast: exact vectors of %d hubs (degree ≥ %g) in %.1f s", len(hubs),
-                walk.degree[hubs].min() if len(hubs) else 0, time.perf_counter() - started)
-    is_hub = np.zeros(n, dtype=np.bool_)
-    is_hub[hubs] = True
-    hub_slot = np.full(n, -1, dtype=np.int64)
-    hub_slot[hubs] = np.arange(len(hubs))
-    global_scores = global_pagerank(store, alpha=alpha, walk=walk) if jump == "paper" or walk.directed else np.zeros(n)
-    if jump == "paper":
-        seed_weight, global_weight = paper_jump_weights(n)
-    else:
-        seed_weight, global_weight = 1.0, 0.0
-    # where a spread-out residual ends up: the walk's stationary distribution deg / 2m when the walk
-    # is undirected; the global PageRank approximates it on a directed walk
-    if walk.directed:
-        remainder_distribution = global_scores
-    else:
-        remainder_distribution = walk.degree / max(walk.degree.sum(), 1.0)
-    threads = num_threads or numba.config.NUMBA_NUM_THREADS
-    previous = numba.get_num_threads()
-    numba.set_num_threads(threads)
+    calibration = _exact_candidate_scores(walk, seeds[rows], sub_indptr, neighbors[positions],
+                                          **{**common, "show_progress": False})
+    spent = time.perf_counter() - started
+    estimate = spent / len(rows) * len(seeds)
+    choice = {"exact_seconds_estimate": round(estimate, 3)}
+    logger.info("PEPR auto: exact mode estimated at %.1f s for %d seeds (%.3f s per seed on %d), budget %.1f s",
+                estimate, len(seeds), spent / len(rows), len(rows), budget_seconds)
+    if estimate > budget_seconds:
+        return None, {**choice, "mode": "fast"}
+    rest = np.setdiff1d(np.arange(len(seeds)), rows)
     scores = np.zeros(len(neighbors), dtype=np.float64)
-    chunk = max(4096, threads * 1024)
-    try:
-        with tqdm(total=len(seeds), desc="PEPR (fast)", unit=" seeds", unit_scale=True, disable=not show_progress,
-                  leave=False) as progress:
-            for begin in range(0, len(seeds), chunk):
-                end = min(begin + chunk, len(seeds))
-                lo, hi = indptr[begin], indptr[end]
-                part = np.zeros(hi - lo, dtype=np.float64)
-                forward_push_scores(seeds[begin:end], alpha, epsilon, walk.push_indptr, walk.push_indices,
-                                    walk.push_values, walk.pull_indptr, walk.pull_indices, walk.pull_values,
-                                    walk.degree, is_hub, hub_slot, hub_vectors, indptr[begin : end + 1] - lo,
-                                    neighbors[lo:hi], global_scores, remainder_distribution, seed_weight,
-                                    global_weight, not walk.directed, threads, part)
-                scores[lo:hi] = part
-                progress.update(end - begin)
-    finally:
-        numba.set_num_threads(previous)
-    return scores
+    scores[positions] = calibration
+    if len(rest):
+        rest_indptr, rest_positions = _row_subset(indptr, rest)
+        scores[rest_positions] = _exact_candidate_scores(walk, seeds[rest], rest_indptr, neighbors[rest_positions],
+                                                         **common)
+    return scores, {**choice, "mode": "exact"}

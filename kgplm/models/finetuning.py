@@ -20,15 +20,20 @@ from kgplm.exceptions import ConfigurationError
 from kgplm.models.configuration import KgplmConfig
 from kgplm.models.heads import (
     CandidateRankingHead,
+    PairwiseRankingHead,
     RelationClassificationHead,
     SequenceClassificationHead,
     TokenClassificationHead,
+    TripleExtractionHead,
+    num_entity_tags,
 )
 from kgplm.models.modules import KgplmPreTrainedModel
 
 __all__ = ["KgplmForFineTuning", "FineTuningOutput", "TASK_KINDS", "build_head"]
 
-TASK_KINDS = ("ner", "nested_ner", "classification", "pair", "relation", "qa_ranking")
+TASK_KINDS = ("ner", "nested_ner", "classification", "pair", "relation", "qa_ranking", "graded_ranking",
+              "relation_triples")
+RANKING_KINDS = ("qa_ranking", "graded_ranking")
 
 
 @dataclass
@@ -36,6 +41,7 @@ class FineTuningOutput(ModelOutput):
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     last_hidden_state: torch.Tensor | None = None
+    pair_logits: torch.Tensor | None = None  # relation triples: (pairs, predicates + 1) when pairs are given
 
 
 def build_head(config: KgplmConfig) -> torch.nn.Module:
@@ -43,7 +49,7 @@ def build_head(config: KgplmConfig) -> torch.nn.Module:
     kind = config.task_kind
     if kind not in TASK_KINDS:
         raise ConfigurationError(f"task_kind must be one of {TASK_KINDS}, got {kind!r}")
-    if kind != "qa_ranking" and not config.label_names:
+    if kind not in RANKING_KINDS and not config.label_names:
         raise ConfigurationError(f"a {kind} head needs label_names")
     dropout = config.hidden_dropout_prob
     num_labels = len(config.label_names or ())
@@ -54,6 +60,10 @@ def build_head(config: KgplmConfig) -> torch.nn.Module:
         return SequenceClassificationHead(config.hidden_size, num_labels, dropout)
     if kind == "relation":
         return RelationClassificationHead(config.hidden_size, num_labels, dropout)
+    if kind == "relation_triples":
+        return TripleExtractionHead(config.hidden_size, num_labels, dropout, num_entity_tags(config.tagging))
+    if kind == "graded_ranking":
+        return PairwiseRankingHead(config.hidden_size, dropout)
     return CandidateRankingHead(config.hidden_size, dropout)
 
 
@@ -78,8 +88,10 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 head_spans: torch.Tensor | None = None, tail_spans: torch.Tensor | None = None,
-                candidate_group: torch.Tensor | None = None, **encoder_inputs) -> FineTuningOutput:
-        """``labels``: (batch,) classes; (batch, length[, 2]) tags for NER; (batch,) 0/1 for ranking.
+                candidate_group: torch.Tensor | None = None, entity_pairs: torch.Tensor | None = None,
+                pair_labels: torch.Tensor | None = None, **encoder_inputs) -> FineTuningOutput:
+        """``labels``: (batch,) classes; (batch, length[, 2]) tags for NER and relation triples; (batch,)
+        0/1 or grades for ranking. ``entity_pairs`` (pairs, 5) and ``pair_labels`` (pairs,): relation triples.
 
         ``encoder_inputs``: the method's extra encoder inputs (``encoding.input_names``).
         """
@@ -94,8 +106,11 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
             logits, loss = self.head(hidden, labels)
         elif kind == "relation":
             logits, loss = self.head(hidden, head_spans, tail_spans, labels)
-        elif kind == "qa_ranking":
+        elif kind in RANKING_KINDS:
             logits, loss = self.head(self.encoding.pool(self, hidden), candidate_group, labels)
+        elif kind == "relation_triples":
+            logits, pair_logits, loss = self.head(hidden, labels, entity_pairs, pair_labels)
+            return FineTuningOutput(loss=loss, logits=logits, last_hidden_state=hidden, pair_logits=pair_logits)
         else:
             logits, loss = self.head(self.encoding.pool(self, hidden), labels)
         return FineTuningOutput(loss=loss, logits=logits, last_hidden_state=hidden)

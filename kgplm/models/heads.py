@@ -7,6 +7,8 @@ head                                    task kinds (:mod:`kgplm.evaluation.tasks
 :class:`SequenceClassificationHead`     ``classification``, ``pair``
 :class:`RelationClassificationHead`     ``relation``
 :class:`CandidateRankingHead`           ``qa_ranking`` and multiple choice
+:class:`PairwiseRankingHead`            ``graded_ranking`` (graded relevance, cMedIR)
+:class:`TripleExtractionHead`           ``relation_triples`` (entity tags + pair predicates, CMeIE)
 ======================================  =========================================================
 
 The nested-NER head follows eHealth's two-stream treatment of CMeEE: stream 0 tags the outermost
@@ -23,7 +25,7 @@ from torch import nn
 from torch_geometric.utils import scatter, softmax
 
 __all__ = ["TokenClassificationHead", "SequenceClassificationHead", "RelationClassificationHead",
-           "CandidateRankingHead", "span_mean"]
+           "CandidateRankingHead", "PairwiseRankingHead", "TripleExtractionHead", "span_mean", "num_entity_tags"]
 
 
 class TokenClassificationHead(nn.Module):
@@ -125,3 +127,67 @@ class CandidateRankingHead(nn.Module):
             answered = positives > 0
             loss = (per_group[answered] / positives[answered]).mean() if answered.any() else scores.sum() * 0
         return scores, loss
+
+
+class PairwiseRankingHead(CandidateRankingHead):
+    """Graded relevance (RankNet, Burges et al. 2005): s_c = w · dropout(pooler(h_[CLS] of (query, document c))).
+
+    Loss: for every pair (i, j) of one query's documents with grade_i > grade_j,
+    softplus(s_j − s_i) = −log σ(s_i − s_j), averaged over all such pairs of the batch. The
+    pairs are those of a (candidates × candidates) mask of one group and a higher grade, so
+    groups keep their own document counts. It optimises what pairwise accuracy measures.
+    """
+
+    def forward(self, pooled: torch.Tensor, candidate_group: torch.Tensor, grades: torch.Tensor | None = None):
+        scores = self.scorer(self.dropout(pooled)).squeeze(-1)  # (candidates,)
+        loss = None
+        if grades is not None:
+            ordered = (candidate_group[:, None] == candidate_group[None, :]) & (grades[:, None] > grades[None, :])
+            differences = scores[:, None] - scores[None, :]  # (candidates, candidates): s_i − s_j
+            loss = F.softplus(-differences[ordered]).mean() if ordered.any() else scores.sum() * 0
+        return scores, loss
+
+
+def num_entity_tags(tagging: str) -> int:
+    """Tags of one entity type: O, B, I (bio) or O, B, I, E, S (bioes)."""
+    return 3 if tagging == "bio" else 5
+
+
+class TripleExtractionHead(nn.Module):
+    """Relation triples in one pass: entity tags per token, then a predicate for each entity pair.
+
+    tag_logits_i = W_t dropout(h_i) + b_t over one entity type's BIO/BIOES tags;
+    pair_logits(s, o) = W_p dropout([mean(h_s) ; mean(h_o) ; mean(h_s) ⊙ mean(h_o)]) + b_p over
+    the predicates and "no relation" (class 0), s and o token spans of the subject's and object's
+    first occurrences. Loss: tag cross-entropy + pair cross-entropy (each over its own items).
+    Training pairs are every ordered pair of gold entities; at prediction, of predicted entities.
+    """
+
+    def __init__(self, hidden_size: int, num_predicates: int, dropout: float, num_tags: int) -> None:
+        super().__init__()
+        self.num_tags = num_tags
+        self.dropout = nn.Dropout(dropout)
+        self.tagger = nn.Linear(hidden_size, num_tags)
+        self.pair_classifier = nn.Linear(3 * hidden_size, num_predicates)
+
+    def reset_parameters(self) -> None:
+        self.tagger.reset_parameters()
+        self.pair_classifier.reset_parameters()
+
+    def classify_pairs(self, hidden: torch.Tensor, entity_pairs: torch.Tensor) -> torch.Tensor:
+        """``entity_pairs`` (pairs, 5): batch row, subject [start, end), object [start, end) token spans."""
+        rows = hidden[entity_pairs[:, 0]]  # (pairs, length, d1)
+        subject = span_mean(rows, entity_pairs[:, 1:3])  # (pairs, d1)
+        obj = span_mean(rows, entity_pairs[:, 3:5])
+        return self.pair_classifier(self.dropout(torch.cat([subject, obj, subject * obj], -1)))  # (pairs, predicates)
+
+    def forward(self, hidden: torch.Tensor, labels: torch.Tensor | None = None,
+                entity_pairs: torch.Tensor | None = None, pair_labels: torch.Tensor | None = None):
+        tag_logits = self.tagger(self.dropout(hidden))  # (batch, length, tags)
+        pair_logits = self.classify_pairs(hidden, entity_pairs) if entity_pairs is not None else None
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(tag_logits.reshape(-1, self.num_tags), labels.reshape(-1), ignore_index=-100)
+            if pair_logits is not None and len(pair_logits):
+                loss = loss + F.cross_entropy(pair_logits, pair_labels)
+        return tag_logits, pair_logits, loss

@@ -3,6 +3,11 @@
 Variable-size sets (the tokens of a mention, the neighbours of a mention) are flat tensors with
 an index saying which set each row belongs to, as in PyTorch Geometric; softmaxes and sums over
 a set use ``torch_geometric.utils.softmax`` and ``scatter`` instead of padding.
+
+Indices whose size depends on the data (:func:`mention_token_index`, :func:`neighbor_graph`) need
+``repeat_interleave``/``unique``, which wait for the device; collators build them on the CPU with
+the same functions and pass them in, so the forward pass on a GPU does not synchronise. Under
+autocast, grouped softmaxes and their weighted sums run in fp32.
 """
 
 from __future__ import annotations
@@ -12,7 +17,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch_geometric.nn import RGCNConv
 from torch_geometric.utils import scatter, softmax
 from transformers import PreTrainedModel
 from transformers.masking_utils import create_bidirectional_mask
@@ -21,7 +25,7 @@ from transformers.modeling_outputs import ModelOutput
 from kgplm.models.configuration import KgplmConfig
 
 __all__ = ["mention_token_index", "SelfAttentiveSpanPooling", "KnowledgeGraphTables", "RelationalEncoder",
-           "co_neighbor_edges", "KgplmPreTrainedModel", "run_encoder_layers", "extended_attention_mask",
+           "BasisRelationalConvolution", "co_neighbor_edges", "neighbor_graph", "KgplmPreTrainedModel", "run_encoder_layers", "extended_attention_mask",
            "PretrainingOutput", "MLM_HEAD_TIED_WEIGHTS"]
 
 
@@ -53,10 +57,10 @@ class SelfAttentiveSpanPooling(nn.Module):
         self.score = nn.Linear(attention_size, 1, bias=False)
 
     def forward(self, token_states: torch.Tensor, token_mention: torch.Tensor, num_mentions: int) -> torch.Tensor:
-        """``token_states`` (mention_tokens, d) → (mentions, d)."""
-        scores = self.score(torch.tanh(self.project(token_states))).squeeze(-1)  # (mention_tokens,)
+        """``token_states`` (mention_tokens, d) → (mentions, d), in fp32 (the softmax and sum are)."""
+        scores = self.score(torch.tanh(self.project(token_states))).squeeze(-1).float()  # (mention_tokens,)
         weights = softmax(scores, token_mention, num_nodes=num_mentions)
-        return scatter(weights.unsqueeze(-1) * token_states, token_mention, dim=0, dim_size=num_mentions,
+        return scatter(weights.unsqueeze(-1) * token_states.float(), token_mention, dim=0, dim_size=num_mentions,
                        reduce="sum")
 
 
@@ -139,6 +143,65 @@ def co_neighbor_edges(edge_mention: torch.Tensor) -> tuple[torch.Tensor, torch.T
     return order[source[keep]], order[target[keep]]
 
 
+def neighbor_graph(neighbor_entity_ids: torch.Tensor, edge_mention: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The R-GCN's graph over a batch's neighbour edges (see :class:`RelationalEncoder`).
+
+    ``neighbor_nodes`` (nodes,): the distinct entities; ``neighbor_node_of_edge`` (edges,): each
+    edge's node; ``co_neighbor_pairs`` (2, pairs): :func:`co_neighbor_edges` as (source, target) edges.
+    """
+    nodes, node_of_edge = torch.unique(neighbor_entity_ids, return_inverse=True)
+    return {"neighbor_nodes": nodes, "neighbor_node_of_edge": node_of_edge,
+            "co_neighbor_pairs": torch.stack(co_neighbor_edges(edge_mention))}
+
+
+class BasisRelationalConvolution(nn.Module):
+    r"""R-GCN layer with basis decomposition (Schlichtkrull et al. 2018, Eq. 2–3), without a loop over relations.
+
+    .. math::
+        h'_v = W_0 h_v + b + \sum_r \frac{1}{|N_r(v)|} \sum_{u \in N_r(v)} W_r h_u,\qquad
+        W_r = \sum_b a_{rb} V_b
+
+    The same function and parameters (``weight`` = V, ``comp`` = a, ``root`` = W_0, ``bias``) as
+    ``torch_geometric.nn.RGCNConv(num_bases=B)`` with mean aggregation (checked against it in the
+    tests), so checkpoints of either load into the other. PyG's version runs one masked
+    propagation per relation (2·|R|+1 of them, each a host synchronisation on a GPU); here every
+    edge's message h_u W_r is formed from the B products h_u V_b at once and the per-relation means
+    are one scatter. Messages are aggregated in fp32 under autocast.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, num_relations: int, num_bases: int) -> None:
+        super().__init__()
+        self.num_relations, self.num_bases = num_relations, num_bases
+        self.weight = nn.Parameter(torch.empty(num_bases, in_channels, out_channels))  # V_b
+        self.comp = nn.Parameter(torch.empty(num_relations, num_bases))  # a_rb
+        self.root = nn.Parameter(torch.empty(in_channels, out_channels))  # W_0
+        self.bias = nn.Parameter(torch.empty(out_channels))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        from torch_geometric.nn.inits import glorot, zeros
+
+        glorot(self.weight)
+        glorot(self.comp)
+        glorot(self.root)
+        zeros(self.bias)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_type: torch.Tensor) -> torch.Tensor:
+        """``x`` (nodes, in), ``edge_index`` (2, edges) source → target, ``edge_type`` (edges,) → (nodes, out)."""
+        num_nodes, (in_channels, out_channels) = len(x), self.root.shape
+        source, target = edge_index
+        per_basis = (x @ self.weight.permute(1, 0, 2).reshape(in_channels, -1)).view(
+            num_nodes, self.num_bases, out_channels)  # (nodes, bases, out): h_u V_b
+        # h_u W_r = Σ_b a_rb (h_u V_b), elementwise so that autocast keeps it in fp32: (edges, out)
+        messages = (self.comp[edge_type].unsqueeze(-1) * per_basis[source].float()).sum(1)
+        slot = target * self.num_relations + edge_type  # one mean per (target, relation)
+        counts = scatter(torch.ones_like(slot, dtype=messages.dtype), slot, dim=0,
+                         dim_size=num_nodes * self.num_relations, reduce="sum")
+        messages = messages / counts[slot].unsqueeze(-1)
+        aggregated = scatter(messages, target, dim=0, dim_size=num_nodes, reduce="sum")  # (nodes, out)
+        return aggregated + x @ self.root + self.bias
+
+
 class RelationalEncoder(nn.Module):
     """Optional R-GCN (Schlichtkrull et al. 2018) over each mention's neighbour set.
 
@@ -152,8 +215,8 @@ class RelationalEncoder(nn.Module):
     def __init__(self, config: KgplmConfig, num_bases: int = 8) -> None:
         super().__init__()
         self.num_edge_types = 2 * config.num_relations + 1
-        self.convolution = RGCNConv(config.entity_dim, config.entity_dim, self.num_edge_types,
-                                    num_bases=min(num_bases, self.num_edge_types))
+        self.convolution = BasisRelationalConvolution(config.entity_dim, config.entity_dim, self.num_edge_types,
+                                                      num_bases=min(num_bases, self.num_edge_types))
 
     def reset_parameters(self) -> None:
         self.convolution.reset_parameters()
@@ -163,10 +226,14 @@ class RelationalEncoder(nn.Module):
         return torch.where(relation_ids < 0, self.num_edge_types - 1, 2 * relation_ids + directions.clamp(min=0))
 
     def forward(self, entity_table: torch.Tensor, neighbor_entity_ids: torch.Tensor, edge_mention: torch.Tensor,
-                relation_ids: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
-        """Refined vectors of the neighbour edges, (edges, d2)."""
-        nodes, node_of_edge = torch.unique(neighbor_entity_ids, return_inverse=True)
-        source_edge, target_edge = co_neighbor_edges(edge_mention)
+                relation_ids: torch.Tensor, directions: torch.Tensor,
+                graph: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """Refined vectors of the neighbour edges, (edges, d2). ``graph``: :func:`neighbor_graph` of the
+        edges when the collator built it (else it is built here, which synchronises on a GPU)."""
+        if graph is None:
+            graph = neighbor_graph(neighbor_entity_ids, edge_mention)
+        nodes, node_of_edge = graph["neighbor_nodes"], graph["neighbor_node_of_edge"]
+        source_edge, target_edge = graph["co_neighbor_pairs"]
         edge_index = torch.stack([node_of_edge[source_edge], node_of_edge[target_edge]])  # (2, pairs)
         edge_type = self.edge_types(relation_ids, directions)[source_edge]
         node_vectors = entity_table[nodes]  # (nodes, d2)

@@ -1,8 +1,17 @@
 """Numba kernels behind :mod:`kgplm.text.linking`: a character trie walked from every position.
 
 The trie is stored in CSR form: node ``n``'s children are ``child_codes[child_ptr[n]:child_ptr[n+1]]``
-(sorted code points, found by binary search) with node ids ``child_nodes[...]``;
-``terminal[n]`` is the dictionary entry ending at ``n`` or -1.
+(sorted code points, found by binary search) with node ids ``child_nodes[...]``; the root's children
+are also in ``root_children``, indexed by code point. Per node:
+``terminal[n]`` is the dictionary entry ending at ``n`` (any case) or -1, ``terminal_capital[n]``
+the entry to use instead when the matched text is all capital letters (short abbreviations match
+only in capitals) or -1, and ``word_weight[n]`` the log-probability of the node's string as a word
+of the segmentation dictionary (``-inf`` when it is none).
+
+The text arrives normalised, one code per element, with per-code flags: ``alnum`` (a Latin letter
+or digit), ``char_start`` / ``char_end`` (the code begins / ends one source character: a character
+such as ``Ⅱ`` normalises to two codes, and a match must not begin or end inside it) and ``capital``
+(its source character is a capital letter).
 """
 
 from __future__ import annotations
@@ -10,11 +19,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["find_matches"]
+__all__ = ["find_matches", "build_trie", "root_table", "LONGEST", "NESTED", "BEST_PATH"]
+
+LONGEST, NESTED, BEST_PATH = 0, 1, 2
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _child(node, code, child_ptr, child_codes, child_nodes):  # pragma: no cover - compiled
+def _child(node, code, root_children, child_ptr, child_codes, child_nodes):  # pragma: no cover - compiled
+    if node == 0:  # the root has thousands of children (every first character): a direct table
+        return root_children[code] if code < root_children.shape[0] else -1
     low = child_ptr[node]
     high = child_ptr[node + 1] - 1
     while low <= high:
@@ -29,48 +42,127 @@ def _child(node, code, child_ptr, child_codes, child_nodes):  # pragma: no cover
     return -1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _emit(starts, ends, entries, count, start, end, entry):  # pragma: no cover - compiled
+    """Append a match; the new count, or -1 when the arrays are full."""
+    if count == starts.shape[0]:
+        return -1
+    starts[count] = start
+    ends[count] = end
+    entries[count] = entry
+    return count + 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _entry(node, cursor, alnum, char_end, all_capital, terminal, terminal_capital):  # pragma: no cover - compiled
+    """The entry the text matched up to ``cursor`` (trie ``node``) ends; -1 when none, -2 when no match
+    may end there (inside a character's codes, or a Latin word goes on)."""
+    if not char_end[cursor - 1] or (alnum[cursor - 1] and cursor < alnum.shape[0] and alnum[cursor]):
+        return -2
+    return terminal_capital[node] if all_capital and terminal_capital[node] >= 0 else terminal[node]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _longest_at(position, limit, codes, alnum, char_end, capital, root_children, child_ptr, child_codes, child_nodes,
+                terminal, terminal_capital):  # pragma: no cover - compiled
+    """(end, entry) of the longest dictionary entry at ``position`` ending by ``limit``; (-1, -1) when none."""
+    node = 0
+    cursor = position
+    all_capital = True
+    best_end = -1
+    best_entry = -1
+    while cursor < limit:
+        node = _child(node, codes[cursor], root_children, child_ptr, child_codes, child_nodes)
+        if node < 0:
+            break
+        all_capital = all_capital and capital[cursor]
+        cursor += 1
+        entry = _entry(node, cursor, alnum, char_end, all_capital, terminal, terminal_capital)
+        if entry >= 0:
+            best_end = cursor
+            best_entry = entry
+    return best_end, best_entry
+
+
 @numba.njit(cache=True, nogil=True)
-def find_matches(codes, begins_word, ends_word, child_ptr, child_codes, child_nodes, terminal, nested, starts,
-                 ends, entries):  # pragma: no cover - compiled
+def find_matches(codes, alnum, char_start, char_end, capital, root_children, child_ptr, child_codes, child_nodes,
+                 terminal, terminal_capital, word_weight, name_weight, unknown_weight, mode, starts, ends,
+                 entries):  # pragma: no cover - compiled
     """Fill ``starts/ends/entries`` with matches in ``codes``; return their count, or -1 when full.
 
-    Not nested: leftmost-longest, non-overlapping. Nested: every match, by start then longest
-    first. ``begins_word[i]`` / ``ends_word[i]``: character i begins / ends with a Latin letter or
-    digit (after NFKC). A match must not start right after a character that ends with one when
-    its own first character begins with one, and likewise at its end.
+    A match (and a word) must begin at a character start that does not continue a Latin word
+    (``alnum`` before and at its start) and end at a character end that a Latin word does not
+    continue. Modes:
+
+    * ``LONGEST``: leftmost-longest, non-overlapping;
+    * ``NESTED``: every match, by start then longest first;
+    * ``BEST_PATH``: the matches on the best segmentation of the text, jieba's route: the path of
+      words maximising Σ log-probability, where a dictionary entry counts ``name_weight``, any other
+      word its ``word_weight`` and a character that starts no word ``unknown_weight``; ties go to
+      the longer word. A name that would cut a word of a better path (恢复视力 → 复视) is not on it;
+      names inside a path word that is no name (肿瘤 in 肿瘤医院, 手术 in 做手术) are matched
+      leftmost-longest within that word, so they respect its boundaries.
     """
     size = codes.shape[0]
-    capacity = starts.shape[0]
     count = 0
-    position = 0
-    while position < size:
-        if begins_word[position] and position > 0 and ends_word[position - 1]:
-            position += 1
+    best = np.zeros(size + 1)
+    choice_end = np.zeros(size + 1, dtype=np.int64)
+    choice_entry = np.full(size + 1, -1, dtype=np.int64)
+    if mode == BEST_PATH:
+        positions = np.arange(size - 1, -1, -1)
+    else:
+        positions = np.arange(size)
+    position_index = 0
+    skip_to = 0
+    while position_index < size:
+        position = positions[position_index]
+        position_index += 1
+        if not char_start[position]:
+            continue
+        if mode == LONGEST and position < skip_to:
+            continue
+        if mode == BEST_PATH:  # fall back to one character (what jieba does with a character outside its words)
+            following = position + 1
+            while following < size and not char_start[following]:
+                following += 1
+            best[position] = unknown_weight + best[following]
+            choice_end[position] = following
+            choice_entry[position] = -1
+        if alnum[position] and position > 0 and alnum[position - 1]:
+            continue
+        if mode == LONGEST:
+            end, entry = _longest_at(position, size, codes, alnum, char_end, capital, root_children, child_ptr,
+                                     child_codes, child_nodes, terminal, terminal_capital)
+            if entry >= 0:
+                count = _emit(starts, ends, entries, count, position, end, entry)
+                if count < 0:
+                    return -1
+                skip_to = end
             continue
         node = 0
         cursor = position
-        best_end = -1
-        best_entry = -1
+        all_capital = True
         group_start = count
         while cursor < size:
-            node = _child(node, codes[cursor], child_ptr, child_codes, child_nodes)
+            node = _child(node, codes[cursor], root_children, child_ptr, child_codes, child_nodes)
             if node < 0:
                 break
+            all_capital = all_capital and capital[cursor]
             cursor += 1
-            entry = terminal[node]
-            if entry >= 0:
-                if not (ends_word[cursor - 1] and cursor < size and begins_word[cursor]):
-                    if nested:
-                        if count == capacity:
-                            return -1
-                        starts[count] = position
-                        ends[count] = cursor
-                        entries[count] = entry
-                        count += 1
-                    else:
-                        best_end = cursor
-                        best_entry = entry
-        if nested:
+            entry = _entry(node, cursor, alnum, char_end, all_capital, terminal, terminal_capital)
+            if entry == -2:
+                continue
+            if mode == BEST_PATH:
+                weight = name_weight if entry >= 0 else word_weight[node]
+                if weight > -np.inf and weight + best[cursor] >= best[position]:
+                    best[position] = weight + best[cursor]
+                    choice_end[position] = cursor
+                    choice_entry[position] = entry
+            elif entry >= 0:  # NESTED
+                count = _emit(starts, ends, entries, count, position, cursor, entry)
+                if count < 0:
+                    return -1
+        if mode == NESTED:
             # longest first within one start
             low = group_start
             high = count - 1
@@ -79,51 +171,89 @@ def find_matches(codes, begins_word, ends_word, child_ptr, child_codes, child_no
                 entries[low], entries[high] = entries[high], entries[low]
                 low += 1
                 high -= 1
-            position += 1
-        elif best_end >= 0:
-            if count == capacity:
-                return -1
-            starts[count] = position
-            ends[count] = best_end
-            entries[count] = best_entry
-            count += 1
-            position = best_end
-        else:
-            position += 1
+    if mode == BEST_PATH:
+        position = 0
+        while position < size:
+            if not char_start[position]:
+                position += 1
+                continue
+            word_end = choice_end[position]
+            if choice_entry[position] >= 0:
+                count = _emit(starts, ends, entries, count, position, word_end, choice_entry[position])
+                if count < 0:
+                    return -1
+                position = word_end
+                continue
+            inner = position  # a word that is no name: the names inside it, leftmost-longest
+            while inner < word_end:
+                if char_start[inner] and not (alnum[inner] and inner > 0 and alnum[inner - 1]):
+                    end, entry = _longest_at(inner, word_end, codes, alnum, char_end, capital, root_children,
+                                             child_ptr, child_codes, child_nodes, terminal, terminal_capital)
+                    if entry >= 0:
+                        count = _emit(starts, ends, entries, count, inner, end, entry)
+                        if count < 0:
+                            return -1
+                        inner = end
+                        continue
+                inner += 1
+            position = word_end
     return count
 
 
+@numba.njit(cache=True, nogil=True)
+def _trie_nodes(flat, offsets, order, max_length):  # pragma: no cover - compiled
+    """Parents and codes of the trie nodes (root 0 excluded) of the strings ``flat[offsets[i]:offsets[i+1]]``
+    inserted in the sorted ``order``, and the node each string ends at."""
+    parents = np.empty(flat.shape[0], dtype=np.int64)
+    codes = np.empty(flat.shape[0], dtype=np.int32)
+    node_of = np.zeros(order.shape[0], dtype=np.int64)
+    path = np.zeros(max_length + 1, dtype=np.int64)  # path[d] = node at depth d along the previous string
+    count = 0
+    previous_start = 0
+    previous_length = 0
+    for k in range(order.shape[0]):
+        index = order[k]
+        start = offsets[index]
+        length = offsets[index + 1] - start
+        common = 0
+        limit = min(length, previous_length)
+        while common < limit and flat[start + common] == flat[previous_start + common]:
+            common += 1
+        for depth in range(common, length):
+            parents[count] = path[depth]
+            codes[count] = flat[start + depth]
+            count += 1
+            path[depth + 1] = count
+        node_of[index] = path[length]
+        previous_start = start
+        previous_length = length
+    return parents[:count], codes[:count], node_of
+
+
 def build_trie(patterns: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """CSR trie arrays of distinct ``patterns`` (entry i = patterns[i]).
+    """CSR trie arrays of distinct ``patterns`` and ``node_of``: the node where pattern i ends.
 
     Patterns are inserted in sorted order, so each one only adds the nodes after its longest
     common prefix with the previous pattern, and siblings come out in code-point order.
     """
-    order = sorted(range(len(patterns)), key=patterns.__getitem__)
-    terminal = [-1]
-    parents: list[int] = []
-    codes: list[int] = []
-    path = [0]  # path[d] = node at depth d along the previous pattern
-    previous = ""
-    for entry in order:
-        pattern = patterns[entry]
-        common = 0
-        limit = min(len(pattern), len(previous))
-        while common < limit and pattern[common] == previous[common]:
-            common += 1
-        del path[common + 1:]
-        for char in pattern[common:]:
-            node = len(terminal)
-            terminal.append(-1)
-            parents.append(path[-1])
-            codes.append(ord(char))
-            path.append(node)
-        terminal[path[len(pattern)]] = entry
-        previous = pattern
-    parents_array = np.asarray(parents, dtype=np.int64)
+    lengths = np.fromiter(map(len, patterns), dtype=np.int64, count=len(patterns))
+    offsets = np.zeros(len(patterns) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.frombuffer("".join(patterns).encode("utf-32-le", "surrogatepass"), dtype=np.int32)
+    order = np.asarray(sorted(range(len(patterns)), key=patterns.__getitem__), dtype=np.int64)
+    parents_array, codes, node_of = _trie_nodes(flat, offsets, order, int(lengths.max()) if len(lengths) else 0)
+    num_nodes = len(parents_array) + 1
     by_parent = np.argsort(parents_array, kind="stable")  # children of a node stay in code order
-    child_ptr = np.zeros(len(terminal) + 1, dtype=np.int64)
-    child_ptr[1:] = np.cumsum(np.bincount(parents_array, minlength=len(terminal)))
-    child_codes = np.asarray(codes, dtype=np.int32)[by_parent]
+    child_ptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    child_ptr[1:] = np.cumsum(np.bincount(parents_array, minlength=num_nodes))
+    child_codes = codes[by_parent]
     child_nodes = (by_parent + 1).astype(np.int32)
-    return child_ptr, child_codes, child_nodes, np.asarray(terminal, dtype=np.int32)
+    return child_ptr, child_codes, child_nodes, node_of
+
+
+def root_table(child_ptr: np.ndarray, child_codes: np.ndarray, child_nodes: np.ndarray) -> np.ndarray:
+    """The root's children by code point (−1: none), up to the largest first character."""
+    codes, nodes = child_codes[child_ptr[0]: child_ptr[1]], child_nodes[child_ptr[0]: child_ptr[1]]
+    table = np.full(int(codes.max()) + 1 if len(codes) else 0, -1, dtype=np.int32)
+    table[codes] = nodes
+    return table

@@ -7,21 +7,34 @@ How matching works:
 
 * Dictionary: every label of every entity (display names, ``skos:altLabel``, synonyms, English
   names; what ``store.labels`` lists), at least ``min_length`` characters long.
-* Normalisation, length-preserving so that offsets stay exact: full-width ASCII → half-width
-  (``ＭＲＩ`` = ``MRI``), ideographic space → space, and case folding of every character whose
-  lower case is one character. Names and text are normalised the same way; ``surface`` is the
-  original text.
+* Normalisation, per character, as the tokenizer of a kgplm vocabulary sees it: NFKC, then case
+  folding of every character whose lower case is one character. Full-width forms are ASCII
+  (``ＭＲＩ`` = ``MRI``), ``Ⅱ`` is ``II`` and ``㎎`` is ``mg``. One character may become several
+  codes; offsets stay exact because every code remembers its character and a match may neither
+  begin nor end inside one character's codes (``I型`` is not found in ``Ⅱ型``). Names and text are
+  normalised the same way; ``surface`` is the original text.
+* Abbreviations: a name of 2–4 capital Latin letters (``AS``, ``CT``, ``HBV``) matches only text in
+  capitals (full-width capitals included), so English ``as`` is not ankylosing spondylitis. Text
+  that was lower-cased wholesale (the released cMedQANER texts) then loses such mentions; pass
+  ``case_sensitive_abbreviations=False`` for it.
 * Automaton: a character trie of the normalised names, walked from each text position by a
-  numba kernel. For leftmost-longest matching this gives what an Aho–Corasick automaton gives;
-  ``benchmarks/linking.py`` measures it against ``pyahocorasick`` (slower here: its automaton
-  over 135k Chinese names costs about 2 µs per character) and a pure-Python trie.
+  numba kernel. ``benchmarks/linking.py`` measures it against ``pyahocorasick`` and a pure-Python
+  trie.
 * Word boundaries for Latin text: a match whose first (last) character is a Latin letter or
   digit must not be preceded (followed) by one, so ``MRI`` is not found inside ``MRIs`` and
-  ``B1`` not inside ``B12``. "Latin letter or digit" is judged on the NFKC form, as the tokenizer
-  sees it (``Ⅱ`` is ``II``, ``ｂ`` is ``b``). Chinese has no such boundaries and matches anywhere.
-* Selection: by default leftmost-longest and non-overlapping (scan left to right, take the
-  longest name starting at the leftmost free position). ``nested=True`` returns every match,
-  including names inside longer names (EMBERT, nested NER).
+  ``B1`` not inside ``B12`` (judged on the normalised codes: ``Ⅱ`` after ``MRI`` is a Latin letter).
+  Chinese has no such boundaries.
+* Selection (``word_boundaries="jieba"``, the default): the mentions are the KG names on the best
+  segmentation of the text, the route :class:`kgplm.text.segmentation.Segmenter` takes — jieba's
+  dictionary plus every KG name at frequency 20,000, the path maximising the summed
+  log-probabilities of its words — computed in the same numba walk. Leftmost-longest matching
+  cut words: 恢复视力 linked 复视 (diplopia), 降低头部 低头, 防止痛风 止痛, 和安定 和安; on the best path
+  恢复/视力, 降低/头部, 防止/痛风, 和/安定 win. Deviation from jieba: the text is normalised first
+  (case-folded, NFKC) and the route runs over the whole text rather than over jieba's blocks of
+  Chinese and alphanumerics; no HMM for unknown words (it only joins characters outside every
+  word, so names are unaffected). ``word_boundaries=None`` keeps leftmost-longest,
+  non-overlapping matching; ``nested=True`` returns every match, including names inside longer
+  names (EMBERT, nested NER).
 * Disambiguation: a surface that names several entities links to the one whose display name it
   is, then to the best connected one (most triples), then the lowest id; ``Mention.candidates``
   keeps all of them.
@@ -34,6 +47,8 @@ are matched as characters and mapped to tokens only afterwards (:mod:`kgplm.text
 from __future__ import annotations
 
 import logging
+import math
+import re
 import sys
 import unicodedata
 from collections.abc import Iterable
@@ -47,9 +62,13 @@ from kgplm.text import _linking_kernels as _kernels
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
-__all__ = ["Mention", "EntityLinker", "normalize_for_matching"]
+__all__ = ["Mention", "EntityLinker", "normalize_for_matching", "WORD_BOUNDARIES"]
 
 logger = logging.getLogger(__name__)
+
+WORD_BOUNDARIES = ("jieba", None)
+_ABBREVIATION = re.compile(r"[A-Z]{2,4}")
+_SPACE = re.compile(r"\s")
 
 
 class Mention(NamedTuple):
@@ -65,45 +84,89 @@ class Mention(NamedTuple):
     candidates: tuple[int, ...] = ()
 
 
-_TABLES: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+class _Tables(NamedTuple):
+    """Per code point: its normalised code (−1 when it expands to several), the expansion's length
+    and place in ``expansions``, and whether it is a capital letter; per normalised code: Latin letter or digit."""
+
+    single: np.ndarray
+    length: np.ndarray
+    expansion_start: np.ndarray
+    expansions: np.ndarray
+    capital: np.ndarray
+    alnum: np.ndarray
 
 
-def _character_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per code point: its matching form, and whether its NFKC form begins / ends with a Latin
-    letter or digit (so that ``Ⅱ`` after ``MRI`` counts as part of a Latin word, as the tokenizer sees it)."""
+_TABLES: _Tables | None = None
+
+
+def _fold(char: str) -> str:
+    compatible = unicodedata.normalize("NFKC", char) or char
+    return "".join(c.lower() if len(c.lower()) == 1 else c for c in compatible)
+
+
+def _character_tables() -> _Tables:
     global _TABLES
     if _TABLES is None:
         size = sys.maxunicode + 1
-        table = np.arange(size, dtype=np.int32)
-        begins = np.zeros(size, dtype=np.bool_)
-        ends = np.zeros(size, dtype=np.bool_)
+        single = np.arange(size, dtype=np.int32)
+        length = np.ones(size, dtype=np.int32)
+        expansion_start = np.zeros(size, dtype=np.int64)
+        capital = np.zeros(size, dtype=np.bool_)
+        expansions: list[int] = []
         for code in range(size):
             if 0xD800 <= code <= 0xDFFF:
                 continue
             char = chr(code)
-            target = chr(code - 0xFEE0) if 0xFF01 <= code <= 0xFF5E else (" " if code == 0x3000 else char)
-            lowered = target.lower()
-            table[code] = ord(lowered if len(lowered) == 1 else target)
             if code < 128:
-                begins[code] = ends[code] = char.isalnum()
-            elif not char.isspace():
-                compatible = unicodedata.normalize("NFKC", char)
-                if compatible:
-                    begins[code] = compatible[0].isascii() and compatible[0].isalnum()
-                    ends[code] = compatible[-1].isascii() and compatible[-1].isalnum()
-        _TABLES = (table, begins, ends)
+                single[code] = ord(char.lower())
+                capital[code] = "A" <= char <= "Z"
+                continue
+            folded = _fold(char)
+            compatible = unicodedata.normalize("NFKC", char)
+            capital[code] = bool(compatible) and all("A" <= c <= "Z" for c in compatible)
+            if len(folded) == 1:
+                single[code] = ord(folded)
+            else:
+                single[code] = -1
+                length[code] = len(folded)
+                expansion_start[code] = len(expansions)
+                expansions.extend(map(ord, folded))
+        alnum = np.zeros(size, dtype=np.bool_)
+        alnum[[ord(c) for c in "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"]] = True
+        _TABLES = _Tables(single, length, expansion_start, np.asarray(expansions, dtype=np.int32), capital, alnum)
     return _TABLES
 
 
-def normalized_codes(text: str) -> np.ndarray:
-    """The normalised code points of ``text`` as int32, one per character."""
-    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
-    return _character_tables()[0][codes]
+class _Normalized(NamedTuple):
+    codes: np.ndarray  # (codes,) normalised code points
+    source: np.ndarray | None  # (codes,) the character each code comes from; None: one code per character
+    char_start: np.ndarray
+    char_end: np.ndarray
+    capital: np.ndarray
+    alnum: np.ndarray
+
+
+def _normalize(text: str) -> _Normalized:
+    raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
+    tables = _character_tables()
+    lengths = tables.length[raw]
+    if (lengths == 1).all():
+        codes = tables.single[raw]
+        every = np.ones(len(codes), dtype=np.bool_)
+        return _Normalized(codes, None, every, every, tables.capital[raw], tables.alnum[codes])
+    source = np.repeat(np.arange(len(raw)), lengths)  # (codes,)
+    first = np.cumsum(lengths) - lengths  # the first code of each character
+    within = np.arange(len(source)) - first[source]
+    expanded = tables.expansions[np.minimum(tables.expansion_start[raw][source] + within,
+                                            max(len(tables.expansions) - 1, 0))]
+    codes = np.where(lengths[source] == 1, tables.single[raw][source], expanded).astype(np.int32)
+    return _Normalized(codes, source, within == 0, within == lengths[source] - 1, tables.capital[raw][source],
+                       tables.alnum[codes])
 
 
 def normalize_for_matching(text: str) -> str:
-    """Full-width → half-width and one-character case folding; ``len`` never changes."""
-    return normalized_codes(text).tobytes().decode("utf-32-le", "surrogatepass")
+    """NFKC and one-character case folding, per character (``Ⅱ`` → ``ii``, ``ＡＢｃ　１`` → ``abc 1``)."""
+    return _normalize(text).codes.tobytes().decode("utf-32-le", "surrogatepass")
 
 
 class EntityLinker:
@@ -112,19 +175,26 @@ class EntityLinker:
     Args:
         store: the knowledge graph whose labels form the dictionary.
         min_length: shortest name matched, in characters (single characters are mostly noise).
-        nested: return every match instead of the leftmost-longest non-overlapping ones.
+        nested: return every match instead of the selected non-overlapping ones.
         names: an explicit ``{surface: [entity ids]}`` dictionary instead of the store's labels.
+        word_boundaries: ``"jieba"``: the names on the best segmentation path; ``None``:
+            leftmost-longest matching.
+        case_sensitive_abbreviations: names of 2–4 capital letters match only capitals.
     """
 
     def __init__(self, store: "KGStore | None" = None, *, min_length: int = 2, nested: bool = False,
-                 names: dict[str, Iterable[int]] | None = None) -> None:
+                 names: dict[str, Iterable[int]] | None = None, word_boundaries: str | None = "jieba",
+                 case_sensitive_abbreviations: bool = True) -> None:
         if min_length < 1:
             raise ConfigurationError(f"min_length must be at least 1, got {min_length}")
         if store is None and names is None:
             raise ConfigurationError("EntityLinker needs a store or a names dictionary")
+        if word_boundaries not in WORD_BOUNDARIES:
+            raise ConfigurationError(f"word_boundaries must be one of {WORD_BOUNDARIES}, got {word_boundaries!r}")
         self.store = store
         self.min_length = min_length
         self.nested = nested
+        self.word_boundaries = word_boundaries
         surfaces = store.name_index() if names is None else {k: list(v) for k, v in names.items()}
         degree = None
         if store is not None:
@@ -134,24 +204,57 @@ class EntityLinker:
         kept_entities = [surfaces[surface] for surface in surfaces if "\x00" not in surface]
         # normalise every name in one pass (joined by NUL, which no kept name contains)
         normalized = normalize_for_matching("\x00".join(kept)).split("\x00")
-        by_pattern: dict[str, list[int]] = {}
-        for pattern, entities in zip(normalized, kept_entities):
+        any_case: dict[str, list[int]] = {}
+        capitals: dict[str, list[int]] = {}  # abbreviations: matched only where the text is in capitals
+        for name, pattern, entities in zip(kept, normalized, kept_entities):
             if len(pattern) < min_length:
                 continue
-            bucket = by_pattern.setdefault(pattern, [])
-            for entity in entities:
-                if entity not in bucket:
-                    bucket.append(entity)
-        self.patterns = list(by_pattern)
+            abbreviation = case_sensitive_abbreviations and _ABBREVIATION.fullmatch(unicodedata.normalize("NFKC", name))
+            bucket = (capitals if abbreviation else any_case).setdefault(pattern, [])
+            bucket.extend(entity for entity in entities if entity not in bucket)
+        for pattern, entities in capitals.items():  # in capitals, the other names of the same letters count too
+            entities.extend(entity for entity in any_case.get(pattern, ()) if entity not in entities)
+        self.patterns = list(any_case) + list(capitals)
+        entities_of = list(any_case.values()) + list(capitals.values())
         display_names = {}
         if store is not None:
-            ambiguous = {entity for entities in by_pattern.values() if len(entities) > 1 for entity in entities}
+            ambiguous = {entity for entities in entities_of if len(entities) > 1 for entity in entities}
             display_names = {entity: normalize_for_matching(store.entity_name(entity)) for entity in ambiguous}
-        self._candidates = [self._rank_candidates(pattern, by_pattern[pattern], degree, display_names)
-                            for pattern in self.patterns]
-        self._trie = _kernels.build_trie(self.patterns)
-        self.num_names = len(self.patterns)
-        logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._trie[3]))
+        self._candidates = [self._rank_candidates(pattern, entities, degree, display_names)
+                            for pattern, entities in zip(self.patterns, entities_of)]
+        self._best_entity = np.array([ranked[0] for ranked in self._candidates], dtype=np.int64)
+        self._build_automaton(any_case, capitals, kept)
+        self.num_names = len(set(self.patterns))
+        logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[4]))
+
+    def _build_automaton(self, any_case: dict[str, list[int]], capitals: dict[str, list[int]], names: list[str]):
+        """The trie over names (and the segmentation dictionary's words) with its per-node arrays."""
+        from kgplm.text.segmentation import NAME_FREQUENCY, jieba_dictionary
+
+        words: dict[str, int] = {}
+        total = 1
+        if self.word_boundaries == "jieba":
+            frequencies, total = jieba_dictionary()
+            for word, frequency in zip(normalize_for_matching("\x00".join(frequencies)).split("\x00"),
+                                       frequencies.values()):
+                if frequency > 0:
+                    words[word] = max(frequency, words.get(word, 0))
+            # what Segmenter's add_word does to jieba's total: every name it adds counts NAME_FREQUENCY
+            total += NAME_FREQUENCY * sum(len(n) >= 2 and not _SPACE.search(n) for n in names)
+        strings = list(dict.fromkeys([*any_case, *capitals, *words]))
+        child_ptr, child_codes, child_nodes, node_of = _kernels.build_trie(strings)
+        node = dict(zip(strings, node_of.tolist()))
+        terminal = np.full(len(child_ptr) - 1, -1, dtype=np.int32)
+        terminal_capital = terminal.copy()
+        for entry, pattern in enumerate(self.patterns):
+            (terminal if entry < len(any_case) else terminal_capital)[node[pattern]] = entry
+        word_weight = np.full(len(terminal), -np.inf)
+        if words:
+            word_weight[[node[w] for w in words]] = np.log(np.fromiter(words.values(), float, len(words))) - math.log(total)
+        self._automaton = (_kernels.root_table(child_ptr, child_codes, child_nodes), child_ptr, child_codes,
+                           child_nodes, terminal, terminal_capital, word_weight)
+        self._name_weight = math.log(NAME_FREQUENCY) - math.log(total)
+        self._unknown_weight = -math.log(total)
 
     @staticmethod
     def _rank_candidates(pattern: str, entities: list[int], degree, display_names: dict[int, str]) -> tuple[int, ...]:
@@ -166,24 +269,30 @@ class EntityLinker:
 
     # -- matching -------------------------------------------------------------------------------
     def find(self, text: str, *, nested: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(starts, ends, entries)`` arrays of the matches in ``text`` (entries index ``patterns``)."""
+        """``(starts, ends, entries)`` arrays of the matches in ``text`` (character offsets; entries index
+        ``patterns``)."""
         nested = self.nested if nested is None else nested
-        raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
-        table, begins, ends_table = _character_tables()
-        codes, begins_word, ends_word = table[raw], begins[raw], ends_table[raw]
-        capacity = max(16, len(codes) // (1 if nested else 2) + 1)
+        mode = _kernels.NESTED if nested else _kernels.BEST_PATH if self.word_boundaries else _kernels.LONGEST
+        normalized = _normalize(text)
+        capacity = max(16, len(normalized.codes) // (1 if nested else 2) + 1)
         while True:
             starts = np.empty(capacity, dtype=np.int64)
             ends = np.empty(capacity, dtype=np.int64)
             entries = np.empty(capacity, dtype=np.int64)
-            count = _kernels.find_matches(codes, begins_word, ends_word, *self._trie, nested, starts, ends, entries)
+            count = _kernels.find_matches(normalized.codes, normalized.alnum, normalized.char_start,
+                                          normalized.char_end, normalized.capital, *self._automaton,
+                                          self._name_weight, self._unknown_weight, mode, starts, ends, entries)
             if count >= 0:
-                return starts[:count], ends[:count], entries[:count]
+                break
             capacity *= 4
+        starts, ends, entries = starts[:count], ends[:count], entries[:count]
+        if normalized.source is not None:  # codes → characters
+            starts, ends = normalized.source[starts], normalized.source[ends - 1] + 1
+        return starts, ends, entries
 
     def best_entities(self, entries: np.ndarray) -> np.ndarray:
         """The top-ranked entity of each match entry of :meth:`find` (what :meth:`link` reports)."""
-        return np.array([self._candidates[entry][0] for entry in np.asarray(entries).tolist()], dtype=np.int64)
+        return self._best_entity[np.asarray(entries, dtype=np.int64).reshape(-1)]
 
     def link(self, text: str, *, nested: bool | None = None) -> list[Mention]:
         """Mentions in ``text``, sorted by start (then longest first)."""

@@ -23,6 +23,7 @@ holds no dictionary word containing one of the added characters is segmented exa
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable, Iterator
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
-__all__ = ["Segmenter", "JIEBA_BLOCK_CHARACTERS"]
+__all__ = ["Segmenter", "JIEBA_BLOCK_CHARACTERS", "jieba_dictionary", "NAME_FREQUENCY"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,25 @@ _JIEBA_BLOCK = re.compile(f"([{JIEBA_BLOCK_CHARACTERS}]+)")
 _JIEBA_BLOCK_CHARACTER = re.compile(f"[{JIEBA_BLOCK_CHARACTERS}]")
 _JIEBA_SKIP = re.compile(r"(\r\n|\s)")  # jieba.re_skip_default
 _LATIN_OR_DIGIT = re.compile("[a-zA-Z0-9]")  # jieba.re_eng
+
+#: The frequency a KG name gets in the segmenter's dictionary (high enough that jieba's route keeps it whole).
+NAME_FREQUENCY = 20000
+
+
+@functools.lru_cache(maxsize=1)
+def jieba_dictionary() -> tuple[dict[str, int], int]:
+    """jieba's main dictionary, the one :class:`Segmenter` starts from: ``{word: frequency}`` and the
+    frequencies' total (jieba's route scores a word ``log(frequency) − log(total)``)."""
+    import jieba
+
+    frequencies: dict[str, int] = {}
+    total = 0
+    with jieba.get_dict_file() as handle:
+        for raw in handle:
+            word, frequency = raw.decode("utf-8").strip().split(" ")[:2]
+            frequencies[word] = int(frequency)
+            total += int(frequency)  # as jieba counts it: a repeated line counts twice
+    return frequencies, total
 
 
 class Segmenter:
@@ -54,7 +74,7 @@ class Segmenter:
     """
 
     def __init__(self, store: "KGStore | None" = None, *, extra_words: Iterable[str] = (),
-                 name_frequency: int = 20000, hmm: bool = True, min_length: int = 2) -> None:
+                 name_frequency: int = NAME_FREQUENCY, hmm: bool = True, min_length: int = 2) -> None:
         import jieba
         import jieba.finalseg
 

@@ -5,8 +5,17 @@ Chinese biomedical language model", §3.1) does: the text is lower-cased, full-w
 compatibility forms are normalised (NFKC: ``ＭＲＩ`` → ``mri``, ``①`` → ``1``), control
 characters dropped, every Chinese character becomes its own token, Latin words and abbreviations
 (IHC, TSHR, MRI) stay whole or split into word pieces, and pieces seen fewer than
-``min_frequency`` (5) times are dropped. ``load_tokenizer`` wraps an existing ``vocab.txt`` (for
-example bert-base-chinese's) in the same pipeline, or reloads a saved tokenizer directory.
+``min_frequency`` (5) times are dropped.
+
+``load_tokenizer`` reloads a saved tokenizer directory, or wraps an existing ``vocab.txt``. A
+third-party vocabulary (bert-base-chinese's, a Chinese medical BERT's) is wrapped exactly as
+``transformers.BertTokenizer.from_pretrained(<its directory>)`` and tokenizers'
+``BertWordPieceTokenizer(vocab, lowercase=True)`` wrap it — BERT's normaliser alone, no NFKC — so a
+model is fed the ids it was trained on (with NFKC in front, 190 of the 215 cMedQANER test texts got
+other ids: full-width punctuation became ASCII). NFKC stays for the vocabularies kgplm trains
+itself. Which normalisation a tokenizer uses (:func:`normalization_of`: ``"nfkc+bert"`` or
+``"bert"``) is in its ``tokenizer.json`` and recorded in ``tokenizer_config.json``
+(``kgplm_normalization``), so reloading either file keeps it.
 
 Both return a ``transformers.PreTrainedTokenizerFast``: it gives ``offset_mapping`` into the
 *original* text (the normalisers are alignment-preserving), which is how mentions are mapped to
@@ -22,23 +31,29 @@ from pathlib import Path
 
 from kgplm.exceptions import ConfigurationError, MissingFileError
 
-__all__ = ["SPECIAL_TOKENS", "build_vocab", "load_tokenizer", "wordpiece_pipeline"]
+__all__ = ["SPECIAL_TOKENS", "NORMALIZATIONS", "build_vocab", "load_tokenizer", "save_tokenizer", "wordpiece_pipeline",
+           "normalization_of"]
 
 logger = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+#: ``"nfkc+bert"``: kgplm's own vocabularies; ``"bert"``: BERT's normaliser alone (third-party vocabularies).
+NORMALIZATIONS = ("nfkc+bert", "bert")
+_RECORD_KEY = "kgplm_normalization"
 
 
-def wordpiece_pipeline(model, *, lowercase: bool = True):
-    """A ``tokenizers.Tokenizer`` around a WordPiece ``model`` with kgplm's normalisation."""
+def wordpiece_pipeline(model, *, lowercase: bool = True, normalization: str = "nfkc+bert"):
+    """A ``tokenizers.Tokenizer`` around a WordPiece ``model``: BERT's normaliser and pre-tokenizer,
+    with NFKC in front for ``normalization="nfkc+bert"``."""
     from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers
 
+    if normalization not in NORMALIZATIONS:
+        raise ConfigurationError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
     tokenizer = Tokenizer(model)
-    tokenizer.normalizer = normalizers.Sequence([
-        normalizers.NFKC(),  # full-width → half-width, compatibility forms → canonical
-        normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
-                                   lowercase=lowercase),
-    ])
+    bert = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
+                                      lowercase=lowercase)
+    # NFKC: full-width → half-width, compatibility forms → canonical
+    tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), bert]) if normalization == "nfkc+bert" else bert
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     return tokenizer
@@ -116,8 +131,25 @@ def build_vocab(
     return fast
 
 
+def normalization_of(tokenizer) -> str:
+    """``"nfkc+bert"`` or ``"bert"``: read from the tokenizer's own normaliser."""
+    import json
+
+    normalizer = json.loads(tokenizer.backend_tokenizer.to_str()).get("normalizer") or {}
+    parts = normalizer.get("normalizers", [normalizer]) if normalizer.get("type") == "Sequence" else [normalizer]
+    kinds = [part.get("type") for part in parts]
+    if kinds == ["NFKC", "BertNormalizer"]:
+        return "nfkc+bert"
+    if kinds == ["BertNormalizer"]:
+        return "bert"
+    raise ConfigurationError(f"the tokenizer's normaliser {kinds} is neither of kgplm's {NORMALIZATIONS}")
+
+
 def save_tokenizer(tokenizer, output_dir: str | os.PathLike) -> Path:
-    """``save_pretrained`` plus a ``vocab.txt`` in id order (what BERT-style code reads)."""
+    """``save_pretrained`` plus a ``vocab.txt`` in id order (what BERT-style code reads) and the
+    normalisation recorded in ``tokenizer_config.json``."""
+    import json
+
     from kgplm._io import atomic_directory
 
     output_dir = Path(output_dir)
@@ -125,13 +157,36 @@ def save_tokenizer(tokenizer, output_dir: str | os.PathLike) -> Path:
         tokenizer.save_pretrained(str(temporary))
         vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
         (temporary / "vocab.txt").write_text("".join(f"{token}\n" for token, _ in vocabulary), encoding="utf-8")
+        config_path = temporary / "tokenizer_config.json"
+        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+        config[_RECORD_KEY] = normalization_of(tokenizer)
+        config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
     return output_dir
+
+
+def _recorded_normalization(folder: Path) -> str:
+    """The normalisation recorded beside a ``vocab.txt``; ``"bert"`` (a third-party vocabulary) when none is."""
+    import json
+
+    config_path = folder / "tokenizer_config.json"
+    if config_path.is_file():
+        try:
+            recorded = json.loads(config_path.read_text(encoding="utf-8")).get(_RECORD_KEY)
+        except json.JSONDecodeError:
+            recorded = None
+        if recorded is not None:
+            if recorded not in NORMALIZATIONS:
+                raise ConfigurationError(f"{config_path}: {_RECORD_KEY} {recorded!r} is not one of {NORMALIZATIONS}")
+            return recorded
+    return "bert"
 
 
 def load_tokenizer(path: str | os.PathLike, *, lowercase: bool = True):
     """A fast tokenizer from a saved directory (``tokenizer.json``) or a WordPiece ``vocab.txt``.
 
-    A directory holding only ``vocab.txt`` is read as a vocabulary file.
+    A directory holding only ``vocab.txt`` is read as a vocabulary file: with the normalisation
+    recorded in its ``tokenizer_config.json`` when kgplm saved it, else as a third-party BERT
+    vocabulary (BERT's normaliser alone, the ids of ``transformers.BertTokenizer``).
     """
     from tokenizers import models
 
@@ -146,4 +201,4 @@ def load_tokenizer(path: str | os.PathLike, *, lowercase: bool = True):
         raise MissingFileError(path, "tokenizer directory or vocab.txt")
     return _finish(wordpiece_pipeline(models.WordPiece.from_file(str(path), unk_token="[UNK]",
                                                                  max_input_chars_per_word=100),
-                                      lowercase=lowercase))
+                                      lowercase=lowercase, normalization=_recorded_normalization(path.parent)))

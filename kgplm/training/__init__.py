@@ -1,4 +1,5 @@
-"""Training: batches (``PretrainingCollator``), the loop with checkpoints and exact resume."""
+"""Training: batches (``PretrainingCollator``), the loop with checkpoints and exact resume, data
+parallelism (:mod:`kgplm.training.distributed`) and mixed precision (:mod:`kgplm.training.precision`)."""
 
 from kgplm.training.collator import Batch, PretrainingCollator, PretrainingExample
 from kgplm.training.trainer import (

@@ -2,7 +2,9 @@
 
 ``checkpoints/step-NNNNNNN/`` holds ``model.safetensors``, ``optimizer.safetensors`` (the AdamW
 moments and the torch RNG state) and ``trainer_state.json`` (step, logging window, settings,
-parameter groups, scheduler). A directory is written under a temporary name and renamed, so a run
+parameter groups, scheduler, and the fp16 gradient scaler's scale and growth tracker). Under data
+parallelism only rank 0 writes; every rank reads the same checkpoint (the optimiser state is the
+same on all ranks). A directory is written under a temporary name and renamed, so a run
 killed while writing leaves the previous checkpoint intact; only the last ``keep`` are kept.
 """
 
@@ -32,7 +34,8 @@ def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
     return done[-1] if done else None
 
 
-def save_checkpoint(output_dir: Path, model, optimizer, scheduler, state: dict[str, Any], keep: int) -> Path:
+def save_checkpoint(output_dir: Path, model, optimizer, scheduler, state: dict[str, Any], keep: int,
+                    grad_scaler=None) -> Path:
     directory = output_dir / "checkpoints"
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"step-{state['step']:07d}"
@@ -44,14 +47,21 @@ def save_checkpoint(output_dir: Path, model, optimizer, scheduler, state: dict[s
         tensors["torch_rng_state"] = torch.get_rng_state()
         save_file(tensors, str(temporary / "optimizer.safetensors"))
         state = dict(state, param_groups=optimizer_state["param_groups"], scheduler=scheduler.state_dict())
+        if grad_scaler is not None:
+            state["grad_scaler"] = grad_scaler.state_dict()
         (temporary / "trainer_state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
     for old in sorted(p for p in directory.iterdir() if p.name.startswith("step-"))[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return target
 
 
-def load_checkpoint(path: Path, model, optimizer, scheduler) -> dict[str, Any]:
+def load_checkpoint(path: Path, model, optimizer, scheduler, grad_scaler=None) -> dict[str, Any]:
     state = json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
+    if grad_scaler is not None:
+        if "grad_scaler" not in state:
+            raise ArtifactError(f"{path}: the checkpoint has no fp16 gradient scaler state (it was written by a run "
+                                f"without mixed_precision='fp16')")
+        grad_scaler.load_state_dict(state.pop("grad_scaler"))
     missing, unexpected = load_model(model, str(path / "model.safetensors"), strict=False)
     if unexpected or [name for name in missing if "decoder" not in name]:
         raise ArtifactError(f"{path}: checkpoint does not fit the model (missing {missing}, unexpected {unexpected})")

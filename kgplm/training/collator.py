@@ -42,8 +42,14 @@ class Batch(dict):
         super().__init__(*args, **kwargs)
         self.target_counts: dict[str, int] = dict(target_counts or {})
 
-    def to(self, device) -> "Batch":
-        return Batch({name: value.to(device) for name, value in self.items()}, target_counts=self.target_counts)
+    def to(self, device, non_blocking: bool = False) -> "Batch":
+        """The batch on ``device`` (``non_blocking`` copies from pinned memory asynchronously)."""
+        return Batch({name: value.to(device, non_blocking=non_blocking) for name, value in self.items()},
+                     target_counts=self.target_counts)
+
+    def pin_memory(self) -> "Batch":
+        """The batch in page-locked memory (``DataLoader(pin_memory=True)`` calls this), counts kept."""
+        return Batch({name: value.pin_memory() for name, value in self.items()}, target_counts=self.target_counts)
 
 
 @dataclass

@@ -11,6 +11,8 @@ Label handling: NER spans become token tags over every token they cover (WordPie
 included), so a span whose boundary falls inside a token cannot be represented; it is left out of
 the training labels (counted and logged) but stays in the gold set when scoring, so scores are
 never flattered. Predicted token spans map back to characters through the tokenizer's offsets.
+Long documents are read in overlapping windows and decoded back to document offsets (see
+:class:`TaskEncoder`). Scores are computed in :mod:`kgplm.training.scoring`.
 """
 
 from __future__ import annotations
@@ -30,12 +32,21 @@ from kgplm.evaluation import metrics
 from kgplm.evaluation.tasks import TaskSpec
 from kgplm.exceptions import ConfigurationError
 from kgplm.text.alignment import char_spans_to_token_spans
-from kgplm.training.trainer import build_optimizer
+from kgplm.training.distributed import DistributedContext, current
+from kgplm.training.precision import autocast, check_mixed_precision, grad_scaler
+from kgplm.training.scoring import score
+from kgplm.training.trainer import build_optimizer, optimizer_step, wrap_data_parallel, zero_objective
 
-__all__ = ["TaskEncoder", "FineTuneSettings", "finetune_loop", "predict", "score",
-           "label_names_for"]
+__all__ = ["TaskEncoder", "FineTuneSettings", "finetune_loop", "predict", "score", "label_names_for", "loss_items",
+           "TOKEN_KINDS", "RANKING_KINDS", "NO_RELATION", "STATISTICS"]
 
 logger = logging.getLogger(__name__)
+
+TOKEN_KINDS = ("ner", "nested_ner")
+RANKING_KINDS = ("qa_ranking", "graded_ranking")
+#: Relation triples: the class of an entity pair that holds no predicate (index 0 of the label names).
+NO_RELATION = "<no relation>"
+ENTITY = "ENT"  # the one entity type a relation-triple model tags
 
 
 def _merge_mentions(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -43,13 +54,14 @@ def _merge_mentions(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]
 
 
 def label_names_for(spec: TaskSpec, train_examples: Sequence, tagging: str = "bio") -> list[str] | None:
-    """Class names in index order: the sorted training labels, or the tag set for NER."""
-    if spec.kind in ("ner", "nested_ner"):
-        types = sorted({span[2] for example in train_examples for span in example.spans})
-        prefixes = ("B", "I") if tagging == "bio" else ("B", "I", "E", "S")
-        return ["O"] + [f"{prefix}-{kind}" for kind in types for prefix in prefixes]
-    if spec.kind == "qa_ranking":
+    """Class names in index order: the sorted training labels, the tag set for NER, and for relation
+    triples :data:`NO_RELATION` followed by the training predicates (the entity tags are fixed)."""
+    if spec.kind in TOKEN_KINDS:
+        return metrics.tag_names(sorted({span[2] for example in train_examples for span in example.spans}), tagging)
+    if spec.kind in RANKING_KINDS:
         return None
+    if spec.kind == "relation_triples":
+        return [NO_RELATION] + sorted({triple[1] for example in train_examples for triple in example.triples})
     return sorted({example.label for example in train_examples})
 
 
@@ -73,107 +85,266 @@ def _layers(spans: Sequence[tuple[int, int, str]]) -> tuple[list, list, int]:
     return outer, inner, lost
 
 
-class TaskEncoder:
-    """Features, batches and decoding for one task kind."""
+def _covering(offsets: np.ndarray, spans) -> np.ndarray:
+    """Token ``[first, end)`` of the tokens overlapping each char span; ``-1, -1`` when none does."""
+    real = offsets[:, 1] > offsets[:, 0]
+    result = []
+    for start, end in spans:
+        inside = np.flatnonzero(real & (offsets[:, 1] > start) & (offsets[:, 0] < end))
+        result.append((inside[0], inside[-1] + 1) if len(inside) else (-1, -1))
+    return np.asarray(result, np.int64).reshape(-1, 2)
 
-    def __init__(self, spec: TaskSpec, tokenizer, *, label_names: list[str] | None, max_length: int = 128,
+
+#: What :attr:`TaskEncoder.statistics` counts.
+STATISTICS = ("long_documents", "windows", "spans_not_on_token_boundaries", "spans_truncated", "nested_spans_lost",
+              "unseen_labels", "relation_entities_cut", "triples_unreachable")
+
+
+class TaskEncoder:
+    """Features, batches and decoding for one task kind.
+
+    Long documents (token tasks): a document longer than ``max_length − 2`` tokens is encoded as
+    windows of ``max_length − 2`` tokens, each starting half a window after the previous one (the
+    last one ends at the document's end). Every token is *scored* in exactly one window, the one
+    where it has most context on both sides: two overlapping windows split their overlap in the
+    middle (BERT's "max context" rule for SQuAD). Labels outside a window's scored range are
+    ignored (−100), so each token is trained once, and decoding concatenates the scored ranges back
+    into the document's token sequence, whose offsets are the document's own: predicted spans are
+    exact character offsets of the whole text.
+
+    Relations: the window holds both entities (centred on them) when the text is longer than one
+    window. When the two entities lie further apart than a window, the example is *cut*: counted
+    in ``relation_entities_cut``, left out of training, and scored as no prediction (a miss).
+
+    Relation triples (CMeIE): one window per text (the CMeIE texts have ≤ 300 characters); every
+    occurrence of a subject or object string is tagged as an entity (longest first where they
+    overlap), and every ordered pair of distinct entity strings, each at its first tagged
+    occurrence, is a pair to classify into a predicate or :data:`NO_RELATION`. Triples the encoding
+    cannot represent (an entity truncated away or overlapped by a longer one, a second predicate of
+    the same pair, a predicate unseen in training) are counted in ``triples_unreachable`` and stay
+    in the gold set when scoring.
+
+    Labels unseen in training (a dev/test label, an entity type) are counted in ``unseen_labels``;
+    such an example is left out of training and its gold label stays, so it is scored as an error.
+
+    ``statistics`` sums the counts over every :meth:`encode` call, ``last_statistics`` holds the last call's.
+    """
+
+    def __init__(self, spec: TaskSpec, tokenizer, *, label_names: list[str] | None, max_length: int = 512,
                  tagging: str = "bio", knowledge=None) -> None:
         if tagging not in metrics.TAG_SCHEMES:
             raise ConfigurationError(f"tagging must be one of {metrics.TAG_SCHEMES}, got {tagging!r}")
-        if spec.kind == "relation_triples":
-            raise ConfigurationError(f"task {spec.name}: relation-triple extraction (CMeIE) has no fine-tuning head "
-                                     f"yet; its reader and triple_scores metric exist")
+        if max_length < 3:
+            raise ConfigurationError(f"max_length must leave room for [CLS], [SEP] and a token, got {max_length}")
         self.spec, self.kind, self.tokenizer = spec, spec.kind, tokenizer
         self.label_names = label_names
         self.label_index = {name: index for index, name in enumerate(label_names or ())}
+        self.entity_tags = metrics.tag_names([ENTITY], tagging) if self.kind == "relation_triples" else None
         self.max_length, self.tagging, self.knowledge = max_length, tagging, knowledge
-        self.statistics = {"spans_not_on_token_boundaries": 0, "spans_truncated": 0, "nested_spans_lost": 0}
+        self.statistics = dict.fromkeys(STATISTICS, 0)
+        self.last_statistics = dict.fromkeys(STATISTICS, 0)
+
+    def _count(self, key: str, amount: int = 1) -> None:
+        self.statistics[key] += int(amount)
+        self.last_statistics[key] += int(amount)
 
     # -- features ------------------------------------------------------------------------------------
-    def _tokenize(self, text: str, pair: str | None = None) -> dict[str, Any]:
-        encoding = self.tokenizer(text, pair, max_length=self.max_length, truncation=True,
-                                  return_offsets_mapping=True, return_token_type_ids=True)
-        feature = {"input_ids": np.asarray(encoding["input_ids"], np.int64),
-                   "token_type_ids": np.asarray(encoding["token_type_ids"], np.int64),
-                   "offsets": np.asarray(encoding["offset_mapping"], np.int64).reshape(-1, 2)}
+    def _attach_knowledge(self, feature: dict[str, Any], texts: Sequence[str]) -> dict[str, Any]:
         if self.knowledge is not None:
             sequence = np.asarray(feature["token_type_ids"])
             parts = []
-            for index, part_text in enumerate([text] if pair is None else [text, pair]):
+            for index, part_text in enumerate(texts):
                 offsets = feature["offsets"].copy()
                 offsets[sequence != index] = 0  # tokens of the other text are skipped like special tokens
                 parts.append(self.knowledge.features(part_text, offsets))
             feature["knowledge"] = _merge_mentions(parts)
         return feature
 
-    def _label(self, label: str, example_id: str) -> int:
+    def _tokenize(self, text: str, pair: str | None = None) -> dict[str, Any]:
+        """One truncated sequence (classification, pairs, ranking candidates)."""
+        encoding = self.tokenizer(text, pair, max_length=self.max_length, truncation=True,
+                                  return_offsets_mapping=True, return_token_type_ids=True)
+        feature = {"input_ids": np.asarray(encoding["input_ids"], np.int64),
+                   "token_type_ids": np.asarray(encoding["token_type_ids"], np.int64),
+                   "offsets": np.asarray(encoding["offset_mapping"], np.int64).reshape(-1, 2)}
+        return self._attach_knowledge(feature, [text] if pair is None else [text, pair])
+
+    def _document(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """The ids and character offsets of every token of ``text``, without special tokens or truncation."""
+        encoding = self.tokenizer(text, add_special_tokens=False, truncation=False, return_offsets_mapping=True)
+        return (np.asarray(encoding["input_ids"], np.int64),
+                np.asarray(encoding["offset_mapping"], np.int64).reshape(-1, 2))
+
+    def _window(self, text: str, ids: np.ndarray, offsets: np.ndarray, start: int, end: int) -> dict[str, Any]:
+        """[CLS] tokens[start:end] [SEP] of a document (offsets stay the document's)."""
+        special = np.zeros((1, 2), np.int64)
+        feature = {"input_ids": np.concatenate([[self.tokenizer.cls_token_id], ids[start:end],
+                                                [self.tokenizer.sep_token_id]]).astype(np.int64),
+                   "token_type_ids": np.zeros(end - start + 2, np.int64),
+                   "offsets": np.concatenate([special, offsets[start:end], special])}
+        return self._attach_knowledge(feature, [text])
+
+    def _windows(self, length: int) -> list[tuple[int, int, int, int]]:
+        """``(start, end, scored_start, scored_end)`` token ranges of a document's windows (class docstring)."""
+        size = self.max_length - 2
+        if length <= size:
+            return [(0, length, 0, length)]
+        starts = list(range(0, length - size, max(1, size // 2))) + [length - size]
+        windows = []
+        for index, start in enumerate(starts):
+            scored_start = 0 if index == 0 else windows[-1][3]
+            scored_end = length if index == len(starts) - 1 else (starts[index + 1] + start + size) // 2
+            windows.append((start, start + size, scored_start, scored_end))
+        return windows
+
+    def _label(self, label: str | None) -> int:
+        """The class index of ``label``; −100 (not trained on) when unlabelled or unseen in training (counted)."""
+        if label is None:
+            return -100
         if label not in self.label_index:
-            raise ConfigurationError(f"{example_id}: label {label!r} is not one of the {len(self.label_index)} "
-                                     f"training labels")
+            self._count("unseen_labels")
+            return -100
         return self.label_index[label]
 
-    def _tags(self, feature: dict, spans) -> np.ndarray:
-        offsets = feature["offsets"]
+    def _tag_ids(self, offsets: np.ndarray, spans) -> np.ndarray:
+        """Tag ids of a document's tokens (no special tokens) for flat ``spans``; −100 on unseen types."""
         token_spans = char_spans_to_token_spans(offsets, [(s, e) for s, e, _ in spans])
-        text_end = offsets[:, 1].max() if len(offsets) else 0
         kept = []
         for (start, end), span in zip(token_spans.tolist(), spans):
-            if start >= 0:
-                kept.append((start, end, span[2]))
-            elif span[1] > text_end:
-                self.statistics["spans_truncated"] += 1
+            if start < 0:
+                self._count("spans_not_on_token_boundaries")
             else:
-                self.statistics["spans_not_on_token_boundaries"] += 1
+                kept.append((start, end, span[2]))
+        self._count("unseen_labels", sum(f"B-{kind}" not in self.label_index for _, _, kind in kept))
         tags = metrics.tags_from_spans(len(offsets), kept, self.tagging)
-        ids = np.array([self.label_index.get(tag, -100) for tag in tags], np.int64)
-        special = offsets[:, 1] <= offsets[:, 0]
-        ids[special] = -100
-        return ids
+        return np.array([self.label_index.get(tag, -100) for tag in tags], np.int64).reshape(len(offsets))
 
-    def encode(self, examples: Sequence) -> list[dict[str, Any]]:
-        """One feature per example (per candidate for ``qa_ranking``, with its question's index)."""
+    def _encode_spans(self, index: int, example) -> list[dict[str, Any]]:
+        ids, offsets = self._document(example.text)
+        if example.spans is None:  # unlabelled (a CBLUE test file)
+            tags = np.full((len(ids),) + ((2,) if self.kind == "nested_ner" else ()), -100, np.int64)
+        elif self.kind == "ner":
+            tags = self._tag_ids(offsets, example.spans)
+        else:
+            outer, inner, lost = _layers(example.spans)
+            self._count("nested_spans_lost", lost)
+            tags = np.stack([self._tag_ids(offsets, outer), self._tag_ids(offsets, inner)], 1)  # (tokens, 2)
+        windows = self._windows(len(ids))
+        if len(windows) > 1:
+            self._count("long_documents")
+        self._count("windows", len(windows))
         features = []
-        for index, example in enumerate(examples):
-            if self.kind in ("ner", "nested_ner"):
-                feature = self._tokenize(example.text)
-                if self.kind == "ner":
-                    feature["labels"] = self._tags(feature, example.spans)
-                else:
-                    outer, inner, lost = _layers(example.spans)
-                    self.statistics["nested_spans_lost"] += lost
-                    feature["labels"] = np.stack([self._tags(feature, outer), self._tags(feature, inner)], 1)
-            elif self.kind == "classification":
-                feature = self._tokenize(example.text)
-                feature["labels"] = self._label(example.label, example.id)
-            elif self.kind == "pair":
-                feature = self._tokenize(example.text_a, example.text_b)
-                feature["labels"] = self._label(example.label, example.id)
-            elif self.kind == "relation":
-                feature = self._tokenize(example.text)
-                spans = char_spans_to_token_spans(feature["offsets"], [example.head, example.tail])
-                if (spans < 0).any():  # truncated away or inside a token: fall back to the covering tokens
-                    spans = self._covering(feature["offsets"], [example.head, example.tail])
-                feature["head_spans"], feature["tail_spans"] = spans[0], spans[1]
-                feature["labels"] = self._label(example.label, example.id)
-            else:  # qa_ranking
-                for candidate, label in zip(example.candidates, example.labels):
-                    feature = self._tokenize(example.query, candidate)
-                    feature["labels"], feature["candidate_group"] = label, index
-                    features.append(feature)
-                continue
+        for start, end, scored_start, scored_end in windows:
+            feature = self._window(example.text, ids, offsets, start, end)
+            labels = np.full((end - start + 2,) + tags.shape[1:], -100, np.int64)
+            scored = (1 + scored_start - start, 1 + scored_end - start)  # positions after [CLS]
+            labels[scored[0]: scored[1]] = tags[scored_start: scored_end]
+            feature.update(labels=labels, example_index=index, scored=scored)
             features.append(feature)
-        if any(self.statistics.values()):
-            logger.info("%s: %s", self.spec.name, self.statistics)
         return features
 
-    @staticmethod
-    def _covering(offsets: np.ndarray, spans) -> np.ndarray:
-        real = offsets[:, 1] > offsets[:, 0]
-        result = []
-        for start, end in spans:
-            inside = np.flatnonzero(real & (offsets[:, 1] > start) & (offsets[:, 0] < end))
-            result.append((inside[0], inside[-1] + 1) if len(inside) else (0, 1))  # [CLS] when truncated away
-        return np.asarray(result, np.int64)
+    def _encode_relation(self, index: int, example) -> dict[str, Any]:
+        ids, offsets = self._document(example.text)
+        spans = char_spans_to_token_spans(offsets, [example.head, example.tail])
+        inexact = spans[:, 0] < 0  # an entity boundary inside a token: take the tokens covering it
+        spans[inexact] = _covering(offsets, np.asarray([example.head, example.tail])[inexact])
+        size = self.max_length - 2
+        first, last = int(spans[:, 0].min()), int(spans[:, 1].max())
+        cut = bool((spans[:, 0] < 0).any()) or (len(ids) > size and last - first > size)
+        if len(ids) <= size:
+            start = 0
+        elif cut:
+            start = max(0, min(int(spans[0, 0]), len(ids) - size))
+        else:  # centre the window on the two entities
+            start = min(max(0, (first + last - size) // 2), len(ids) - size)
+        end = min(len(ids), start + size)
+        feature = self._window(example.text, ids, offsets, start, end)
+        label = self._label(example.label)
+        if cut:  # the model cannot see both entities: not trained on, scored as no prediction
+            self._count("relation_entities_cut")
+            spans = np.array([[start, start + 1], [start, start + 1]])  # unused: score() ignores this output
+            label = -100
+        feature["head_spans"], feature["tail_spans"] = spans[0] - start + 1, spans[1] - start + 1
+        feature.update(labels=label, example_index=index, cut=cut)
+        return feature
+
+    def _encode_triples(self, index: int, example) -> dict[str, Any]:
+        ids, offsets = self._document(example.text)
+        size = self.max_length - 2
+        feature = self._window(example.text, ids, offsets, 0, min(len(ids), size))
+        window_offsets = feature["offsets"]
+        tag_index = {name: i for i, name in enumerate(self.entity_tags)}
+        feature.update(labels=np.full(len(window_offsets), -100, np.int64), example_index=index, text=example.text,
+                       entity_pairs=np.zeros((0, 4), np.int64), pair_labels=np.zeros(0, np.int64))
+        if example.triples is None:  # unlabelled (a CBLUE test file)
+            return feature
+        names = list(dict.fromkeys(name for s, _, o in example.triples for name in (s, o)))
+        occurrences = []
+        for name in names:
+            position = example.text.find(name)
+            while position >= 0 and name:
+                occurrences.append((position, position + len(name), ENTITY))
+                position = example.text.find(name, position + len(name))
+        tagged, _, _ = _layers(occurrences)
+        tagged.sort()
+        token_spans = char_spans_to_token_spans(window_offsets, [(s, e) for s, e, _ in tagged])
+        representable = [(span, tokens) for span, tokens in zip(tagged, token_spans.tolist()) if tokens[0] >= 0]
+        self._count("spans_truncated", sum(e > window_offsets[:, 1].max() for _, e, _ in tagged))
+        tags = metrics.tags_from_spans(len(window_offsets), [(t0, t1, ENTITY) for _, (t0, t1) in representable],
+                                       self.tagging)
+        labels = np.array([tag_index[tag] for tag in tags], np.int64)
+        labels[window_offsets[:, 1] <= window_offsets[:, 0]] = -100
+        first: dict[str, tuple[int, int]] = {}
+        for (start, end, _), tokens in representable:
+            first.setdefault(example.text[start:end], tuple(tokens))
+        predicates: dict[tuple[str, str], int] = {}
+        for subject, predicate, obj in dict.fromkeys(example.triples):  # a triple listed twice is one triple
+            known = predicate in self.label_index
+            if not known:
+                self._count("unseen_labels")
+            if subject not in first or obj not in first or (subject, obj) in predicates or not known:
+                self._count("triples_unreachable")
+                continue
+            predicates[(subject, obj)] = self.label_index[predicate]
+        pairs = [(subject, obj) for subject in first for obj in first if subject != obj]
+        feature.update(labels=labels,
+                       entity_pairs=np.array([first[s] + first[o] for s, o in pairs], np.int64).reshape(-1, 4),
+                       pair_labels=np.array([predicates.get(pair, 0) for pair in pairs], np.int64))
+        return feature
+
+    def encode(self, examples: Sequence) -> list[dict[str, Any]]:
+        """Features: one per window for token tasks, one per candidate for ranking, else one per example.
+
+        Every feature carries ``example_index``, its example's position in ``examples``;
+        ``skip_training`` marks those that cannot be trained on (unseen label, cut relation).
+        """
+        self.last_statistics = dict.fromkeys(STATISTICS, 0)
+        features = []
+        for index, example in enumerate(examples):
+            if self.kind in TOKEN_KINDS:
+                for feature in self._encode_spans(index, example):
+                    feature["skip_training"] = bool(np.all(feature["labels"] == -100))
+                    features.append(feature)
+                continue
+            if self.kind in RANKING_KINDS:
+                for candidate, label in zip(example.candidates, example.labels):
+                    feature = self._tokenize(example.query, candidate)
+                    feature.update(labels=label, candidate_group=index, example_index=index)
+                    features.append(feature)
+                continue
+            if self.kind == "relation":
+                feature = self._encode_relation(index, example)
+            elif self.kind == "relation_triples":
+                feature = self._encode_triples(index, example)
+            else:
+                feature = self._tokenize(example.text) if self.kind == "classification" else self._tokenize(
+                    example.text_a, example.text_b)
+                feature.update(labels=self._label(example.label), example_index=index)
+            feature["skip_training"] = bool(np.all(np.asarray(feature["labels"]) == -100))
+            features.append(feature)
+        if any(self.last_statistics.values()):
+            logger.info("%s: %s", self.spec.name, {k: v for k, v in self.last_statistics.items() if v})
+        return features
 
     # -- batches -------------------------------------------------------------------------------------
     def collate(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
@@ -188,8 +359,8 @@ class TaskEncoder:
         batch = {"input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.from_numpy(token_type_ids),
                  "attention_mask": torch.from_numpy(attention_mask)}
         if "labels" in features[0]:
-            if self.kind in ("ner", "nested_ner"):
-                shape = (size, length) + features[0]["labels"].shape[1:]
+            if self.kind in TOKEN_KINDS or self.kind == "relation_triples":
+                shape = (size, length) + np.asarray(features[0]["labels"]).shape[1:]
                 labels = np.full(shape, -100, np.int64)
                 for row, feature in enumerate(features):
                     labels[row, : len(feature["labels"])] = feature["labels"]
@@ -199,79 +370,108 @@ class TaskEncoder:
         if self.kind == "relation":
             batch["head_spans"] = torch.from_numpy(np.stack([f["head_spans"] for f in features]))
             batch["tail_spans"] = torch.from_numpy(np.stack([f["tail_spans"] for f in features]))
-        if self.kind == "qa_ranking":
+        if self.kind in RANKING_KINDS:
             batch["candidate_group"] = torch.tensor([f["candidate_group"] for f in features], dtype=torch.long)
+        if self.kind == "relation_triples" and "entity_pairs" in features[0]:
+            rows = [np.full((len(f["entity_pairs"]), 1), row, np.int64) for row, f in enumerate(features)]
+            pairs = np.concatenate([np.concatenate([r, f["entity_pairs"]], 1) for r, f in zip(rows, features)])
+            batch["entity_pairs"] = torch.from_numpy(pairs.reshape(-1, 5))  # (pairs, [row, s0, s1, o0, o1])
+            batch["pair_labels"] = torch.from_numpy(np.concatenate([f["pair_labels"] for f in features]))
         if self.knowledge is not None:
             batch.update(self.knowledge.collate([f["knowledge"] for f in features]))
         return batch
 
     # -- decoding ------------------------------------------------------------------------------------
-    def spans_from_logits(self, feature: dict, logits: np.ndarray) -> set[tuple[int, int, str]]:
-        """Character spans predicted for one example; ``logits`` (length, [streams,] tags) unpadded."""
-        offsets = feature["offsets"]
-        real = offsets[:, 1] > offsets[:, 0]
-        streams = logits[:, None] if logits.ndim == 2 else logits
-        predicted = set()
-        for stream in range(streams.shape[1]):
-            tags = [self.label_names[i] if is_real else "O"
-                    for i, is_real in zip(streams[:, stream].argmax(-1).tolist(), real.tolist())]
-            for start, end, kind in metrics.spans_from_tags(tags):
-                predicted.add((int(offsets[start, 0]), int(offsets[end - 1, 1]), kind))
+    def _tag_spans(self, offsets: np.ndarray, tag_ids: np.ndarray, names: Sequence[str]) -> list[tuple[int, int, str]]:
+        """Character spans of the tag sequence ``tag_ids`` over tokens with character ``offsets``."""
+        real = (offsets[:, 1] > offsets[:, 0]).tolist()
+        tags = [names[i] if is_real else "O" for i, is_real in zip(tag_ids.tolist(), real)]
+        return [(int(offsets[start, 0]), int(offsets[end - 1, 1]), kind)
+                for start, end, kind in metrics.spans_from_tags(tags)]
+
+    def predicted_spans(self, examples: Sequence, features: list[dict], outputs: list[np.ndarray]
+                        ) -> list[set[tuple[int, int, str]]]:
+        """Character spans per example: each window's scored tokens, put back in document order, decoded.
+
+        ``outputs[i]`` are feature i's logits, (length, [streams,] tags) unpadded.
+        """
+        scored: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in examples]
+        for feature, logits in zip(features, outputs):
+            start, end = feature["scored"]
+            scored[feature["example_index"]].append((feature["offsets"][start:end], logits[start:end]))
+        predicted = []
+        for pieces in scored:
+            offsets = np.concatenate([offsets for offsets, _ in pieces])  # (document tokens, 2)
+            logits = np.concatenate([logits for _, logits in pieces])  # (document tokens, [streams,] tags)
+            streams = logits[:, None] if logits.ndim == 2 else logits  # (document tokens, streams, tags)
+            spans = set()
+            for stream in range(streams.shape[1]):
+                spans.update(self._tag_spans(offsets, streams[:, stream].argmax(-1), self.label_names))
+            predicted.append(spans)
         return predicted
 
+    def entity_candidates(self, text: str, feature: dict, tag_logits: np.ndarray) -> list[tuple[str, tuple[int, int]]]:
+        """Relation triples: the distinct entity strings tagged in one feature of ``text``, each with the
+        token span ``[start, end)`` of its first occurrence (what a pair is classified from)."""
+        found: dict[str, tuple[int, int]] = {}
+        offsets = feature["offsets"]
+        token_spans = char_spans_to_token_spans(offsets, [(s, e) for s, e, _ in self._tag_spans(
+            offsets, tag_logits.argmax(-1), self.entity_tags)])
+        for start, end in token_spans.tolist():
+            found.setdefault(text[int(offsets[start, 0]): int(offsets[end - 1, 1])], (start, end))
+        return list(found.items())
 
-# -- prediction and scores -----------------------------------------------------------------------------------
+
+# -- prediction ----------------------------------------------------------------------------------------------
+def _triple_outputs(model, encoder: TaskEncoder, chunk: list[dict], output, device: str) -> list[dict]:
+    """Relation triples, second stage: classify every ordered pair of the entities the tags found."""
+    tag_logits = output.logits.float().cpu().numpy()
+    candidates = [encoder.entity_candidates(feature["text"], feature, tag_logits[row, : len(feature["input_ids"])])
+                  for row, feature in enumerate(chunk)]
+    pairs = [[(s, o) for s, _ in found for o, _ in found if s != o] for found in candidates]
+    spans = [dict(found) for found in candidates]
+    rows = [[row, *spans[row][s], *spans[row][o]] for row in range(len(chunk)) for s, o in pairs[row]]
+    pair_logits = np.zeros((0, len(encoder.label_names)), np.float32)
+    if rows:
+        index = torch.tensor(rows, dtype=torch.long, device=device)  # (pairs, [row, s0, s1, o0, o1])
+        pair_logits = model.head.classify_pairs(output.last_hidden_state, index).float().cpu().numpy()
+    results, offset = [], 0
+    for row in range(len(chunk)):
+        count = len(pairs[row])
+        results.append({"tags": tag_logits[row, : len(chunk[row]["input_ids"])], "pairs": pairs[row],
+                        "pair_logits": pair_logits[offset: offset + count]})
+        offset += count
+    return results
+
+
 @torch.no_grad()
 def predict(model, encoder: TaskEncoder, features: list[dict], *, batch_size: int = 64, device: str = "cpu",
-            progress: bool = False) -> list[np.ndarray]:
-    """Per-feature logits (unpadded for token tasks; a scalar score for ranking)."""
+            progress: bool = False) -> list:
+    """Per-feature outputs: logits unpadded for token tasks, a scalar score for ranking, class logits
+    otherwise; for relation triples a dict of tag logits, the entity pairs found and their logits."""
     model.eval()
     outputs = []
     starts = range(0, len(features), batch_size)
     for start in tqdm(starts, desc="predict", disable=not progress, leave=False):
         chunk = features[start: start + batch_size]
-        batch = {k: v.to(device) for k, v in encoder.collate(chunk).items() if k != "labels"}
-        logits = model(**batch).logits.float().cpu().numpy()
+        batch = {k: v.to(device) for k, v in encoder.collate(chunk).items()
+                 if k not in ("labels", "entity_pairs", "pair_labels")}
+        output = model(**batch)
+        if encoder.kind == "relation_triples":
+            outputs.extend(_triple_outputs(model, encoder, chunk, output, device))
+            continue
+        logits = output.logits.float().cpu().numpy()
         for row, feature in enumerate(chunk):
-            outputs.append(logits[row, : len(feature["input_ids"])] if encoder.kind in ("ner", "nested_ner")
-                           else logits[row])
+            outputs.append(logits[row, : len(feature["input_ids"])] if encoder.kind in TOKEN_KINDS else logits[row])
     return outputs
-
-
-def score(encoder: TaskEncoder, examples: Sequence, features: list[dict], outputs: list[np.ndarray]
-          ) -> dict[str, float]:
-    """The task's metrics; ``score["main"]`` is the one early stopping and tables use.
-
-    Relation micro F1 leaves out the negative label (GAD ``negative``, DDI ``DDI-false``), the
-    BLURB convention; ChemProt here holds positives only, so its micro F1 equals accuracy.
-    """
-    kind, spec = encoder.kind, encoder.spec
-    if kind in ("ner", "nested_ner"):
-        predicted = [encoder.spans_from_logits(f, o) for f, o in zip(features, outputs)]
-        result = metrics.entity_scores([e.spans for e in examples], predicted)
-        return {**result, "main": result["f1"]}
-    if kind == "qa_ranking":
-        groups: dict[int, tuple[list, list]] = {}
-        for feature, output in zip(features, outputs):
-            scores, labels = groups.setdefault(feature["candidate_group"], ([], []))
-            scores.append(float(output))
-            labels.append(feature["labels"])
-        value = metrics.accuracy_at_1([g[0] for g in groups.values()], [g[1] for g in groups.values()])
-        return {"acc@1": value, "main": value}
-    names = encoder.label_names
-    gold = [e.label for e in examples]
-    predicted = [names[int(np.argmax(o))] for o in outputs]
-    result = {"accuracy": metrics.accuracy(gold, predicted), "macro_f1": metrics.macro_f1(gold, predicted, names)}
-    if kind == "relation":
-        negative = [n for n in names if n.lower() in ("negative", "false", "ddi-false", "0")]
-        result["micro_f1"] = metrics.micro_f1(gold, predicted, negative)
-    result["main"] = result[spec.metric]
-    return result
 
 
 # -- the loop ------------------------------------------------------------------------------------------------
 @dataclass
 class FineTuneSettings:
+    """``batch_size``: examples (ranking: candidates) per step over all processes; ``mixed_precision``:
+    ``"no"``, ``"bf16"`` or ``"fp16"``."""
+
     epochs: int = 3
     batch_size: int = 32
     learning_rate: float = 5e-5
@@ -280,23 +480,61 @@ class FineTuneSettings:
     patience: int = 2
     max_grad_norm: float = 1.0
     seed: int = 0
+    mixed_precision: str = "no"
+
+    def validate(self) -> None:
+        check_mixed_precision(self.mixed_precision)
+
+
+def loss_items(batch: dict[str, torch.Tensor], kind: str) -> int:
+    """How many items the head's loss averages over in ``batch`` (:mod:`kgplm.models.heads`): labelled
+    tokens for NER, questions with a correct candidate for ranking, ordered document pairs for graded
+    ranking, examples otherwise. Data parallelism weights each process's mean by its share of them.
+    Relation triples sum two means (tags and entity pairs); their share is taken from the labelled
+    tokens, so under data parallelism the pair term is weighted by the tag share (exact on one process)."""
+    labels = batch["labels"]
+    if kind in TOKEN_KINDS or kind == "relation_triples":
+        return int((labels != -100).sum())
+    if kind == "qa_ranking":
+        return len(torch.unique(batch["candidate_group"][labels > 0]))
+    if kind == "graded_ranking":
+        group = batch["candidate_group"]
+        return int(((group[:, None] == group[None, :]) & (labels[:, None] > labels[None, :])).sum())
+    return len(labels)
 
 
 def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_examples: Sequence,
                   dev_features: list[dict], settings: FineTuneSettings, *, device: str = "cpu",
-                  progress: bool = True) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Train, score dev after each epoch, restore the best epoch's weights. Returns (history, best dev scores)."""
+                  progress: bool = True, distributed: DistributedContext | None = None
+                  ) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Train, score dev after each epoch, restore the best epoch's weights. Returns (history, best dev scores).
+
+    Data parallelism (``distributed``, default: the initialised process group): every rank draws the
+    same order; each step's units are split into contiguous shares, one per rank, and each rank's
+    mean loss is weighted by its share of the step's :func:`loss_items`, so the gradient is the
+    mean over the whole batch. Rank 0 scores dev and broadcasts the scores, so every rank takes the
+    same early-stopping decision.
+    """
+    context = distributed if distributed is not None else current(device)
+    device = context.device
     generator = torch.Generator().manual_seed(settings.seed)
-    torch.manual_seed(settings.seed)
+    torch.manual_seed(settings.seed + context.rank)  # dropout: each rank its own stream
     model.to(device)
     optimizer = build_optimizer(model, settings)
+    skipped = sum(bool(f.get("skip_training")) for f in train_features)
+    if skipped:  # an unseen label, a cut relation: nothing to learn from (counted by the encoder)
+        logger.info("%s: %d training features without a label are left out", encoder.spec.name, skipped)
+        train_features = [f for f in train_features if not f.get("skip_training")]
+    scaler = grad_scaler(device, settings.mixed_precision)
+    network = wrap_data_parallel(model, context)
+    trainable = [p for p in model.parameters() if p.requires_grad]
     # ranking batches keep a question's candidates together so the listwise softmax sees them all
-    if encoder.kind == "qa_ranking":
+    if encoder.kind in RANKING_KINDS:
         group_ids = np.array([f["candidate_group"] for f in train_features])
         units = [np.flatnonzero(group_ids == g) for g in np.unique(group_ids)]
     else:
         units = [np.array([i]) for i in range(len(train_features))]
-    units_per_batch = max(1, settings.batch_size if encoder.kind != "qa_ranking"
+    units_per_batch = max(1, settings.batch_size if encoder.kind not in RANKING_KINDS
                           else settings.batch_size // max(1, round(len(train_features) / max(len(units), 1))))
     steps_per_epoch = math.ceil(len(units) / units_per_batch)
     total = steps_per_epoch * settings.epochs
@@ -304,35 +542,54 @@ def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_e
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / max(warmup, 1), max(0.0, (total - step) / max(total - warmup, 1))))
     history, best, best_state, waited = [], None, None, 0
-    bar = tqdm(total=total, desc=f"fine-tune {encoder.spec.name}", disable=not progress)
+    bar = tqdm(total=total, desc=f"fine-tune {encoder.spec.name}", disable=not progress or not context.is_main)
     for epoch in range(settings.epochs):
         model.train()
         order = torch.randperm(len(units), generator=generator).tolist()
         losses = []
         for start in range(0, len(order), units_per_batch):
-            indices = np.concatenate([units[i] for i in order[start: start + units_per_batch]])
-            batch = {k: v.to(device) for k, v in encoder.collate([train_features[i] for i in indices]).items()}
-            loss = model(**batch).loss
+            shares = np.array_split(np.asarray(order[start: start + units_per_batch]), context.world_size)
+            mine = shares[context.rank]
+            # a rank left without units runs the first unit with weight 0, so DDP's all-reduce still meets
+            stand_in = len(mine) == 0
+            indices = np.concatenate([units[i] for i in (shares[0][:1] if stand_in else mine)])
+            cpu_batch = encoder.collate([train_features[i] for i in indices])
+            items = 0 if stand_in else loss_items(cpu_batch, encoder.kind)
+            all_items = sum(context.gather(items))
+            batch = {k: v.to(device, non_blocking=True) for k, v in cpu_batch.items()}
+            with autocast(device, settings.mixed_precision):
+                output = network(**batch)
+            if items:  # each rank's mean weighted by its share; DDP averages over the ranks
+                objective = output.loss * (items * context.world_size / all_items)
+            else:
+                objective = zero_objective(output)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], settings.max_grad_norm)
-            optimizer.step()
+            (scaler.scale(objective) if scaler is not None else objective).backward()
+            optimizer_step(optimizer, trainable, settings.max_grad_norm, scaler, len(losses))
             scheduler.step()
-            losses.append(loss.item())
+            local = float(output.loss.detach()) * items if items else 0.0
+            loss = sum(context.gather(local)) / max(all_items, 1)
+            losses.append(loss)
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.4f}")
-        dev_scores = score(encoder, dev_examples, dev_features,
-                           predict(model, encoder, dev_features, batch_size=settings.batch_size * 2, device=device))
+            bar.set_postfix(loss=f"{loss:.4f}")
+        dev_scores = None
+        if context.is_main:
+            with autocast(device, settings.mixed_precision):
+                outputs = predict(model, encoder, dev_features, batch_size=settings.batch_size * 2, device=device)
+            dev_scores = score(encoder, dev_examples, dev_features, outputs)
+        dev_scores = context.broadcast(dev_scores)
         history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)),
                         **{f"dev_{k}": v for k, v in dev_scores.items()}})
-        logger.info("epoch %d: train loss %.4f, dev %s %.4f", epoch + 1, history[-1]["train_loss"],
-                    encoder.spec.metric, dev_scores["main"])
+        if context.is_main:
+            logger.info("epoch %d: train loss %.4f, dev %s %.4f", epoch + 1, history[-1]["train_loss"],
+                        encoder.spec.metric, dev_scores["main"])
         if best is None or dev_scores["main"] > best["main"]:
             best, best_state, waited = dev_scores, copy.deepcopy(model.state_dict()), 0
         else:
             waited += 1
             if waited >= settings.patience:
-                logger.info("early stop after epoch %d (no dev improvement for %d epochs)", epoch + 1, waited)
+                if context.is_main:
+                    logger.info("early stop after epoch %d (no dev improvement for %d epochs)", epoch + 1, waited)
                 break
     bar.close()
     model.load_state_dict(best_state)

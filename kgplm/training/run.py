@@ -25,7 +25,13 @@ from kgplm.exceptions import ArtifactError, MissingFileError
 __all__ = ["RunDirectory", "locate_model"]
 
 #: run_config.json keys that may differ when a run is resumed (they do not change its result so far).
-RESUMABLE_KEYS = ("max_steps", "progress", "stages")
+#: ``stages`` holds what the stages decided and the launch (``stages.distributed``: world size and
+#: backend of the latest launch; a run may resume with another number of processes).
+RESUMABLE_KEYS = ("max_steps", "progress", "stages", "num_workers")
+
+#: Arguments added after runs were first written, with the value that reproduces those runs:
+#: an older run_config.json without them resumes under these values.
+ADDED_ARGUMENTS = {"mixed_precision": "no", "num_workers": 0}
 
 
 class RunDirectory:
@@ -91,6 +97,7 @@ class RunDirectory:
         """Write ``run_config``; refuse when the directory holds a run with other settings."""
         if self.run_config_path.is_file():
             previous = json.loads(self.run_config_path.read_text(encoding="utf-8"))
+            previous = {**{k: v for k, v in ADDED_ARGUMENTS.items() if k in run_config}, **previous}
             changed = sorted(k for k in set(previous) | set(run_config)
                              if previous.get(k) != run_config.get(k) and k not in RESUMABLE_KEYS)
             if changed:

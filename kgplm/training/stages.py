@@ -115,11 +115,15 @@ def _neighbor_table(run: RunDirectory, inputs: StageInputs):
     frequencies = inputs.artefacts["entity_frequencies"]
     seeds = np.flatnonzero(frequencies > 0)
     mode, k = arguments["pepr_mode"], arguments["num_neighbors"]
+    budget = arguments.get("pepr_budget_seconds") if mode == "auto" else None
     logger.info("PEPR top-%d neighbours of the %d mentioned entities (%s mode)", k, len(seeds), mode)
     table = top_k_neighbors(inputs.store, seeds, k=k, mode=mode, frequencies=frequencies,
-                            show_progress=inputs.progress)
+                            budget_seconds=budget, show_progress=inputs.progress)
     table.save(path)
-    run.record_stage("pepr_mode_used", mode)
+    # the mode actually used: "auto" resolves to "exact" or "fast" depending on the budget
+    run.record_stage("pepr_mode_used", table.mode)
+    if mode == "auto":
+        run.record_stage("pepr_exact_seconds_estimate", table.config.get("exact_seconds_estimate"))
     return table
 
 
@@ -202,6 +206,15 @@ def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking
                         neighbor_table=inputs.artefacts.get("neighbor_table"),
                         linker=inputs.linker, whole_word=masking == "whole_word",
                         max_length=inputs.arguments["max_length"], progress=inputs.progress, **inputs.corpus_options)
+
+
+def record_model_length(run: RunDirectory, tokenizer, positions: int) -> None:
+    """Save the tokenizer again with ``model_max_length`` = the model's positions (once)."""
+    from kgplm.text.tokenization import save_tokenizer
+
+    if tokenizer.model_max_length != positions:
+        tokenizer.model_max_length = positions
+        save_tokenizer(tokenizer, run.tokenizer_dir)
 
 
 # -- the model -----------------------------------------------------------------------------------------

@@ -78,3 +78,49 @@ def test_accuracy_at_1_skips_questions_without_an_answer():
     assert accuracy_at_1(scores, labels) == 0.5
     with pytest.raises(ConfigurationError):
         accuracy_at_1([[1.0]], [[0]])
+
+
+def test_accuracy_at_1_counts_ties_as_misses():
+    # a constant model ties every candidate: no question is answered, whatever the candidate order
+    assert accuracy_at_1([[0.5, 0.5, 0.5], [1.0, 1.0]], [[1, 0, 0], [0, 1]]) == 0.0
+    # a tie below the top does not matter; a tie at the top does, even between two correct candidates
+    assert accuracy_at_1([[0.9, 0.2, 0.2], [0.4, 0.4, 0.1]], [[1, 0, 0], [1, 1, 0]]) == 0.5
+
+
+def test_macro_f1_equals_sklearn_over_the_present_labels():
+    from sklearn.metrics import f1_score
+
+    rng = random.Random(5)
+    labels = [f"c{i}" for i in range(12)]
+    gold = [rng.choice(labels[:8]) for _ in range(300)]
+    predicted = [g if rng.random() < 0.6 else rng.choice(labels) for g in gold]
+    present = sorted(set(gold) | set(predicted))
+    assert len(present) > 8  # some labels occur only among the predictions
+    expected = f1_score(gold, predicted, average="macro", labels=present)
+    assert macro_f1(gold, predicted) == pytest.approx(expected, abs=1e-12)
+
+
+def test_graded_ranking_scores_by_hand_and_against_brute_force_baselines():
+    import itertools
+    import math
+
+    from kgplm.evaluation.metrics import graded_ranking_baselines, graded_ranking_scores
+
+    grades = [[2, 0, 1], [1, 1, 0], [0, 0]]
+    scores = [[0.9, 0.5, 0.1], [0.3, 0.3, 0.3], [0.2, 0.1]]
+    result = graded_ranking_scores(scores, grades)
+    # query 1: pairs (2>0) right, (2>1) right, (1>0) wrong; query 2: two pairs, both tied; query 3: none
+    assert result["pairs"] == 5 and result["pairwise_accuracy"] == pytest.approx(2 / 5)
+
+    def dcg(gains):
+        return sum(g / math.log2(r + 2) for r, g in enumerate(gains))
+
+    first = dcg([3, 0, 1]) / dcg([3, 1, 0])
+    second = dcg([0, 1, 1]) / dcg([1, 1, 0])  # all tied: worst grade first
+    assert result["ndcg"] == pytest.approx((first + second) / 2)  # query 3 has no relevant document
+    expected = []
+    for query in grades[:2]:  # the mean over every permutation
+        gains = [2 ** g - 1 for g in query]
+        expected.append(sum(dcg(p) for p in itertools.permutations(gains)) / math.factorial(len(gains))
+                        / dcg(sorted(gains, reverse=True)))
+    assert graded_ranking_baselines(grades)["random_ndcg"] == pytest.approx(sum(expected) / 2)

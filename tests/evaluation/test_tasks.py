@@ -86,10 +86,9 @@ def test_classification_and_pair_counts(tasks_root):
 
 def test_cmedqa_groups_candidates_by_question(tasks_root):
     splits = load_task("cmedqa", tasks_root)
-    assert sum(len(e.candidates) for e in splits["train"] + splits["dev"]) == 5475
-    assert sum(len(e.candidates) for e in splits["test"]) == 6149
     assert isinstance(splits["test"][0], RankingExample)
-    assert len(splits["train"]) + len(splits["dev"]) == 895  # distinct dev questions
+    # one group per question and file: 895 dev and 897 test questions, pooled and split by question
+    assert sum(len(split) for split in splits.values()) == 895 + 897
 
 
 def test_relation_tasks(tasks_root):
@@ -170,3 +169,123 @@ def test_chemprot_markers_are_removed_in_either_order(tmp_path):
     path.write_text('{"text": "no markers", "label": "UP"}', encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"train.jsonl:1.*markers << … >> not found"):
         read_chemprot(path)
+
+
+# -- issue 19 ------------------------------------------------------------------------------------------------
+def test_cmedqa_test_questions_never_reach_train_or_dev(tasks_root):
+    """Upstream dev and test share 892 questions; the splits are drawn by question from both files."""
+    splits = load_task("cmedqa", tasks_root)
+    test_questions = {e.query for e in splits["test"]}
+    seen = {e.query for e in splits["train"] + splits["dev"]}
+    assert not test_questions & seen
+    assert not {e.query for e in splits["dev"]} & {e.query for e in splits["train"]}
+    # every candidate row of both files lands in exactly one split
+    assert sum(len(e.candidates) for split in splits.values() for e in split) == 5475 + 6149
+    assert len(test_questions) >= 80
+
+
+def test_ranking_baselines_of_the_official_cmedqa_test_file(tasks_root):
+    from kgplm.evaluation.metrics import ranking_baselines
+    from kgplm.evaluation.tasks import read_ranking
+
+    examples = read_ranking(tasks_root / "zh" / "chineseblue" / "cMedQA" / "test.txt")
+    baselines = ranking_baselines([e.labels for e in examples])
+    assert (baselines["questions"], baselines["answerable"]) == (897, 225)
+    # by hand: the mean share of correct candidates, and the share whose first candidate is correct
+    answerable = [e.labels for e in examples if any(e.labels)]
+    assert baselines["random_acc@1"] == pytest.approx(sum(sum(l) / len(l) for l in answerable) / 225)
+    assert baselines["first_candidate_acc@1"] == pytest.approx(81 / 225)  # 0.36
+    assert round(baselines["random_acc@1"], 2) == 0.34
+
+
+def _write_json_list(path, records):
+    path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
+
+
+def test_official_cblue_files_are_read_when_present(tmp_path, caplog):
+    from kgplm.evaluation.tasks import load_task_splits
+
+    def entity(text, word, kind="dis"):
+        start = text.index(word)
+        return {"start_idx": start, "end_idx": start + len(word) - 1, "type": kind, "entity": word}
+
+    for split, texts in (("train", ["头痛三天", "发热咳嗽", "腹泻"]), ("dev", ["胸闷气短"]), ("test", ["乏力"])):
+        records = [{"text": t, "entities": [entity(t, t[:2])]} for t in texts]
+        if split == "test":  # the CBLUE test file carries no labels
+            records = [{"text": t} for t in texts]
+        _write_json_list(tmp_path / f"CMeEE-V2_{split}.json", records)
+    loaded = load_task_splits("cmeee", tmp_path)
+    assert [e.text for e in loaded.splits["train"]] == ["头痛三天", "发热咳嗽", "腹泻"]
+    assert [e.text for e in loaded.splits["dev"]] == ["胸闷气短"]
+    assert loaded.derived == () and loaded.unlabelled == ("test",)
+    assert loaded.splits["test"][0].spans is None
+    assert "derived" not in caplog.text
+
+
+def test_official_blurb_relation_files_are_read_when_present(tasks_root, tmp_path):
+    from kgplm.evaluation.tasks import load_task_splits
+
+    source = (tasks_root / "en" / "blurb_re" / "GAD_BLURB" / "dev_0.json").read_text(encoding="utf-8").splitlines()
+    folder = tmp_path / "en" / "blurb_re" / "GAD_BLURB"
+    folder.mkdir(parents=True)
+    for split, rows in (("train", source[:300]), ("dev", source[300:400]), ("test", source[400:])):
+        (folder / f"{split}_0.json").write_text("\n".join(rows), encoding="utf-8")
+    loaded = load_task_splits("gad", tmp_path)
+    assert [len(loaded.splits[s]) for s in ("train", "dev", "test")] == [300, 100, 135]
+    assert loaded.derived == ()
+
+
+def test_missing_splits_are_derived_with_a_warning_and_reported(tasks_root, caplog):
+    from kgplm.evaluation.tasks import load_task_splits
+
+    loaded = load_task_splits("kuake-qic", tasks_root)
+    assert loaded.derived == ("train", "dev", "test")
+    assert "KUAKE-QIC_train.json" in caplog.text and "derived" in caplog.text
+    assert load_task_splits("chip-sts", tasks_root).derived == ("dev", "test")
+    assert load_task_splits("cmedqaner", tasks_root).derived == ()
+
+
+def test_chemprot_markers_round_trip_on_the_real_files(tasks_root):
+    """Putting the four markers back at the entity spans gives the released text, for every example."""
+    count = 0
+    for split in ("train", "dev", "test"):
+        path = tasks_root / "en" / "chemprot" / f"{split}.jsonl"
+        raw = [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        examples = load_task("chemprot", tasks_root, split)
+        for text, example in zip(raw, examples):
+            inserts = sorted([(example.head[0], "<< "), (example.head[1], " >>"),
+                              (example.tail[0], "[[ "), (example.tail[1], " ]]")], key=lambda p: p[0])
+            rebuilt, last = "", 0
+            for position, marker in inserts:
+                rebuilt += example.text[last:position] + marker
+                last = position
+            assert rebuilt + example.text[last:] == text, example.id
+            count += 1
+    assert count == 10065
+
+
+def test_official_train_file_is_not_replaced_by_a_split_of_dev(tmp_path):
+    for split, texts in (("train", ["头痛三天", "发热咳嗽", "腹泻"]), ("dev", ["胸闷气短", "恶心"]), ("test", ["乏力"])):
+        records = [{"query": t, "label": "病情诊断"} for t in texts]
+        _write_json_list(tmp_path / f"KUAKE-QIC_{split}.json", records)
+    splits = load_task("kuake-qic", tmp_path)
+    assert [e.text for e in splits["train"]] == ["头痛三天", "发热咳嗽", "腹泻"]
+    assert [e.text for e in splits["test"]] == ["乏力"]
+
+
+def test_cmedir_groups_documents_by_query_and_splits_by_query(tasks_root):
+    from kgplm.evaluation.tasks import load_task_splits
+
+    loaded = load_task_splits("cmedir", tasks_root)
+    assert loaded.derived == ("train", "dev", "test")  # the dev and test files share 1,093 queries
+    examples = [e for split in loaded.splits.values() for e in split]
+    assert len(examples) == 4298 + 4287  # distinct queries per file
+    assert sum(len(e.candidates) for e in examples) == 9868 + 9864  # distinct (query, url) per file
+    assert {g for e in examples for g in e.labels} == {0, 1, 2, 3, 4}
+    assert not any(title.startswith(":") for e in examples for title in e.candidates)
+    queries = {split: {e.query for e in loaded.splits[split]} for split in ("train", "dev", "test")}
+    assert not queries["test"] & (queries["train"] | queries["dev"]) and not queries["train"] & queries["dev"]
+    first = next(e for e in examples if e.id == "dev.json:1")
+    # the two documents of dev.json's first row come first; the query's later rows add documents
+    assert first.candidates[:2] == ("去除牙结石小妙招_不能不知道的窍门", "去除牙结石小妙招`_文档资料库")
+    assert first.labels[:2] == (2, 1)

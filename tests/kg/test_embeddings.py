@@ -352,3 +352,41 @@ def test_cmekg_embeddings_rank_held_out_links_far_above_chance(cmekg_store):
     metrics = emb.evaluate(test[:300], filter_triples=store.triples, sides=("tail",), progress=False)
     # chance: mean rank ≈ num_entities / 2 ≈ 58k
     assert metrics["mean_rank"] < store.num_entities / 10, metrics
+
+
+@pytest.mark.parametrize("optimizer", ["sparse_adam", "adagrad", "sgd"])
+def test_torch_backend_trains_transe_like_the_numba_backend(composition_store, optimizer):
+    """The torch path (CUDA's, run here on CPU) and the numba kernels give the same embeddings and ranks."""
+    runs = {backend: train_kg_embeddings(composition_store, dim=8, epochs=6, batch_size=8, lr=0.05, seed=3,
+                                         optimizer=optimizer, backend=backend, progress=False)
+            for backend in ("numba", "torch")}
+    assert runs["numba"].config["backend"] == "numba" and runs["torch"].config["backend"] == "torch"
+    start = train_kg_embeddings(composition_store, dim=8, epochs=1, batch_size=8, lr=0.0, seed=3,
+                                optimizer=optimizer, progress=False)
+    assert not torch.allclose(runs["torch"].entity_embeddings, start.entity_embeddings, atol=1e-2)  # it trained
+    torch.testing.assert_close(runs["torch"].entity_embeddings, runs["numba"].entity_embeddings, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(runs["torch"].relation_embeddings, runs["numba"].relation_embeddings, rtol=1e-4,
+                               atol=1e-5)
+    assert [entry["loss"] for entry in runs["torch"].history] == pytest.approx(
+        [entry["loss"] for entry in runs["numba"].history], rel=1e-5)
+    for side in ("head", "tail"):
+        np.testing.assert_array_equal(rank_triples(runs["torch"], composition_store.triples, side=side),
+                                      rank_triples(runs["numba"], composition_store.triples, side=side))
+
+
+def test_torch_backend_trains_transr_like_the_numba_backend(composition_store):
+    transe = train_kg_embeddings(composition_store, dim=8, epochs=3, batch_size=8, seed=3, progress=False)
+    runs = [train_kg_embeddings(composition_store, method="transr", dim=8, relation_dim=6, epochs=4, batch_size=8,
+                                lr=0.05, seed=3, initialize_from=transe, backend=backend, progress=False)
+            for backend in ("numba", "torch")]
+    for name in ("entity_embeddings", "relation_embeddings", "projections"):
+        torch.testing.assert_close(getattr(runs[1], name), getattr(runs[0], name), rtol=1e-4, atol=1e-5)
+
+
+def test_backend_choice_is_checked(composition_store):
+    with pytest.raises(ConfigurationError, match="backend"):
+        train_kg_embeddings(composition_store, dim=8, epochs=1, backend="jax", progress=False)
+    with pytest.raises(ConfigurationError, match="backend='torch'"):
+        train_kg_embeddings(composition_store, dim=8, epochs=1, device="meta", backend="numba", progress=False)
+    auto = train_kg_embeddings(composition_store, dim=8, epochs=1, progress=False)
+    assert auto.config["backend"] == "numba"  # auto on CPU

@@ -17,19 +17,9 @@ from kgplm.kg.pepr import (
     personalized_pagerank,
     top_k_neighbors,
 )
-from kgplm.kg import GraphCollector
+from tests.kg.helpers import bfs_subgraph, store_from_edges
 
 TOY = Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl"
-
-
-def store_from_edges(edges, num_entities: int | None = None) -> KGStore:
-    collector = GraphCollector(source="test")
-    nodes = num_entities or (max(max(h, t) for h, _, t in edges) + 1)
-    for i in range(nodes):
-        collector.entity(f"http://x/{i}")
-    for h, r, t in edges:
-        collector.add_triple(h, collector.relation(f"http://x/r{r}"), t)
-    return collector.build()
 
 
 def networkx_pepr(store: KGStore, seed: int, *, jump: str, directed: bool, alpha: float = 0.15) -> np.ndarray:
@@ -78,25 +68,7 @@ def test_dangling_entities_and_isolated_ones() -> None:
 @pytest.fixture(scope="module")
 def cmekg_subgraph(cmekg_store: KGStore) -> KGStore:
     """A real CMeKG neighbourhood of several hundred entities (BFS from 糖尿病)."""
-    start = cmekg_store.entity_id("糖尿病")
-    chosen, frontier = {start}, [start]
-    while frontier and len(chosen) < 400:
-        node = frontier.pop(0)
-        neighbors, _, _ = cmekg_store.one_hop(node)
-        for neighbor in neighbors.tolist():
-            if neighbor not in chosen and len(chosen) < 400:
-                chosen.add(neighbor)
-                frontier.append(neighbor)
-    triples = cmekg_store.triples
-    inside = np.isin(triples[:, 0], list(chosen)) & np.isin(triples[:, 2], list(chosen))
-    collector = GraphCollector(source="cmekg-subgraph")
-    for entity in sorted(chosen):
-        collector.add_label(collector.entity(cmekg_store.entity_iri(entity)), cmekg_store.entity_name(entity), "zh", 1)
-    for h, r, t in triples[inside].tolist():
-        collector.add_triple(collector.entity(cmekg_store.entity_iri(h)),
-                             collector.relation(cmekg_store.relation_iris[r], cmekg_store.relation_name(r)),
-                             collector.entity(cmekg_store.entity_iri(t)))
-    return collector.build()
+    return bfs_subgraph(cmekg_store, "糖尿病", 400)
 
 
 @pytest.mark.parametrize("directed", [False, True])
@@ -300,3 +272,40 @@ def test_top_k_selection_matches_a_plain_sort() -> None:
         assert table_neighbors[row].tolist() == neighbors[order].tolist() + [-1] * (7 - len(order))
         assert table_relations[row][: len(order)].tolist() == relations[order].tolist()
         assert table_directions[row][: len(order)].tolist() == directions[order].tolist()
+
+
+def test_row_of_unsorted_seeds_that_start_at_zero_and_end_at_the_last_row() -> None:
+    """Seeds [0, 2, 1, 3]: first 0 and last len − 1, but not in id order, so row ≠ entity id."""
+    seeds = np.array([0, 2, 1, 3])
+    table = NeighborTable(seeds, np.full((4, 1), -1), np.full((4, 1), -1), np.full((4, 1), -1, dtype=np.int8),
+                          np.zeros((4, 1), dtype=np.float32))
+    assert [table.row_of(entity) for entity in (0, 1, 2, 3)] == [0, 2, 1, 3]
+    with pytest.raises(ConfigurationError, match="not a seed"):
+        table.row_of(4)
+    every_entity = NeighborTable(np.arange(4), *(np.full((4, 1), -1) for _ in range(3)), np.zeros((4, 1)))
+    assert [every_entity.row_of(entity) for entity in range(4)] == [0, 1, 2, 3]
+
+
+def test_auto_mode_chooses_exact_within_the_budget_and_records_it(cmekg_subgraph: KGStore, tmp_path: Path) -> None:
+    store = cmekg_subgraph
+    seeds = np.arange(0, store.num_entities, 3)
+    exact = top_k_neighbors(store, seeds, k=10, mode="exact", show_progress=False)
+    fast = top_k_neighbors(store, seeds, k=10, mode="fast", show_progress=False)
+    roomy = top_k_neighbors(store, seeds, k=10, mode="auto", budget_seconds=1e9, show_progress=False)
+    assert roomy.mode == "exact" and roomy.config["mode_requested"] == "auto"
+    assert roomy.config["exact_seconds_estimate"] > 0 and roomy.config["budget_seconds"] == 1e9
+    # the calibrated seeds' exact scores are kept: the whole table is exact mode's
+    np.testing.assert_array_equal(roomy.neighbors, exact.neighbors)
+    np.testing.assert_allclose(roomy.scores, exact.scores, rtol=1e-6)
+    none = top_k_neighbors(store, seeds, k=10, mode="auto", budget_seconds=0, show_progress=False)
+    assert none.mode == "fast" and none.config["mode_requested"] == "auto"
+    np.testing.assert_array_equal(none.neighbors, fast.neighbors)
+    tight = top_k_neighbors(store, seeds, k=10, mode="auto", budget_seconds=1e-9, show_progress=False)
+    assert tight.mode == "fast" and tight.config["exact_seconds_estimate"] > 1e-9  # calibrated, over budget
+    loaded = NeighborTable.load(roomy.save(tmp_path / "auto.npz"))
+    assert loaded.mode == "exact" and loaded.config == roomy.config
+    assert exact.mode == "exact" and fast.mode == "fast"
+    with pytest.raises(ConfigurationError, match="budget_seconds"):
+        top_k_neighbors(store, seeds, mode="auto", show_progress=False)
+    with pytest.raises(ConfigurationError, match="one-hop"):
+        top_k_neighbors(store, seeds, mode="auto", candidates="any", budget_seconds=1.0, show_progress=False)

@@ -267,3 +267,16 @@ def test_knowledge_layer_default_is_two_below_the_top():
     assert tiny_config(num_hidden_layers=12).fusion_layer == 10
     batch = toy_batch()
     assert _model(knowledge_layer=2)(**batch).loss.isfinite()
+
+
+def test_a_from_scratch_encoder_is_warned_that_the_mmem_target_is_random(caplog):
+    from kgplm.methods import MethodContext, get
+
+    model = _model()
+    context = MethodContext(config=model.config, tokenizer=None, store=None, masking="whole_entity", seed=0)
+    get("smedbert").prepare_model(model, context)
+    assert "MMeM target" in caplog.text and "random" in caplog.text
+    caplog.clear()
+    get("smedbert").prepare_model(model, MethodContext(config=model.config, tokenizer=None, store=None,
+                                                       masking="whole_entity", seed=0, text_model_dir="bert-dir"))
+    assert "MMeM target" not in caplog.text

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import traceback
 
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from kgplm.methods.smedbert import (
     SmedbertCollator,
@@ -14,6 +16,7 @@ from kgplm.methods.smedbert import (
     TypeFrequencySampler,
 )
 from kgplm.text.masking import Masker
+from kgplm.training.collator import Batch
 from tests.methods.conftest import tiny_config
 
 CLS, SEP, PAD, MASK = 2, 3, 0, 4
@@ -122,3 +125,158 @@ def test_type_frequency_sampler_follows_q_within_the_type():
         observed = np.array([(draws == m).mean() for m in members])
         bucket = {0: 0, 4: 1, 5: 2}[positive]
         assert np.allclose(observed, expected[bucket], atol=0.01)
+
+
+# -- the vectorised collator against the per-mention loop it replaced ---------------------------------------
+def _concat(parts, shape=(0,), dtype=np.int64):
+    return torch.from_numpy(np.concatenate(parts).astype(dtype) if parts else np.zeros(shape, dtype))
+
+
+class LoopCollator(SmedbertCollator):
+    """The per-example, per-mention construction of SMedBERT's inputs before issue 20 (the reference)."""
+
+    def method_inputs(self, batch: Batch, rows: dict, examples: list, original_ids: np.ndarray,
+                      labels: np.ndarray, rngs: list[np.random.Generator]) -> None:
+        has_neighbors = "neighbor_ids" in rows
+        chosen = labels >= 0
+        knowledge: dict[str, list[np.ndarray]] = {key: [] for key in (
+            "mention_batch", "mention_spans", "neighbor_mention", "neighbor_entity_ids", "neighbor_relation_ids",
+            "neighbor_directions", "neighbor_type_ids")}
+        mnem: dict[str, list[np.ndarray]] = {key: [] for key in (
+            "mnem_mention_batch", "mnem_mention_spans", "mnem_edge_mention", "mnem_entity_ids", "mnem_relation_ids",
+            "mnem_directions", "mnem_negative_ids", "mnem_log_q")}
+        num_knowledge = num_mnem = 0
+        for row, (example, rng) in enumerate(zip(examples, rngs)):
+            spans = example.mention_spans
+            if not len(spans):
+                continue
+            masked = np.array([chosen[row, start:end].all() for start, end in spans.tolist()], dtype=bool)
+            corpus_rows = example.mention_rows
+            if has_neighbors:
+                num_corpus_mentions = len(rows["mention_spans"][row])
+                neighbor_rows = {name: np.asarray(rows[column][row], dtype=np.int64).reshape(num_corpus_mentions, -1)[
+                    corpus_rows] for name, column in (("ids", "neighbor_ids"), ("relations", "neighbor_relations"),
+                                                      ("directions", "neighbor_directions"),
+                                                      ("types", "neighbor_types"))}  # (mentions, K) each
+            for is_knowledge in (True, False):
+                members = np.flatnonzero(masked == is_knowledge)  # mentions of this set in the example
+                if not len(members):
+                    continue
+                base = num_knowledge if is_knowledge else num_mnem
+                if is_knowledge:
+                    knowledge["mention_batch"].append(np.full(len(members), row, np.int64))
+                    knowledge["mention_spans"].append(spans[members])
+                    num_knowledge += len(members)
+                else:
+                    mnem["mnem_mention_batch"].append(np.full(len(members), row, np.int64))
+                    mnem["mnem_mention_spans"].append(spans[members])
+                    num_mnem += len(members)
+                if not has_neighbors:
+                    continue
+                member, slot = np.nonzero(neighbor_rows["ids"][members] >= 0)  # valid neighbour edges
+                entity = neighbor_rows["ids"][members][member, slot]
+                relation = neighbor_rows["relations"][members][member, slot]
+                direction = neighbor_rows["directions"][members][member, slot]
+                if is_knowledge:
+                    knowledge["neighbor_mention"].append(base + member)
+                    knowledge["neighbor_entity_ids"].append(entity)
+                    knowledge["neighbor_relation_ids"].append(relation)
+                    knowledge["neighbor_directions"].append(direction)
+                    knowledge["neighbor_type_ids"].append(neighbor_rows["types"][members][member, slot])
+                elif self.sampler is not None and len(entity):
+                    negatives = self.sampler.sample(entity, self.num_negatives, rng)  # (edges, negatives)
+                    candidates = np.concatenate([entity[:, None], negatives], 1)
+                    mnem["mnem_edge_mention"].append(base + member)
+                    mnem["mnem_entity_ids"].append(entity)
+                    mnem["mnem_relation_ids"].append(relation)
+                    mnem["mnem_directions"].append(direction)
+                    mnem["mnem_negative_ids"].append(negatives)
+                    mnem["mnem_log_q"].append(self.sampler.log_q[candidates])
+        batch["mention_batch"] = _concat(knowledge["mention_batch"])
+        batch["mention_spans"] = _concat(knowledge["mention_spans"], (0, 2))
+        if has_neighbors:
+            for name in ("neighbor_mention", "neighbor_entity_ids", "neighbor_relation_ids", "neighbor_directions",
+                         "neighbor_type_ids"):
+                batch[name] = _concat(knowledge[name])
+        if self.knowledge_losses:
+            batch.target_counts["mmem"] = num_knowledge
+        if has_neighbors and self.sampler is not None:
+            batch["mnem_mention_batch"] = _concat(mnem["mnem_mention_batch"])
+            batch["mnem_mention_spans"] = _concat(mnem["mnem_mention_spans"], (0, 2))
+            for name in ("mnem_edge_mention", "mnem_entity_ids", "mnem_relation_ids", "mnem_directions"):
+                batch[name] = _concat(mnem[name])
+            batch["mnem_negative_ids"] = _concat(mnem["mnem_negative_ids"], (0, self.num_negatives))
+            batch["mnem_log_q"] = _concat(mnem["mnem_log_q"], (0, self.num_negatives + 1), np.float32)
+            if self.knowledge_losses:
+                batch.target_counts["mnem"] = len(batch["mnem_entity_ids"])
+
+
+@pytest.mark.parametrize("step", range(12))
+def test_the_vectorised_collator_equals_the_per_mention_loop(step):
+    options = dict(num_entity_types=2, relational=True)
+    batch = _collator(**options)(_rows(), _seeds(step))
+    reference = LoopCollator.__new__(LoopCollator)
+    reference.__dict__.update(_collator(**options).__dict__)
+    expected = reference(_rows(), _seeds(step))
+    assert batch.target_counts == expected.target_counts
+    assert set(expected) <= set(batch)
+    for name, value in expected.items():
+        assert batch[name].dtype == value.dtype and torch.equal(batch[name], value), name
+
+
+@pytest.mark.parametrize("overrides", [{}, {"relational_encoder": "rgcn"}, {"use_type_attention": False}])
+def test_precomputed_indices_give_the_same_forward_as_computing_them_in_the_model(overrides):
+    collator = _collator(num_entity_types=2, relational=True)
+    batch = collator(_rows(), _seeds(3))
+    precomputed = {"mention_tokens", "neighbor_type_group", "type_group_mention", "neighbor_nodes",
+                   "neighbor_node_of_edge", "co_neighbor_pairs", "mnem_mention_tokens"}
+    assert precomputed <= set(batch)
+    torch.manual_seed(0)
+    model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=2,
+                                               **overrides)).eval()
+    with torch.no_grad():
+        given = model(**batch)
+        computed = model(**{k: v for k, v in batch.items() if k not in precomputed})
+    assert set(given.losses) == set(computed.losses) == {"mlm", "sop", "mnem", "mmem"}
+    assert torch.equal(given.last_hidden_state, computed.last_hidden_state)
+    for name, loss in computed.losses.items():
+        assert torch.equal(given.losses[name], loss), name
+
+
+#: aten ops that wait for the device (on a GPU) before the host can go on
+SYNCHRONISING = ("aten._local_scalar_dense", "aten.nonzero", "aten._unique2", "aten.unique_dim",
+                 "aten.unique_consecutive", "aten.repeat_interleave.Tensor", "aten.masked_select", "aten.item")
+
+
+class _SyncRecorder(TorchDispatchMode):
+    """Records the synchronising ops a forward pass calls, with the kgplm/PyG frames that called them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func)
+        boolean_index = name.startswith(("aten.index.", "aten.index_put")) and any(
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] if len(args) > 1 else ()) or ())
+        if name.startswith(SYNCHRONISING) or boolean_index:
+            frames = [f"{frame.filename}:{frame.lineno}" for frame in traceback.extract_stack()]
+            self.calls.append((name, frames))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("overrides", [{}, {"relational_encoder": "rgcn"}])
+def test_the_knowledge_module_makes_no_host_device_synchronisation_on_collated_batches(overrides):
+    """What remains is shared with plain BERT and counted: Hugging Face's attention-mask check
+    (transformers) and the MLM/SOP objectives' target counts (kgplm/models/objectives.py)."""
+    batch = _collator(num_entity_types=2, relational=True)(_rows(), _seeds(3))
+    torch.manual_seed(0)
+    model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=2, **overrides))
+    with _SyncRecorder() as recorder:
+        output = model(**batch)
+    assert set(output.losses) == {"mlm", "sop", "mnem", "mmem"}
+    shared = ("transformers", "kgplm/models/objectives.py")
+    own = [(name, [f for f in frames if "kgplm" in f][-3:]) for name, frames in recorder.calls
+           if not any(marker in frame for frame in frames for marker in shared)]
+    assert own == []
+    assert recorder.calls  # the recorder sees the shared ones

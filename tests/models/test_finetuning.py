@@ -12,7 +12,7 @@ from kgplm.methods.mlm import MlmConfig
 from kgplm.methods.smedbert import SmedbertForPreTraining
 from kgplm.methods.smedbert.modeling import KNOWLEDGE_INPUTS
 from kgplm.models import TINY_TEXT_ENCODER, KgplmForFineTuning, load_pretrained
-from kgplm.models.heads import CandidateRankingHead, span_mean
+from kgplm.models.heads import CandidateRankingHead, PairwiseRankingHead, TripleExtractionHead, span_mean
 from tests.methods.conftest import knowledge_batch, tiny_config
 
 
@@ -21,7 +21,7 @@ def mlm_config(**fields) -> MlmConfig:
 
 LABELS = {"ner": ["O", "B-a", "I-a", "B-b", "I-b"], "nested_ner": ["O", "B-a", "I-a"],
           "classification": ["x", "y", "z"], "pair": ["0", "1"], "relation": ["none", "cause", "treat"],
-          "qa_ranking": None}
+          "qa_ranking": None, "graded_ranking": None, "relation_triples": ["<no relation>", "cause", "treat"]}
 
 
 def task_batch(kind: str, generator: torch.Generator) -> dict[str, torch.Tensor]:
@@ -37,6 +37,13 @@ def task_batch(kind: str, generator: torch.Generator) -> dict[str, torch.Tensor]
     elif kind == "qa_ranking":
         inputs["candidate_group"] = torch.tensor([0, 0, 0, 1])
         inputs["labels"] = torch.tensor([0, 1, 0, 1])
+    elif kind == "graded_ranking":
+        inputs["candidate_group"] = torch.tensor([0, 0, 0, 1])
+        inputs["labels"] = torch.tensor([2, 0, 1, 3])
+    elif kind == "relation_triples":
+        inputs["labels"] = torch.randint(0, 3, (batch, length), generator=generator)
+        inputs["entity_pairs"] = torch.tensor([[0, 1, 3, 4, 6], [0, 4, 6, 1, 3], [2, 2, 3, 5, 9], [3, 1, 2, 2, 3]])
+        inputs["pair_labels"] = torch.tensor([1, 0, 2, 0])
     else:
         inputs["labels"] = torch.randint(0, len(LABELS[kind]), (batch,), generator=generator)
     if kind == "relation":
@@ -46,7 +53,7 @@ def task_batch(kind: str, generator: torch.Generator) -> dict[str, torch.Tensor]
 
 
 EXPECTED_SHAPES = {"ner": (4, 9, 5), "nested_ner": (4, 9, 2, 3), "classification": (4, 3), "pair": (4, 2),
-                   "relation": (4, 3), "qa_ranking": (4,)}
+                   "relation": (4, 3), "qa_ranking": (4,), "graded_ranking": (4,), "relation_triples": (4, 9, 3)}
 
 
 @pytest.mark.parametrize("kind", list(LABELS))
@@ -56,6 +63,8 @@ def test_each_head_has_its_shape_and_fits_a_tiny_batch(kind):
     inputs = task_batch(kind, torch.Generator().manual_seed(1))
     output = model(**inputs)
     assert tuple(output.logits.shape) == EXPECTED_SHAPES[kind]
+    if kind == "relation_triples":
+        assert tuple(output.pair_logits.shape) == (4, 3)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     first = output.loss.item()
     model.train()
@@ -105,12 +114,16 @@ def test_loads_a_pretraining_checkpoint_and_round_trips(tmp_path):
     assert torch.equal(reloaded(**common, **knowledge).logits, model(**common, **knowledge).logits)
 
 
-def test_ranking_loss_by_hand():
-    head = CandidateRankingHead(hidden_size=2, dropout=0.0)
+def first_feature_scorer(head):
+    """``head`` scoring a candidate by its first feature; the pooled features of five candidates."""
     with torch.no_grad():
         head.scorer.weight.copy_(torch.tensor([[1.0, 0.0]]))
         head.scorer.bias.zero_()
-    pooled = torch.tensor([[0.0, 0], [1.0, 0], [2.0, 0], [0.5, 0], [0.0, 0]])
+    return head, torch.tensor([[0.0, 0], [1.0, 0], [2.0, 0], [0.5, 0], [0.0, 0]])
+
+
+def test_ranking_loss_by_hand():
+    head, pooled = first_feature_scorer(CandidateRankingHead(hidden_size=2, dropout=0.0))
     scores, loss = head(pooled, torch.tensor([3, 3, 3, 8, 9]), torch.tensor([0, 1, 1, 1, 0]))
     # question 3: −(log softmax(0,1,2)[1] + log softmax(0,1,2)[2]) / 2; question 8 alone: −log 1 = 0; 9 has no answer
     log_z = math.log(1 + math.e + math.e ** 2)
@@ -128,3 +141,24 @@ def test_span_mean_and_bad_configuration():
     with pytest.raises(ConfigurationError, match="unexpected inputs"):
         KgplmForFineTuning(mlm_config(task_kind="ner", label_names=["O"]))(
             input_ids=torch.ones(1, 3, dtype=torch.long), mention_spans=torch.zeros(0, 2, dtype=torch.long))
+
+
+
+def test_pairwise_ranking_loss_by_hand():
+    head, pooled = first_feature_scorer(PairwiseRankingHead(hidden_size=2, dropout=0.0))
+    scores, loss = head(pooled, torch.tensor([3, 3, 3, 8, 8]), torch.tensor([2, 0, 1, 1, 1]))
+    # group 3: pairs (0 over 1), (0 over 2), (2 over 1); group 8: tied grades, no pair
+    softplus = lambda x: math.log1p(math.exp(x))  # noqa: E731
+    expected = (softplus(1 - 0) + softplus(2 - 0) + softplus(1 - 2)) / 3
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    assert head(pooled[3:], torch.tensor([8, 8]), torch.tensor([1, 1]))[1].item() == 0.0
+
+
+def test_triple_head_pools_each_pair_from_its_own_row():
+    torch.manual_seed(0)
+    head = TripleExtractionHead(hidden_size=3, num_predicates=2, dropout=0.0, num_tags=3)
+    hidden = torch.randn(2, 5, 3)
+    pairs = torch.tensor([[1, 0, 2, 3, 5]])
+    subject, obj = hidden[1, 0:2].mean(0), hidden[1, 3:5].mean(0)
+    expected = head.pair_classifier(torch.cat([subject, obj, subject * obj]))
+    assert torch.allclose(head.classify_pairs(hidden, pairs)[0], expected)

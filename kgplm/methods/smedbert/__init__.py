@@ -36,7 +36,9 @@ def build_collator(context) -> SmedbertCollator:
     return SmedbertCollator(masker=Masker.from_tokenizer(tokenizer, context.masking, seed=context.seed),
                             cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
                             pad_token_id=tokenizer.pad_token_id, sentence_order=config.use_sop, sampler=sampler,
-                            num_negatives=config.mnem_num_negatives, knowledge_losses=config.use_knowledge_losses)
+                            num_negatives=config.mnem_num_negatives, knowledge_losses=config.use_knowledge_losses,
+                            num_entity_types=config.num_entity_types,
+                            relational=config.relational_encoder == "rgcn")
 
 
 def derive_config(artefacts) -> dict:

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 
 from kgplm.exceptions import ConfigurationError
+from kgplm.methods.smedbert.modeling import type_groups
+from kgplm.models.modules import mention_token_index, neighbor_graph
 from kgplm.text.alignment import char_spans_to_token_spans
 from kgplm.training.collator import Batch, PretrainingCollator, PretrainingExample
 
@@ -50,15 +52,39 @@ class TypeFrequencySampler:
 
     def sample(self, positives: np.ndarray, num_samples: int, rng: np.random.Generator) -> np.ndarray:
         """(len(positives), num_samples) entities drawn from Q restricted to each positive's type."""
+        positives = np.asarray(positives, dtype=np.int64)
+        return self.draw(positives, rng.random((len(positives), num_samples)))
+
+    def draw(self, positives: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """The entities of ``uniforms`` (positives, samples) in [0, 1): Q's inverse CDF within each positive's type."""
         buckets = self.buckets[np.asarray(positives, dtype=np.int64)]
-        draws = buckets[:, None] + rng.random((len(buckets), num_samples))  # (edges, samples)
+        draws = buckets[:, None] + uniforms  # (edges, samples)
         positions = np.searchsorted(self.table, draws, side="left")
         # rounding can put a draw just past its bucket's last entry: stay inside the bucket
         return self.order[np.minimum(positions, self.bucket_last[buckets][:, None])]
 
 
-def _concat(parts: list[np.ndarray], shape=(0,), dtype=np.int64) -> torch.Tensor:
-    return torch.from_numpy(np.concatenate(parts).astype(dtype) if parts else np.zeros(shape, dtype))
+def _tensor(array: np.ndarray, dtype=np.int64) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(array, dtype=dtype))
+
+
+def _knowledge_indices(mention_batch: np.ndarray, spans: np.ndarray, edge_mention: np.ndarray,
+                       entity_ids: np.ndarray, type_ids: np.ndarray, num_types: int | None,
+                       relational: bool) -> dict[str, torch.Tensor]:
+    """The indices the SMedBERT encoder would otherwise compute on the device (see ``SmedbertEncoding.encode``),
+    built on the CPU with the same functions."""
+    indices = {"mention_tokens": torch.stack(mention_token_index(_tensor(mention_batch), _tensor(spans)))}
+    if len(edge_mention) and num_types is not None:
+        indices["neighbor_type_group"], indices["type_group_mention"] = type_groups(
+            _tensor(edge_mention), _tensor(type_ids), num_types)
+    if len(edge_mention) and relational:
+        indices.update(neighbor_graph(_tensor(entity_ids), _tensor(edge_mention)))
+    return indices
+
+
+#: The corpus columns of each mention's PEPR row, by short name.
+NEIGHBOR_COLUMNS = {"ids": "neighbor_ids", "relations": "neighbor_relations", "directions": "neighbor_directions",
+                    "types": "neighbor_types"}
 
 
 class SmedbertCollator(PretrainingCollator):
@@ -67,90 +93,88 @@ class SmedbertCollator(PretrainingCollator):
     Args:
         sampler, num_negatives: MNeM negatives (types of the positives are the corpus's ``neighbor_types``).
         knowledge_losses: whether MNeM/MMeM targets are counted (``use_knowledge_losses``).
+        num_entity_types, relational: the model's ``num_entity_types`` and whether it runs the R-GCN;
+            with them the collator also builds the type-attention groups and the R-GCN graph, so
+            that the forward pass does not synchronise with the device (``None``/``False``: the
+            model builds them itself).
+
+    The batch is built without a loop over mentions: all mentions of the batch are one flat array
+    (per-example work is limited to reading each example's PEPR rows and drawing its negatives
+    from its own generator, which keeps an example independent of its batch partners).
     """
 
     def __init__(self, *, sampler: TypeFrequencySampler | None, num_negatives: int, knowledge_losses: bool = True,
-                 **options) -> None:
+                 num_entity_types: int | None = None, relational: bool = False, **options) -> None:
         super().__init__(**options)
         self.sampler = sampler
         self.num_negatives = num_negatives
         self.knowledge_losses = knowledge_losses
+        self.num_entity_types = num_entity_types
+        self.relational = relational
+
+    @staticmethod
+    def _neighbor_rows(rows: dict, examples: list[PretrainingExample], counts: np.ndarray) -> dict[str, np.ndarray]:
+        """Each surviving mention's PEPR row, (mentions, K) per column, in the flat mention order."""
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in NEIGHBOR_COLUMNS}
+        for row, example in enumerate(examples):
+            if not counts[row]:
+                continue
+            num_corpus_mentions = len(rows["mention_spans"][row])
+            for name, column in NEIGHBOR_COLUMNS.items():
+                table = np.asarray(rows[column][row], dtype=np.int64).reshape(num_corpus_mentions, -1)
+                parts[name].append(table[example.mention_rows])
+        return {name: np.concatenate(chunks) if chunks else np.zeros((0, 0), np.int64)
+                for name, chunks in parts.items()}
 
     def method_inputs(self, batch: Batch, rows: dict, examples: list[PretrainingExample], original_ids: np.ndarray,
                       labels: np.ndarray, rngs: list[np.random.Generator]) -> None:
-        has_neighbors = "neighbor_ids" in rows
-        chosen = labels >= 0
-        knowledge: dict[str, list[np.ndarray]] = {key: [] for key in (
-            "mention_batch", "mention_spans", "neighbor_mention", "neighbor_entity_ids", "neighbor_relation_ids",
-            "neighbor_directions", "neighbor_type_ids")}
-        mnem: dict[str, list[np.ndarray]] = {key: [] for key in (
-            "mnem_mention_batch", "mnem_mention_spans", "mnem_edge_mention", "mnem_entity_ids", "mnem_relation_ids",
-            "mnem_directions", "mnem_negative_ids", "mnem_log_q")}
-        num_knowledge = num_mnem = 0
-        for row, (example, rng) in enumerate(zip(examples, rngs)):
-            spans = example.mention_spans
-            if not len(spans):
-                continue
-            masked = np.array([chosen[row, start:end].all() for start, end in spans.tolist()], dtype=bool)
-            corpus_rows = example.mention_rows
-            if has_neighbors:
-                num_corpus_mentions = len(rows["mention_spans"][row])
-                neighbor_rows = {name: np.asarray(rows[column][row], dtype=np.int64).reshape(num_corpus_mentions, -1)[
-                    corpus_rows] for name, column in (("ids", "neighbor_ids"), ("relations", "neighbor_relations"),
-                                                      ("directions", "neighbor_directions"),
-                                                      ("types", "neighbor_types"))}  # (mentions, K) each
-            for is_knowledge in (True, False):
-                members = np.flatnonzero(masked == is_knowledge)  # mentions of this set in the example
-                if not len(members):
-                    continue
-                base = num_knowledge if is_knowledge else num_mnem
-                if is_knowledge:
-                    knowledge["mention_batch"].append(np.full(len(members), row, np.int64))
-                    knowledge["mention_spans"].append(spans[members])
-                    num_knowledge += len(members)
-                else:
-                    mnem["mnem_mention_batch"].append(np.full(len(members), row, np.int64))
-                    mnem["mnem_mention_spans"].append(spans[members])
-                    num_mnem += len(members)
-                if not has_neighbors:
-                    continue
-                member, slot = np.nonzero(neighbor_rows["ids"][members] >= 0)  # valid neighbour edges
-                entity = neighbor_rows["ids"][members][member, slot]
-                relation = neighbor_rows["relations"][members][member, slot]
-                direction = neighbor_rows["directions"][members][member, slot]
-                if is_knowledge:
-                    knowledge["neighbor_mention"].append(base + member)
-                    knowledge["neighbor_entity_ids"].append(entity)
-                    knowledge["neighbor_relation_ids"].append(relation)
-                    knowledge["neighbor_directions"].append(direction)
-                    knowledge["neighbor_type_ids"].append(neighbor_rows["types"][members][member, slot])
-                elif self.sampler is not None and len(entity):
-                    negatives = self.sampler.sample(entity, self.num_negatives, rng)  # (edges, negatives)
-                    candidates = np.concatenate([entity[:, None], negatives], 1)
-                    mnem["mnem_edge_mention"].append(base + member)
-                    mnem["mnem_entity_ids"].append(entity)
-                    mnem["mnem_relation_ids"].append(relation)
-                    mnem["mnem_directions"].append(direction)
-                    mnem["mnem_negative_ids"].append(negatives)
-                    mnem["mnem_log_q"].append(self.sampler.log_q[candidates])
-        batch["mention_batch"] = _concat(knowledge["mention_batch"])
-        batch["mention_spans"] = _concat(knowledge["mention_spans"], (0, 2))
-        batch["mention_masked"] = torch.ones(num_knowledge, dtype=torch.bool)
-        if has_neighbors:
-            for name in ("neighbor_mention", "neighbor_entity_ids", "neighbor_relation_ids", "neighbor_directions",
-                         "neighbor_type_ids"):
-                batch[name] = _concat(knowledge[name])
+        # every mention of the batch, flat: its sequence and token span
+        counts = np.array([len(example.mention_spans) for example in examples], dtype=np.int64)
+        mention_batch = np.repeat(np.arange(len(examples)), counts)  # (mentions,)
+        spans = np.concatenate([example.mention_spans.reshape(-1, 2) for example in examples]).astype(np.int64)
+        # knowledge mentions: every token chosen for masking (chosen tokens counted by prefix sums)
+        chosen = np.concatenate([np.zeros((len(labels), 1), np.int64), np.cumsum(labels >= 0, 1)], 1)
+        masked = (chosen[mention_batch, spans[:, 1]] - chosen[mention_batch, spans[:, 0]]) == spans[:, 1] - spans[:, 0]
+        knowledge, targets = np.flatnonzero(masked), np.flatnonzero(~masked)
+        batch["mention_batch"], batch["mention_spans"] = _tensor(mention_batch[knowledge]), _tensor(spans[knowledge])
         if self.knowledge_losses:
-            batch.target_counts["mmem"] = num_knowledge
-        if has_neighbors and self.sampler is not None:
-            batch["mnem_mention_batch"] = _concat(mnem["mnem_mention_batch"])
-            batch["mnem_mention_spans"] = _concat(mnem["mnem_mention_spans"], (0, 2))
-            for name in ("mnem_edge_mention", "mnem_entity_ids", "mnem_relation_ids", "mnem_directions"):
-                batch[name] = _concat(mnem[name])
-            batch["mnem_negative_ids"] = _concat(mnem["mnem_negative_ids"], (0, self.num_negatives))
-            batch["mnem_log_q"] = _concat(mnem["mnem_log_q"], (0, self.num_negatives + 1), np.float32)
-            if self.knowledge_losses:
-                batch.target_counts["mnem"] = len(batch["mnem_entity_ids"])
+            batch.target_counts["mmem"] = len(knowledge)
+        if "neighbor_ids" not in rows:
+            batch["mention_tokens"] = torch.stack(mention_token_index(batch["mention_batch"], batch["mention_spans"]))
+            return
+        neighbors = self._neighbor_rows(rows, examples, counts)  # (mentions, K) each
+        member, slot = np.nonzero(neighbors["ids"][knowledge] >= 0)  # valid neighbour edges, mention-major
+        mention_of_edge = knowledge[member]
+        edges = {name: neighbors[name][mention_of_edge, slot] for name in NEIGHBOR_COLUMNS}
+        batch["neighbor_mention"] = _tensor(member)
+        for name, key in (("ids", "neighbor_entity_ids"), ("relations", "neighbor_relation_ids"),
+                          ("directions", "neighbor_directions"), ("types", "neighbor_type_ids")):
+            batch[key] = _tensor(edges[name])
+        batch.update(_knowledge_indices(mention_batch[knowledge], spans[knowledge], member, edges["ids"],
+                                        edges["types"], self.num_entity_types, self.relational))
+        if self.sampler is None:
+            return
+        member, slot = np.nonzero(neighbors["ids"][targets] >= 0)  # MNeM edges, grouped by example
+        mention_of_edge = targets[member]
+        entity = neighbors["ids"][mention_of_edge, slot]
+        edges_per_example = np.bincount(mention_batch[mention_of_edge], minlength=len(examples))
+        # each example's negatives from its own generator, as many rows as it has edges
+        uniforms = [rngs[row].random((count, self.num_negatives)) for row, count in enumerate(edges_per_example)
+                    if count]
+        negatives = self.sampler.draw(entity, np.concatenate(uniforms) if uniforms
+                                      else np.zeros((0, self.num_negatives)))  # (edges, negatives)
+        batch["mnem_mention_batch"], batch["mnem_mention_spans"] = _tensor(mention_batch[targets]), \
+            _tensor(spans[targets])
+        batch["mnem_mention_tokens"] = torch.stack(mention_token_index(batch["mnem_mention_batch"],
+                                                                       batch["mnem_mention_spans"]))
+        batch["mnem_edge_mention"], batch["mnem_entity_ids"] = _tensor(member), _tensor(entity)
+        batch["mnem_relation_ids"] = _tensor(neighbors["relations"][mention_of_edge, slot])
+        batch["mnem_directions"] = _tensor(neighbors["directions"][mention_of_edge, slot])
+        batch["mnem_negative_ids"] = _tensor(negatives.reshape(-1, self.num_negatives))
+        batch["mnem_log_q"] = _tensor(self.sampler.log_q[np.concatenate([entity[:, None], negatives], 1)],
+                                      np.float32).reshape(-1, self.num_negatives + 1)
+        if self.knowledge_losses:
+            batch.target_counts["mnem"] = len(entity)
 
 
 class KnowledgeLookup:
@@ -158,16 +182,19 @@ class KnowledgeLookup:
 
     Mentions of entities outside the neighbour table (entities the pre-training corpus never
     mentioned) keep their mention but get no neighbours; the hybrid attention then contributes a
-    zero summary for them. :meth:`features` gives one example's arrays, :meth:`collate` a batch.
+    zero summary for them. :meth:`features` gives one example's arrays, :meth:`collate` a batch
+    (with the encoder's precomputed indices; ``relational``: also the R-GCN graph).
     """
 
-    def __init__(self, store, table, linker=None) -> None:
+    def __init__(self, store, table, linker=None, relational: bool = False) -> None:
         from kgplm.text.linking import EntityLinker
 
         self.store, self.table = store, table
         self.linker = linker if linker is not None else EntityLinker(store)
         self.primary_types = store.primary_type_ids()
-        self.row = {int(seed): row for row, seed in enumerate(np.asarray(table.seeds).tolist())}
+        self.num_types, self.relational = store.num_types, relational
+        self.row_of_entity = np.full(store.num_entities, -1, dtype=np.int64)  # entity → its table row
+        self.row_of_entity[np.asarray(table.seeds, dtype=np.int64)] = np.arange(len(table.seeds))
         self.neighbors = np.asarray(table.neighbors)
         self.relations = np.asarray(table.relations)
         self.directions = np.asarray(table.directions)
@@ -178,48 +205,44 @@ class KnowledgeLookup:
         entity_ids = self.linker.best_entities(entries)
         spans = char_spans_to_token_spans(offsets, np.stack([starts, ends], 1) if len(starts) else [])
         kept = np.flatnonzero(spans[:, 0] >= 0)
-        entity_ids = entity_ids[kept]
+        table_rows = self.row_of_entity[np.asarray(entity_ids, dtype=np.int64)[kept]]
+        in_table = table_rows >= 0
         k = self.neighbors.shape[1]
         neighbors = np.full((len(kept), k), -1, dtype=np.int64)
         relations, directions = neighbors.copy(), neighbors.copy()
-        for index, entity in enumerate(entity_ids.tolist()):
-            row = self.row.get(entity)
-            if row is not None:
-                neighbors[index], relations[index], directions[index] = (
-                    self.neighbors[row], self.relations[row], self.directions[row])
+        neighbors[in_table] = self.neighbors[table_rows[in_table]]
+        relations[in_table] = self.relations[table_rows[in_table]]
+        directions[in_table] = self.directions[table_rows[in_table]]
         types = np.where(neighbors >= 0, self.primary_types[np.maximum(neighbors, 0)], -1)
         return {"mention_spans": spans[kept], "neighbor_ids": neighbors, "neighbor_relations": relations,
                 "neighbor_directions": directions, "neighbor_types": types}
 
-    @staticmethod
-    def collate(parts: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
+    def collate(self, parts: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
         """The encoder's knowledge inputs for a batch of :meth:`features` results (one per sequence)."""
-        mention_batch, spans = [], []
-        edges: dict[str, list[np.ndarray]] = {key: [] for key in ("mention", "entity", "relation", "direction",
-                                                                  "type")}
-        offset = 0
-        for row, part in enumerate(parts):
-            count = len(part["mention_spans"])
-            mention_batch.append(np.full(count, row, np.int64))
-            spans.append(part["mention_spans"].reshape(-1, 2))
-            valid_mention, valid_slot = np.nonzero(part["neighbor_ids"] >= 0)
-            edges["mention"].append(valid_mention + offset)
-            edges["entity"].append(part["neighbor_ids"][valid_mention, valid_slot])
-            edges["relation"].append(part["neighbor_relations"][valid_mention, valid_slot])
-            edges["direction"].append(part["neighbor_directions"][valid_mention, valid_slot])
-            edges["type"].append(part["neighbor_types"][valid_mention, valid_slot])
-            offset += count
-        return {"mention_batch": _concat(mention_batch), "mention_spans": _concat(spans, (0, 2)).reshape(-1, 2),
-                "neighbor_mention": _concat(edges["mention"]), "neighbor_entity_ids": _concat(edges["entity"]),
-                "neighbor_relation_ids": _concat(edges["relation"]), "neighbor_directions": _concat(edges["direction"]),
-                "neighbor_type_ids": _concat(edges["type"])}
+        counts = np.array([len(part["mention_spans"]) for part in parts], dtype=np.int64)
+        mention_batch = np.repeat(np.arange(len(parts)), counts)
+        spans = np.concatenate([part["mention_spans"].reshape(-1, 2) for part in parts]).astype(np.int64)
+        k = self.neighbors.shape[1]
+        table = {name: np.concatenate([part[column].reshape(-1, k) for part in parts])
+                 for name, column in NEIGHBOR_COLUMNS.items()}  # (mentions, K)
+        edge_mention, slot = np.nonzero(table["ids"] >= 0)
+        edges = {name: values[edge_mention, slot] for name, values in table.items()}
+        return {"mention_batch": _tensor(mention_batch), "mention_spans": _tensor(spans).reshape(-1, 2),
+                "neighbor_mention": _tensor(edge_mention), "neighbor_entity_ids": _tensor(edges["ids"]),
+                "neighbor_relation_ids": _tensor(edges["relations"]),
+                "neighbor_directions": _tensor(edges["directions"]), "neighbor_type_ids": _tensor(edges["types"]),
+                **_knowledge_indices(mention_batch, spans, edge_mention, edges["ids"], edges["types"],
+                                     self.num_types, self.relational)}
 
 
 def knowledge_inputs(run, progress: bool) -> KnowledgeLookup:
     """The fine-tuning inputs of a SMedBERT model: the graph and PEPR table of its pre-training run.
 
-    ``run`` is a :class:`~kgplm.training.run.RunDirectory` of the pre-training run.
+    ``run`` is a :class:`~kgplm.training.run.RunDirectory` of the pre-training run; its model's
+    config says whether the encoder runs the R-GCN (whose graph the batches then carry).
     """
+    import json
+
     from kgplm.exceptions import MissingFileError
     from kgplm.kg.pepr import NeighborTable
 
@@ -227,4 +250,7 @@ def knowledge_inputs(run, progress: bool) -> KnowledgeLookup:
     if not table_path.is_file():
         raise MissingFileError(table_path, "PEPR neighbour table of the pre-training run (a SMedBERT model needs "
                                            "the graph and neighbour table it was trained with)")
-    return KnowledgeLookup(run.open_store(progress=progress), NeighborTable.load(table_path))
+    config_path = run.model_dir / "config.json"
+    relational = config_path.is_file() and json.loads(config_path.read_text(encoding="utf-8")).get(
+        "relational_encoder") == "rgcn"
+    return KnowledgeLookup(run.open_store(progress=progress), NeighborTable.load(table_path), relational=relational)

@@ -85,6 +85,15 @@ Deviations and choices (each documented here; options where the alternative is r
   each mention's neighbour set (messages between co-neighbours, typed by their link to the
   mention's entity) before the attention; the mention's own entity is not a node, so a masked
   mention's identity cannot reach its tokens that way. MNeM keeps the TransR vectors.
+* Mixed precision (``mixed_precision="bf16"|"fp16"``): under autocast the span pooling's and both
+  attentions' softmaxes and weighted sums, the normalisations and scores of MNeM (Eq. 16) and the
+  MNeM/MMeM losses run in fp32; the linear maps run in the autocast dtype.
+* No host–device synchronisation in the forward pass: the indices whose size depends on the data
+  (mention tokens, the (mention, type) groups of Eq. 3, the R-GCN's node set and co-neighbour pairs)
+  come from the collators, built on the CPU with the same functions (:func:`type_groups`,
+  :func:`~kgplm.models.modules.mention_token_index`, :func:`~kgplm.models.modules.neighbor_graph`),
+  and the R-GCN layer is a loop-free equivalent of PyG's ``RGCNConv``
+  (:class:`~kgplm.models.modules.BasisRelationalConvolution`).
 * SOP stays at chance (ln 2) in short CPU runs on real text, also for Hugging Face's
   ``BertForPreTraining`` fed the same batches: it is a matter of scale, not of wiring
   (``benchmarks/sop_curve.py``).
@@ -117,15 +126,19 @@ from kgplm.models.modules import (
 from kgplm.models.objectives import masked_lm_objective, sentence_order_objective
 
 __all__ = ["NeighborTypeAttention", "NeighborNodeAttention", "MentionNeighborHybridAttention", "GatedPositionInfusion",
-           "MentionProjection", "mnem_scores", "masked_neighbor_loss", "SmedbertEncoding", "SmedbertForPreTraining",
-           "KNOWLEDGE_INPUTS", "MNEM_INPUTS"]
+           "MentionProjection", "type_groups", "mnem_scores", "masked_neighbor_loss", "SmedbertEncoding",
+           "SmedbertForPreTraining", "KNOWLEDGE_INPUTS", "KNOWLEDGE_INDEX_INPUTS", "MNEM_INPUTS"]
 
 #: The batch keys of the knowledge mentions the encoder injects neighbours for (pre-training and fine-tuning).
 KNOWLEDGE_INPUTS = ("mention_batch", "mention_spans", "neighbor_mention", "neighbor_entity_ids",
                     "neighbor_relation_ids", "neighbor_directions", "neighbor_type_ids")
-#: The batch keys of MNeM: the target mentions (never injected), their neighbour edges and negatives.
+#: Indices of the knowledge mentions the collators precompute on the CPU (optional; ``SmedbertEncoding.encode``).
+KNOWLEDGE_INDEX_INPUTS = ("mention_tokens", "neighbor_type_group", "type_group_mention", "neighbor_nodes",
+                          "neighbor_node_of_edge", "co_neighbor_pairs")
+#: The batch keys of MNeM: the target mentions (never injected), their neighbour edges and negatives,
+#: and (optional, precomputed) their tokens.
 MNEM_INPUTS = ("mnem_mention_batch", "mnem_mention_spans", "mnem_edge_mention", "mnem_entity_ids",
-               "mnem_relation_ids", "mnem_directions", "mnem_negative_ids", "mnem_log_q")
+               "mnem_relation_ids", "mnem_directions", "mnem_negative_ids", "mnem_log_q", "mnem_mention_tokens")
 
 
 class NeighborTypeAttention(nn.Module):
@@ -141,10 +154,11 @@ class NeighborTypeAttention(nn.Module):
                 edge_group: torch.Tensor, group_mention: torch.Tensor) -> torch.Tensor:
         """α per (mention, type) group, shape (groups,); softmax over each mention's groups."""
         num_groups = len(group_mention)
-        type_vectors = scatter(neighbor_vectors, edge_group, dim=0, dim_size=num_groups, reduce="sum")  # (groups, d2)
+        type_vectors = scatter(neighbor_vectors.float(), edge_group, dim=0, dim_size=num_groups,
+                               reduce="sum")  # (groups, d2)
         scores = self.score(torch.tanh(self.mention_transform(mention_vectors[group_mention])
                                        + self.type_transform(type_vectors))).squeeze(-1)  # (groups,)
-        return softmax(scores, group_mention, num_nodes=len(mention_vectors))
+        return softmax(scores.float(), group_mention, num_nodes=len(mention_vectors))  # fp32 under autocast
 
 
 class NeighborNodeAttention(MessagePassing):
@@ -177,10 +191,11 @@ class NeighborNodeAttention(MessagePassing):
 
     def message(self, x_j: torch.Tensor, x_i: torch.Tensor, edge_weight: torch.Tensor, index: torch.Tensor,
                 ptr: torch.Tensor | None, size_i: int | None) -> torch.Tensor:
-        scores = edge_weight * (self.query(x_i) * self.key(x_j)).sum(-1) * self.scale  # (edges,)
-        attention = softmax(scores, index, ptr, size_i)
+        # fp32 under autocast: the scores, the grouped softmax and the weighted sum of values
+        scores = edge_weight.float() * (self.query(x_i).float() * self.key(x_j).float()).sum(-1) * self.scale
+        attention = softmax(scores, index, ptr, size_i)  # (edges,)
         self.last_attention = attention.detach()
-        return attention.unsqueeze(-1) * self.value(x_j)  # (edges, d2)
+        return attention.unsqueeze(-1) * self.value(x_j).float()  # (edges, d2)
 
 
 class MentionNeighborHybridAttention(nn.Module):
@@ -206,8 +221,10 @@ class MentionNeighborHybridAttention(nn.Module):
         return self.mention_norm(F.gelu(self.mention_projection(pooled)))
 
     def forward(self, mention_vectors: torch.Tensor, neighbor_vectors: torch.Tensor, edge_mention: torch.Tensor,
-                edge_type: torch.Tensor, num_types: int) -> torch.Tensor:
-        """h̄_m, (mentions, d2). ``neighbor_vectors`` (edges, d2), one row per neighbour edge."""
+                edge_type: torch.Tensor, num_types: int,
+                groups: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """h̄_m, (mentions, d2). ``neighbor_vectors`` (edges, d2), one row per neighbour edge;
+        ``groups``: :func:`type_groups` of the edges when the collator built them."""
         num_mentions = len(mention_vectors)
         num_edges = len(edge_mention)
         if num_edges == 0:
@@ -216,10 +233,8 @@ class MentionNeighborHybridAttention(nn.Module):
             summary = scatter(neighbor_vectors, edge_mention, dim=0, dim_size=num_mentions, reduce="mean")
         else:
             if self.type_attention is not None:
-                # one group per (mention, type) pair present
-                keys = edge_mention * (num_types + 1) + edge_type
-                group_keys, edge_group = torch.unique(keys, return_inverse=True)
-                group_mention = group_keys // (num_types + 1)
+                edge_group, group_mention = groups if groups is not None else type_groups(edge_mention, edge_type,
+                                                                                          num_types)
                 type_weight = self.type_attention(mention_vectors, neighbor_vectors, edge_mention, edge_group,
                                                   group_mention)[edge_group]  # (edges,)
             else:
@@ -227,6 +242,18 @@ class MentionNeighborHybridAttention(nn.Module):
             edge_index = torch.stack([torch.arange(num_edges, device=edge_mention.device), edge_mention])  # (2, edges)
             summary = self.node_attention(neighbor_vectors, mention_vectors, edge_index, type_weight)
         return self.output_norm(summary + self.contract(F.gelu(self.expand(summary))))
+
+
+def type_groups(edge_mention: torch.Tensor, neighbor_type_ids: torch.Tensor, num_types: int
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 3's groups: one per (mention, type) pair present, in (mention, type) order.
+
+    Returns ``(edge_group (edges,), group_mention (groups,))``; an untyped neighbour (−1) has
+    type ``num_types``. Uses ``torch.unique``: collators call it on the CPU and pass the result.
+    """
+    types = torch.where(neighbor_type_ids < 0, num_types, neighbor_type_ids)
+    group_keys, edge_group = torch.unique(edge_mention * (num_types + 1) + types, return_inverse=True)
+    return edge_group, group_keys // (num_types + 1)
 
 
 class GatedPositionInfusion(nn.Module):
@@ -249,7 +276,7 @@ class GatedPositionInfusion(nn.Module):
         gate = torch.tanh(self.gate(torch.cat([token_states, infusion], -1)))
         delta = F.gelu(self.update(torch.cat([token_states, gate * infusion], -1)))  # h_i ← delta + h_i
         # out of place, accumulating, so a token of two overlapping mentions receives both updates
-        return hidden_states.index_put((token_batch, token_position), delta, accumulate=True)
+        return hidden_states.index_put((token_batch, token_position), delta.to(hidden_states.dtype), accumulate=True)
 
 
 class MentionProjection(nn.Module):
@@ -273,15 +300,19 @@ def mnem_scores(mention_vectors: torch.Tensor, relation_vectors: torch.Tensor, p
     M_r (edges, d2, d_r), ``candidate_vectors`` ent(e) (edges, candidates, d2), ``directions``
     (edges,) 0 when e_m is the head, 1 when it is the tail. Returns (edges, candidates).
     """
-    sign = torch.where(directions == 1, -1.0, 1.0).unsqueeze(-1)  # (edges, 1)
-    query = torch.bmm(mention_vectors.unsqueeze(1), projections).squeeze(1) + sign * relation_vectors  # (edges, d_r)
-    keys = torch.bmm(candidate_vectors, projections)  # (edges, candidates, d_r)
-    return scale * torch.einsum("ed,ecd->ec", F.normalize(query, dim=-1), F.normalize(keys, dim=-1))
+    # in fp32 under autocast: the scores are cosines scaled by λ and compared through a softmax
+    with torch.autocast(device_type=mention_vectors.device.type, enabled=False):
+        mention_vectors, relation_vectors = mention_vectors.float(), relation_vectors.float()
+        projections, candidate_vectors = projections.float(), candidate_vectors.float()
+        sign = torch.where(directions == 1, -1.0, 1.0).unsqueeze(-1)  # (edges, 1)
+        query = torch.bmm(mention_vectors.unsqueeze(1), projections).squeeze(1) + sign * relation_vectors  # (edges, d_r)
+        keys = torch.bmm(candidate_vectors, projections)  # (edges, candidates, d_r)
+        return scale * torch.einsum("ed,ecd->ec", F.normalize(query, dim=-1), F.normalize(keys, dim=-1))
 
 
 def masked_neighbor_loss(scores: torch.Tensor, log_q: torch.Tensor, candidate_ids: torch.Tensor) -> torch.Tensor:
     """Sampled softmax with log-Q correction; column 0 is the positive, the rest negatives."""
-    logits = scores - log_q  # (edges, 1 + negatives)
+    logits = scores.float() - log_q.float()  # (edges, 1 + negatives)
     accidental = candidate_ids[:, 1:] == candidate_ids[:, :1]
     logits = torch.cat([logits[:, :1], logits[:, 1:].masked_fill(accidental, float("-inf"))], 1)
     return F.cross_entropy(logits, torch.zeros(len(logits), dtype=torch.long, device=logits.device))
@@ -292,7 +323,7 @@ class SmedbertEncoding(Encoding):
     layers, the remaining layers. Builds ``bert``, ``kg``, ``relational_encoder``,
     ``hybrid_attention`` and ``infusion`` on the host (the names of every SMedBERT checkpoint)."""
 
-    input_names = KNOWLEDGE_INPUTS
+    input_names = KNOWLEDGE_INPUTS + KNOWLEDGE_INDEX_INPUTS
 
     def build(self, host: nn.Module, config: SmedbertConfig, *, pooler: bool = True) -> None:
         config.validate_knowledge()
@@ -305,18 +336,26 @@ class SmedbertEncoding(Encoding):
 
     @staticmethod
     def neighbor_vectors(host, neighbor_mention, neighbor_entity_ids, neighbor_relation_ids,
-                         neighbor_directions) -> torch.Tensor:
-        """ent(e) per neighbour edge, (edges, d2), refined by the R-GCN when configured."""
+                         neighbor_directions, graph: dict | None = None) -> torch.Tensor:
+        """ent(e) per neighbour edge, (edges, d2), refined by the R-GCN when configured (``graph``:
+        :func:`~kgplm.models.modules.neighbor_graph` of the edges, when the collator built it)."""
         if host.relational_encoder is None:
             return host.kg.entities[neighbor_entity_ids]
         return host.relational_encoder(host.kg.entities, neighbor_entity_ids, neighbor_mention,
-                                       neighbor_relation_ids, neighbor_directions)
+                                       neighbor_relation_ids, neighbor_directions, graph=graph)
 
     def encode(self, host, input_ids, attention_mask=None, token_type_ids=None, mention_batch=None,
                mention_spans=None, neighbor_mention=None, neighbor_entity_ids=None, neighbor_relation_ids=None,
-               neighbor_directions=None, neighbor_type_ids=None) -> EncoderOutput:
+               neighbor_directions=None, neighbor_type_ids=None, mention_tokens=None, neighbor_type_group=None,
+               type_group_mention=None, neighbor_nodes=None, neighbor_node_of_edge=None,
+               co_neighbor_pairs=None) -> EncoderOutput:
         """Token states after all layers, knowledge infused after ``config.fusion_layer``.
 
+        The optional indices (``mention_tokens`` — :func:`~kgplm.models.modules.mention_token_index`
+        stacked; ``neighbor_type_group``/``type_group_mention`` — :func:`type_groups`;
+        ``neighbor_nodes``/``neighbor_node_of_edge``/``co_neighbor_pairs`` —
+        :func:`~kgplm.models.modules.neighbor_graph`) are what the collators build on the CPU; given,
+        the pass makes no host–device synchronisation of its own; absent, they are computed here.
         ``extras["mention_index"]`` is ``(token_mention, token_batch, token_position, num_mentions)``
         of the knowledge mentions, or ``None`` without mentions.
         """
@@ -329,19 +368,24 @@ class SmedbertEncoding(Encoding):
         mention_index = None
         if mention_spans is not None and len(mention_spans) > 0:
             num_mentions = len(mention_spans)
-            token_mention, token_batch, token_position = mention_token_index(mention_batch, mention_spans)
+            token_mention, token_batch, token_position = (
+                mention_tokens if mention_tokens is not None else mention_token_index(mention_batch, mention_spans))
             mention_vectors = host.hybrid_attention.mention_vectors(
                 hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
             edges = neighbor_mention if neighbor_mention is not None else mention_batch.new_zeros(0)
             if len(edges):
+                graph = None if neighbor_nodes is None else {
+                    "neighbor_nodes": neighbor_nodes, "neighbor_node_of_edge": neighbor_node_of_edge,
+                    "co_neighbor_pairs": co_neighbor_pairs}
                 neighbor_vectors = self.neighbor_vectors(host, edges, neighbor_entity_ids, neighbor_relation_ids,
-                                                         neighbor_directions)  # (edges, d2)
+                                                         neighbor_directions, graph)  # (edges, d2)
                 edge_types = torch.where(neighbor_type_ids < 0, config.num_entity_types, neighbor_type_ids)
             else:
                 neighbor_vectors = hidden.new_zeros(0, config.entity_dim)
                 edge_types = edges
+            groups = None if neighbor_type_group is None else (neighbor_type_group, type_group_mention)
             summary = host.hybrid_attention(mention_vectors, neighbor_vectors, edges, edge_types,
-                                            config.num_entity_types)
+                                            config.num_entity_types, groups)
             hidden = host.infusion(hidden, summary, mention_vectors, token_mention, token_batch, token_position)
             mention_index = (token_mention, token_batch, token_position, num_mentions)
 
@@ -358,12 +402,17 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
     Inputs beyond BERT's (all flat, PyG style; see :class:`kgplm.methods.smedbert.batching.SmedbertCollator`):
 
     * knowledge mentions (neighbours injected; MMeM targets): ``mention_batch`` (mentions,),
-      ``mention_spans`` (mentions, 2) token ``[start, end)``, ``mention_masked`` (mentions,) bool;
-      ``neighbor_mention``, ``neighbor_entity_ids``, ``neighbor_relation_ids``,
-      ``neighbor_directions``, ``neighbor_type_ids`` (edges,);
+      ``mention_spans`` (mentions, 2) token ``[start, end)``; ``neighbor_mention``,
+      ``neighbor_entity_ids``, ``neighbor_relation_ids``, ``neighbor_directions``,
+      ``neighbor_type_ids`` (edges,); optional precomputed indices (``SmedbertEncoding.encode``);
+      ``mention_masked`` (mentions,) bool, optional: which of them MMeM reconstructs. The
+      collator's knowledge mentions are by construction the masked ones and it passes no
+      ``mention_masked``: every knowledge mention is then an MMeM target, decided from shapes,
+      without reading the device. A given mask selects rows (a synchronisation on a GPU).
     * MNeM targets (never injected): ``mnem_mention_batch``, ``mnem_mention_spans``;
       ``mnem_edge_mention``, ``mnem_entity_ids``, ``mnem_relation_ids``, ``mnem_directions``
-      (edges,); ``mnem_negative_ids`` (edges, negatives) and ``mnem_log_q`` (edges, 1 + negatives).
+      (edges,); ``mnem_negative_ids`` (edges, negatives) and ``mnem_log_q`` (edges, 1 + negatives);
+      ``mnem_mention_tokens`` (3, tokens) optional, precomputed.
     """
 
     config_class = SmedbertConfig
@@ -403,6 +452,12 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         neighbor_relation_ids: torch.Tensor | None = None,
         neighbor_directions: torch.Tensor | None = None,
         neighbor_type_ids: torch.Tensor | None = None,
+        mention_tokens: torch.Tensor | None = None,
+        neighbor_type_group: torch.Tensor | None = None,
+        type_group_mention: torch.Tensor | None = None,
+        neighbor_nodes: torch.Tensor | None = None,
+        neighbor_node_of_edge: torch.Tensor | None = None,
+        co_neighbor_pairs: torch.Tensor | None = None,
         mnem_mention_batch: torch.Tensor | None = None,
         mnem_mention_spans: torch.Tensor | None = None,
         mnem_edge_mention: torch.Tensor | None = None,
@@ -411,11 +466,14 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         mnem_directions: torch.Tensor | None = None,
         mnem_negative_ids: torch.Tensor | None = None,
         mnem_log_q: torch.Tensor | None = None,
+        mnem_mention_tokens: torch.Tensor | None = None,
     ) -> PretrainingOutput:
         config = self.config
         encoded = SMEDBERT_ENCODING.encode(self, input_ids, attention_mask, token_type_ids, mention_batch,
                                            mention_spans, neighbor_mention, neighbor_entity_ids,
-                                           neighbor_relation_ids, neighbor_directions, neighbor_type_ids)
+                                           neighbor_relation_ids, neighbor_directions, neighbor_type_ids,
+                                           mention_tokens, neighbor_type_group, type_group_mention, neighbor_nodes,
+                                           neighbor_node_of_edge, co_neighbor_pairs)
         hidden = encoded.last_hidden_state
         prediction_logits = self.cls(hidden)  # (batch, length, vocab)
         sop_logits = self.sop(self.bert.pooler(hidden)) if config.use_sop else None
@@ -429,14 +487,16 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         if not config.use_knowledge_losses:
             return output
         mention_index = encoded.extras["mention_index"]
-        if mention_index is not None and mention_masked is not None and bool(mention_masked.any()):
+        if mention_index is not None and (mention_masked is None or bool(mention_masked.any())):
             token_mention, token_batch, token_position, num_mentions = mention_index
             fused = self.mention_head(hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
             output.mention_vectors = fused
             output.add("mmem", self._mmem_loss(fused, mention_masked, token_mention, token_batch, token_position,
                                                labels), config.mmem_weight)
         if mnem_edge_mention is not None and len(mnem_edge_mention) and mnem_negative_ids is not None:
-            token_mention, token_batch, token_position = mention_token_index(mnem_mention_batch, mnem_mention_spans)
+            token_mention, token_batch, token_position = (
+                mnem_mention_tokens if mnem_mention_tokens is not None
+                else mention_token_index(mnem_mention_batch, mnem_mention_spans))
             targets = self.mention_head(hidden[token_batch, token_position], token_mention,
                                         len(mnem_mention_spans))  # (mnem mentions, d2)
             output.add("mnem", self._mnem_loss(targets[mnem_edge_mention], mnem_entity_ids, mnem_relation_ids,
@@ -453,7 +513,8 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         return masked_neighbor_loss(scores, log_q, candidate_ids)
 
     def _mmem_loss(self, fused, mention_masked, token_mention, token_batch, token_position, labels) -> torch.Tensor:
-        """Eq. 20–21 over the masked knowledge mentions; the masked tokens' originals are their labels."""
+        """Eq. 20–21 over the masked knowledge mentions (all of them when ``mention_masked`` is None);
+        the masked tokens' originals are their labels. The squared error is taken in fp32."""
         num_mentions = len(fused)
         token_ids = labels[token_batch, token_position].clamp(min=0)  # (mention_tokens,)
         if self.config.mmem_target == "frozen_initial":
@@ -463,4 +524,6 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
             with torch.no_grad():
                 target = self.mention_head(self.bert.embeddings.word_embeddings.weight[token_ids], token_mention,
                                            num_mentions)
-        return F.mse_loss(fused[mention_masked], target[mention_masked])  # mean over masked mentions and d2
+        if mention_masked is not None:
+            fused, target = fused[mention_masked], target[mention_masked]
+        return F.mse_loss(fused.float(), target.float())  # mean over masked mentions and d2
