@@ -269,18 +269,24 @@ class FineTuningResult:
         return f"FineTuningResult(task={self.task!r}, dev {self.dev['main']:.4f}{test}, {self.output_dir})"
 
 
-def _encoder_inputs(method: str, run, progress: bool):
-    """The provider of the extra encoder inputs a method reads at fine-tuning (``None`` for none)."""
+def _encoder_inputs(method: str, run, progress: bool, wanted: bool = True):
+    """The provider of the extra encoder inputs a method reads at fine-tuning (``None`` for none, or when
+    not ``wanted``: the encoder then runs on the text alone)."""
     from kgplm.exceptions import MissingFileError
     from kgplm.methods import get
 
     spec = get(method)
-    if spec.finetuning_inputs is None:
+    if spec.finetuning_inputs is None or not wanted:
         return None
     if run is None:
         raise MissingFileError("<model>", f"pre-training run next to the model: a {method!r} encoder reads inputs "
                                           f"built from its pre-training run's artefacts")
     return spec.finetuning_inputs(run, progress)
+
+
+#: The seed of dev and test subsets (``max_eval_examples``): fixed, so that every training seed and every
+#: model is scored on the same examples (``evaluate``'s default ``seed`` draws the same subset).
+EVALUATION_SUBSET_SEED = 0
 
 
 def _subset(examples: list, limit: int | None, seed: int) -> list:
@@ -307,6 +313,7 @@ def finetune(
     max_train_examples: int | None = None,
     max_eval_examples: int | None = None,
     seed: int = 0,
+    encoder_inputs: bool = True,
     device: str = "cpu",
     mixed_precision: str = "no",
     progress: bool = True,
@@ -324,7 +331,12 @@ def finetune(
             longer NER documents are read in overlapping windows, see
             :class:`kgplm.training.finetuning.TaskEncoder`.
         tagging: ``"bio"`` or ``"bioes"`` for NER tasks.
-        max_train_examples, max_eval_examples: seeded subsets for quick runs (``None``: all).
+        max_train_examples, max_eval_examples: subsets for quick runs (``None``: all); the training
+            subset follows ``seed``, the dev and test subsets do not (:data:`EVALUATION_SUBSET_SEED`),
+            so runs with different seeds are scored on the same examples.
+        encoder_inputs: ``False`` fine-tunes a method whose encoder reads extra inputs (SMedBERT's
+            linked mentions and neighbours) on the text alone — the "no knowledge at fine-tuning"
+            ablation; ``evaluate`` then does the same.
         mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (training and scoring under autocast).
 
     Under ``torchrun`` each batch is split over the processes (DDP; the loss stays the mean over
@@ -366,8 +378,8 @@ def finetune(
         loaded = load_task_splits(spec.name, data_dir)
         splits = loaded.splits
         train_examples = _subset(splits["train"], max_train_examples, seed)
-        dev_examples = _subset(splits["dev"], max_eval_examples, seed)
-        test_examples = _subset(splits["test"], max_eval_examples, seed)
+        dev_examples = _subset(splits["dev"], max_eval_examples, EVALUATION_SUBSET_SEED)
+        test_examples = _subset(splits["test"], max_eval_examples, EVALUATION_SUBSET_SEED)
         tokenizer = load_tokenizer(tokenizer_dir)
         config = KgplmConfig.from_pretrained(str(model_dir))
         if max_length is None:
@@ -378,7 +390,7 @@ def finetune(
         label_names = label_names_for(spec, train_examples, tagging)
         config.set_task(spec.kind, spec.name, label_names, tagging)
         encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
-                              knowledge=_encoder_inputs(config.method, run, progress and main))
+                              knowledge=_encoder_inputs(config.method, run, progress and main, encoder_inputs))
         import torch
 
         torch.manual_seed(seed)  # the head's initial weights
@@ -406,6 +418,7 @@ def finetune(
             results = {"task": spec.name, "metric": spec.metric, "dev": dev_scores, "test": test_scores,
                        "history": history, "examples": {"train": len(train_examples), "dev": len(dev_examples),
                                                         "test": len(test_examples)},
+                       "example_ids": {"dev": [e.id for e in dev_examples], "test": [e.id for e in test_examples]},
                        "derived_splits": list(loaded.derived), "unlabelled_splits": list(loaded.unlabelled),
                        "encoding": encoding}
             with atomic_directory(output_dir / "model") as temporary:
@@ -424,8 +437,12 @@ def finetune(
         context.close()
 
 
-def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, device, progress):
-    """Load a fine-tuned model and its task's split; run it. Returns (encoder, examples, features, outputs)."""
+def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs, device, progress):
+    """Load a fine-tuned model and its task's split; run it. Returns (encoder, examples, features, outputs).
+
+    ``max_examples`` draws a subset with ``seed`` (by default the subset ``finetune`` scored);
+    ``encoder_inputs`` (default: as the model was fine-tuned) feeds the method's extra encoder inputs.
+    """
     from kgplm.evaluation.tasks import get_task, load_task
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
@@ -444,11 +461,14 @@ def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed
     examples = _subset(load_task(spec.name, data_dir, split), max_examples, seed)
     max_length = None
     finetune_config = model_dir.parent / "finetune_config.json"
-    if finetune_config.is_file():  # the length it was fine-tuned with
-        max_length = json.loads(finetune_config.read_text(encoding="utf-8"))["max_length"]
+    if finetune_config.is_file():  # the length (and encoder inputs) it was fine-tuned with
+        recorded = json.loads(finetune_config.read_text(encoding="utf-8"))
+        max_length = recorded["max_length"]
+        encoder_inputs = recorded.get("encoder_inputs", True) if encoder_inputs is None else encoder_inputs
     max_length = max_length or min(config.max_position_embeddings, 512)
     encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names, max_length=max_length,
-                          tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress))
+                          tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress,
+                                                                           encoder_inputs is not False))
     features = encoder.encode(examples)
     network.to(device)
     outputs = predict(network, encoder, features, batch_size=batch_size, device=device, progress=progress)
@@ -463,14 +483,20 @@ def evaluate(
     split: str = "test",
     batch_size: int = 64,
     max_examples: int | None = None,
-    seed: int = 0,
+    seed: int = EVALUATION_SUBSET_SEED,
+    encoder_inputs: bool | None = None,
     device: str = "cpu",
     progress: bool = True,
 ) -> dict[str, float]:
-    """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own."""
+    """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own.
+
+    ``max_examples`` draws a subset with ``seed`` (by default the subset ``finetune`` scored);
+    ``encoder_inputs`` (default: as the model was fine-tuned) feeds the method's extra encoder inputs.
+    """
     from kgplm.training.finetuning import score
 
-    return score(*_run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, device, progress))
+    return score(*_run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs,
+                                  device, progress))
 
 
 def predict(
@@ -483,7 +509,8 @@ def predict(
     format: str = "jsonl",
     batch_size: int = 64,
     max_examples: int | None = None,
-    seed: int = 0,
+    seed: int = EVALUATION_SUBSET_SEED,
+    encoder_inputs: bool | None = None,
     device: str = "cpu",
     progress: bool = True,
 ) -> Path:
@@ -500,7 +527,7 @@ def predict(
     if format not in PREDICTION_FORMATS:
         raise ConfigurationError(f"format must be one of {PREDICTION_FORMATS}, got {format!r}")
     encoder, examples, features, outputs = _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples,
-                                                          seed, device, progress)
+                                                          seed, encoder_inputs, device, progress)
     records = example_predictions(encoder, examples, features, outputs)
     written = write_predictions(records, output, task=encoder.spec.name, format=format)
     logger.info("wrote %d %s predictions to %s", len(records), encoder.spec.name, written)

@@ -238,8 +238,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                             epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
                             patience=args.patience, max_length=args.max_length, tagging=args.tagging,
                             max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
-                            seed=args.seed, device=args.device, mixed_precision=args.mixed_precision,
-                            progress=not args.no_progress)
+                            seed=args.seed, encoder_inputs=not args.no_encoder_inputs, device=args.device,
+                            mixed_precision=args.mixed_precision, progress=not args.no_progress)
     if not _is_main_process():
         return 0
     test = "unlabelled" if result.test is None else f"{result.test['main']:.4f}"
@@ -254,7 +254,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     import kgplm
 
     scores = kgplm.evaluate(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
-                            max_examples=args.max_examples, device=args.device, progress=not args.no_progress)
+                            max_examples=args.max_examples, encoder_inputs=False if args.no_encoder_inputs else None,
+                            device=args.device, progress=not args.no_progress)
     if _is_main_process():
         print(json.dumps(scores, indent=1))
     return 0
@@ -465,6 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-train-examples", type=int, default=None)
     p.add_argument("--max-eval-examples", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-encoder-inputs", action="store_true",
+                   help="fine-tune on the text alone (no linked mentions for a SMedBERT-like encoder)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: each process's own GPU)")
     p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no")
     p.add_argument("--no-progress", action="store_true")
@@ -476,6 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", required=True)
     p.add_argument("--split", default="test", help="train, dev or test")
     p.add_argument("--max-examples", type=int, default=None)
+    p.add_argument("--no-encoder-inputs", action="store_true",
+                   help="score on the text alone (default: as the model was fine-tuned)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_evaluate)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -63,6 +64,20 @@ def test_finetune_writes_results_and_evaluate_reproduces_them(cmedqaner_run, sha
         kgplm.evaluate(model=out, task="cmedqq", data_dir=shared_data / "tasks", progress=False)
 
 
+def test_dev_and_test_subsets_do_not_depend_on_the_training_seed(tiny_chinese_model, shared_data, tmp_path):
+    """Issue 22: every seed (and every model) must be scored on the same examples."""
+    runs = [kgplm.finetune(model=tiny_chinese_model, task="cmedic", data_dir=shared_data / "tasks",
+                           output_dir=tmp_path / f"seed{seed}", epochs=1, batch_size=16, learning_rate=1e-3,
+                           max_train_examples=300, max_eval_examples=40, seed=seed, progress=False)
+            for seed in (0, 1)]
+    # evaluate's default subset is the one finetune scored, whatever the training seed was
+    scores = kgplm.evaluate(model=runs[1].output_dir, data_dir=shared_data / "tasks", split="test", max_examples=40,
+                            progress=False)
+    assert scores["accuracy"] == pytest.approx(runs[1].test["accuracy"], abs=1e-12)
+    ids = [json.loads((run.output_dir / "results.json").read_text(encoding="utf-8"))["example_ids"] for run in runs]
+    assert ids[0] == ids[1] and len(ids[0]["test"]) == 40 and len(set(ids[0]["test"])) == 40
+
+
 def test_bad_arguments_fail_early(tiny_chinese_model, shared_data, tmp_path):
     with pytest.raises(MissingFileError, match="kgplm model"):
         kgplm.finetune(model=tmp_path, task="cmedic", data_dir=shared_data / "tasks", output_dir=tmp_path / "o")
@@ -109,6 +124,41 @@ def test_smedbert_is_fine_tuned_with_linked_mentions_and_neighbours(tmp_path):
     scores = kgplm.evaluate(model=tmp_path / "fine", data_dir=task_dir, progress=False)
     assert scores["accuracy"] == pytest.approx(result.test["accuracy"])
 
+    # "no knowledge at fine-tuning": the same pre-trained model fine-tuned on the text alone
+    plain = kgplm.finetune(model=run.output_dir, task="cmedic", data_dir=task_dir, output_dir=tmp_path / "plain",
+                           epochs=2, batch_size=8, learning_rate=1e-3, max_length=64, encoder_inputs=False,
+                           progress=False)
+    assert json.loads((plain.output_dir / "finetune_config.json").read_text(encoding="utf-8"))["encoder_inputs"] is False
+    plain_encoder = TaskEncoder(get_task("cmedic"), load_tokenizer(run.output_dir / "tokenizer"),
+                                label_names=["0", "1"], max_length=64, knowledge=None)
+    assert not set(plain_encoder.collate(plain_encoder.encode(load_task("cmedic", task_dir, "test")))) & set(
+        model.encoding.input_names)
+    # evaluate follows the setting the model was fine-tuned with, unless told otherwise
+    assert kgplm.evaluate(model=plain.output_dir, data_dir=task_dir, progress=False)["accuracy"] == pytest.approx(
+        plain.test["accuracy"])
+    with_inputs = kgplm.evaluate(model=plain.output_dir, data_dir=task_dir, encoder_inputs=True, progress=False)
+    assert 0.0 <= with_inputs["accuracy"] <= 1.0
+
+
+def test_smedbert_trained_with_a_given_neighbour_table_can_be_fine_tuned(tmp_path):
+    """A run given ``neighbor_table=`` (a cached PEPR table) holds no kg/neighbors.npz of its own; its
+    fine-tuning inputs must come from the table it was trained with."""
+    from kgplm.kg.pepr import NeighborTable
+    from kgplm.methods import get
+    from kgplm.training.run import RunDirectory
+
+    corpus = write_toy_corpus(tmp_path / "notes.txt")
+    first = kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "first", max_steps=2))
+    table_path = RunDirectory(first.output_dir).neighbor_table_path
+    second = kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "second", max_steps=2,
+                                                     neighbor_table=str(table_path)))
+    assert not RunDirectory(second.output_dir).neighbor_table_path.exists()
+    lookup = get("smedbert").finetuning_inputs(RunDirectory(second.output_dir), False)
+    assert np.array_equal(lookup.neighbors, NeighborTable.load(table_path).neighbors)
+    # built once per graph and table: a second fine-tuning of the same run reuses it, another graph does not
+    assert get("smedbert").finetuning_inputs(RunDirectory(second.output_dir), False) is lookup
+    assert get("smedbert").finetuning_inputs(RunDirectory(first.output_dir), False) is not lookup
+
 
 def test_cli_finetune_then_evaluate(tiny_chinese_model, shared_data, tmp_path, capsys):
     from kgplm.cli import main
@@ -116,9 +166,10 @@ def test_cli_finetune_then_evaluate(tiny_chinese_model, shared_data, tmp_path, c
     out = tmp_path / "cmedic"
     assert main(["finetune", "--model", str(tiny_chinese_model), "--task", "cmedic", "--data-dir",
                  str(shared_data / "tasks"), "--out", str(out), "--epochs", "1", "--max-train-examples", "64",
-                 "--max-eval-examples", "40", "--no-progress"]) == 0
+                 "--max-eval-examples", "40", "--no-encoder-inputs", "--no-progress"]) == 0
     assert "cmedic: dev" in capsys.readouterr().out
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert json.loads((out / "finetune_config.json").read_text(encoding="utf-8"))["encoder_inputs"] is False
     assert main(["evaluate", "--model", str(out), "--data-dir", str(shared_data / "tasks"), "--split", "dev",
                  "--max-examples", "40", "--no-progress"]) == 0
     printed = json.loads(capsys.readouterr().out)

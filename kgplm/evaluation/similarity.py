@@ -39,7 +39,8 @@ import numpy as np
 
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["jaro_winkler", "SimilarityQuery", "build_similarity_sets", "evaluate_similarity", "name_vectors"]
+__all__ = ["jaro_winkler", "SimilarityQuery", "build_similarity_sets", "evaluate_similarity", "similarity_hits",
+           "name_vectors"]
 
 logger = logging.getLogger(__name__)
 
@@ -268,9 +269,10 @@ def name_vectors(model, tokenizer, names: Sequence[str], *, batch_size: int = 12
     return torch.cat(vectors) if vectors else torch.zeros(0)
 
 
-def evaluate_similarity(model, tokenizer, sets: dict[str, list[SimilarityQuery]], *, device: str = "cpu"
-                        ) -> dict[str, float]:
-    """Acc@1 per set. ``model``/``tokenizer`` may be objects or directories (``load_pretrained``)."""
+def similarity_hits(model, tokenizer, sets: dict[str, list[SimilarityQuery]], *, device: str = "cpu"
+                    ) -> dict[str, np.ndarray]:
+    """Per query of each set, whether the positive ranked strictly first ((queries,) bool); the
+    per-example outcomes a paired test needs. ``model``/``tokenizer``: objects or directories."""
     import torch
 
     if not hasattr(model, "forward"):
@@ -288,11 +290,17 @@ def evaluate_similarity(model, tokenizer, sets: dict[str, list[SimilarityQuery]]
         strings = sorted({s for q in queries for s in (q.query, *q.candidates)})
         index = {s: i for i, s in enumerate(strings)}
         vectors = torch.nn.functional.normalize(name_vectors(model, tokenizer, strings, device=device), dim=-1)
-        hits = 0
-        for query in queries:
+        hits = np.zeros(len(queries), dtype=bool)
+        for row, query in enumerate(queries):
             candidates = vectors[[index[c] for c in query.candidates]]  # (20, d1)
             scores = candidates @ vectors[index[query.query]]  # (20,)
-            hits += int(scores[0] > scores[1:].max())  # strictly first: ties (a constant model) are misses
-        results[name] = hits / len(queries)
+            hits[row] = bool(scores[0] > scores[1:].max())  # strictly first: ties (a constant model) are misses
+        results[name] = hits
     return results
 
+
+def evaluate_similarity(model, tokenizer, sets: dict[str, list[SimilarityQuery]], *, device: str = "cpu"
+                        ) -> dict[str, float]:
+    """Acc@1 per set (the mean of :func:`similarity_hits`). ``model``/``tokenizer`` may be objects or
+    directories (``load_pretrained``)."""
+    return {name: float(hits.mean()) for name, hits in similarity_hits(model, tokenizer, sets, device=device).items()}

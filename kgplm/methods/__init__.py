@@ -9,6 +9,7 @@ See :mod:`kgplm.methods.registry` and the README's "Adding a method".
 from kgplm.methods.registry import (
     Control,
     MethodContext,
+    MethodEvaluation,
     MethodSpec,
     available,
     get,
@@ -23,4 +24,4 @@ from kgplm.methods import mlm as _mlm  # noqa: E402,F401  isort: skip
 from kgplm.methods import smedbert as _smedbert  # noqa: E402,F401  isort: skip
 from kgplm.methods import embert as _embert  # noqa: E402,F401  isort: skip
 
-__all__ = ["known_artefacts", "method_table", "Control", "MethodContext", "MethodSpec", "available", "get", "register", "unregister"]
+__all__ = ["known_artefacts", "method_table", "Control", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister"]

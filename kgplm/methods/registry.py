@@ -21,8 +21,8 @@ from kgplm.models.configuration import KgplmConfig
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.models.encoding import Encoding
 
-__all__ = ["known_artefacts", "Control", "MethodContext", "MethodSpec", "available", "get", "register", "unregister",
-           "method_table"]
+__all__ = ["known_artefacts", "Control", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get",
+           "register", "unregister", "method_table"]
 
 def known_artefacts() -> list[str]:
     """The KG-side artefacts a method can ask ``kgplm.train`` to prepare (:data:`kgplm.training.stages.STAGES`).
@@ -48,6 +48,24 @@ class Control:
     method: str
     masking: str | None = None
     model_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MethodEvaluation:
+    """A method's own evaluation of a pre-trained model (e.g. EP-PLM's product-attribute AUC).
+
+    ``benchmarks/replicate.py`` reports it as a column for the method, its control and its
+    ablations. ``run(model_dir, method_run, *, device, progress)`` scores the pre-trained model in
+    ``model_dir`` — the method's, or its control's or an ablation's, so it must accept any method's
+    model — with the data of the method's own pre-training run ``method_run`` (a
+    :class:`~kgplm.training.run.RunDirectory`: its graph, artefacts and ``method_data`` in
+    ``run_config.json``) and returns a score in [0, 1]. ``chance``: what a model that knows nothing
+    scores (0.5 for an AUC), printed as the baseline; ``description``: the column's meaning.
+    """
+
+    run: Callable[..., float]
+    chance: float | None = None
+    description: str = ""
 
 
 @dataclass
@@ -105,6 +123,9 @@ class MethodSpec:
             pre-training (load KG tables, snapshot frozen targets …), or ``None``.
         control: the method's fair control (``None`` for a control itself).
         ablations: name → ``model_options`` of each ablation the method offers.
+        evaluations: column name → :class:`MethodEvaluation`, the method's own evaluations of a
+            pre-trained model (reported by ``benchmarks/replicate.py`` for the method, its
+            control and its ablations).
     """
 
     name: str
@@ -123,6 +144,7 @@ class MethodSpec:
     prepare_model: Callable[[Any, Any], None] | None = None
     control: Control | None = None
     ablations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    evaluations: Mapping[str, MethodEvaluation] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = set(self.artefacts) - set(known_artefacts())
@@ -132,6 +154,9 @@ class MethodSpec:
         if ("kg_embeddings" in self.artefacts) != (self.kg_embedding is not None):
             raise ConfigurationError(f"method {self.name!r}: kg_embedding ({self.kg_embedding!r}) must be set exactly "
                                      f"when 'kg_embeddings' is among the artefacts")
+        if any(not isinstance(evaluation, MethodEvaluation) for evaluation in self.evaluations.values()):
+            raise ConfigurationError(f"method {self.name!r}: evaluations must map column names to MethodEvaluation "
+                                     f"records")
         if self.kg_embedding not in (None, "transe", "transr"):
             raise ConfigurationError(f"method {self.name!r}: kg_embedding must be 'transe' or 'transr', "
                                      f"got {self.kg_embedding!r}")

@@ -11,6 +11,7 @@ from kgplm.evaluation.similarity import (
     build_similarity_sets,
     evaluate_similarity,
     jaro_winkler,
+    similarity_hits,
 )
 
 TOY = """\
@@ -86,6 +87,31 @@ def test_accuracy_at_1_counts_strict_wins_only():
 
     queries = [SimilarityQuery("a", ("b", "c", "d"), 0, 1)]
     assert evaluate_similarity(Constant(), Tokenizer(), {"D1": queries}) == {"D1": 0.0}
+
+
+def test_per_query_hits_by_hand():
+    """Names are embedded as one-hot-like vectors chosen by hand: query "q" is closest to "p" (a hit),
+    query "r" to its negative "n" (a miss); Acc@1 is their mean."""
+    vectors = {"q": [1.0, 0.0], "p": [0.9, 0.1], "n": [0.0, 1.0], "r": [0.1, 0.9], "m": [1.0, 0.05]}
+    names = sorted(vectors)
+
+    class Lookup(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, token_type_ids=None, **_):
+            hidden = torch.tensor([vectors[names[i]] for i in input_ids[:, 0].tolist()])[:, None]  # (batch, 1, 2)
+            return type("Output", (), {"last_hidden_state": hidden})()
+
+    class Tokenizer:
+        def __call__(self, batch, **_):
+            ids = torch.tensor([[names.index(n)] for n in batch])
+            return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "special_tokens_mask": torch.zeros_like(ids)}
+
+        def encode(self, text):
+            return [0]
+
+    queries = [SimilarityQuery("q", ("p", "n"), 0, 1), SimilarityQuery("r", ("m", "n"), 2, 3)]
+    hits = similarity_hits(Lookup(), Tokenizer(), {"D1": queries})
+    assert hits["D1"].tolist() == [True, False]
+    assert evaluate_similarity(Lookup(), Tokenizer(), {"D1": queries}) == {"D1": 0.5}
 
 
 def test_prefix_filtered_neighbourhood_pairs_equal_brute_force():

@@ -230,6 +230,28 @@ def test_no_mentions_is_plain_bert_plus_heads(batch):
     assert set(output.losses) == {"mlm", "sop"}
 
 
+def test_without_mentions_the_fine_tuning_encoder_is_plain_bert():
+    """The "no knowledge at fine-tuning" row: with no linked mentions SMedBERT's encoder pass equals
+    transformers' BertModel with the same weights (the knowledge module is skipped, not zeroed in)."""
+    from transformers import BertModel
+
+    from kgplm.models import KgplmForFineTuning
+
+    config = tiny_config(task_kind="classification", task_name="cmedic", label_names=["a", "b"])
+    torch.manual_seed(0)
+    network = KgplmForFineTuning(config).eval()
+    reference = BertModel(config, add_pooling_layer=True).eval()
+    reference.load_state_dict({name[len("bert."):]: tensor for name, tensor in network.state_dict().items()
+                               if name.startswith("bert.")})
+    plain = {k: v for k, v in knowledge_batch().items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    with torch.no_grad():
+        ours = network(**plain).last_hidden_state
+        expected = reference(**plain).last_hidden_state
+        with_mentions = network(**knowledge_batch()).last_hidden_state
+    assert torch.allclose(ours, expected, atol=1e-6)
+    assert not torch.allclose(with_mentions, expected, atol=1e-4)  # the comparison is not vacuous
+
+
 def test_save_load_gives_identical_outputs(tmp_path, batch):
     model = _model(relational_encoder="rgcn").eval()
     with torch.no_grad():

@@ -235,22 +235,48 @@ class KnowledgeLookup:
                                      self.num_types, self.relational)}
 
 
+#: The last lookups built, by (graph, table) files and their modification times: linking CMeKG's 135k
+#: names takes seconds, and runs that share a graph and table (seeds, ablations) share one lookup.
+_LOOKUPS: dict[tuple, KnowledgeLookup] = {}
+_MAX_LOOKUPS = 2
+
+
+def _file_key(path) -> tuple:
+    from pathlib import Path
+
+    path = Path(path)
+    stamp = path / "manifest.json" if path.is_dir() else path
+    return (str(path.resolve()), stamp.stat().st_mtime_ns) if stamp.exists() else (str(path),)
+
+
 def knowledge_inputs(run, progress: bool) -> KnowledgeLookup:
     """The fine-tuning inputs of a SMedBERT model: the graph and PEPR table of its pre-training run.
 
-    ``run`` is a :class:`~kgplm.training.run.RunDirectory` of the pre-training run; its model's
-    config says whether the encoder runs the R-GCN (whose graph the batches then carry).
+    ``run`` is a :class:`~kgplm.training.run.RunDirectory` of the pre-training run: the table it
+    computed (``kg/neighbors.npz``), or the one it was given (``kgplm.train(neighbor_table=...)``);
+    its model's config says whether the encoder runs the R-GCN (whose graph the batches then carry).
+    A lookup is stateless once built, so runs with the same graph and table files share one.
     """
     import json
+    from pathlib import Path
 
     from kgplm.exceptions import MissingFileError
     from kgplm.kg.pepr import NeighborTable
 
     table_path = run.neighbor_table_path
+    if not table_path.is_file() and run.read_run_config().get("neighbor_table"):
+        table_path = Path(run.read_run_config()["neighbor_table"])
     if not table_path.is_file():
         raise MissingFileError(table_path, "PEPR neighbour table of the pre-training run (a SMedBERT model needs "
                                            "the graph and neighbour table it was trained with)")
     config_path = run.model_dir / "config.json"
     relational = config_path.is_file() and json.loads(config_path.read_text(encoding="utf-8")).get(
         "relational_encoder") == "rgcn"
-    return KnowledgeLookup(run.open_store(progress=progress), NeighborTable.load(table_path), relational=relational)
+    graph = run.store_dir if (run.store_dir / "manifest.json").is_file() else run.read_run_config()["graph"]
+    key = (_file_key(graph), _file_key(table_path), relational)
+    if key not in _LOOKUPS:
+        while len(_LOOKUPS) >= _MAX_LOOKUPS:
+            _LOOKUPS.pop(next(iter(_LOOKUPS)))
+        _LOOKUPS[key] = KnowledgeLookup(run.open_store(progress=progress), NeighborTable.load(table_path),
+                                        relational=relational)
+    return _LOOKUPS[key]

@@ -1,0 +1,83 @@
+"""Per-example test outcomes of a fine-tuned model: what the paired bootstrap resamples.
+
+``kgplm.finetune`` reports a test score and the ids of the examples it scored; this re-predicts
+those examples with the saved model exactly as ``kgplm.evaluate`` does (same encoder inputs, same
+length) and turns each example into the counts of :mod:`kgplm.evaluation.statistics`. The
+replication runner checks that the counts give back the reported score, so a drift between this
+decoding and kgplm's scoring stops the run instead of skewing the table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from kgplm.evaluation.statistics import example_counts, metric_from_counts
+
+__all__ = ["scored_outcomes", "baseline_counts"]
+
+
+def _predictions(encoder, examples, features, outputs) -> list:
+    """Predicted spans (NER: windows merged back to the document) or labels (``None``: no prediction), one per
+    example, decoded as :func:`kgplm.training.scoring.score` decodes them."""
+    if encoder.kind in ("ner", "nested_ner"):
+        return encoder.predicted_spans(examples, features, outputs)
+    names = encoder.label_names
+    return [None if feature.get("cut") else names[int(np.argmax(output))] for feature, output in zip(features, outputs)]
+
+
+def _gold(spec, examples) -> list:
+    return [example.spans if spec.kind in ("ner", "nested_ner") else example.label for example in examples]
+
+
+def scored_outcomes(finetuned: Path, task: str, data_dir: Path, *, device: str = "cpu") -> dict:
+    """``{"ids", "metric", "counts" (examples × k), "score"}`` of the test examples ``finetuned`` scored."""
+    from kgplm.evaluation.tasks import get_task, load_task
+    from kgplm.methods import get
+    from kgplm.models import load_pretrained
+    from kgplm.text.tokenization import load_tokenizer
+    from kgplm.training.finetuning import TaskEncoder, predict
+    from kgplm.training.run import locate_model
+
+    spec = get_task(task)
+    ids = json.loads((finetuned / "results.json").read_text(encoding="utf-8"))["example_ids"]["test"]
+    settings = json.loads((finetuned / "finetune_config.json").read_text(encoding="utf-8"))
+    by_id = {example.id: example for example in load_task(task, data_dir, "test")}
+    examples = [by_id[i] for i in ids]
+    model_dir, tokenizer_dir, run = locate_model(finetuned)
+    network = load_pretrained(str(model_dir)).to(device)
+    config = network.config
+    method = get(config.method)
+    knowledge = (method.finetuning_inputs(run, False)
+                 if method.finetuning_inputs is not None and settings["encoder_inputs"] else None)
+    encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names,
+                          max_length=settings["max_length"], tagging=config.tagging, knowledge=knowledge)
+    features = encoder.encode(examples)
+    predicted = _predictions(encoder, examples, features, predict(network, encoder, features, device=device))
+    counts = example_counts(spec.metric, _gold(spec, examples), predicted)
+    return {"ids": ids, "metric": spec.metric, "counts": counts.tolist(),
+            "score": float(metric_from_counts(spec.metric, counts.sum(0)))}
+
+
+def baseline_counts(task: str, train_examples, test_examples, *, draws: int = 200, seed: int = 0
+                    ) -> dict[str, np.ndarray | None]:
+    """Counts of the majority-class predictor (all-O for NER: no entity) and of chance (a uniformly random
+    training label per example; ``draws`` seeded draws stacked as runs, (draws, examples, k)); NER has no
+    chance predictor (``None``)."""
+    from kgplm.evaluation.tasks import get_task
+
+    spec = get_task(task)
+    gold = _gold(spec, test_examples)
+    if spec.kind in ("ner", "nested_ner"):
+        return {"majority": example_counts(spec.metric, gold, [set()] * len(gold)), "chance": None}
+    train_labels = [example.label for example in train_examples]
+    labels, frequency = np.unique(train_labels, return_counts=True)
+    majority = example_counts(spec.metric, gold, [labels[int(np.argmax(frequency))]] * len(gold))
+    rng = np.random.default_rng(seed)
+    all_labels = sorted(set(labels.tolist()) | set(gold))
+    chance = np.stack([example_counts(spec.metric, gold, labels[rng.integers(0, len(labels), len(gold))].tolist(),
+                                      labels=all_labels if spec.metric == "macro_f1" else None)
+                       for _ in range(draws)])
+    return {"majority": majority, "chance": chance}
