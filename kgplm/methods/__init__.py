@@ -23,5 +23,6 @@ from kgplm.methods.registry import (
 from kgplm.methods import mlm as _mlm  # noqa: E402,F401  isort: skip
 from kgplm.methods import smedbert as _smedbert  # noqa: E402,F401  isort: skip
 from kgplm.methods import kebiolm as _kebiolm  # noqa: E402,F401  isort: skip
+from kgplm.methods import embert as _embert  # noqa: E402,F401  isort: skip
 
 __all__ = ["known_artefacts", "method_table", "Control", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister"]
