@@ -331,7 +331,7 @@ def finetune(
     output_dir: str | os.PathLike,
     epochs: int = 3,
     batch_size: int = 32,
-    learning_rate: float = 5e-5,
+    learning_rate: float | None = None,
     warmup_ratio: float = 0.1,
     weight_decay: float = 0.01,
     patience: int = 2,
@@ -353,7 +353,10 @@ def finetune(
         task: a name from :func:`kgplm.evaluation.task_names` (``"cmedqaner"``, ``"cmedqq"`` …).
         data_dir: a tasks root laid out like ``../shared/data/tasks`` or the task's own directory.
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay: AdamW with linear decay;
-            ``patience``: epochs without dev improvement before stopping.
+            ``patience``: epochs without dev improvement before stopping. ``learning_rate=None``
+            picks one by the encoder's size (:func:`kgplm.training.finetuning.default_learning_rate`:
+            5e-5 for BERT-base and larger, more for the small encoders ``kgplm.train`` builds by
+            default); the rate used is logged and saved in ``finetune_config.json``.
         max_length: tokens per window (``None``: as many as the model has positions, at most 512);
             longer NER documents are read in overlapping windows, see
             :class:`kgplm.training.finetuning.TaskEncoder`.
@@ -382,6 +385,7 @@ def finetune(
     from kgplm.training.finetuning import (
         FineTuneSettings,
         TaskEncoder,
+        default_learning_rate,
         finetune_loop,
         label_names_for,
         predict,
@@ -395,6 +399,11 @@ def finetune(
     model_dir, tokenizer_dir, run = locate_model(model)
     output_dir = Path(output_dir)
     arguments["model"] = str(Path(model).resolve())
+    if learning_rate is None:
+        learning_rate = default_learning_rate(KgplmConfig.from_pretrained(str(model_dir)).hidden_size)
+        logger.info("fine-tuning learning rate %g (chosen by the encoder's size; pass learning_rate to override)",
+                    learning_rate)
+    arguments["learning_rate"] = learning_rate
     settings = FineTuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                                 warmup_ratio=warmup_ratio, weight_decay=weight_decay, patience=patience, seed=seed,
                                 mixed_precision=mixed_precision)

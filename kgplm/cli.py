@@ -481,7 +481,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--learning-rate", type=float, default=5e-5)
+    p.add_argument("--learning-rate", type=float, default=None,
+                   help="default: by the encoder's size (5e-5 for BERT-base and larger, more for small encoders)")
     p.add_argument("--patience", type=int, default=2, help="epochs without dev improvement before stopping")
     p.add_argument("--max-length", type=int, default=None,
                    help="tokens per window (default: the model's positions, at most 512)")
