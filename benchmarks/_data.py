@@ -37,3 +37,18 @@ def mixed_corpus(path: Path, store, num_facts: int, num_dialogues: int) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(verbalize_triples(store, num_facts) + dialogues(num_dialogues)), encoding="utf-8")
     return path
+
+
+def fact_probe(path: Path, store, num_facts: int, per_relation: int = 10) -> Path:
+    """A KG cloze probe over the facts the first ``num_facts`` CMeKG descriptions state (at most
+    ``per_relation`` queries per relation, half held out of training), written once to ``path``."""
+    import numpy as np
+
+    from kgplm.demo import verbalized_facts
+    from kgplm.evaluation.probing import build_probe
+
+    if not path.is_file():
+        stated = np.array([t for _, triples in verbalized_facts(store, num_facts) for t in triples], dtype=np.int64)
+        build_probe(store, queries_per_relation=per_relation, held_out_fraction=0.5, triples=stated,
+                    seed=0).save(path)
+    return path

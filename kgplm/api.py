@@ -94,6 +94,7 @@ def train(
     kg_epochs: int = 5,
     model_options: dict | None = None,
     method_data: dict | None = None,
+    exclude_triples: str | os.PathLike | None = None,
     masking: str | None = None,
     max_steps: int = 1000,
     batch_size: int = 16,
@@ -134,6 +135,10 @@ def train(
         method_data: inputs of the method's own stages that are not model fields (files such as a
             product-attribute table); JSON-safe, recorded in ``run_config.json``. Each method's
             docstring says which keys it reads.
+        exclude_triples: a file of triples kept out of pre-training (a probe file's
+            ``exclude_from_training`` list, or a TSV of labelled triples): the sentences stating them
+            leave the corpus, the KG embeddings and PEPR table are built without them
+            (:mod:`kgplm.training.heldout`).
         masking: the MLM masking scheme (default: the method's, e.g. ``whole_entity`` for SMedBERT).
         batch_size: examples per optimiser step, split into ``gradient_accumulation_steps``
             micro-batches (the loss is the mean over the whole batch either way).
@@ -190,7 +195,8 @@ def train(
                 run.write_run_config(_json_safe({"kgplm_run": 1, **arguments}))
                 run.record_stage("distributed", context.describe())
             inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus,
-                                        corpus_options=dict(corpus_options or {}), progress=progress and main)
+                                        corpus_options=dict(corpus_options or {}), progress=progress and main,
+                                        held_out=_held_out(run, exclude_triples, store, record=main))
             tokenizer_object = stages.prepare_tokenizer(run, inputs)
             stages.run_artefact_stages(spec.artefacts, run, inputs)
             dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)
@@ -219,6 +225,27 @@ def train(
                               run_config=run.read_run_config())
     finally:
         context.close()
+
+
+def _held_out(run, exclude_triples, store, *, record: bool = True):
+    """The held-out triples of a run; a rerun must name the same triples as the run it resumes.
+    ``record``: write their digest into the run config (rank 0 only under torchrun)."""
+    import hashlib
+
+    from kgplm.exceptions import ArtifactError
+    from kgplm.training.heldout import HeldOutTriples
+
+    if exclude_triples is None:
+        return None
+    held_out = HeldOutTriples.load(exclude_triples, store)
+    digest = hashlib.sha256(held_out.triples.tobytes()).hexdigest()
+    recorded = run.read_run_config().get("stages", {}).get("held_out_triples")
+    if recorded is not None and recorded["sha256"] != digest:
+        raise ArtifactError(f"{run.path} was built with other held-out triples than {exclude_triples} lists now; "
+                            f"choose another output_dir or delete it")
+    if record:
+        run.record_stage("held_out_triples", {"count": len(held_out), "sha256": digest})
+    return held_out
 
 
 def train_from_config(path: str | os.PathLike, **overrides) -> TrainingResult:
@@ -304,7 +331,7 @@ def finetune(
     output_dir: str | os.PathLike,
     epochs: int = 3,
     batch_size: int = 32,
-    learning_rate: float = 5e-5,
+    learning_rate: float | None = None,
     warmup_ratio: float = 0.1,
     weight_decay: float = 0.01,
     patience: int = 2,
@@ -326,7 +353,10 @@ def finetune(
         task: a name from :func:`kgplm.evaluation.task_names` (``"cmedqaner"``, ``"cmedqq"`` …).
         data_dir: a tasks root laid out like ``../shared/data/tasks`` or the task's own directory.
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay: AdamW with linear decay;
-            ``patience``: epochs without dev improvement before stopping.
+            ``patience``: epochs without dev improvement before stopping. ``learning_rate=None``
+            picks one by the encoder's size (:func:`kgplm.training.finetuning.default_learning_rate`:
+            5e-5 for BERT-base and larger, more for the small encoders ``kgplm.train`` builds by
+            default); the rate used is logged and saved in ``finetune_config.json``.
         max_length: tokens per window (``None``: as many as the model has positions, at most 512);
             longer NER documents are read in overlapping windows, see
             :class:`kgplm.training.finetuning.TaskEncoder`.
@@ -355,6 +385,7 @@ def finetune(
     from kgplm.training.finetuning import (
         FineTuneSettings,
         TaskEncoder,
+        default_learning_rate,
         finetune_loop,
         label_names_for,
         predict,
@@ -368,6 +399,11 @@ def finetune(
     model_dir, tokenizer_dir, run = locate_model(model)
     output_dir = Path(output_dir)
     arguments["model"] = str(Path(model).resolve())
+    if learning_rate is None:
+        learning_rate = default_learning_rate(KgplmConfig.from_pretrained(str(model_dir)).hidden_size)
+        logger.info("fine-tuning learning rate %g (chosen by the encoder's size; pass learning_rate to override)",
+                    learning_rate)
+    arguments["learning_rate"] = learning_rate
     settings = FineTuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                                 warmup_ratio=warmup_ratio, weight_decay=weight_decay, patience=patience, seed=seed,
                                 mixed_precision=mixed_precision)
@@ -492,9 +528,16 @@ def evaluate(
 
     ``max_examples`` draws a subset with ``seed`` (by default the subset ``finetune`` scored);
     ``encoder_inputs`` (default: as the model was fine-tuned) feeds the method's extra encoder inputs.
+    ``task="probe"``: the KG cloze probe of a pre-trained model (a ``kgplm.train`` output);
+    ``data_dir`` is then the probe file (:func:`kgplm.evaluation.probing.probe_model`).
     """
+    from kgplm.evaluation.probing import PROBE_TASK
     from kgplm.training.finetuning import score
 
+    if task == PROBE_TASK:
+        from kgplm.evaluation.probing import probe_model
+
+        return probe_model(model, data_dir, batch_size=batch_size, device=device, progress=progress)
     return score(*_run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs,
                                   device, progress))
 

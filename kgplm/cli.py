@@ -208,6 +208,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              mixed_precision=args.mixed_precision, num_workers=args.num_workers,
                              model_options=json.loads(args.model_options) if args.model_options else None,
                              method_data=json.loads(args.method_data) if args.method_data else None,
+                             exclude_triples=args.exclude_triples,
                              progress=not args.no_progress)
     if not _is_main_process():
         return 0
@@ -253,11 +254,31 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     import kgplm
 
+    from kgplm.evaluation.probing import PROBE_TASK, probe_table, result_rows
+
     scores = kgplm.evaluate(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
                             max_examples=args.max_examples, encoder_inputs=False if args.no_encoder_inputs else None,
                             device=args.device, progress=not args.no_progress)
     if _is_main_process():
+        if args.task == PROBE_TASK:  # the probe's table always shows the baseline and chance beside the model
+            print(probe_table(result_rows(scores, name=str(args.model))))
         print(json.dumps(scores, indent=1))
+    return 0
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from kgplm.evaluation.probing import build_probe
+
+    store = _store(args.store)
+    probe = build_probe(store, queries_per_relation=args.queries_per_relation,
+                        max_answer_tokens=args.max_answer_tokens, held_out_fraction=args.held_out_fraction,
+                        seed=args.seed)
+    probe.save(args.out)
+    held_out = sum(query.held_out for query in probe.queries)
+    print(f"{len(probe.queries):,} queries over {len({q.relation for q in probe.queries})} relations "
+          f"({held_out:,} held out; {len(probe.exclude_from_training):,} triples to exclude from training) "
+          f"written to {args.out}; train with --exclude-triples {args.out}, score with "
+          f"kgplm evaluate --task probe --data-dir {args.out}")
     return 0
 
 
@@ -424,6 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time exact PEPR may take under --pepr-mode auto (estimated on a few seeds)")
     p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
     p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
+    p.add_argument("--exclude-triples", default=None,
+                   help="keep these triples out of pre-training (a probe file, or a TSV of head/relation/tail)")
     p.add_argument("--masking", default=None, choices=SCHEMES, help="MLM masking scheme (default: the method's)")
     p.add_argument("--gradient-accumulation-steps", type=int, default=1,
                    help="split each process's share of --batch-size into this many micro-batches")
@@ -458,7 +481,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--learning-rate", type=float, default=5e-5)
+    p.add_argument("--learning-rate", type=float, default=None,
+                   help="default: by the encoder's size (5e-5 for BERT-base and larger, more for small encoders)")
     p.add_argument("--patience", type=int, default=2, help="epochs without dev improvement before stopping")
     p.add_argument("--max-length", type=int, default=None,
                    help="tokens per window (default: the model's positions, at most 512)")
@@ -475,7 +499,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("evaluate", help="score a fine-tuned model on a split (kgplm.evaluate); prints JSON")
     p.add_argument("--model", required=True, help="a kgplm finetune output directory")
-    p.add_argument("--task", default=None, help="default: the task the model was fine-tuned on")
+    p.add_argument("--task", default=None, help="default: the task the model was fine-tuned on; 'probe': the KG "
+                                                "cloze probe of a pre-trained model (--data-dir: the probe file)")
     p.add_argument("--data-dir", required=True)
     p.add_argument("--split", default="test", help="train, dev or test")
     p.add_argument("--max-examples", type=int, default=None)
@@ -484,6 +509,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_evaluate)
+
+    p = commands.add_parser("probe", help="build a KG cloze probe with held-out facts (kgplm.evaluation.probing)")
+    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--out", required=True, help="probe file to write (JSON)")
+    p.add_argument("--queries-per-relation", type=int, default=100)
+    p.add_argument("--max-answer-tokens", type=int, default=10)
+    p.add_argument("--held-out-fraction", type=float, default=0.5,
+                   help="share of each relation's queries whose facts are excluded from training")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=_cmd_probe)
 
     p = commands.add_parser("predict", help="write a fine-tuned model's predictions (kgplm.predict)")
     p.add_argument("--model", required=True, help="a kgplm finetune output directory")

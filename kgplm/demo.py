@@ -89,6 +89,11 @@ def verbalize_triples(store, num_texts: int) -> list[str]:
     thousand and are mostly English names), so the demo's corpus is CMeKG's own facts written as
     sentences: every entity with at least four links, up to four relations and five objects each.
     """
+    return [text for text, _ in verbalized_facts(store, num_texts)]
+
+
+def verbalized_facts(store, num_texts: int) -> list[tuple[str, list[tuple[int, int, int]]]]:
+    """:func:`verbalize_triples`' texts, each with the (head, relation, tail) triples it states."""
     import numpy as np
 
     texts = []
@@ -97,11 +102,12 @@ def verbalize_triples(store, num_texts: int) -> list[str]:
         if len(tails) < 4:
             continue
         name = store.entity_name(entity)
-        clauses = []
+        clauses, stated = [], []
         for relation in np.unique(relations)[:4].tolist():
-            objects = [store.entity_name(int(t)) for t in tails[relations == relation][:5]]
-            clauses.append(f"{store.relation_name(relation)}有{'、'.join(objects)}")
-        texts.append(f"{name}的" + "；".join(clauses) + "。")
+            objects = [int(t) for t in tails[relations == relation][:5]]
+            clauses.append(f"{store.relation_name(relation)}有{'、'.join(store.entity_name(t) for t in objects)}")
+            stated += [(entity, relation, t) for t in objects]
+        texts.append((f"{name}的" + "；".join(clauses) + "。", stated))
         if len(texts) == num_texts:
             break
     return texts

@@ -106,8 +106,11 @@ def test_smedbert_is_fine_tuned_with_linked_mentions_and_neighbours(tmp_path):
         lines = [f"{i % 2}\t患者有{names[i % len(names)]}，伴{names[(i + 1) % len(names)]}" for i in range(count)]
         (task_dir / f"{split}.txt").write_text("\n".join(lines), encoding="utf-8")
     result = kgplm.finetune(model=run.output_dir, task="cmedic", data_dir=task_dir, output_dir=tmp_path / "fine",
-                            epochs=2, batch_size=8, learning_rate=1e-3, max_length=64, progress=False)
+                            epochs=2, batch_size=8, max_length=64, progress=False)
     assert 0.0 <= result.test["accuracy"] <= 1.0
+    # no rate given: a 32-wide encoder gets the small-encoder rate, recorded with the run
+    assert result.config["learning_rate"] == 5e-4
+    assert json.loads((tmp_path / "fine" / "finetune_config.json").read_text())["learning_rate"] == 5e-4
     model = result.load_model()
     assert "neighbor_entity_ids" in model.encoding.input_names and model.config.method == "smedbert"
     # the batches carry mentions and neighbours: the encoder links the same way pre-training did
@@ -215,3 +218,10 @@ def test_cli_predict_writes_one_line_per_document_with_exact_offsets(cmedqaner_r
     scores = kgplm.evaluate(model=cmedqaner_run.output_dir, data_dir=shared_data / "tasks", split="test",
                             progress=False)
     assert from_records["f1"] == pytest.approx(scores["f1"], abs=1e-12)
+
+
+def test_the_default_fine_tuning_rate_follows_the_encoder_size():
+    from kgplm.training.finetuning import default_learning_rate
+
+    assert default_learning_rate(768) == default_learning_rate(1024) == 5e-5  # BERT-base and larger
+    assert default_learning_rate(128) == default_learning_rate(312) == 5e-4

@@ -22,6 +22,8 @@ from kgplm.methods.registry import (
 # Built-in methods register themselves on import (order = listing order).
 from kgplm.methods import mlm as _mlm  # noqa: E402,F401  isort: skip
 from kgplm.methods import smedbert as _smedbert  # noqa: E402,F401  isort: skip
+from kgplm.methods import kebiolm as _kebiolm  # noqa: E402,F401  isort: skip
+from kgplm.methods import embert as _embert  # noqa: E402,F401  isort: skip
 from kgplm.methods import electra as _electra  # noqa: E402,F401  isort: skip
 from kgplm.methods import ehealth as _ehealth  # noqa: E402,F401  isort: skip
 from kgplm.methods import epplm as _epplm  # noqa: E402,F401  isort: skip

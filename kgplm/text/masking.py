@@ -152,7 +152,12 @@ class Masker:
     def mask_sequence(self, input_ids: np.ndarray, maskable: np.ndarray, rng: np.random.Generator, *,
                       word_ids=None, mention_spans=None) -> tuple[np.ndarray, np.ndarray]:
         """``(masked_ids, labels)`` of one sequence ((length,) arrays)."""
-        chosen = self.choose(self.units(maskable, word_ids, mention_spans), rng)
+        return self.corrupt(input_ids, self.choose(self.units(maskable, word_ids, mention_spans), rng), rng)
+
+    def corrupt(self, input_ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """``(masked_ids, labels)`` with the ``chosen`` tokens (bool, (length,)) replaced as the scheme says
+        ([MASK] / random / kept) and labelled with their original ids; −100 elsewhere."""
         labels = np.where(chosen, input_ids, -100)
         positions = np.flatnonzero(chosen)
         draw = rng.random(len(positions))

@@ -13,7 +13,9 @@ token types 0 for the first segment and 1 for the second. Mentions cut by the sp
 from the example; chunks with fewer than two tokens get label −100.
 
 A method adds its own inputs by subclassing :class:`PretrainingCollator` and overriding
-:meth:`~PretrainingCollator.method_inputs` (SMedBERT: mentions, neighbours, negatives).
+:meth:`~PretrainingCollator.method_inputs` (SMedBERT: mentions, neighbours, negatives); it may
+also change an example before padding (:meth:`~PretrainingCollator.make_example`, e.g. replace
+mentions by other entities) and choose masks itself (:meth:`~PretrainingCollator.mask_example`).
 """
 
 from __future__ import annotations
@@ -135,8 +137,7 @@ class PretrainingCollator:
             if example.word_ids is not None:
                 word_ids = np.full(length, -1, np.int64)
                 word_ids[: len(example.word_ids)] = example.word_ids
-            masked[row], labels[row] = self.masker.mask_sequence(input_ids[row], maskable[row], rng,
-                                                                 word_ids=word_ids, mention_spans=example.mention_spans)
+            masked[row], labels[row] = self.mask_example(example, input_ids[row], maskable[row], rng, word_ids)
         sentence_order = np.array([e.sentence_order_label for e in examples], dtype=np.int64)
         batch = Batch({"input_ids": torch.from_numpy(masked), "attention_mask": torch.from_numpy(attention_mask),
                        "token_type_ids": torch.from_numpy(token_type_ids), "labels": torch.from_numpy(labels)},
@@ -146,6 +147,13 @@ class PretrainingCollator:
             batch.target_counts["sop"] = int((sentence_order >= 0).sum())
         self.method_inputs(batch, rows, examples, input_ids, labels, rngs)
         return batch
+
+    def mask_example(self, example: PretrainingExample, input_ids: np.ndarray, maskable: np.ndarray,
+                     rng: np.random.Generator, word_ids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """``(masked_ids, labels)`` of one padded example (the masker's scheme); a method that chooses some
+        targets itself (or keeps some tokens visible) overrides this."""
+        return self.masker.mask_sequence(input_ids, maskable, rng, word_ids=word_ids,
+                                         mention_spans=example.mention_spans)
 
     def method_inputs(self, batch: Batch, rows: dict, examples: list[PretrainingExample], original_ids: np.ndarray,
                       labels: np.ndarray, rngs: list[np.random.Generator]) -> None:

@@ -37,8 +37,8 @@ from kgplm.training.precision import autocast, check_mixed_precision, grad_scale
 from kgplm.training.scoring import score
 from kgplm.training.trainer import build_optimizer, optimizer_step, wrap_data_parallel, zero_objective
 
-__all__ = ["TaskEncoder", "FineTuneSettings", "finetune_loop", "predict", "score", "label_names_for", "loss_items",
-           "TOKEN_KINDS", "RANKING_KINDS", "NO_RELATION", "STATISTICS"]
+__all__ = ["TaskEncoder", "FineTuneSettings", "default_learning_rate", "finetune_loop", "predict", "score",
+           "label_names_for", "loss_items", "TOKEN_KINDS", "RANKING_KINDS", "NO_RELATION", "STATISTICS"]
 
 logger = logging.getLogger(__name__)
 
@@ -467,6 +467,23 @@ def predict(model, encoder: TaskEncoder, features: list[dict], *, batch_size: in
 
 
 # -- the loop ------------------------------------------------------------------------------------------------
+#: Encoders at least this wide fine-tune at BERT's rate.
+BERT_BASE_HIDDEN_SIZE = 768
+BERT_LEARNING_RATE = 5e-5
+SMALL_ENCODER_LEARNING_RATE = 5e-4
+
+
+def default_learning_rate(hidden_size: int) -> float:
+    """The fine-tuning rate used when none is given.
+
+    BERT-base and larger (``hidden_size`` ≥ 768): 5e-5, Devlin et al. (2019)'s range (2e-5–5e-5).
+    Narrower encoders — the 4-layer, 128-wide encoder ``kgplm.train`` builds by default, trained
+    from scratch on a small corpus — barely move at that rate in a few epochs (cMedQANER entity F1
+    0.0 after 3 epochs); they get 5e-4, measured on that model (see the README's fine-tuning notes).
+    """
+    return BERT_LEARNING_RATE if hidden_size >= BERT_BASE_HIDDEN_SIZE else SMALL_ENCODER_LEARNING_RATE
+
+
 @dataclass
 class FineTuneSettings:
     """``batch_size``: examples (ranking: candidates) per step over all processes; ``mixed_precision``:

@@ -6,6 +6,8 @@ for a method whose record asks for them (``MethodSpec.artefacts``), through :dat
 ``entity_frequencies`` (mentions per entity in the corpus), ``neighbor_table`` (PEPR top-K of
 every mentioned entity), ``kg_embeddings`` (TransE, or TransR initialised from TransE as in Lin et
 al. 2015). A method that needs another artefact registers its stage with :func:`register_stage`.
+Every stage honours ``StageInputs.held_out`` (:mod:`kgplm.training.heldout`): held-out facts are
+taken out of the text each stage reads, of the KG embeddings' triples and of the PEPR table.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class StageInputs:
     corpus_options: dict[str, Any]
     progress: bool = True
     artefacts: dict[str, Any] = field(default_factory=dict)
+    #: triples kept out of every stage (``kgplm.train(exclude_triples=...)``), or None
+    held_out: Any = None
 
     @cached_property
     def linker(self):
@@ -48,10 +52,15 @@ class StageInputs:
 
         return EntityLinker(self.store)
 
-    def corpus_texts(self):
+    def documents(self):
+        """The corpus documents, without the sentences that state held-out facts when there are any."""
         from kgplm.text.corpus import read_corpus
 
-        return (document.text for document in read_corpus(self.corpus, **self.corpus_options))
+        documents = read_corpus(self.corpus, **self.corpus_options)
+        return documents if self.held_out is None else self.held_out.filter_documents(documents)
+
+    def corpus_texts(self):
+        return (document.text for document in self.documents())
 
 
 @dataclass(frozen=True)
@@ -108,7 +117,8 @@ def _neighbor_table(run: RunDirectory, inputs: StageInputs):
 
     arguments = inputs.arguments
     if arguments.get("neighbor_table") is not None:
-        return NeighborTable.load(arguments["neighbor_table"])
+        table = NeighborTable.load(arguments["neighbor_table"])
+        return table if inputs.held_out is None else inputs.held_out.filter_neighbor_table(table)
     path = run.neighbor_table_path
     if path.is_file():
         return NeighborTable.load(path)
@@ -119,6 +129,8 @@ def _neighbor_table(run: RunDirectory, inputs: StageInputs):
     logger.info("PEPR top-%d neighbours of the %d mentioned entities (%s mode)", k, len(seeds), mode)
     table = top_k_neighbors(inputs.store, seeds, k=k, mode=mode, frequencies=frequencies,
                             budget_seconds=budget, show_progress=inputs.progress)
+    if inputs.held_out is not None:
+        table = inputs.held_out.filter_neighbor_table(table)
     table.save(path)
     # the mode actually used: "auto" resolves to "exact" or "fast" depending on the budget
     run.record_stage("pepr_mode_used", table.mode)
@@ -133,10 +145,16 @@ def _kg_embeddings(run: RunDirectory, inputs: StageInputs):
     arguments = inputs.arguments
     store = inputs.store
     if arguments.get("kg_embeddings") is not None:
+        if inputs.held_out is not None:
+            raise ConfigurationError("exclude_triples cannot be honoured with precomputed kg_embeddings (they may "
+                                     "have been trained on the held-out triples); leave kg_embeddings out")
         return KGEmbeddings.load(arguments["kg_embeddings"], store=store)
     method = arguments["kg_method"]
     options = dict(dim=arguments["entity_dim"], epochs=arguments["kg_epochs"], seed=arguments["seed"],
                    progress=inputs.progress)
+    if inputs.held_out is not None:
+        options["triples"] = inputs.held_out.kept_triples()
+        logger.info("KG embeddings without the %d held-out triples", len(inputs.held_out))
 
     def trained(kind: str, **extra):
         path = run.embeddings_dir(kind)
@@ -204,10 +222,18 @@ def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking
 
     if (run.corpus_dir / "manifest.json").is_file():
         return load_corpus(run.corpus_dir)
-    return build_corpus(inputs.corpus, store=inputs.store, tokenizer=tokenizer, output_dir=run.corpus_dir,
-                        neighbor_table=inputs.artefacts.get("neighbor_table"),
-                        linker=inputs.linker, whole_word=masking in WORD_SCHEMES,
-                        max_length=inputs.arguments["max_length"], progress=inputs.progress, **inputs.corpus_options)
+    held_out = inputs.held_out
+    if held_out is not None:
+        held_out.statistics.update(documents=0, sentences_removed=0, documents_emptied=0)
+    dataset = build_corpus(inputs.corpus if held_out is None else inputs.documents(), store=inputs.store,
+                           tokenizer=tokenizer, output_dir=run.corpus_dir,
+                           neighbor_table=inputs.artefacts.get("neighbor_table"),
+                           linker=inputs.linker, whole_word=masking in WORD_SCHEMES,
+                           max_length=inputs.arguments["max_length"], progress=inputs.progress, **inputs.corpus_options)
+    if held_out is not None:
+        logger.info("held-out triples: %s", held_out.statistics)
+        run.record_stage("held_out_text", dict(held_out.statistics))
+    return dataset
 
 
 def record_model_length(run: RunDirectory, tokenizer, positions: int) -> None:

@@ -1,62 +1,236 @@
-"""Cloze probes from the toy graph; scoring against oracle models with hand-computed scores."""
+"""The KG cloze probe on the toy graph: queries checked against the triples by brute force, scores
+against oracle models and hand-computed macro recall, baseline and chance by hand and scipy."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+from scipy.stats import hypergeom
 
 from kgplm import KGStore
-from kgplm.evaluation.probing import build_cloze_probes, evaluate_cloze
+from kgplm.evaluation.probing import (
+    CMEKG_TEMPLATES,
+    Probe,
+    ProbeQuery,
+    approximate_token_count,
+    build_probe,
+    evaluate_probe,
+    probe_table,
+    reference_scores,
+    summarize,
+    template_for,
+)
 from kgplm.text.tokenization import build_vocab
 from tests.test_api import TOY_GRAPH
 
 
 @pytest.fixture(scope="module")
-def setting():
-    store = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
-    names = [store.entity_name(e) for e in range(store.num_entities)] + store.relation_names
-    tokenizer = build_vocab(names * 3 + ["的有。"] * 3, 400, min_frequency=1, show_progress=False)
-    return store, tokenizer
+def store():
+    return KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(store):
+    names = [text for e in range(store.num_entities) for text, _, _ in store.labels(e)] + store.relation_names
+    texts = names * 3 + ["的有是。可并发又称用于就诊科室"] * 3
+    return build_vocab(texts, 400, min_frequency=1, show_progress=False)
+
+
+def _expected_keys(store):
+    keys = {}
+    for h, r, t in store.triples.tolist():
+        if h == t:
+            continue
+        keys.setdefault((store.relation_name(r), "tail", store.entity_name(h)), set()).add(t)
+        keys.setdefault((store.relation_name(r), "head", store.entity_name(t)), set()).add(h)
+    return keys
+
+
+def test_templates_and_token_counts():
+    assert template_for("常见症状") == CMEKG_TEMPLATES["常见症状"] == "{s}的常见症状有{o}。"
+    assert template_for("临床表现") == "{s}的临床表现是{o}。"
+    assert template_for("may_prevent") == "{s} may prevent {o} ."
+    assert template_for("translation_of") == "{s} is translation of {o} ."  # the paper's rule
+    assert template_for("x", {"x": "{o} x {s}"}) == "{o} x {s}"
+    assert approximate_token_count("糖尿病") == 3
+    assert approximate_token_count("diabetes mellitus") == 2
+    assert approximate_token_count("口服，一次0.5g") == 8  # 口 服 ， 一 次 0 . 5g
+
+
+def test_every_query_of_the_graph_once_with_every_answer(store):
+    probe = build_probe(store, queries_per_relation=100, held_out_fraction=0.0)
+    expected = _expected_keys(store)
+    found = {(q.relation, q.direction, store.entity_name(store.entity_id(q.known))): q for q in probe.queries}
+    assert len(found) == len(probe.queries) == len(expected)  # deduplicated, none missing
+    texts = {(q.prefix, q.suffix) for q in probe.queries}
+    assert len(texts) == len(probe.queries)
+    for key, answers in expected.items():
+        query = found[key]
+        assert {store.entity_id(iri) for iri in query.answers} == answers
+        names = {text for a in answers for text in [store.entity_name(a), *store.aliases(a)]}
+        assert set(query.answer_names) == names
+    cold = found[("常见症状", "tail", "感冒")]
+    assert (cold.prefix, cold.suffix) == ("感冒的常见症状有", "。")
+    assert {"发烧", "fever", "headache", "头痛"} <= set(cold.answer_names)
+    headache = found[("常见症状", "head", "头痛")]
+    assert (headache.prefix, headache.suffix) == ("", "的常见症状有头痛。")
+    assert {store.entity_name(store.entity_id(a)) for a in headache.answers} == {"高血压", "脑卒中", "感冒"}
+    assert not probe.exclude_from_training and not any(q.held_out for q in probe.queries)
+
+
+def test_long_answers_are_left_out(store):
+    probe = build_probe(store, queries_per_relation=100, max_answer_tokens=2, held_out_fraction=0.0)
+    for query in probe.queries:
+        assert query.answer_names and all(approximate_token_count(n) <= 2 for n in query.answer_names)
+    diabetes = [q for q in probe.queries if q.relation == "常见症状" and q.prefix == "糖尿病的常见症状有"]
+    assert set(diabetes[0].answer_names) == {"多尿", "多饮", "乏力"}  # 体重减轻 has 4 tokens
+
+
+def test_per_relation_cap_held_out_share_and_exclusions(store):
+    probe = build_probe(store, queries_per_relation=3, held_out_fraction=0.5, seed=1)
+    by_relation: dict[str, list[ProbeQuery]] = {}
+    for query in probe.queries:
+        by_relation.setdefault(query.relation, []).append(query)
+    assert all(len(queries) <= 3 for queries in by_relation.values())
+    held = [q for q in probe.queries if q.held_out]
+    assert held and len(held) < len(probe.queries)
+    excluded = {tuple(row) for row in store.triple_ids(probe.exclude_from_training).tolist()}
+    held_pairs = set()
+    for query in held:
+        known = store.entity_id(query.known)
+        for answer in query.answers:
+            held_pairs.add(frozenset((known, store.entity_id(answer))))
+    # every triple between a held-out query's entities, in any relation or direction, and no other
+    expected = {tuple(t) for t in store.triples.tolist() if frozenset((t[0], t[2])) in held_pairs}
+    assert excluded == expected
+    for query in probe.queries:
+        if not query.held_out:
+            known = store.entity_id(query.known)
+            assert all(frozenset((known, store.entity_id(a))) not in held_pairs for a in query.answers)
+
+
+def test_queries_with_too_many_answers_are_skipped(store):
+    probe = build_probe(store, queries_per_relation=100, max_answers=3, held_out_fraction=0.0)
+    expected = {key for key, answers in _expected_keys(store).items() if len(answers) <= 3}
+    assert {(q.relation, q.direction, store.entity_name(store.entity_id(q.known))) for q in probe.queries} == expected
+    assert len(expected) < len(_expected_keys(store))  # 感冒's four symptoms, 糖尿病's four …
+
+
+def test_probe_file_round_trip(store, tmp_path):
+    probe = build_probe(store, queries_per_relation=2, seed=3)
+    loaded = Probe.load(probe.save(tmp_path / "probe.json"))
+    assert loaded.queries == probe.queries and loaded.exclude_from_training == probe.exclude_from_training
+    assert Probe.load(tmp_path).queries == probe.queries  # a directory holding probe.json
 
 
 class Oracle(torch.nn.Module):
-    """Predicts each probe's first answer at its masks; with ``first_only`` only the first mask is right."""
+    """Writes a fixed string for each query: its first gold answer (``right``) at the answer's own
+    length, or a wrong token everywhere."""
 
-    def __init__(self, tokenizer, probes, first_only=False):
+    def __init__(self, tokenizer, probe, right):
         super().__init__()
-        self.tokenizer, self.first_only = tokenizer, first_only
-        self.answers = [(tokenizer(p.prefix, add_special_tokens=False)["input_ids"],
-                         tokenizer.convert_tokens_to_ids(tokenizer.tokenize(p.answers[0]))) for p in probes]
+        self.tokenizer = tokenizer
+        self.plans = {}
+        for query, is_right in zip(probe.queries, right):
+            prefix = tokenizer(query.prefix, add_special_tokens=False)["input_ids"]
+            suffix = tokenizer(query.suffix, add_special_tokens=False)["input_ids"]
+            answer = tokenizer(query.answer_names[0], add_special_tokens=False)["input_ids"]
+            self.plans[(tuple(prefix), tuple(suffix))] = (len(prefix), answer, is_right)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None):
-        logits = torch.zeros(*input_ids.shape, len(self.tokenizer))
+        vocab = len(self.tokenizer)
+        logits = torch.zeros(*input_ids.shape, vocab)
+        wrong = self.tokenizer.convert_tokens_to_ids("的")
         for row, ids in enumerate(input_ids.tolist()):
-            answer = next(a for prefix, a in self.answers if ids[1: 1 + len(prefix)] == prefix)
-            masks = [i for i, t in enumerate(ids) if t == self.tokenizer.mask_token_id]
-            for position, (mask, token) in enumerate(zip(masks, answer)):
-                wrong = self.tokenizer.unk_token_id
-                logits[row, mask, token if position == 0 or not self.first_only else wrong] = 1.0
+            length = int(attention_mask[row].sum())
+            body = ids[1: length - 1]
+            for (prefix, suffix), (start, answer, is_right) in self.plans.items():
+                masks = len(body) - len(prefix) - len(suffix)
+                if masks > 0 and tuple(body[:start]) == prefix and tuple(body[len(body) - len(suffix):]) == suffix:
+                    for offset in range(masks):
+                        token = answer[offset] if is_right and masks == len(answer) else wrong
+                        logits[row, 1 + start + offset, token] = 10.0
+                    break
         return type("Output", (), {"prediction_logits": logits})()
 
 
-def test_probes_follow_the_template_and_collect_every_tail(setting):
-    store, tokenizer = setting
-    probes = build_cloze_probes(store, tokenizer, max_probes=50, max_answer_tokens=6)
-    assert probes and len({p.prefix for p in probes}) == len(probes)  # one probe per head entity
-    for probe in probes:
-        head_name, _, relation_name = probe.prefix[:-1].partition("的")
-        head = store.entity_id(head_name)
-        relation = store.relation_names.index(relation_name)
-        tails = {store.entity_name(int(t)) for h, r, t in store.triples.tolist() if h == head and r == relation}
-        assert set(probe.answers) == tails and probe.suffix == "。"
+def test_oracles_score_as_planned(store, tokenizer):
+    probe = build_probe(store, queries_per_relation=100, max_answer_tokens=4, held_out_fraction=0.5, seed=0)
+    right = [query.held_out for query in probe.queries]  # right exactly on the unseen queries
+    hits = evaluate_probe(Oracle(tokenizer, probe, right), tokenizer, probe, batch_size=7)
+    assert hits == right
+    summary = summarize(probe, hits)
+    assert summary["recall@5_unseen"] == 1.0 and summary["recall@5_seen"] == 0.0
+    assert summary["queries"] == len(probe.queries) and summary["unanswerable"] == 0
 
 
-def test_scores_against_oracles(setting):
-    store, tokenizer = setting
-    probes = build_cloze_probes(store, tokenizer, max_probes=50, max_answer_tokens=6)
-    perfect = evaluate_cloze(Oracle(tokenizer, probes), tokenizer, probes, batch_size=3)
-    assert perfect["exact"] == 1.0 and perfect["token"] == 1.0 and perfect["probes"] == len(probes)
-    partial = evaluate_cloze(Oracle(tokenizer, probes, first_only=True), tokenizer, probes)
-    lengths = [len(tokenizer.tokenize(p.answers[0])) for p in probes]
-    assert partial["token"] == pytest.approx(len(lengths) / sum(lengths))
-    assert partial["exact"] == pytest.approx(sum(n == 1 for n in lengths) / len(lengths))
+def test_macro_recall_by_hand():
+    def query(relation, held_out):
+        return ProbeQuery(relation, "tail", "x", "", "", ("a",), ("a",), held_out)
+
+    probe = Probe([query("A", False), query("A", True), query("B", False), query("C", True)], [])
+    summary = summarize(probe, [True, False, True, None])
+    assert summary["recall@5"] == pytest.approx((0.5 + 1.0) / 2)  # micro would be 2/3
+    assert summary["recall@5_seen"] == 1.0 and summary["recall@5_unseen"] == 0.0
+    assert (summary["queries"], summary["relations"], summary["unanswerable"]) == (3, 2, 1)
+    assert "recall@5" in probe_table({"m": summary, "baseline": summary})
+
+
+def test_baseline_and_chance_by_hand(store, tokenizer):
+    probe = build_probe(store, queries_per_relation=100, held_out_fraction=0.0)
+    references = reference_scores(probe, store, tokenizer)
+    by_key = {(q.relation, q.direction, q.prefix, q.suffix): i for i, q in enumerate(probe.queries)}
+    # [MASK]的常见症状有头痛: heads of 常见症状 by frequency, 3 tokens: 糖尿病 (4), 脑卒中 (3), 高血压 (2) → hit
+    assert references["baseline"][by_key[("常见症状", "head", "", "的常见症状有头痛。")]] == 1.0
+    # 视网膜病变的常见症状有[MASK]: tails by frequency; 视物模糊 (1 triple, 4 tokens) is among the 5 of its length
+    vision = by_key[("常见症状", "tail", "视网膜病变的常见症状有", "。")]
+    assert references["baseline"][vision] == 1.0
+    # chance of the same query: names of 4 tokens in the graph, one of them gold
+    pool = {text for text in store.name_index()}
+    four = [t for t in pool if len(tokenizer.tokenize(t)) == 4 and tokenizer.unk_token not in tokenizer.tokenize(t)]
+    expected = 1 - hypergeom(len(four), 1, 5).pmf(0)
+    assert references["chance"][vision] == pytest.approx(expected)
+    assert 0 < expected < 1 and not math.isnan(expected)
+
+
+def test_held_out_triples_are_not_counted_by_the_baseline(store, tokenizer):
+    seen = reference_scores(build_probe(store, queries_per_relation=100, held_out_fraction=0.0), store, tokenizer)
+    assert sum(v for v in seen["baseline"] if v is not None) > 0
+    probe = build_probe(store, queries_per_relation=100, held_out_fraction=1.0)
+    assert len(store.triple_ids(probe.exclude_from_training)) == len(store.triples)  # every fact is held out
+    references = reference_scores(probe, store, tokenizer)
+    assert all(v == 0.0 for v in references["baseline"] if v is not None)  # nothing left to count
+
+
+def test_evaluate_task_probe_prints_the_model_baseline_and_chance(store, tmp_path, capsys):
+    """kgplm.evaluate(task="probe") on a pre-trained model; the CLI's table always shows both references."""
+    import kgplm
+    from kgplm.cli import main
+    from tests.test_api import toy_arguments, write_toy_corpus
+
+    probe_path = build_probe(store, queries_per_relation=2, max_answer_tokens=3, seed=0).save(tmp_path / "probe.json")
+    run = tmp_path / "run"
+    kgplm.train("mlm", **toy_arguments(write_toy_corpus(tmp_path / "notes.txt"), run, max_steps=2, log_every=1),
+                exclude_triples=str(probe_path))
+    result = kgplm.evaluate(model=run, task="probe", data_dir=probe_path, progress=False)
+    assert {"recall@5", "recall@5_seen", "recall@5_unseen", "baseline_recall@5", "chance_recall@5"} <= set(result)
+    assert result["queries"] + result["unanswerable"] == len(Probe.load(probe_path).queries)
+    assert 0.0 <= result["chance_recall@5"] <= 1.0
+    assert main(["evaluate", "--model", str(run), "--task", "probe", "--data-dir", str(probe_path),
+                 "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    table = printed.split("{", 1)[0]
+    assert str(run) in table and "baseline (most frequent, no model)" in table and "chance (uniform entity names)" in table
+
+
+def test_cli_builds_a_probe(tmp_path, capsys):
+    from kgplm.cli import main
+
+    out = tmp_path / "probe.json"
+    assert main(["probe", "--store", str(TOY_GRAPH), "--out", str(out), "--queries-per-relation", "2",
+                 "--held-out-fraction", "0.5"]) == 0
+    probe = Probe.load(out)
+    assert probe.queries and probe.settings["queries_per_relation"] == 2
+    assert "--exclude-triples" in capsys.readouterr().out

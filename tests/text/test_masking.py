@@ -193,3 +193,18 @@ def test_a_sequence_mask_depends_only_on_its_own_generator():
     together, together_labels = m(ids, attention_mask=attention, mention_spans=spans,
                                   rngs=[np.random.default_rng(11)] + [np.random.default_rng(s) for s in (1, 2, 3)])
     assert torch.equal(alone[0], together[0]) and torch.equal(alone_labels[0], together_labels[0])
+
+
+def test_corrupt_replaces_exactly_the_chosen_tokens_80_10_10():
+    """``corrupt`` (what ``mask_sequence`` does after choosing, and what a method that chooses its own
+    targets calls): labels are the original ids at the chosen tokens, the others are untouched."""
+    ids, _ = batch(rows=1, length=20000)
+    ids = ids[0].numpy()
+    chosen = np.zeros(len(ids), dtype=bool)
+    chosen[1:-1:2] = True
+    masked, labels = masker("bert").corrupt(ids, chosen, np.random.default_rng(0))
+    assert (labels[chosen] == ids[chosen]).all() and (labels[~chosen] == -100).all()
+    assert (masked[~chosen] == ids[~chosen]).all()
+    as_mask = (masked[chosen] == MASK).mean()
+    kept = (masked[chosen] == ids[chosen]).mean()
+    assert abs(as_mask - 0.8) < 0.02 and abs(kept - 0.1) < 0.02  # random draws may hit the original id (1/495)

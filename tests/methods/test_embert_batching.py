@@ -1,0 +1,213 @@
+"""EMBERT's batches on real text (CMeKG + medical consultations, bert-base-chinese word pieces): entity replacement
+keeps its label and every other mention aligned, ES labels and BEM masks on hand-checked entities."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kgplm.methods.embert import EmbertCollator, EmbertExample, EntityLexicon, build_entity_segments, build_thesaurus
+from kgplm.text import EntityLinker, Masker, build_corpus, char_spans_to_token_spans, load_tokenizer
+from kgplm.training.trainer import example_seeds
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def real(cmekg_store, shared_data, tmp_path_factory):
+    """CMeKG's thesaurus, entity segments and lexicon; 300 consultations linked to CMeKG (one chunk each)."""
+    store = cmekg_store
+    tokenizer = load_tokenizer(shared_data / "vocab" / "bert-base-chinese" / "vocab.txt")
+    linker = EntityLinker(store)
+    thesaurus = build_thesaurus(store)
+    segments = build_entity_segments(store, linker=linker)
+    with open(shared_data / "corpus" / "medical_dialogue" / "sample_IM_5000-6000.utf8.csv", encoding="utf-8") as handle:
+        texts = [row["ask"].replace("\n", " ") for row in list(csv.DictReader(handle))[:400]]
+    texts = [text for text in texts if len(tokenizer(text)["input_ids"]) <= 250][:300]
+    dataset = build_corpus(texts, store=store, tokenizer=tokenizer, output_dir=tmp_path_factory.mktemp("corpus"),
+                           linker=linker, whole_word=False, max_length=256, progress=False)
+    assert len(dataset) == len(texts)  # one chunk per text
+    lexicon = EntityLexicon(thesaurus, segments, tokenizer, store.primary_type_ids(), linker.count(texts))
+    return dict(store=store, tokenizer=tokenizer, thesaurus=thesaurus, segments=segments, lexicon=lexicon,
+                texts=texts, dataset=dataset)
+
+
+def collator(real, **options) -> EmbertCollator:
+    tokenizer = real["tokenizer"]
+    settings = dict(lexicon=real["lexicon"], masker=Masker.from_tokenizer(tokenizer, "bert"),
+                    cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
+                    pad_token_id=tokenizer.pad_token_id, max_sequence_length=512)
+    settings.update(options)
+    return EmbertCollator(**settings)
+
+
+def glued(text: str, position: int) -> bool:
+    """Latin letters or digits on both sides of ``position`` (the tokenizer makes one word of them)."""
+    pair = text[position - 1: position + 1] if 0 < position < len(text) else ""
+    return len(pair) == 2 and pair.isascii() and pair.isalnum()
+
+
+@pytest.mark.slow
+def test_replacement_keeps_its_label_and_every_other_mention_aligned(real):
+    """Every replacement, spliced as word pieces, equals tokenizing the edited text; other mentions keep
+    their tokens and entities; consistent replacements are synonyms, inconsistent ones are not."""
+    tokenizer, thesaurus, lexicon, store = real["tokenizer"], real["thesaurus"], real["lexicon"], real["store"]
+    types = store.primary_type_ids()
+    rows = real["dataset"][:]
+    batcher = collator(real, cecp_rate=1.0, use_bem=False)
+    counts = {0: 0, 1: 0}
+    same_type = checked_texts = 0
+    for index, text in enumerate(real["texts"]):
+        rng = np.random.default_rng([7, index])
+        example = batcher.make_example(rows, index, rng)
+        original_ids = np.asarray(rows["input_ids"][index])
+        original_spans = np.asarray(rows["mention_spans"][index]).reshape(-1, 2)
+        original_entities = np.asarray(rows["mention_entity_ids"][index])
+        offsets = tokenizer(text, return_offsets_mapping=True)["offset_mapping"]
+        char_spans = [(offsets[start][0], offsets[end - 1][1]) for start, end in original_spans.tolist()]
+        replaced = dict(zip(example.replaced.tolist(), example.consistent.tolist()))
+        # the edited text, and where each mention lies in it
+        pieces, new_char_spans, cursor, shift = [], [], 0, 0
+        for mention, (start, end) in enumerate(char_spans):
+            surface = lexicon.names[example.mention_names[mention]] if mention in replaced else text[start:end]
+            pieces += [text[cursor:start], surface]
+            new_char_spans.append((start + shift, start + shift + len(surface)))
+            shift += len(surface) - (end - start)
+            cursor = end
+        edited = "".join(pieces) + text[cursor:]
+        latin_seam = any(glued(edited, start) or glued(edited, end)
+                         for mention, (start, end) in enumerate(new_char_spans) if mention in replaced)
+        if not latin_seam:  # a Latin surface glued to Latin text would be one word piece sequence in the text
+            encoded = tokenizer(edited, return_offsets_mapping=True)
+            assert encoded["input_ids"] == example.input_ids.tolist(), (text, edited)
+            assert char_spans_to_token_spans(encoded["offset_mapping"], new_char_spans).tolist() == \
+                example.mention_spans.tolist()
+            checked_texts += 1
+        for mention, (start, end) in enumerate(example.mention_spans.tolist()):
+            old_start, old_end = original_spans[mention]
+            entity = int(original_entities[mention])
+            if mention not in replaced:
+                assert example.input_ids[start:end].tolist() == original_ids[old_start:old_end].tolist()
+                assert example.mention_entities[mention] == entity
+                continue
+            surface = lexicon.names[example.mention_names[mention]]
+            assert example.input_ids[start:end].tolist() == tokenizer(surface, add_special_tokens=False)["input_ids"]
+            assert example.input_ids[start:end].tolist() != original_ids[old_start:old_end].tolist()
+            own = {tuple(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in thesaurus.synonyms(entity)}
+            new_entity = int(example.mention_entities[mention])
+            if replaced[mention] == 1:
+                assert new_entity == entity and surface in thesaurus.synonyms(entity)
+            else:
+                assert new_entity != entity and surface in thesaurus.synonyms(new_entity)
+                display = tokenizer(thesaurus.synonyms(new_entity)[0], add_special_tokens=False)["input_ids"]
+                assert example.input_ids[start:end].tolist() != display  # another name, as a consistent one
+                assert tuple(example.input_ids[start:end].tolist()) not in own
+                same_type += int(types[new_entity] == types[entity])
+            counts[replaced[mention]] += 1
+    assert checked_texts > 250 and min(counts.values()) > 80, (checked_texts, counts)
+    total = counts[0] + counts[1]
+    assert abs(counts[1] / total - 0.5) < 3 * (0.25 / total) ** 0.5  # both labels equally likely
+    assert same_type == counts[0]  # every CMeKG type has other entities to draw from
+
+
+@pytest.mark.slow
+def test_replacements_never_exceed_the_position_embeddings(real):
+    rows = real["dataset"][:]
+    lengths = [len(rows["input_ids"][i]) for i in range(len(real["texts"]))]
+    batcher = collator(real, cecp_rate=1.0, use_bem=False, max_sequence_length=max(lengths))
+    grew = 0
+    for index in range(len(real["texts"])):
+        example = batcher.make_example(rows, index, np.random.default_rng([3, index]))
+        assert len(example.input_ids) <= max(lengths)
+        grew += len(example.input_ids) > lengths[index]
+    assert grew > 0
+
+
+SENTENCE = "医生说是再生障碍性贫血，需要复查血常规。"
+
+
+@pytest.mark.slow
+def test_segmentation_labels_and_bidirectional_masks_on_a_hand_checked_entity(real):
+    """再生障碍性贫血 = 再生障碍性 (adjective) + 贫血 (atomic): ES marks 性 and 血; BEM masks one part whole,
+    keeps the other visible, and labels the masked one with the original word pieces."""
+    tokenizer = real["tokenizer"]
+    encoded = tokenizer(SENTENCE)
+    mention = (5, 12)  # [CLS] 医 生 说 是 | 再 生 障 碍 性 贫 血 | ，
+    assert tokenizer.convert_ids_to_tokens(encoded["input_ids"][mention[0]: mention[1]]) == list("再生障碍性贫血")
+    rows = {"input_ids": [encoded["input_ids"]], "mention_spans": [[list(mention)]], "mention_entity_ids":
+            [[real["store"].entity_id("再生障碍性贫血")]]}
+    batcher = collator(real, use_cecp=False, bem_rate=1.0)
+    directions = set()
+    for step in range(12):
+        batch = batcher(rows, example_seeds(0, step, np.arange(1)))
+        es = batch["es_labels"][0].tolist()
+        assert es[mention[0]: mention[1]] == [0, 0, 0, 0, 1, 0, 1]
+        assert set(es[: mention[0]] + es[mention[1]:]) == {-100}
+        (context,), (target,) = batch["bem_context_spans"].tolist(), batch["bem_target_spans"].tolist()
+        assert {tuple(context), tuple(target)} == {(5, 10), (10, 12)}
+        directions.add(tuple(target))
+        labels, ids = batch["labels"][0], batch["input_ids"][0]
+        assert labels[target[0]: target[1]].tolist() == encoded["input_ids"][target[0]: target[1]]
+        assert (labels[context[0]: context[1]] == -100).all()
+        assert ids[context[0]: context[1]].tolist() == encoded["input_ids"][context[0]: context[1]]
+        assert batch.target_counts["bem"] == target[1] - target[0]
+        assert batch.target_counts["es"] == 7
+    assert directions == {(5, 10), (10, 12)}  # both directions occur
+
+
+@pytest.mark.slow
+def test_lexicon_maps_character_segments_to_word_pieces(real):
+    lexicon, tokenizer = real["lexicon"], real["tokenizer"]
+    row = lexicon.lookup(np.array(tokenizer("aplastic anemia", add_special_tokens=False)["input_ids"]))
+    assert lexicon.names[row] == "aplastic anemia"
+    pieces = tokenizer.convert_ids_to_tokens(lexicon.name_ids[row].tolist())
+    # the last word piece of "aplastic" and of "anemia" end the two sub-entities; 贫血 starts at anemia's first piece
+    ends = [index for index, piece in enumerate(pieces) if index + 1 == len(pieces) or not pieces[index + 1].startswith("##")]
+    assert lexicon.positives[row].tolist() == ends
+    assert lexicon.split[row] == ends[0] + 1
+    assert lexicon.lookup(np.array(tokenizer("不是名字的串", add_special_tokens=False)["input_ids"])) == -1
+    anemia = lexicon.lookup(np.array(tokenizer("再生障碍性贫血", add_special_tokens=False)["input_ids"]))
+    assert lexicon.positives[anemia].tolist() == [4, 6] and lexicon.split[anemia] == 5
+
+
+@pytest.mark.slow
+def test_examples_depend_only_on_their_own_seed(real):
+    rows = real["dataset"][:16]
+    batcher = collator(real)
+    whole = batcher(rows, example_seeds(0, 5, np.arange(16)))
+    part = batcher(real["dataset"][8:12], example_seeds(0, 5, np.arange(8, 12)))
+    width = part["input_ids"].shape[1]
+    assert (whole["input_ids"][8:12, :width] == part["input_ids"]).all()
+    assert (whole["es_labels"][8:12, :width] == part["es_labels"]).all()
+    assert isinstance(batcher.make_example(rows, 0, np.random.default_rng(0)), EmbertExample)
+
+
+def test_random_entities_are_drawn_by_corpus_frequency_within_the_type(shared_data):
+    """Inconsistent replacements: another entity of the type, in proportion to its mentions (uniformly
+    without frequencies), written with a name other than its display name."""
+    from kgplm import KGStore
+
+    store = KGStore.from_rdf(REPO_ROOT / "graphs" / "toy_medical.ttl", show_progress=False)
+    tokenizer = load_tokenizer(shared_data / "vocab" / "bert-base-chinese" / "vocab.txt")
+    thesaurus, segments = build_thesaurus(store), build_entity_segments(store)
+    diabetes, hypertension = store.entity_id("糖尿病"), store.entity_id("高血压")
+    # diseases with a name besides the display name: 糖尿病肾病, 高血压, 脑卒中, 感冒 (视网膜病变 has none)
+    others = {store.entity_id(name) for name in ("糖尿病肾病", "高血压", "脑卒中", "感冒")}
+    frequencies = np.zeros(store.num_entities)
+    frequencies[[diabetes, hypertension, store.entity_id("视网膜病变")]] = [9, 5, 7]
+    rng = np.random.default_rng(0)
+    weighted = EntityLexicon(thesaurus, segments, tokenizer, store.primary_type_ids(), frequencies)
+    draws = [weighted.other_entity(diabetes, rng) for _ in range(200)]
+    assert {entity for entity, _ in draws} == {hypertension}
+    assert {weighted.names[name] for _, name in draws} == {"hypertension"}
+    uniform = EntityLexicon(thesaurus, segments, tokenizer, store.primary_type_ids())
+    drawn = [uniform.other_entity(diabetes, rng)[0] for _ in range(2000)]
+    assert set(drawn) == others
+    assert all(abs(drawn.count(entity) / 2000 - 0.25) < 0.04 for entity in others)
+    # 二甲双胍's surfaces (metformin, 格华止 across owl:sameAs) are never drawn for it
+    metformin = store.entity_id("二甲双胍")
+    own = set(thesaurus.synonyms(metformin))
+    assert all(uniform.names[uniform.other_entity(metformin, rng)[1]] not in own for _ in range(200))
