@@ -172,7 +172,7 @@ def train(
         raise ConfigurationError(f"masking must be one of {SCHEMES}, got {masking!r}")
     if kg_method is None:
         kg_method = spec.kg_embedding or "transe"
-    arguments.update(kg_method=kg_method)
+    arguments.update(kg_method=kg_method, masking=masking)  # what was used, so a replay does not depend on defaults
     if warmup_steps is None:
         warmup_steps = int(0.06 * max_steps)
     settings = TrainerSettings(max_steps=max_steps, batch_size=batch_size,
