@@ -268,6 +268,7 @@ def prepopulate(shared: Shared, budget: Budget, pretraining: Pretraining, run_di
     """Link the seed-independent stages (mention counts, the linked corpus) into a new run directory,
     and return the cached-artefact arguments of ``kgplm.train`` (PEPR table, KG embeddings)."""
     from kgplm.methods import get
+    from kgplm.text.masking import WORD_SCHEMES
     from kgplm.text.tokenization import load_tokenizer
     from kgplm.training import stages
     from kgplm.training.run import RunDirectory
@@ -278,7 +279,7 @@ def prepopulate(shared: Shared, budget: Budget, pretraining: Pretraining, run_di
         arguments["neighbor_table"] = str(shared.kg.neighbor_table_path)
     if spec.needs("kg_embeddings"):
         arguments["kg_embeddings"] = str(shared.kg.embeddings_dir(budget.kg_method or spec.kg_embedding))
-    variant = (spec.needs("neighbor_table"), pretraining.masking == "whole_word")
+    variant = (spec.needs("neighbor_table"), pretraining.masking in WORD_SCHEMES)  # word schemes need word_ids
     if variant not in shared.corpora:
         corpus_run = RunDirectory(shared.kg.path / f"corpus-{'knowledge' if variant[0] else 'text'}"
                                                    f"{'-whole-word' if variant[1] else ''}")
