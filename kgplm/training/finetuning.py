@@ -478,8 +478,9 @@ def default_learning_rate(hidden_size: int) -> float:
 
     BERT-base and larger (``hidden_size`` ≥ 768): 5e-5, Devlin et al. (2019)'s range (2e-5–5e-5).
     Narrower encoders — the 4-layer, 128-wide encoder ``kgplm.train`` builds by default, trained
-    from scratch on a small corpus — barely move at that rate in a few epochs (cMedQANER entity F1
-    0.0 after 3 epochs); they get 5e-4, measured on that model (see the README's fine-tuning notes).
+    from scratch on a small corpus — barely move at that rate in a few epochs; they get 5e-4.
+    Measured on that model after 300 pre-training steps (cMedQANER, 2,000 training examples, 3
+    epochs, 500 dev/test examples): test entity F1 0.0 at 5e-5, 0.202 at 5e-4.
     """
     return BERT_LEARNING_RATE if hidden_size >= BERT_BASE_HIDDEN_SIZE else SMALL_ENCODER_LEARNING_RATE
 
