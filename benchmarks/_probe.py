@@ -43,7 +43,8 @@ class HeldOutProbe:
         return any(known in line and any(answer in line for answer in answers) for line in lines)
 
     def hits(self, model, *, device: str = "cpu") -> np.ndarray | None:
-        """Per-query hits of a model with a masked-LM head; ``None`` for a model without one."""
+        """Per-query hits of a model with a masked-LM head; ``None`` for a model without one (an
+        ELECTRA discriminator's ``prediction_logits`` are per-token RTD scores, not a vocabulary)."""
         import torch
 
         from kgplm.evaluation.probing import evaluate_probe
@@ -51,7 +52,8 @@ class HeldOutProbe:
         encoding = self.tokenizer(["探针"], return_tensors="pt")
         with torch.no_grad():
             output = model.eval().to(device)(**{k: v.to(device) for k, v in encoding.items()})
-        if getattr(output, "prediction_logits", None) is None:
+        logits = getattr(output, "prediction_logits", None)
+        if logits is None or logits.dim() != 3:  # no MLM head, or per-token scores (ELECTRA's discriminator)
             return None
         return np.array([bool(hit) for hit in evaluate_probe(model, self.tokenizer, self.probe, device=device)],
                         dtype=bool)

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import torch
 from tqdm.auto import tqdm
 
+from kgplm.exceptions import ConfigurationError
+
 __all__ = ["fill_masks", "piece_surface"]
 
 
@@ -55,6 +57,11 @@ def fill_masks(model, tokenizer, contexts: Sequence[tuple[Sequence[int], Sequenc
             positions = first[:, None] + torch.arange(num_masks)[None, :]  # (rows, masks)
             logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
                            token_type_ids=torch.zeros_like(input_ids).to(device)).prediction_logits
+            if logits is None or logits.dim() != 3:
+                raise ConfigurationError("the cloze probe needs a masked-LM head (prediction_logits of shape "
+                                         "(batch, length, vocab)); this model gives "
+                                         f"{None if logits is None else tuple(logits.shape)} (an ELECTRA "
+                                         "discriminator scores tokens as replaced or not)")
             logits = logits[torch.arange(len(chunk))[:, None], positions.to(device)].float()  # (rows, masks, vocab)
             logits[..., banned] = float("-inf")
             log_probs = torch.log_softmax(logits, -1)

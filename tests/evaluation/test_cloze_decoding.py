@@ -86,3 +86,16 @@ def test_beam_of_five_keeps_five_distinct_fills_of_ordinary_tokens():
 def test_piece_surface():
     assert piece_surface(["糖", "尿", "病"]) == "糖尿病"
     assert piece_surface(["met", "##form", "##in"]) == "metformin"
+
+
+def test_a_model_without_a_vocabulary_head_is_refused_clearly():
+    """An ELECTRA discriminator's prediction_logits are (batch, length) replaced-token scores; before,
+    the decoder indexed them as a vocabulary and failed with an IndexError."""
+    from kgplm.exceptions import ConfigurationError
+
+    class TokenScores(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+            return type("Output", (), {"prediction_logits": torch.zeros(input_ids.shape)})()
+
+    with pytest.raises(ConfigurationError, match="masked-LM head"):
+        fill_masks(TokenScores(), TinyTokenizer(8), [((5,), (6,))], 1)
