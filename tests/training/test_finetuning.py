@@ -105,3 +105,21 @@ def test_gold_entities_and_predicates_reach_every_representable_cmeie_triple(tok
     tag_logits = np.eye(len(encoder.entity_tags))[np.where(feature["labels"] < 0, 0, feature["labels"])]
     decoded = {name for name, _ in encoder.entity_candidates(feature["text"], feature, tag_logits)}
     assert decoded == {name for pair in outputs[features.index(feature)]["pairs"] for name in pair}
+
+
+def test_loss_items_count_what_each_head_averages_over():
+    """Data parallelism weights each rank's mean loss by its share of these counts (hand-counted)."""
+    import torch
+
+    from kgplm.training.finetuning import loss_items
+
+    # graded ranking: ordered pairs of one query with a higher grade — query 0: (2>1), (2>0), (1>0); query 1: ties
+    graded = {"labels": torch.tensor([2, 1, 0, 1, 1]), "candidate_group": torch.tensor([0, 0, 0, 1, 1])}
+    assert loss_items(graded, "graded_ranking") == 3
+    # answer ranking: questions with a correct candidate (query 1 has none)
+    ranking = {"labels": torch.tensor([0, 1, 0, 0]), "candidate_group": torch.tensor([0, 0, 1, 1])}
+    assert loss_items(ranking, "qa_ranking") == 1
+    # token tasks and relation triples: labelled tokens
+    tags = torch.tensor([[-100, 0, 1, 2, -100], [-100, 0, -100, -100, -100]])
+    assert loss_items({"labels": tags}, "ner") == loss_items({"labels": tags}, "relation_triples") == 4
+    assert loss_items({"labels": torch.tensor([0, 2, 1])}, "classification") == 3
