@@ -399,8 +399,9 @@ def finetune(
     model_dir, tokenizer_dir, run = locate_model(model)
     output_dir = Path(output_dir)
     arguments["model"] = str(Path(model).resolve())
+    config = KgplmConfig.from_pretrained(str(model_dir))
     if learning_rate is None:
-        learning_rate = default_learning_rate(KgplmConfig.from_pretrained(str(model_dir)).hidden_size)
+        learning_rate = default_learning_rate(config.hidden_size)
         logger.info("fine-tuning learning rate %g (chosen by the encoder's size; pass learning_rate to override)",
                     learning_rate)
     arguments["learning_rate"] = learning_rate
@@ -417,7 +418,6 @@ def finetune(
         dev_examples = _subset(splits["dev"], max_eval_examples, EVALUATION_SUBSET_SEED)
         test_examples = _subset(splits["test"], max_eval_examples, EVALUATION_SUBSET_SEED)
         tokenizer = load_tokenizer(tokenizer_dir)
-        config = KgplmConfig.from_pretrained(str(model_dir))
         if max_length is None:
             max_length = arguments["max_length"] = min(config.max_position_embeddings, 512)
         if max_length > config.max_position_embeddings:
