@@ -24,7 +24,7 @@ from kgplm.models.modules import mention_token_index, neighbor_graph
 from kgplm.text.alignment import char_spans_to_token_spans
 from kgplm.training.collator import Batch, PretrainingCollator, PretrainingExample
 
-__all__ = ["TypeFrequencySampler", "SmedbertCollator", "KnowledgeLookup", "knowledge_inputs"]
+__all__ = ["TypeFrequencySampler", "SmedbertCollator", "KnowledgeLookup", "knowledge_inputs", "split_mentions"]
 
 
 class TypeFrequencySampler:
@@ -69,7 +69,7 @@ def _tensor(array: np.ndarray, dtype=np.int64) -> torch.Tensor:
 
 
 def _knowledge_indices(mention_batch: np.ndarray, spans: np.ndarray, edge_mention: np.ndarray,
-                       entity_ids: np.ndarray, type_ids: np.ndarray, num_types: int | None,
+                       type_ids: np.ndarray, num_types: int | None,
                        relational: bool) -> dict[str, torch.Tensor]:
     """The indices the SMedBERT encoder would otherwise compute on the device (see ``SmedbertEncoding.encode``),
     built on the CPU with the same functions."""
@@ -78,8 +78,27 @@ def _knowledge_indices(mention_batch: np.ndarray, spans: np.ndarray, edge_mentio
         indices["neighbor_type_group"], indices["type_group_mention"] = type_groups(
             _tensor(edge_mention), _tensor(type_ids), num_types)
     if len(edge_mention) and relational:
-        indices.update(neighbor_graph(_tensor(entity_ids), _tensor(edge_mention)))
+        indices.update(neighbor_graph(_tensor(edge_mention)))
     return indices
+
+
+def split_mentions(mention_batch: np.ndarray, entity_ids: np.ndarray | None, masked: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``(knowledge, targets)``: positions of the knowledge mentions and of the MNeM targets.
+
+    Knowledge mentions are the masked ones (``masked``: every token chosen for masking). An unmasked
+    mention is an MNeM target unless a knowledge mention *of the same entity* sits in the same
+    sequence: that one's neighbours (the same PEPR row) are injected, and MNeM could copy them
+    instead of predicting them. Such a mention is neither injected nor predicted (it stays plain
+    text for MLM). ``entity_ids`` ``None`` (a corpus without the column) keeps every unmasked mention.
+    """
+    knowledge, unmasked = np.flatnonzero(masked), np.flatnonzero(~masked)
+    if entity_ids is None or not len(knowledge) or not len(unmasked):
+        return knowledge, unmasked
+    # one key per (sequence, entity): the sequence's injected entities against each unmasked mention's
+    width = int(entity_ids.max()) + 1
+    keys = mention_batch * width + entity_ids
+    return knowledge, unmasked[~np.isin(keys[unmasked], keys[knowledge])]
 
 
 #: The corpus columns of each mention's PEPR row, by short name.
@@ -126,6 +145,15 @@ class SmedbertCollator(PretrainingCollator):
         return {name: np.concatenate(chunks) if chunks else np.zeros((0, 0), np.int64)
                 for name, chunks in parts.items()}
 
+    @staticmethod
+    def _mention_entities(rows: dict, examples: list[PretrainingExample], counts: np.ndarray) -> np.ndarray | None:
+        """Each surviving mention's entity, in the flat mention order (``None`` without the column)."""
+        if "mention_entity_ids" not in rows:
+            return None
+        parts = [np.asarray(rows["mention_entity_ids"][row], dtype=np.int64)[example.mention_rows]
+                 for row, example in enumerate(examples) if counts[row]]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
     def method_inputs(self, batch: Batch, rows: dict, examples: list[PretrainingExample], original_ids: np.ndarray,
                       labels: np.ndarray, rngs: list[np.random.Generator]) -> None:
         # every mention of the batch, flat: its sequence and token span
@@ -135,7 +163,8 @@ class SmedbertCollator(PretrainingCollator):
         # knowledge mentions: every token chosen for masking (chosen tokens counted by prefix sums)
         chosen = np.concatenate([np.zeros((len(labels), 1), np.int64), np.cumsum(labels >= 0, 1)], 1)
         masked = (chosen[mention_batch, spans[:, 1]] - chosen[mention_batch, spans[:, 0]]) == spans[:, 1] - spans[:, 0]
-        knowledge, targets = np.flatnonzero(masked), np.flatnonzero(~masked)
+        entities = self._mention_entities(rows, examples, counts)
+        knowledge, targets = split_mentions(mention_batch, entities, masked)
         batch["mention_batch"], batch["mention_spans"] = _tensor(mention_batch[knowledge]), _tensor(spans[knowledge])
         if self.knowledge_losses:
             batch.target_counts["mmem"] = len(knowledge)
@@ -150,7 +179,7 @@ class SmedbertCollator(PretrainingCollator):
         for name, key in (("ids", "neighbor_entity_ids"), ("relations", "neighbor_relation_ids"),
                           ("directions", "neighbor_directions"), ("types", "neighbor_type_ids")):
             batch[key] = _tensor(edges[name])
-        batch.update(_knowledge_indices(mention_batch[knowledge], spans[knowledge], member, edges["ids"],
+        batch.update(_knowledge_indices(mention_batch[knowledge], spans[knowledge], member,
                                         edges["types"], self.num_entity_types, self.relational))
         if self.sampler is None:
             return
@@ -231,7 +260,7 @@ class KnowledgeLookup:
                 "neighbor_mention": _tensor(edge_mention), "neighbor_entity_ids": _tensor(edges["ids"]),
                 "neighbor_relation_ids": _tensor(edges["relations"]),
                 "neighbor_directions": _tensor(edges["directions"]), "neighbor_type_ids": _tensor(edges["types"]),
-                **_knowledge_indices(mention_batch, spans, edge_mention, edges["ids"], edges["types"],
+                **_knowledge_indices(mention_batch, spans, edge_mention, edges["types"],
                                      self.num_types, self.relational)}
 
 

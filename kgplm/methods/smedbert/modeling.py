@@ -89,7 +89,7 @@ Deviations and choices (each documented here; options where the alternative is r
   attentions' softmaxes and weighted sums, the normalisations and scores of MNeM (Eq. 16) and the
   MNeM/MMeM losses run in fp32; the linear maps run in the autocast dtype.
 * No host–device synchronisation in the forward pass: the indices whose size depends on the data
-  (mention tokens, the (mention, type) groups of Eq. 3, the R-GCN's node set and co-neighbour pairs)
+  (mention tokens, the (mention, type) groups of Eq. 3, the R-GCN's co-neighbour pairs)
   come from the collators, built on the CPU with the same functions (:func:`type_groups`,
   :func:`~kgplm.models.modules.mention_token_index`, :func:`~kgplm.models.modules.neighbor_graph`),
   and the R-GCN layer is a loop-free equivalent of PyG's ``RGCNConv``
@@ -133,8 +133,7 @@ __all__ = ["NeighborTypeAttention", "NeighborNodeAttention", "MentionNeighborHyb
 KNOWLEDGE_INPUTS = ("mention_batch", "mention_spans", "neighbor_mention", "neighbor_entity_ids",
                     "neighbor_relation_ids", "neighbor_directions", "neighbor_type_ids")
 #: Indices of the knowledge mentions the collators precompute on the CPU (optional; ``SmedbertEncoding.encode``).
-KNOWLEDGE_INDEX_INPUTS = ("mention_tokens", "neighbor_type_group", "type_group_mention", "neighbor_nodes",
-                          "neighbor_node_of_edge", "co_neighbor_pairs")
+KNOWLEDGE_INDEX_INPUTS = ("mention_tokens", "neighbor_type_group", "type_group_mention", "co_neighbor_pairs")
 #: The batch keys of MNeM: the target mentions (never injected), their neighbour edges and negatives,
 #: and (optional, precomputed) their tokens.
 MNEM_INPUTS = ("mnem_mention_batch", "mnem_mention_spans", "mnem_edge_mention", "mnem_entity_ids",
@@ -347,13 +346,12 @@ class SmedbertEncoding(Encoding):
     def encode(self, host, input_ids, attention_mask=None, token_type_ids=None, mention_batch=None,
                mention_spans=None, neighbor_mention=None, neighbor_entity_ids=None, neighbor_relation_ids=None,
                neighbor_directions=None, neighbor_type_ids=None, mention_tokens=None, neighbor_type_group=None,
-               type_group_mention=None, neighbor_nodes=None, neighbor_node_of_edge=None,
-               co_neighbor_pairs=None) -> EncoderOutput:
+               type_group_mention=None, co_neighbor_pairs=None) -> EncoderOutput:
         """Token states after all layers, knowledge infused after ``config.fusion_layer``.
 
         The optional indices (``mention_tokens`` — :func:`~kgplm.models.modules.mention_token_index`
         stacked; ``neighbor_type_group``/``type_group_mention`` — :func:`type_groups`;
-        ``neighbor_nodes``/``neighbor_node_of_edge``/``co_neighbor_pairs`` —
+        ``co_neighbor_pairs`` —
         :func:`~kgplm.models.modules.neighbor_graph`) are what the collators build on the CPU; given,
         the pass makes no host–device synchronisation of its own; absent, they are computed here.
         ``extras["mention_index"]`` is ``(token_mention, token_batch, token_position, num_mentions)``
@@ -374,9 +372,7 @@ class SmedbertEncoding(Encoding):
                 hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
             edges = neighbor_mention if neighbor_mention is not None else mention_batch.new_zeros(0)
             if len(edges):
-                graph = None if neighbor_nodes is None else {
-                    "neighbor_nodes": neighbor_nodes, "neighbor_node_of_edge": neighbor_node_of_edge,
-                    "co_neighbor_pairs": co_neighbor_pairs}
+                graph = None if co_neighbor_pairs is None else {"co_neighbor_pairs": co_neighbor_pairs}
                 neighbor_vectors = self.neighbor_vectors(host, edges, neighbor_entity_ids, neighbor_relation_ids,
                                                          neighbor_directions, graph)  # (edges, d2)
                 edge_types = torch.where(neighbor_type_ids < 0, config.num_entity_types, neighbor_type_ids)
@@ -455,8 +451,6 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         mention_tokens: torch.Tensor | None = None,
         neighbor_type_group: torch.Tensor | None = None,
         type_group_mention: torch.Tensor | None = None,
-        neighbor_nodes: torch.Tensor | None = None,
-        neighbor_node_of_edge: torch.Tensor | None = None,
         co_neighbor_pairs: torch.Tensor | None = None,
         mnem_mention_batch: torch.Tensor | None = None,
         mnem_mention_spans: torch.Tensor | None = None,
@@ -472,8 +466,8 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         encoded = SMEDBERT_ENCODING.encode(self, input_ids, attention_mask, token_type_ids, mention_batch,
                                            mention_spans, neighbor_mention, neighbor_entity_ids,
                                            neighbor_relation_ids, neighbor_directions, neighbor_type_ids,
-                                           mention_tokens, neighbor_type_group, type_group_mention, neighbor_nodes,
-                                           neighbor_node_of_edge, co_neighbor_pairs)
+                                           mention_tokens, neighbor_type_group, type_group_mention,
+                                           co_neighbor_pairs)
         hidden = encoded.last_hidden_state
         prediction_logits = self.cls(hidden)  # (batch, length, vocab)
         sop_logits = self.sop(self.bert.pooler(hidden)) if config.use_sop else None
