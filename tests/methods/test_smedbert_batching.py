@@ -185,6 +185,27 @@ def test_an_example_does_not_depend_on_its_batch_partners():
     assert torch.equal(alone["mnem_negative_ids"], together["mnem_negative_ids"][first_edges])
 
 
+def test_an_example_gets_the_same_hidden_states_beside_any_batch_partner():
+    """Pre-training with the R-GCN, collated batches: chunk 0 alone and beside chunk 1 (whose mention
+    shares neighbour entities 5, 8, 9 with chunk 0's, all mentions masked so all are injected)."""
+    rows = _rows()
+    collator = _collator(rate=0.9, num_entity_types=2, relational=True)
+    # the first masking that injects every mention of both chunks
+    step = next(step for step in range(100)
+                if len(collator({k: v[:2] for k, v in rows.items()}, _seeds(step, size=2))["mention_batch"]) == 4)
+    together = collator({k: v[:2] for k, v in rows.items()}, _seeds(step, size=2))
+    alone = collator({k: v[:1] for k, v in rows.items()}, _seeds(step, size=1))
+    assert len(alone["mention_batch"]) == 3
+    torch.manual_seed(0)
+    model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=2,
+                                               relational_encoder="rgcn")).eval()
+    with torch.no_grad():
+        model.kg.entities.normal_()
+        length = int(alone["attention_mask"][0].sum())
+        torch.testing.assert_close(model(**together).last_hidden_state[0, :length],
+                                   model(**alone).last_hidden_state[0, :length], rtol=0, atol=1e-5)
+
+
 def test_type_frequency_sampler_follows_q_within_the_type():
     frequencies = np.array([0, 3, 6, 0, 10, 1, 9])
     types = np.array([0, 0, 0, 1, 1, -1, -1])
@@ -357,3 +378,32 @@ def test_the_knowledge_module_makes_no_host_device_synchronisation_on_collated_b
            if not any(marker in frame for frame in frames for marker in shared)]
     assert own == []
     assert recorder.calls  # the recorder sees the shared ones
+
+
+def test_a_task_example_gets_the_same_hidden_states_beside_any_batch_partner(toy_turtle):
+    """Fine-tuning with the R-GCN: the lookup's batches of text 0 alone and beside text 1, whose
+    mention neighbours entities 1 and 2 as text 0's mention does (every linked mention is injected)."""
+    from kgplm import KGStore
+    from kgplm.kg.pepr import NeighborTable
+    from kgplm.methods.smedbert import KnowledgeLookup
+
+    store = KGStore.from_rdf(toy_turtle)
+    rows = np.array([[1, 2, 3], [0, 1, 2]])
+    table = NeighborTable(seeds=np.array([0, 3]), neighbors=rows, relations=np.array([[0, 1, 0], [1, 0, 1]]),
+                          directions=np.array([[0, 1, 0], [1, 0, 0]]), scores=np.ones((2, 3)))
+    lookup = KnowledgeLookup(store, table, relational=True)
+    parts = [{"mention_spans": np.array([[1, 3]]), "neighbor_ids": rows[:1], "neighbor_relations": table.relations[:1],
+              "neighbor_directions": table.directions[:1], "neighbor_types": np.zeros((1, 3), np.int64)},
+             {"mention_spans": np.array([[2, 4]]), "neighbor_ids": rows[1:], "neighbor_relations": table.relations[1:],
+              "neighbor_directions": table.directions[1:], "neighbor_types": np.ones((1, 3), np.int64)}]
+    input_ids = torch.randint(5, 60, (2, 8), generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=store.num_types,
+                                               relational_encoder="rgcn")).eval()
+    with torch.no_grad():
+        model.kg.entities.normal_()
+        together = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                         **lookup.collate(parts)).last_hidden_state
+        alone = model(input_ids=input_ids[:1], attention_mask=torch.ones_like(input_ids[:1]),
+                      **lookup.collate(parts[:1])).last_hidden_state
+    torch.testing.assert_close(together[0], alone[0], rtol=0, atol=1e-5)

@@ -3,7 +3,8 @@
 Pre-training (:class:`SmedbertCollator`): after masking, each example's linked mentions are split
 into two disjoint sets, as in the authors' code (see :mod:`kgplm.methods.smedbert.modeling`):
 mentions whose tokens were all chosen for masking are *knowledge* mentions (neighbours injected,
-MMeM targets); the others are *MNeM targets* (no injection; their neighbours are predicted).
+MMeM targets); the others are *MNeM targets* (no injection; their neighbours are predicted),
+except those naming the entity of a knowledge mention of their sequence (:func:`split_mentions`).
 
 Negatives for masked neighbour modelling follow SMedBERT's Q(e) = t_e / C_τ(e) (appendix B):
 corpus frequency within the entity's type, add-one smoothed; each example draws its negatives

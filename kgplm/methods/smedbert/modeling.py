@@ -26,11 +26,22 @@ Tokens outside mentions are unchanged; the remaining encoder layers then run.
 Which mentions get what (the authors' code; the paper does not say): each sequence's linked
 mentions form two disjoint sets. Mentions whose tokens were all chosen for masking are the
 *knowledge* mentions: the hybrid attention injects their neighbours (Eq. 2–11) and MMeM
-reconstructs them. Every other mention is an *MNeM target*: it gets no injection, and MNeM
-predicts its neighbours from its final states. (Injecting a mention's neighbours and then
+reconstructs them. The other mentions are *MNeM targets*: they get no injection, and MNeM
+predicts their neighbours from their final states. (Injecting a mention's neighbours and then
 predicting those same neighbours from its states lets the model copy: on a toy run MNeM reached
-0.72 with the true neighbours injected against 1.40 with another mention's.) At fine-tuning there
-is no masking and every linked mention is a knowledge mention.
+0.72 with the true neighbours injected against 1.40 with another mention's.) The split by mention
+is not enough: an unmasked mention of the *entity* of a knowledge mention in the same sequence
+has the same PEPR row, injected into the sequence, and MNeM could copy it. Such a mention is
+neither injected nor an MNeM target (it stays text for MLM;
+:func:`~kgplm.methods.smedbert.batching.split_mentions`). Measured by
+``benchmarks/smedbert_leaks.py`` (bert-base-chinese vocabulary, 128-token chunks, whole-entity
+masking, SOP, 3 maskings): in 2,101 chunks of 1,000 consultations, 4,109 of 55,018 unmasked
+mentions (7.5 %) named an injected entity of their chunk and were MNeM targets before; in
+1,005 chunks of 1,000 CMeKG fact sentences, 133 of 31,874 (0.4 %); now 0 of the MNeM targets
+in both (50,909 and 31,741 targets remain). What this does not remove: a masked mention whose
+entity is a PEPR neighbour of another knowledge mention of the sequence still has its identity
+injected through that mention's neighbours (the design of the paper's injection, not a copy of
+an MNeM target). At fine-tuning there is no masking and every linked mention is a knowledge mention.
 
 Masked neighbour modelling (Eq. 12, 15, 16, 19), on the encoder output h_f, for MNeM targets:
     h_mf = LN(sp(h_if..h_jf) W_sa),  W_sa ∈ R^{d1×d2}
@@ -83,8 +94,12 @@ Deviations and choices (each documented here; options where the alternative is r
   ``use_knowledge_losses=False`` trains on L_MLM + L_SOP only.
 * ``relational_encoder="rgcn"`` (an addition, off by default) refines ent(e) with an R-GCN over
   each mention's neighbour set (messages between co-neighbours, typed by their link to the
-  mention's entity) before the attention; the mention's own entity is not a node, so a masked
-  mention's identity cannot reach its tokens that way. MNeM keeps the TransR vectors.
+  mention's entity) before the attention. Each mention's neighbour set is its own subgraph (one
+  node per neighbour edge, :func:`~kgplm.models.modules.neighbor_graph`): no node is shared with
+  another mention of the batch, so a masked mention's own entity, even where it neighbours a
+  batch partner, cannot reach its tokens, and an example's states do not depend on its batch
+  partners (before, one node per distinct entity of the batch coupled them). MNeM keeps the
+  TransR vectors.
 * Mixed precision (``mixed_precision="bf16"|"fp16"``): under autocast the span pooling's and both
   attentions' softmaxes and weighted sums, the normalisations and scores of MNeM (Eq. 16) and the
   MNeM/MMeM losses run in fp32; the linear maps run in the autocast dtype.
