@@ -83,6 +83,7 @@ def train(
     tokenizer: str | os.PathLike | None = None,
     kg_embeddings: str | os.PathLike | None = None,
     neighbor_table: str | os.PathLike | None = None,
+    graph_shuffle_seed: int | None = None,
     corpus_options: dict | None = None,
     vocab_size: int = 8000,
     max_length: int = 128,
@@ -130,6 +131,12 @@ def train(
             the mode used is recorded in ``run_config.json`` under ``stages.pepr_mode_used``),
             ``kg_method`` embeddings (default: the
             method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``.
+        graph_shuffle_seed: a control for the knowledge's contribution: the PEPR table and the KG
+            embeddings are built on
+            :meth:`KGStore.with_shuffled_links(seed) <kgplm.KGStore.with_shuffled_links>`, the same
+            graph with its links attached to the wrong entities (text still links to the same ids).
+            Recorded in ``run_config.json`` (and under ``stages.graph_shuffle``); cannot be combined
+            with a given ``kg_embeddings``, ``neighbor_table`` or ``exclude_triples``.
         model_options: the method's own config fields (``kgplm.methods.get(method).config_class.option_names()``:
             ablations, loss weights, ``use_sop`` …).
         method_data: inputs of the method's own stages that are not model fields (files such as a
@@ -181,6 +188,10 @@ def train(
                                checkpoint_every=checkpoint_every, log_every=log_every, seed=seed,
                                mixed_precision=mixed_precision, num_workers=num_workers)
     settings.validate()
+    if graph_shuffle_seed is not None and (kg_embeddings, neighbor_table, exclude_triples) != (None, None, None):
+        raise ConfigurationError(f"graph_shuffle_seed={graph_shuffle_seed} rebuilds the KG artefacts on the shuffled "
+                                 f"graph; a given kg_embeddings or neighbor_table would bypass it, and exclude_triples "
+                                 f"names facts of the real graph (leave all three None)")
     context = distributed.initialize(device)
     try:
         settings.validate(context.world_size)
@@ -194,6 +205,12 @@ def train(
             if main:
                 run.write_run_config(_json_safe({"kgplm_run": 1, **arguments}))
                 run.record_stage("distributed", context.describe())
+            if graph_shuffle_seed is not None:  # the saved store stays the real one: fine-tuning links with it
+                store = store.with_shuffled_links(graph_shuffle_seed)
+                if main:
+                    run.record_stage("graph_shuffle", {"seed": int(graph_shuffle_seed),
+                                                       "what": "entity ids permuted in every triple (a derangement) "
+                                                               "before PEPR and KG embeddings"})
             inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus,
                                         corpus_options=dict(corpus_options or {}), progress=progress and main,
                                         held_out=_held_out(run, exclude_triples, store, record=main))
