@@ -328,6 +328,20 @@ def _encoder_inputs(method: str, run, progress: bool, wanted: bool = True):
     return spec.finetuning_inputs(run, progress)
 
 
+def _span_inputs(method: str, run, knowledge, progress: bool):
+    """The span-indicator inputs (:mod:`kgplm.training.span_indicator`) of a pre-training run."""
+    from kgplm.exceptions import MissingFileError
+    from kgplm.training.span_indicator import span_lookup
+
+    if knowledge is not None:
+        raise ConfigurationError(f"mention_spans=True: a {method!r} encoder already reads the linked mentions; "
+                                 f"pass encoder_inputs=False to give it the span indicator instead")
+    if run is None:
+        raise MissingFileError("<model>", "pre-training run next to the model: mention_spans links the task text "
+                                          "with the run's graph")
+    return span_lookup(run, progress)
+
+
 #: The seed of dev and test subsets (``max_eval_examples``): fixed, so that every training seed and every
 #: model is scored on the same examples (``evaluate``'s default ``seed`` draws the same subset).
 EVALUATION_SUBSET_SEED = 0
@@ -358,6 +372,7 @@ def finetune(
     max_eval_examples: int | None = None,
     seed: int = 0,
     encoder_inputs: bool = True,
+    mention_spans: bool = False,
     device: str = "cpu",
     mixed_precision: str = "no",
     progress: bool = True,
@@ -384,6 +399,11 @@ def finetune(
         encoder_inputs: ``False`` fine-tunes a method whose encoder reads extra inputs (SMedBERT's
             linked mentions and neighbours) on the text alone — the "no knowledge at fine-tuning"
             ablation; ``evaluate`` then does the same.
+        mention_spans: give the encoder the linked mention spans SMedBERT receives (the linker of the
+            pre-training run's graph), as a learned "inside a mention" vector added to the token
+            embeddings (:class:`~kgplm.models.finetuning.MentionSpanIndicator`; saved in the model's
+            config, so ``evaluate`` feeds it too): the "control + the same mention spans" row. Not
+            with a method that already reads the mentions (SMedBERT) unless ``encoder_inputs=False``.
         mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (training and scoring under autocast).
 
     Under ``torchrun`` each batch is split over the processes (DDP; the loss stays the mean over
@@ -442,8 +462,12 @@ def finetune(
                                      f"positions")
         label_names = label_names_for(spec, train_examples, tagging)
         config.set_task(spec.kind, spec.name, label_names, tagging)
+        config.mention_span_indicator = mention_spans
+        knowledge = _encoder_inputs(config.method, run, progress and main, encoder_inputs)
+        if mention_spans:
+            knowledge = _span_inputs(config.method, run, knowledge, progress and main)
         encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
-                              knowledge=_encoder_inputs(config.method, run, progress and main, encoder_inputs))
+                              knowledge=knowledge)
         import torch
 
         torch.manual_seed(seed)  # the head's initial weights
@@ -519,9 +543,11 @@ def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed
         max_length = recorded["max_length"]
         encoder_inputs = recorded.get("encoder_inputs", True) if encoder_inputs is None else encoder_inputs
     max_length = max_length or min(config.max_position_embeddings, 512)
+    knowledge = _encoder_inputs(config.method, run, progress, encoder_inputs is not False)
+    if getattr(config, "mention_span_indicator", False):
+        knowledge = _span_inputs(config.method, run, knowledge, progress)
     encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names, max_length=max_length,
-                          tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress,
-                                                                           encoder_inputs is not False))
+                          tagging=config.tagging, knowledge=knowledge)
     features = encoder.encode(examples)
     network.to(device)
     outputs = predict(network, encoder, features, batch_size=batch_size, device=device, progress=progress)

@@ -22,8 +22,8 @@ import torch
 from kgplm.exceptions import ConfigurationError
 from kgplm.methods.smedbert.modeling import type_groups
 from kgplm.models.modules import mention_token_index, neighbor_graph
-from kgplm.text.alignment import char_spans_to_token_spans
 from kgplm.training.collator import Batch, PretrainingCollator, PretrainingExample
+from kgplm.training.span_indicator import linked_token_spans
 
 __all__ = ["TypeFrequencySampler", "SmedbertCollator", "KnowledgeLookup", "knowledge_inputs", "split_mentions"]
 
@@ -231,20 +231,17 @@ class KnowledgeLookup:
 
     def features(self, text: str, offsets: np.ndarray) -> dict[str, np.ndarray]:
         """Token spans (over ``offsets``' tokens) and neighbour rows of the linked mentions of ``text``."""
-        starts, ends, entries = self.linker.find(text)
-        entity_ids = self.linker.best_entities(entries)
-        spans = char_spans_to_token_spans(offsets, np.stack([starts, ends], 1) if len(starts) else [])
-        kept = np.flatnonzero(spans[:, 0] >= 0)
-        table_rows = self.row_of_entity[np.asarray(entity_ids, dtype=np.int64)[kept]]
+        spans, entity_ids = linked_token_spans(self.linker, text, offsets)  # the span indicator's spans too
+        table_rows = self.row_of_entity[entity_ids]
         in_table = table_rows >= 0
         k = self.neighbors.shape[1]
-        neighbors = np.full((len(kept), k), -1, dtype=np.int64)
+        neighbors = np.full((len(spans), k), -1, dtype=np.int64)
         relations, directions = neighbors.copy(), neighbors.copy()
         neighbors[in_table] = self.neighbors[table_rows[in_table]]
         relations[in_table] = self.relations[table_rows[in_table]]
         directions[in_table] = self.directions[table_rows[in_table]]
         types = np.where(neighbors >= 0, self.primary_types[np.maximum(neighbors, 0)], -1)
-        return {"mention_spans": spans[kept], "neighbor_ids": neighbors, "neighbor_relations": relations,
+        return {"mention_spans": spans, "neighbor_ids": neighbors, "neighbor_relations": relations,
                 "neighbor_directions": directions, "neighbor_types": types}
 
     def collate(self, parts: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
