@@ -21,8 +21,8 @@ from kgplm.models.configuration import KgplmConfig
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.models.encoding import Encoding
 
-__all__ = ["known_artefacts", "AttributionRow", "Control", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get",
-           "register", "unregister", "method_table"]
+__all__ = ["known_artefacts", "AttributionRow", "Control", "MethodContext", "MethodEvaluation", "MethodSpec",
+           "available", "get", "register", "unregister", "method_table"]
 
 def known_artefacts() -> list[str]:
     """The KG-side artefacts a method can ask ``kgplm.train`` to prepare (:data:`kgplm.training.stages.STAGES`).

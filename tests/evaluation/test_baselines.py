@@ -9,7 +9,8 @@ from kgplm.evaluation.readers import SpanExample
 
 TRAIN = [SpanExample("t0", "糖尿病患者口渴多尿", ((0, 3, "疾病"), (5, 7, "症状"), (7, 9, "症状"))),
          SpanExample("t1", "二甲双胍乏力", ((0, 4, "药物"),))]
-TRAIN_LINKED = {"糖尿病患者口渴多尿": [(0, 3, "Disease"), (3, 5, "Person"), (5, 7, "Symptom"), (7, 9, "Symptom")],
+TRAIN_LINKED = {"糖尿病患者口渴多尿": [(0, 3, "Disease"), (3, 5, "Person"), (5, 7, "Symptom"),
+                                    (7, 9, "Symptom")],
                 "二甲双胍乏力": [(0, 4, "Drug"), (4, 6, "Symptom")]}
 EVAL = [SpanExample("e0", "x" * 16, ((0, 3, "疾病"), (4, 6, "症状"), (8, 10, "药物"), (12, 14, "症状")))]
 EVAL_LINKED = {"x" * 16: [(0, 3, "Disease"), (4, 6, "Symptom"), (6, 8, "Person"), (10, 12, "Drug"),

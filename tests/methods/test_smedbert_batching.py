@@ -101,7 +101,8 @@ def _with_new_neighbors(rows, mentions):
     for row, spans in enumerate(rows["mention_spans"]):
         for index, span in enumerate(spans):
             if (row, *span) in mentions:
-                altered["neighbor_ids"][row][index] = [23 - e if e >= 0 else e for e in rows["neighbor_ids"][row][index]]
+                old = rows["neighbor_ids"][row][index]
+                altered["neighbor_ids"][row][index] = [23 - e if e >= 0 else e for e in old]
     return altered
 
 
