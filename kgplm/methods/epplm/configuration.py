@@ -18,14 +18,14 @@ class EpplmConfig(ElectraConfig):
     """EP-PLM (Liu et al. 2022): RTD with biomedical entity masking + product attribute prediction.
 
     ``rtd_weight``: λ of Eq. 1 (50). Chosen units are replaced by as many [MASK] tokens
-    (``mask_fraction=1``, ``random_fraction=0``: the paper's text, §3.1; the authors' code keeps
-    BERT's 80/10/10 and so leaves 15% of them unchanged — kgplm follows the paper).
+    (``mask_fraction=1``, ``random_fraction=0``: the paper's text, §3.1; the authors' code, as
+    ELECTRA's, puts [MASK] on 85% of them and leaves 15% unchanged — kgplm follows the paper).
     ``pap_probability``: ρ, the share of steps that are PAP steps (5%; exactly ⌊nρ⌋ or ⌈nρ⌉ of any
     first n steps). ``pap_schedule``: how a PAP step trains (:data:`PAP_SCHEDULES`):
     ``"alternate"`` is the paper's Algorithm 1 (a PAP step trains L_PAP alone, so PAP is the whole
     of that step's update); ``"with_rtd"`` (the default, a deviation) adds L_PAP to that step's RTD
-    loss, where it is about half of the step's gradient direction (‖∇L_PAP‖ / ‖∇L_RTD‖ ≈ 0.9–1.0
-    measured); see :mod:`kgplm.methods.epplm.modeling`.
+    loss, where it is about half of the step's gradient direction (‖∇L_PAP‖ / ‖∇L_RTD‖ ≈ 0.9–1.0,
+    measured in issue 27's review); see :mod:`kgplm.methods.epplm.modeling`.
     ``pap_negatives``: how negatives are drawn (:data:`PAP_NEGATIVES`, see
     :mod:`kgplm.methods.epplm.batching`): ``"frequency"`` (the default, a deviation) matches the
     positives' popularity so that a title-agnostic scorer cannot win; ``"uniform"`` is the paper's
