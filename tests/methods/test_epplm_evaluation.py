@@ -245,3 +245,22 @@ def test_auc_and_chance_interval_by_hand():
     assert auc(np.array([3.0, 1.0]), np.array([2.0, 0.0, 1.0])) == pytest.approx((2 + 1 + 0.5 + 0 + 1 + 0) / 6)
     low, high = chance_interval(10, 40)
     assert high - 0.5 == pytest.approx(1.96 * math.sqrt(51 / (12 * 400)))
+
+
+def test_the_probe_scores_every_pair_and_repeats_itself(tokenizer, held_out_set):
+    """The probe on a frozen tiny D: one finite score per pair, the same scores from the same seed, and AUCs in
+    [0, 1] for the matched set and the shuffle control."""
+    import torch
+
+    from kgplm.methods.epplm import EpplmForPreTraining
+    from kgplm.methods.epplm.evaluation import evaluate_scorer, probe_scorer
+    from kgplm.models import TINY_TEXT_ENCODER
+
+    training, evaluation = held_out_set
+    torch.manual_seed(0)
+    model = EpplmForPreTraining(EpplmConfig(vocab_size=len(tokenizer), **TINY_TEXT_ENCODER))
+    scores = [probe_scorer(model, tokenizer, training, steps=3, seed=1)(evaluation.positives[:7]) for _ in range(2)]
+    assert scores[0].shape == (7,) and np.isfinite(scores[0]).all()
+    np.testing.assert_array_equal(scores[0], scores[1])
+    result = evaluate_scorer(probe_scorer(model, tokenizer, training, steps=2), evaluation)
+    assert set(result) == {"auc", "shuffled"} and all(0.0 <= v <= 1.0 for v in result.values())

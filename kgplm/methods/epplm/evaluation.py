@@ -329,7 +329,8 @@ def probe_scorer(model, tokenizer, attributes: ProductAttributes, steps: int = 3
               if g.attribute == attribute and len(negative_weights(attributes, i, "frequency")[0])]
     titles = [attributes.groups[i].title for i in groups]
     query_states = _encode(model, tokenizer, titles, [attribute] * len(groups), device)
-    value_states = _encode(model, tokenizer, list(attributes.values), None, device)
+    pool = attributes.pool(attribute)  # value ids of the attribute's values: only these are scored
+    value_states = _encode(model, tokenizer, [attributes.values[i] for i in pool.tolist()], None, device)
     hidden = query_states.shape[1]
     torch.manual_seed(seed)
     probe = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden),
@@ -353,7 +354,7 @@ def probe_scorer(model, tokenizer, attributes: ProductAttributes, steps: int = 3
             members.append(np.full(len(both), row))
             values.append(both)
             labels.append(np.concatenate([np.ones(len(positives)), np.zeros(len(negatives))]))
-        value_ids = torch.from_numpy(np.concatenate(values)).to(device)
+        value_ids = torch.from_numpy(np.searchsorted(pool, np.concatenate(values))).to(device)
         member = torch.from_numpy(np.concatenate(members)).to(device)
         distances = attribute_distances(probe(query_states[rows]), probe(value_states[value_ids]), member,
                                         torch.arange(len(value_ids), device=device))
