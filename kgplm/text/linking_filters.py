@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from kgplm.text.linking import EntityLinker
 
 __all__ = ["ENGLISH_STOP_WORDS", "ENGLISH_QUALIFIERS", "HYPHENS", "LINKING_OPTIONS", "resolve_stop_words",
-           "has_no_letter", "allowed_entities", "common_names", "build_linker"]
+           "has_no_letter", "allowed_entities", "common_names", "build_linker", "linking_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +73,10 @@ dominant recessive inherited heterogeneous variable severity frequency course
 """.split())
 #: hyphen characters that ``hyphen_variants`` matches to a space (after NFKC)
 HYPHENS = ("-", "\u2010", "\u2011", "\u2012", "\u2013", "\u00ad")
-#: the keys of ``kgplm.train(linking={...})``
-LINKING_OPTIONS = ("stop_words", "min_length", "exclude_numeric", "hyphen_variants", "entity_types", "roots",
-                   "common_word_share", "case_sensitive_abbreviations")
+#: the keys of ``kgplm.train(linking={...})`` and their defaults (``EntityLinker``'s)
+LINKING_OPTIONS = {"stop_words": "english", "min_length": 2, "exclude_numeric": True, "hyphen_variants": True,
+                   "entity_types": None, "roots": None, "common_word_share": None,
+                   "case_sensitive_abbreviations": True}
 
 
 def resolve_stop_words(stop_words: str | Iterable[str] | None) -> frozenset[str]:
@@ -163,6 +164,20 @@ def common_names(linker: "EntityLinker", texts: Iterable[str], share: float) -> 
             for entry in np.flatnonzero(shares > share)[np.argsort(-shares[shares > share], kind="stable")].tolist()}
 
 
+def linking_settings(options: dict | None) -> dict:
+    """Every linking option, the user's over the defaults, JSON-safe: what ``run_config.json`` records."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(LINKING_OPTIONS))
+    if unknown:
+        raise ConfigurationError(f"unknown linking options {unknown}; expected some of {list(LINKING_OPTIONS)}")
+    settings = {**LINKING_OPTIONS, **options}
+    for key in ("stop_words", "entity_types", "roots"):
+        value = settings[key]
+        if value is not None and not isinstance(value, (str, int)):
+            settings[key] = list(value)
+    return settings
+
+
 def build_linker(store: "KGStore", options: dict | None = None, texts=None) -> tuple["EntityLinker", dict]:
     """The linker of ``kgplm.train(linking=options)``, and a report of what the corpus pass dropped.
 
@@ -170,11 +185,8 @@ def build_linker(store: "KGStore", options: dict | None = None, texts=None) -> t
     """
     from kgplm.text.linking import EntityLinker
 
-    options = dict(options or {})
-    unknown = sorted(set(options) - set(LINKING_OPTIONS))
-    if unknown:
-        raise ConfigurationError(f"unknown linking options {unknown}; expected some of {list(LINKING_OPTIONS)}")
-    share = options.pop("common_word_share", None)
+    options = linking_settings(options)
+    share = options.pop("common_word_share")
     linker = EntityLinker(store, **options)
     report: dict = {}
     if share is not None:
@@ -185,6 +197,6 @@ def build_linker(store: "KGStore", options: dict | None = None, texts=None) -> t
         logger.info("linking: %d names occur in more than %.1f%% of the documents and are dropped: %s",
                     len(common), 100 * share, ", ".join(f"{name} ({value:.1%})" for name, value in list(common.items())[:20]))
         if common:
-            stop_words = resolve_stop_words(options.get("stop_words", "english")) | set(common)
+            stop_words = resolve_stop_words(options["stop_words"]) | set(common)
             linker = EntityLinker(store, **{**options, "stop_words": sorted(stop_words)})
     return linker, report
