@@ -255,7 +255,7 @@ class EntityLinker:
         self._best_entity = np.array([ranked[0] for ranked in self._candidates], dtype=np.int64)
         self._build_automaton(any_case, capitals, kept)
         self.num_names = len(set(self.patterns))
-        logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[4]))
+        logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[1]))
 
     def _normalize_names(self, names: list[str]) -> list[str]:
         """``names`` as the linker matches them (one pass, joined by NUL, which no kept name contains)."""
@@ -287,8 +287,9 @@ class EntityLinker:
         word_weight = np.full(len(terminal), -np.inf)
         if words:
             word_weight[[node[w] for w in words]] = np.log(np.fromiter(words.values(), float, len(words))) - math.log(total)
-        self._automaton = (_kernels.root_table(child_ptr, child_codes, child_nodes), child_ptr, child_codes,
-                           child_nodes, terminal, terminal_capital, word_weight)
+        children = np.stack([child_codes.astype(np.int32), child_nodes.astype(np.int32)], axis=1)
+        self._automaton = (_kernels.root_table(child_ptr, child_codes, child_nodes),
+                           _kernels.node_table(child_ptr, terminal, terminal_capital), children, word_weight)
         self._name_weight = math.log(NAME_FREQUENCY) - math.log(total)
         self._unknown_weight = -math.log(total)
 
