@@ -237,9 +237,10 @@ class EntityLinker:
                 entities = [entity for entity in entities if allowed[entity]]
                 if not entities:
                     continue
-            abbreviation = case_sensitive_abbreviations and _ABBREVIATION.fullmatch(unicodedata.normalize("NFKC", name))
-            if pattern in stop and not abbreviation:
+            written_in_capitals = _ABBREVIATION.fullmatch(unicodedata.normalize("NFKC", name)) is not None
+            if pattern in stop and not written_in_capitals:  # "AS" (ankylosing spondylitis) is no stop word
                 continue
+            abbreviation = case_sensitive_abbreviations and written_in_capitals
             bucket = (capitals if abbreviation else any_case).setdefault(pattern, [])
             bucket.extend(entity for entity in entities if entity not in bucket)
         for pattern, entities in capitals.items():  # in capitals, the other names of the same letters count too

@@ -9,8 +9,9 @@ an ``EntityLinker`` argument (and a key of ``kgplm.train(linking={...})``):
 
 * ``stop_words`` (default ``"english"``: :data:`ENGLISH_STOP_WORDS`, function words and the
   clinical qualifier words of :data:`ENGLISH_QUALIFIERS`): names whose whole normalised surface
-  is on the list are not linked ("All", "Severe"; "severe asthma" still is). Short all-capital
-  abbreviations ("ALL", "AS") are exempt: they match only text in capitals already. A list of
+  is on the list are not linked ("All", "Severe"; "severe asthma" still is). Names written as 2–4
+  capital letters ("ALL", "AS") are exempt: they match only text in capitals already (and with
+  ``case_sensitive_abbreviations=False``, for lower-cased text, they are meant to match it). A list of
   your own replaces the default; the item ``"english"`` in it stands for the default list.
 * ``min_length``: the shortest name, in characters.
 * ``exclude_numeric`` (default on): names with no letter ("277000", "1.5", "10-20").
