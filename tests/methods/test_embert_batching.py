@@ -211,3 +211,74 @@ def test_random_entities_are_drawn_by_corpus_frequency_within_the_type(shared_da
     metformin = store.entity_id("二甲双胍")
     own = set(thesaurus.synonyms(metformin))
     assert all(uniform.names[uniform.other_entity(metformin, rng)[1]] not in own for _ in range(200))
+
+
+@pytest.fixture(scope="module")
+def toy(shared_data):
+    """The toy graph's store, thesaurus and segments with bert-base-chinese word pieces (built once)."""
+    from kgplm import KGStore
+
+    store = KGStore.from_rdf(REPO_ROOT / "graphs" / "toy_medical.ttl", show_progress=False)
+    tokenizer = load_tokenizer(shared_data / "vocab" / "bert-base-chinese" / "vocab.txt")
+    return dict(store=store, tokenizer=tokenizer, thesaurus=build_thesaurus(store), segments=build_entity_segments(store))
+
+
+def _toy_lexicon(toy, **options) -> EntityLexicon:
+    return EntityLexicon(toy["thesaurus"], toy["segments"], toy["tokenizer"], toy["store"].primary_type_ids(), **options)
+
+
+def test_replacements_keep_the_mention_script_and_skip_kg_neighbours(toy):
+    """Issue 27.13: a Chinese mention is replaced by a Chinese surface, an English one by an English surface;
+    an inconsistent replacement is never an entity a triple joins to the original (高血压 —并发症→ 脑卒中)."""
+    from kgplm.methods.embert.batching import HAN, LATIN
+
+    store = toy["store"]
+    lexicon = _toy_lexicon(toy, neighbors=store.adjacency(symmetric=True))
+    blind = _toy_lexicon(toy)  # the same draws without the neighbour exclusion
+    hypertension, stroke, diabetes = (store.entity_id(n) for n in ("高血压", "脑卒中", "糖尿病"))
+    rng = np.random.default_rng(0)
+    # diseases with a Chinese name besides their display name: 糖尿病 (消渴) and 脑卒中 (中风), a neighbour
+    drawn = [lexicon.other_entity(hypertension, rng, HAN) for _ in range(200)]
+    assert {(entity, lexicon.names[name]) for entity, name in drawn} == {(diabetes, "消渴")}
+    unexcluded = {blind.names[blind.other_entity(hypertension, rng, HAN)[1]] for _ in range(200)}
+    assert unexcluded == {"消渴", "中风"}
+    # an English mention of 脑卒中 gets English surfaces, never 高血压's (a neighbour)
+    latin = [lexicon.other_entity(stroke, rng, LATIN) for _ in range(300)]
+    assert all(lexicon.names[name].isascii() for _, name in latin)
+    assert hypertension not in {entity for entity, _ in latin} and len({entity for entity, _ in latin}) >= 2
+    # consistent replacements in the mention's script: 糖尿病's Chinese synonyms are 消渴 only
+    display = lexicon.lookup(lexicon.name_ids[lexicon.entity_rows(diabetes)[0]])
+    assert [lexicon.names[r] for r in lexicon.synonyms(diabetes, display, HAN)] == ["消渴"]
+    assert {lexicon.names[r] for r in lexicon.synonyms(diabetes, display, LATIN)} == {"diabetes mellitus", "DM"}
+    english = toy["tokenizer"]("stroke", add_special_tokens=False)["input_ids"]
+    assert lexicon.span_script(lexicon.name_ids[display]) == HAN and lexicon.span_script(english) == LATIN
+
+
+def test_no_entity_weighs_more_than_the_cap():
+    """Water-filling: f = (90, 5, 3, 2), cap 0.4 → the top entity sits at T with T = 0.4 (T + 10): T = 20/3."""
+    from kgplm.methods.embert.batching import capped_weights
+
+    weights = capped_weights(np.array([90.0, 0.0, 5.0, 3.0, 2.0]), 0.4)
+    np.testing.assert_allclose(weights, [20 / 3, 0.0, 5.0, 3.0, 2.0])
+    assert weights.max() / weights.sum() == pytest.approx(0.4)
+    np.testing.assert_allclose(capped_weights(np.array([3.0, 2.0, 2.0]), 0.5), [3.0, 2.0, 2.0])  # under the cap
+    # two capped: f = (50, 40, 5, 5), cap 0.3 → T = 0.3 · 10 / (1 − 0.6) = 7.5
+    np.testing.assert_allclose(capped_weights(np.array([50.0, 40.0, 5.0, 5.0]), 0.3), [7.5, 7.5, 5.0, 5.0])
+
+
+def test_inconsistent_draws_follow_the_capped_frequencies(toy):
+    """Issue 27.13: with 糖尿病 holding 90 % of the disease mentions, a 0.4 cap brings its share of the
+    inconsistent draws (for 糖尿病肾病, which is not mentioned) from 0.9 to 0.4."""
+    store = toy["store"]
+    frequencies = np.zeros(store.num_entities)
+    diabetes = store.entity_id("糖尿病")
+    frequencies[[diabetes, store.entity_id("脑卒中"), store.entity_id("高血压"), store.entity_id("感冒")]] = [90, 5, 3, 2]
+    nephropathy = store.entity_id("糖尿病肾病")
+    shares = {}
+    for cap in (1.0, 0.4):
+        lexicon = _toy_lexicon(toy, frequencies=frequencies, max_entity_share=cap)
+        rng = np.random.default_rng(1)
+        drawn = [lexicon.other_entity(nephropathy, rng)[0] for _ in range(4000)]
+        shares[cap] = drawn.count(diabetes) / len(drawn)
+        assert lexicon.keep[diabetes] == pytest.approx(1.0 if cap == 1.0 else (20 / 3) / 90)
+    assert abs(shares[1.0] - 0.9) < 0.02 and abs(shares[0.4] - 0.4) < 0.03, shares
