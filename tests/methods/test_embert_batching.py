@@ -30,7 +30,8 @@ def real(cmekg_store, shared_data, tmp_path_factory):
     dataset = build_corpus(texts, store=store, tokenizer=tokenizer, output_dir=tmp_path_factory.mktemp("corpus"),
                            linker=linker, whole_word=False, max_length=256, progress=False)
     assert len(dataset) == len(texts)  # one chunk per text
-    lexicon = EntityLexicon(thesaurus, segments, tokenizer, store.primary_type_ids(), linker.count(texts))
+    lexicon = EntityLexicon(thesaurus, segments, tokenizer, store.primary_type_ids(), linker.count(texts),
+                            neighbors=store.adjacency(symmetric=True), max_entity_share=0.05)
     return dict(store=store, tokenizer=tokenizer, thesaurus=thesaurus, segments=segments, lexicon=lexicon,
                 texts=texts, dataset=dataset)
 
@@ -53,9 +54,13 @@ def glued(text: str, position: int) -> bool:
 @pytest.mark.slow
 def test_replacement_keeps_its_label_and_every_other_mention_aligned(real):
     """Every replacement, spliced as word pieces, equals tokenizing the edited text; other mentions keep
-    their tokens and entities; consistent replacements are synonyms, inconsistent ones are not."""
+    their tokens and entities; consistent replacements are synonyms, inconsistent ones are not, nor KG
+    neighbours of the original; every replacement is written in the script of the mention it replaces."""
+    from kgplm.methods.embert.batching import is_han
+
     tokenizer, thesaurus, lexicon, store = real["tokenizer"], real["thesaurus"], real["lexicon"], real["store"]
     types = store.primary_type_ids()
+    adjacency = store.adjacency(symmetric=True)
     rows = real["dataset"][:]
     batcher = collator(real, cecp_rate=1.0, use_bem=False)
     counts = {0: 0, 1: 0}
@@ -94,6 +99,8 @@ def test_replacement_keeps_its_label_and_every_other_mention_aligned(real):
                 assert example.mention_entities[mention] == entity
                 continue
             surface = lexicon.names[example.mention_names[mention]]
+            old_char_start, old_char_end = char_spans[mention]
+            assert is_han(surface) == is_han(text[old_char_start:old_char_end]), (text, surface)
             assert example.input_ids[start:end].tolist() == tokenizer(surface, add_special_tokens=False)["input_ids"]
             assert example.input_ids[start:end].tolist() != original_ids[old_start:old_end].tolist()
             own = {tuple(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in thesaurus.synonyms(entity)}
@@ -105,6 +112,7 @@ def test_replacement_keeps_its_label_and_every_other_mention_aligned(real):
                 display = tokenizer(thesaurus.synonyms(new_entity)[0], add_special_tokens=False)["input_ids"]
                 assert example.input_ids[start:end].tolist() != display  # another name, as a consistent one
                 assert tuple(example.input_ids[start:end].tolist()) not in own
+                assert adjacency[entity, new_entity] == 0  # no triple joins them, in either direction
                 same_type += int(types[new_entity] == types[entity])
             counts[replaced[mention]] += 1
     assert checked_texts > 250 and min(counts.values()) > 80, (checked_texts, counts)
@@ -282,3 +290,15 @@ def test_inconsistent_draws_follow_the_capped_frequencies(toy):
         shares[cap] = drawn.count(diabetes) / len(drawn)
         assert lexicon.keep[diabetes] == pytest.approx(1.0 if cap == 1.0 else (20 / 3) / 90)
     assert abs(shares[1.0] - 0.9) < 0.02 and abs(shares[0.4] - 0.4) < 0.03, shares
+
+
+def test_a_capped_entity_is_not_forced_in_by_the_at_least_one_rule():
+    """A sequence whose only replaceable mention belongs to a capped entity (keep 0.1) is replaced about
+    one time in ten, not always (the "at least one per sequence" rule would otherwise undo the cap)."""
+    from kgplm.methods.embert.batching import _at_least_one
+
+    rng = np.random.default_rng(0)
+    capped = sum(len(_at_least_one(np.array([4]), 0.15, rng, np.array([0.1]))) for _ in range(4000)) / 4000
+    assert abs(capped - (0.015 + 0.985 * 0.1)) < 0.015, capped  # chosen at rate × keep, else kept with keep
+    uncapped = sum(len(_at_least_one(np.array([4]), 0.15, rng, np.array([1.0]))) for _ in range(500)) / 500
+    assert uncapped == 1.0

@@ -146,11 +146,14 @@ class EntityLexicon:
         for script in (None, LATIN, HAN):
             wanted = self.is_alias if script is None else self.is_alias & (self.script[self.entity_names] == script)
             aliased = np.flatnonzero(np.bincount(owner[wanted], minlength=thesaurus.num_entities) > 0)
-            weights = self.weights[aliased] if frequencies is not None else np.ones(len(aliased))
-            self._pools[None, script] = self._pool(aliased, weights)
+            weights = counts[aliased] if frequencies is not None else np.ones(len(aliased))
+            # capped inside each pool: no entity above max_entity_share of the draws from its pool
+            # (when the pool holds at least 1 / max_entity_share mentioned entities)
+            self._pools[None, script] = self._pool(aliased, capped_weights(weights, max_entity_share))
             for kind in np.unique(type_ids[aliased]).tolist():
                 members = type_ids[aliased] == kind
-                self._pools[kind, script] = self._pool(aliased[members], weights[members])
+                self._pools[kind, script] = self._pool(aliased[members],
+                                                       capped_weights(weights[members], max_entity_share))
 
     @staticmethod
     def _draw(pool: np.ndarray, cumulative: np.ndarray, excluded: int, rng: np.random.Generator) -> int | None:
@@ -261,16 +264,18 @@ class EmbertExample(PretrainingExample):
 def _at_least_one(candidates: np.ndarray, rate: float, rng: np.random.Generator,
                   keep: np.ndarray | None = None) -> np.ndarray:
     """Each candidate with probability ``rate`` (× ``keep`` per candidate when given); one drawn
-    uniformly (in proportion to ``keep``) when none was and there is one."""
+    uniformly when none was and there is one — with ``keep``, one drawn in proportion to ``keep`` and
+    kept with probability keep (a sequence that mentions only a capped entity is not always replaced)."""
     if not len(candidates):
         return candidates
     chosen = rng.random(len(candidates)) < (rate if keep is None else rate * keep)
     if not chosen.any():
-        if keep is None or not keep.sum():
+        if keep is None:
             chosen[rng.integers(len(candidates))] = True
-        else:
-            chosen[min(int(np.searchsorted(np.cumsum(keep), rng.random() * keep.sum(), side="right")),
-                       len(candidates) - 1)] = True
+        elif keep.sum():  # one in proportion to keep, itself kept with its probability keep (the cap holds)
+            index = min(int(np.searchsorted(np.cumsum(keep), rng.random() * keep.sum(), side="right")),
+                        len(candidates) - 1)
+            chosen[index] = rng.random() < keep[index]
     return candidates[chosen]
 
 
