@@ -275,21 +275,24 @@ def test_no_entity_weighs_more_than_the_cap():
 
 
 def test_inconsistent_draws_follow_the_capped_frequencies(toy):
-    """Issue 27.13: with 糖尿病 holding 90 % of the disease mentions, a 0.4 cap brings its share of the
-    inconsistent draws (for 糖尿病肾病, which is not mentioned) from 0.9 to 0.4."""
+    """Issue 27.13: with 糖尿病 holding 90 % of the disease mentions, a 0.6 cap brings its share of the
+    inconsistent draws (for 糖尿病肾病, which is not mentioned) from 0.9 to 0.6: T = 0.6 (T + 10), T = 15.
+    Which mentions are replaced is capped over the replaceable entities (two names in one script:
+    糖尿病 and 脑卒中 here, f = 90 and 5): T = 0.6 · 5 / 0.4 = 7.5, so a 糖尿病 mention keeps 7.5 / 90."""
     store = toy["store"]
     frequencies = np.zeros(store.num_entities)
-    diabetes = store.entity_id("糖尿病")
-    frequencies[[diabetes, store.entity_id("脑卒中"), store.entity_id("高血压"), store.entity_id("感冒")]] = [90, 5, 3, 2]
+    diabetes, stroke, hypertension = (store.entity_id(n) for n in ("糖尿病", "脑卒中", "高血压"))
+    frequencies[[diabetes, stroke, hypertension, store.entity_id("感冒")]] = [90, 5, 3, 2]
     nephropathy = store.entity_id("糖尿病肾病")
     shares = {}
-    for cap in (1.0, 0.4):
+    for cap in (1.0, 0.6):
         lexicon = _toy_lexicon(toy, frequencies=frequencies, max_entity_share=cap)
         rng = np.random.default_rng(1)
         drawn = [lexicon.other_entity(nephropathy, rng)[0] for _ in range(4000)]
         shares[cap] = drawn.count(diabetes) / len(drawn)
-        assert lexicon.keep[diabetes] == pytest.approx(1.0 if cap == 1.0 else (20 / 3) / 90)
-    assert abs(shares[1.0] - 0.9) < 0.02 and abs(shares[0.4] - 0.4) < 0.03, shares
+        assert lexicon.keep[diabetes] == pytest.approx(1.0 if cap == 1.0 else 7.5 / 90)
+        assert lexicon.keep[stroke] == 1.0 and lexicon.keep[hypertension] == 1.0  # 高血压: one name per script
+    assert abs(shares[1.0] - 0.9) < 0.02 and abs(shares[0.6] - 0.6) < 0.03, shares
 
 
 def test_a_capped_entity_is_not_forced_in_by_the_at_least_one_rule():

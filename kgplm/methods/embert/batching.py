@@ -134,11 +134,18 @@ class EntityLexicon:
         self.entity_names = np.asarray(entity_names, dtype=np.int64)
         owner = np.repeat(np.arange(thesaurus.num_entities), np.diff(self.entity_ptr))
         self.is_alias = self.canonical[self.entity_names] != display[owner]  # per (entity, name): not its display name
-        # the frequencies with no entity above max_entity_share; keep[e]: how much of a mention's
-        # replacement probability its entity keeps under the cap
+        # keep[e]: how much of a mention's replacement probability its entity keeps under the cap. The
+        # cap is taken over the entities that can be replaced (two usable names of one script: a
+        # mention has a synonym in its own script), not over every mentioned entity, whose far larger
+        # total would let one replaceable entity hold a large share of the replacements
         counts = np.ones(thesaurus.num_entities) if frequencies is None else np.asarray(frequencies, np.float64)
-        self.weights = capped_weights(counts, max_entity_share)
-        self.keep = np.divide(self.weights, counts, out=np.ones(len(counts)), where=counts > 0)
+        names_per_script = np.unique(np.stack([owner, self.script[self.entity_names],
+                                               self.canonical[self.entity_names]], 1), axis=0)
+        pairs, per_pair = np.unique(names_per_script[:, :2], axis=0, return_counts=True)
+        replaceable = np.zeros(thesaurus.num_entities, dtype=bool)
+        replaceable[pairs[per_pair >= 2, 0]] = True
+        self.weights = capped_weights(np.where(replaceable, counts, 0.0), max_entity_share)
+        self.keep = np.divide(self.weights, counts, out=np.ones(len(counts)), where=replaceable & (counts > 0))
         # entities with a usable name other than their display name, by (primary type, script) (None: any)
         type_ids = np.asarray(type_ids, dtype=np.int64)
         self.type_ids = type_ids
