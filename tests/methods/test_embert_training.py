@@ -29,7 +29,8 @@ FIXED_SURFACE = (26, 27)  # the positive control's one inconsistent surface
 FIRST_NAME = 30  # entity e's two names: (30 + 4e, 31 + 4e) and (32 + 4e, 33 + 4e)
 
 
-#: (entities, steps): each leaves chance (measured held-out accuracy in the test's docstring)
+#: (entities, steps), each measured to leave chance: held-out accuracy 1.00 and 0.94 (at half the steps
+#: 0.58 and 0.54); the fixed-surface control reaches 1.00 at 150 steps
 SWEEP = [(2, 200), (4, 400)]
 
 
