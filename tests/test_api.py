@@ -266,3 +266,24 @@ def test_linking_options_reach_the_corpus_and_are_recorded(toy_run, toy_corpus, 
     assert linked and not linked & {store.entity_name(e) for e in dropped}
     with pytest.raises(ConfigurationError, match="unknown linking options"):
         kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path / "z", linking={"roots ": ["x"]}))
+
+
+def test_fine_tuning_links_with_the_pre_training_runs_linker(toy_corpus, tmp_path):
+    """The fine-tuning lookups (SMedBERT's knowledge, the span indicator) find the mentions pre-training found:
+    the run's linking options and the common names its corpus pass dropped, not the linker's defaults."""
+    from kgplm.methods.smedbert.batching import knowledge_inputs
+    from kgplm.text.linking import EntityLinker
+    from kgplm.training.run import RunDirectory
+    from kgplm.training.span_indicator import span_lookup
+
+    result = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path, max_steps=1,
+                                                      linking={"common_word_share": 0.1, "min_length": 3}))
+    run = RunDirectory(result.output_dir)
+    dropped = set(result.run_config["stages"]["linking"]["common_names"])
+    texts = toy_corpus.read_text(encoding="utf-8").splitlines()
+    default_surfaces = {m.surface.lower() for text in texts for m in EntityLinker(run.open_store()).link(text)}
+    assert dropped & default_surfaces  # the defaults would link what the run dropped
+    for linker in (span_lookup(run).linker, knowledge_inputs(run, progress=False).linker):
+        surfaces = {m.surface.lower() for text in texts for m in linker.link(text)}
+        assert surfaces and not surfaces & dropped
+        assert all(len(surface) >= 3 for surface in surfaces)

@@ -45,7 +45,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from kgplm.text.linking import EntityLinker
 
 __all__ = ["ENGLISH_STOP_WORDS", "ENGLISH_QUALIFIERS", "HYPHENS", "LINKING_OPTIONS", "resolve_stop_words",
-           "has_no_letter", "allowed_entities", "common_names", "build_linker", "linking_settings"]
+           "has_no_letter", "allowed_entities", "common_names", "build_linker", "linking_settings", "recorded_linker",
+           "LINKING_BEFORE_OPTIONS"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,11 @@ HYPHENS = ("-", "\u2010", "\u2011", "\u2012", "\u2013", "\u00ad")
 LINKING_OPTIONS = {"stop_words": "english", "min_length": 2, "exclude_numeric": True, "hyphen_variants": True,
                    "entity_types": None, "roots": None, "common_word_share": None,
                    "case_sensitive_abbreviations": True}
+
+
+#: The options that reproduce the linker of runs made before linking options existed (their
+#: ``run_config.json`` has no ``linking`` entry): no stop list, numeric names kept, no hyphen variants.
+LINKING_BEFORE_OPTIONS = {**LINKING_OPTIONS, "stop_words": None, "exclude_numeric": False, "hyphen_variants": False}
 
 
 def resolve_stop_words(stop_words: str | Iterable[str] | None) -> frozenset[str]:
@@ -201,3 +207,23 @@ def build_linker(store: "KGStore", options: dict | None = None, texts=None) -> t
             stop_words = resolve_stop_words(options["stop_words"]) | set(common)
             linker = EntityLinker(store, **{**options, "stop_words": sorted(stop_words)})
     return linker, report
+
+
+def recorded_linker(store: "KGStore", run_config: dict) -> "EntityLinker":
+    """The linker a pre-training run linked its corpus with, rebuilt from its ``run_config.json``.
+
+    Fine-tuning must find the mentions pre-training found: the recorded options (``linking``) and the
+    names its corpus pass dropped (``stages.linking.common_names``) give the same linker without the
+    corpus. A run made before linking options existed gets :data:`LINKING_BEFORE_OPTIONS`.
+    """
+    from kgplm.text.linking import EntityLinker
+
+    if "linking" not in run_config:
+        options = dict(LINKING_BEFORE_OPTIONS)
+    else:
+        options = linking_settings(run_config["linking"])
+    options.pop("common_word_share")
+    common = run_config.get("stages", {}).get("linking", {}).get("common_names") or {}
+    if common:
+        options["stop_words"] = sorted(resolve_stop_words(options["stop_words"]) | set(common))
+    return EntityLinker(store, **options)

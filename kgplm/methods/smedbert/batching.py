@@ -289,6 +289,7 @@ def knowledge_inputs(run, progress: bool) -> KnowledgeLookup:
 
     from kgplm.exceptions import MissingFileError
     from kgplm.kg.pepr import NeighborTable
+    from kgplm.text.linking_filters import recorded_linker
 
     table_path = run.neighbor_table_path
     if not table_path.is_file() and run.read_run_config().get("neighbor_table"):
@@ -300,10 +301,14 @@ def knowledge_inputs(run, progress: bool) -> KnowledgeLookup:
     relational = config_path.is_file() and json.loads(config_path.read_text(encoding="utf-8")).get(
         "relational_encoder") == "rgcn"
     graph = run.store_dir if (run.store_dir / "manifest.json").is_file() else run.read_run_config()["graph"]
-    key = (_file_key(graph), _file_key(table_path), relational)
+    run_config = run.read_run_config()
+    linking = json.dumps([run_config.get("linking"), run_config.get("stages", {}).get("linking")], sort_keys=True)
+    key = (_file_key(graph), _file_key(table_path), relational, linking)
     if key not in _LOOKUPS:
         while len(_LOOKUPS) >= _MAX_LOOKUPS:
             _LOOKUPS.pop(next(iter(_LOOKUPS)))
-        _LOOKUPS[key] = KnowledgeLookup(run.open_store(progress=progress), NeighborTable.load(table_path),
-                                        relational=relational)
+        store = run.open_store(progress=progress)
+        # the mentions pre-training saw: the run's own linking options, not the defaults
+        _LOOKUPS[key] = KnowledgeLookup(store, NeighborTable.load(table_path), relational=relational,
+                                        linker=recorded_linker(store, run_config))
     return _LOOKUPS[key]
