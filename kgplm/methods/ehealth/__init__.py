@@ -14,6 +14,7 @@ from kgplm.methods.ehealth.modeling import (
     mts_candidates,
     multi_token_selection_objective,
 )
+from kgplm.methods import endpoints
 from kgplm.methods.registry import Control, MethodSpec, register
 from kgplm.models.electra import ELECTRA_ENCODING
 from kgplm.models.electra_batching import build_electra_collator
@@ -41,6 +42,7 @@ SPEC = register(MethodSpec(
     build_collator=build_collator,
     losses=("mlm", "rtd", "mts", "csp"),
     default_masking="whole_word",
+    primary_endpoints=endpoints.EHEALTH,
     control=Control("electra", masking="whole_word", model_options={"mask_fraction": 0.8, "random_fraction": 0.1}),
     ablations={"no_mts": {"use_mts": False}, "no_csp": {"use_csp": False}},
 ))

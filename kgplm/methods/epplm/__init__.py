@@ -22,6 +22,7 @@ from kgplm.methods.epplm.modeling import (
     attribute_distances,
     product_attribute_objective,
 )
+from kgplm.methods import endpoints
 from kgplm.methods.registry import Control, MethodSpec, register
 from kgplm.models.electra import ELECTRA_ENCODING
 from kgplm.models.electra_batching import build_electra_collator
@@ -53,5 +54,6 @@ SPEC = register(MethodSpec(
     losses=("mlm", "rtd", "pap"),
     artefacts=frozenset({"product_attributes"}),
     default_masking="word_entity",
+    primary_endpoints=endpoints.EPPLM,
     control=Control("electra", masking="word_entity", model_options={"mask_fraction": 1.0, "random_fraction": 0.0}),
 ))
