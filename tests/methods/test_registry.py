@@ -283,3 +283,18 @@ def test_an_endpoint_must_name_a_task_and_its_own_metric():
     own = dataclasses.replace(spec, evaluations={"auc": MethodEvaluation(run=lambda *a, **k: 0.5)},
                               primary_endpoints=(Endpoint("auc", "auc"),))  # one of its own evaluation columns
     assert own.primary_endpoints[0].task == "auc"
+
+
+def test_a_built_corpus_is_reused_only_with_the_settings_it_was_built_with(pipeline):
+    import dataclasses
+
+    from kgplm.exceptions import ArtifactError
+    from kgplm.training import stages
+
+    inputs, run, tokenizer = pipeline["inputs"], pipeline["run"], pipeline["tokenizer"]
+    assert len(stages.prepare_corpus(run, inputs, tokenizer, masking="whole_word")) == len(pipeline["dataset"])
+    longer = dataclasses.replace(inputs, arguments={**inputs.arguments, "max_length": 96})
+    with pytest.raises(ArtifactError, match="max_length=48.*max_length=96"):
+        stages.prepare_corpus(run, longer, tokenizer, masking="whole_word")
+    with pytest.raises(ArtifactError, match="whole_word=True.*whole_word=False"):
+        stages.prepare_corpus(run, inputs, tokenizer, masking="bert")
