@@ -5,42 +5,52 @@ Rows (from the method registry, :func:`plan_rows`): each knowledge method (a rec
 masking and input format), every ablation it offers (``ablations``), for a method whose encoder
 reads extra inputs at fine-tuning (``finetuning_inputs``, e.g. SMedBERT's linked mentions) a row
 "no knowledge at fine-tuning" (the method's own pre-trained models fine-tuned on the text alone,
-``kgplm.finetune(encoder_inputs=False)``), and plain token-masking MLM for reference. Every row
-pre-trains on the same text (CMeKG facts written as sentences + Chinese medical dialogues) with the
-same vocabulary, encoder size, steps, batch and learning rate; identical configurations are trained
-once and shared between rows.
+``kgplm.finetune(encoder_inputs=False)``), the rows of :data:`EXTRA_ROWS` (attribution rows and
+model-based baselines other modules declare), and plain token-masking MLM for reference. Each row
+names the row it is compared with (``Row.control``): the method its control, an ablation or
+"− knowledge at fine-tuning" the method. Every row pre-trains on the same text (CMeKG facts written
+as sentences + Chinese medical dialogues) with the same vocabulary, encoder size, steps, batch and
+learning rate; identical configurations are trained once and shared between rows.
 
-Seeds: every row is pre-trained with each of ``--seeds`` (≥ 3 for a table that counts) and every
-pre-trained model fine-tuned with each of ``--finetune-seeds``; the same test examples for every
-seed and row (full test splits, or one fixed subset — ``kgplm.finetune`` draws dev/test subsets
-with a fixed seed — checked by example id). Cells are mean ± the 95% Student-t half-width over
-pre-training seeds (fine-tuning seeds averaged within each); ``p`` is a paired bootstrap p-value
-of the row against its method's control, resampling test examples with one draw shared by every
-seed of both rows (:mod:`kgplm.evaluation.statistics` documents both).
+Seeds and statistics (:mod:`_table` states the protocol; :mod:`kgplm.evaluation.statistics` the
+tests): every row is pre-trained with each of ``--seeds`` and every pre-trained model fine-tuned with
+each of ``--finetune-seeds``, all on the same test examples. The unit of inference is the
+pre-training seed: comparisons are paired by seed, tested with a paired t-test and an exact
+sign-flip permutation test over the per-seed differences. Each method's pre-registered primary
+endpoints (``MethodSpec.primary_endpoints``) are tested only with at least
+:data:`_table.MIN_PRIMARY_SEEDS` seeds (fewer: labelled "not tested"); every other comparison of
+the method's family is secondary, with Holm-adjusted p-values beside the raw ones. The paired
+bootstrap over test examples is printed only as a "test-sampling interval". A fine-tuned run whose
+dev score does not beat the best constant predictor's is flagged († in its cell, counted in the
+footer), and a "best constant predictor" baseline row is printed.
 
 Columns: fine-tuned test scores (cMedQANER and cEHRNER entity F1, cMedQQ accuracy, CHIP-STS
 macro-F1; tasks with fewer than 200 scored test units go to a secondary table, e.g. cMedIC's 84
 examples) and, on the pre-trained models, SMedBERT's similarity sets D1–D3 (Acc@1,
 :mod:`kgplm.evaluation.similarity`), the cloze probe split into facts seen / not seen in the
 pre-training text (:mod:`benchmarks._probe`), and each method's own evaluations
-(``MethodSpec.evaluations``, e.g. a product-attribute AUC). Baseline rows: majority class
-(all-O for NER), chance, and the probe's model-free baseline.
+(``MethodSpec.evaluations``, e.g. a product-attribute AUC).
 
-Caches under ``--work`` are keyed by every argument that changes a result (a hash of the settings
-in each directory's ``key.json``): rerun to resume, change a setting to get new numbers. The code
-version is not part of the key: clear ``--work`` after changing kgplm (a reused entry computed at
-another commit is logged). Results go to ``benchmarks/results/replicate[-smoke].{json,md}`` with
-the commit hash, the budget and the settings.
+Cells (:mod:`_cells`): each fine-tuned run (row, pre-training seed, task, fine-tuning seed) is a
+JSON under ``--cells/<run key>/`` (default ``benchmarks/results/cells``; for ``--smoke`` the work
+directory's ``cells/``) with its outcomes, its dev check, every setting it depends on, the commit
+and the results versions of its methods. The runner skips cells it has, resumes after a kill,
+computes the missing ones in ``--jobs`` processes (``--max-new-cells`` stops after that many), and
+refuses a table from cells of different results versions. Caches under ``--work`` (pre-trained
+models, fine-tuned models, the shared KG artefacts and linked corpora, similarity sets) are keyed by
+every setting that changes them and by the results version of the method (a test changes each
+:class:`Budget` field and sees a key change). Results go to
+``benchmarks/results/replicate[-smoke].{json,md}`` with the table's commit, every commit its cells
+came from, the budget and the settings.
 
-    .venv/bin/python benchmarks/replicate.py --smoke          # the runner at a tiny budget (minutes)
-    .venv/bin/python benchmarks/replicate.py [--steps 400 --seeds 0 1 2 --finetune-seeds 0 1 --device cuda]
+    .venv/bin/python benchmarks/replicate.py --smoke --jobs 1  # the runner at a tiny budget (checks it end to end)
+    .venv/bin/python benchmarks/replicate.py [--steps 400 --seeds 0 1 2 3 4 --finetune-seeds 0 1 --jobs 4 --device cuda]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import logging
 import os
