@@ -286,9 +286,11 @@ class Shared:
 SHARED_FIELDS = ("vocab_size", "kg_method", "entity_dim", "kg_epochs")
 
 
-def shared_key(budget: Budget) -> dict:
-    return {"corpus": f"corpus-{budget.facts}-{budget.dialogues}.txt", **{name: getattr(budget, name)
-                                                                         for name in SHARED_FIELDS}}
+def shared_key(budget: Budget, corpus_name: str | None = None) -> dict:
+    """``corpus_name``: the pre-training text's file (default: the mixed corpus of the budget's facts and
+    dialogues; :func:`held_out_text_removed` names a filtered one after its filters)."""
+    return {"corpus": corpus_name or f"corpus-{budget.facts}-{budget.dialogues}.txt",
+            **{name: getattr(budget, name) for name in SHARED_FIELDS}}
 
 
 def corpus_key(budget: Budget, knowledge: bool, whole_word: bool) -> dict:
@@ -305,7 +307,8 @@ def shared_inputs(work: Path, budget: Budget, rows: Sequence[Row]) -> Shared:
 
     store = cmekg_store(ROOT / ".cache")  # compiled once per machine, whatever --work is
     corpus = mixed_corpus(work / f"corpus-{budget.facts}-{budget.dialogues}.txt", store, budget.facts, budget.dialogues)
-    key = shared_key(budget)
+    corpus = held_out_text_removed(work, store, corpus, rows)
+    key = shared_key(budget, corpus.name)
     kg = RunDirectory(work / f"shared-{key_hash(key)}")
     specs = [get(row.pretraining.method) for row in rows]
     own_kind = "transr" if any(spec.kg_embedding == "transr" for spec in specs) else "transe"
@@ -345,6 +348,37 @@ def shared_corpus(shared: Shared, budget: Budget, pretraining: Pretraining) -> P
     return shared.corpora[variant]
 
 
+def held_out_text_removed(work: Path, store, corpus: Path, rows: Sequence[Row]) -> Path:
+    """``corpus`` without the lines the rows' own evaluations hold out (``MethodEvaluation.filter_text``), for
+    every row alike; the same path when no evaluation filters."""
+    filters = {}  # column → filter, each filter once
+    for column, (_, evaluation) in method_evaluation_columns(rows).items():
+        if evaluation.filter_text and evaluation.filter_text not in filters.values():
+            filters[column] = evaluation.filter_text
+    if not filters:
+        return corpus
+    path = corpus.with_name(f"{corpus.stem}-without-{key_hash({'filters': sorted(filters)})}{corpus.suffix}")
+    if not path.is_file():
+        lines = corpus.read_text(encoding="utf-8").splitlines()
+        for column, keep in filters.items():
+            before = len(lines)
+            lines = keep(store, lines)
+            logger.info("%s: %d of %d pre-training text lines hold out its facts and are dropped", column,
+                        before - len(lines), before)
+        path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def evaluation_method_data(method: str) -> dict:
+    """The ``method_data`` that ``method``'s own evaluations need of its pre-training (``MethodEvaluation``)."""
+    from kgplm.methods import get
+
+    data: dict = {}
+    for evaluation in get(method).evaluations.values():
+        data.update(evaluation.method_data)
+    return data
+
+
 def prepopulate(shared: Shared, budget: Budget, pretraining: Pretraining, run_dir: Path) -> dict:
     """Link the seed-independent stages (mention counts, the linked corpus) into a new run directory,
     and return the cached-artefact arguments of ``kgplm.train`` (PEPR table, KG embeddings)."""
@@ -382,6 +416,7 @@ def pretraining_key(budget: Budget, pretraining: Pretraining, seed: int, shared_
 
     return {**pretraining.key(), "seed": seed, "shared": shared_name,
             "results_version": get(pretraining.method).results_version,
+            "method_data": evaluation_method_data(pretraining.method),
             **{name: getattr(budget, name) for name in PRETRAINING_FIELDS}}
 
 
@@ -406,7 +441,8 @@ def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretrainin
                          kg_method=budget.kg_method, entity_dim=budget.entity_dim, kg_epochs=budget.kg_epochs,
                          max_steps=budget.steps, batch_size=budget.batch_size, learning_rate=budget.learning_rate,
                          log_every=max(1, budget.steps // 20), checkpoint_every=budget.steps,
-                         max_length=budget.max_length, seed=seed, device=device, progress=False, **cached)
+                         max_length=budget.max_length, seed=seed, device=device, progress=False,
+                         method_data=evaluation_method_data(pretraining.method) or None, **cached)
     curve = result.curve("loss")
     logger.info("pre-trained %s seed %d: loss %.3f → %.3f in %.0f s", directory.name, seed, curve[0], curve[-1],
                 time.perf_counter() - started)

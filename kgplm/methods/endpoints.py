@@ -23,7 +23,11 @@ Where the mapping is an approximation, the endpoint's ``approximation`` says how
   data (``kgplm.evaluation.tasks``). CBLUE's NER (CMeEE) is replaced by cMedQANER (flat NER).
 * **EP-PLM** (Liu et al. 2022): the claim is query–title relevance (QTRel-easy/-hard),
   query intent and query NER on a private medicinal-product search dataset kgplm does not have.
-  CHIP-STS (medical sentence-pair matching, macro-F1) stands in for query–title relevance.
+  CHIP-STS (medical sentence-pair matching, macro-F1) stands in for query–title relevance. The
+  knowledge the paper's product attribute prediction (PAP) injects is measured directly by the
+  method's own evaluation "PAP AUC" (held-out drug–indication pairs against popularity- and
+  length-matched negatives, :mod:`kgplm.methods.epplm.evaluation`); the paper reports no such
+  number, so this endpoint tests the mechanism the claim rests on, not a number of the paper.
 """
 
 from __future__ import annotations
@@ -57,4 +61,6 @@ EPPLM = (
     Endpoint("chip-sts", "macro_f1", claim="gain on query–title relevance, QTRel-easy/-hard",
              approximation="CHIP-STS sentence-pair matching stands in for the private query–title relevance "
                            "data"),
+    Endpoint("PAP AUC", "auc", claim="PAP injects drug–attribute knowledge",
+             approximation="the method's own held-out PAP AUC (not a number the paper reports)"),
 )
