@@ -48,6 +48,7 @@ MIN_PRIMARY_SEEDS = 5
 #: the pre-registered decision rule of a primary endpoint: the seed-level paired t-test at this level (the
 #: exact permutation p is printed beside it; with 5 seeds it cannot fall below 2/32 = 0.0625)
 PRIMARY_ALPHA = 0.05
+LINKER_AS_NER = "linker as NER (the linker's spans, KG type → label fitted on train)"
 BEST_CONSTANT = "best constant predictor (best single label on dev; all-O for NER)"
 
 
@@ -108,6 +109,7 @@ def _check_versions(rows, cells) -> None:
 def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds: float) -> dict:
     from _outcomes import baseline_counts
 
+    from kgplm.evaluation.baselines import linker_as_ner
     from kgplm.evaluation.statistics import example_counts
     from kgplm.evaluation.tasks import get_task
 
@@ -167,6 +169,9 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
         if reference["chance"] is not None:
             baselines[table].setdefault("chance (uniform random training label)", {})[column] = float(
                 metric_from_counts(metric, reference["chance"].sum(1)).mean())
+        if measured.get("link") is not None and spec.kind == "ner":  # issue 26.5: the linked spans alone
+            baselines[table].setdefault(LINKER_AS_NER, {})[column] = float(linker_as_ner(
+                splits["train"], test_examples, measured["link"])["f1"])
 
     probe = measured["probe"]
     intrinsic_columns = [f"similarity {name} Acc@1" for name in measured["similarity_sizes"]]

@@ -168,15 +168,18 @@ class Pretraining:
     method: str
     masking: str
     model_options: tuple[tuple[str, object], ...] = ()
+    train_options: tuple[tuple[str, object], ...] = ()  # other kgplm.train arguments (an attribution row's)
 
     @classmethod
-    def of(cls, method: str, masking: str | None = None, model_options=None) -> Pretraining:
+    def of(cls, method: str, masking: str | None = None, model_options=None, train_options=None) -> Pretraining:
         from kgplm.methods import get
 
-        return cls(method, masking or get(method).default_masking, tuple(sorted(dict(model_options or {}).items())))
+        return cls(method, masking or get(method).default_masking, tuple(sorted(dict(model_options or {}).items())),
+                   tuple(sorted(dict(train_options or {}).items())))
 
     def key(self) -> dict:
-        return {"method": self.method, "masking": self.masking, "model_options": dict(self.model_options)}
+        key = {"method": self.method, "masking": self.masking, "model_options": dict(self.model_options)}
+        return {**key, "train_options": dict(self.train_options)} if self.train_options else key
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,7 @@ class Row:
     group: str | None = None
     control: str | None = None
     encoder_inputs: bool = True
+    finetune_options: tuple[tuple[str, object], ...] = ()  # other kgplm.finetune arguments (an attribution row's)
 
 
 def _ablation_label(name: str) -> str:
@@ -236,16 +240,29 @@ def plan_rows(methods: Sequence[str] | None = None) -> list[Row]:
         for ablation, options in spec.ablations.items():
             rows.append(Row(f"{name} − {_ablation_label(ablation)}", "ablation", Pretraining.of(name, None, options),
                             name, name))
+        control_pretraining = Pretraining.of(control.method, control.masking, control.model_options)
+        rows.extend(attribution_rows(name, spec, control_row, control_pretraining))
         for builder in EXTRA_ROWS:
             rows.extend(builder(name, spec, method_row, control_row))
-        rows.append(Row(control_row, "control",
-                        Pretraining.of(control.method, control.masking, control.model_options), name))
+        rows.append(Row(control_row, "control", control_pretraining, name))
     if "mlm" in available():
         rows.append(Row("mlm (token masking, no SOP)", "reference", Pretraining.of("mlm")))
     names = [row.name for row in rows]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise RuntimeError(f"rows {duplicates} are planned twice (an EXTRA_ROWS builder repeats a name)")
+    return rows
+
+
+def attribution_rows(name: str, spec, control_row: str, control_pretraining: Pretraining) -> list[Row]:
+    """The rows a method's record declares in ``attribution_rows`` (:class:`kgplm.methods.AttributionRow`)."""
+    rows = []
+    for label, declared in spec.attribution_rows.items():
+        base = Pretraining.of(name) if declared.base == "method" else control_pretraining
+        pretraining = dataclasses.replace(base, train_options=tuple(sorted(dict(declared.train_options).items())))
+        rows.append(Row(f"{name}: {label}", "attribution", pretraining, name,
+                        name if declared.compare_with == "method" else control_row,
+                        finetune_options=tuple(sorted(dict(declared.finetune_options).items()))))
     return rows
 
 
@@ -389,6 +406,8 @@ def prepopulate(shared: Shared, budget: Budget, pretraining: Pretraining, run_di
     from kgplm.training.run import RunDirectory
 
     spec, run = get(pretraining.method), RunDirectory(run_dir)
+    if pretraining.train_options:  # e.g. a shuffled graph: the run builds its own KG artefacts and corpus
+        return {"pepr_mode": "fast", "num_neighbors": 10}  # as shared_inputs builds the shared table
     arguments = {}
     if spec.needs("neighbor_table"):
         arguments["neighbor_table"] = str(shared.kg.neighbor_table_path)
@@ -420,10 +439,12 @@ def pretraining_key(budget: Budget, pretraining: Pretraining, seed: int, shared_
             **{name: getattr(budget, name) for name in PRETRAINING_FIELDS}}
 
 
-def finetuning_key(budget: Budget, pretrained: str, task: str, seed: int, encoder_inputs: bool) -> dict:
+def finetuning_key(budget: Budget, pretrained: str, task: str, seed: int, encoder_inputs: bool,
+                   options: tuple = ()) -> dict:
     limit, epochs = budget.tasks[task]
-    return {"pretrained": pretrained, "task": task, "seed": seed, "encoder_inputs": encoder_inputs,
-            "max_train_examples": limit, "epochs": epochs, **{name: getattr(budget, name) for name in FINETUNING_FIELDS}}
+    key = {"pretrained": pretrained, "task": task, "seed": seed, "encoder_inputs": encoder_inputs,
+           "max_train_examples": limit, "epochs": epochs, **{name: getattr(budget, name) for name in FINETUNING_FIELDS}}
+    return {**key, "finetune_options": dict(options)} if options else key
 
 
 def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretraining, seed: int, device: str) -> Path:
@@ -442,7 +463,8 @@ def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretrainin
                          max_steps=budget.steps, batch_size=budget.batch_size, learning_rate=budget.learning_rate,
                          log_every=max(1, budget.steps // 20), checkpoint_every=budget.steps,
                          max_length=budget.max_length, seed=seed, device=device, progress=False,
-                         method_data=evaluation_method_data(pretraining.method) or None, **cached)
+                         method_data=evaluation_method_data(pretraining.method) or None, **cached,
+                         **dict(pretraining.train_options))
     curve = result.curve("loss")
     logger.info("pre-trained %s seed %d: loss %.3f → %.3f in %.0f s", directory.name, seed, curve[0], curve[-1],
                 time.perf_counter() - started)
@@ -451,14 +473,15 @@ def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretrainin
 
 
 def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encoder_inputs: bool,
-             device: str) -> tuple[dict, Path]:
+             device: str, options: tuple = ()) -> tuple[dict, Path]:
     """Fine-tune ``run`` on ``task``; its per-example test outcomes (cached with their key) and its directory."""
     import kgplm
     from _outcomes import scored_outcomes
 
     limit, epochs = budget.tasks[task]
-    key = finetuning_key(budget, run.name, task, seed, encoder_inputs)
-    directory, done = cached_directory(work / "finetune", f"{task}-f{seed}{'' if encoder_inputs else '-text'}", key)
+    key = finetuning_key(budget, run.name, task, seed, encoder_inputs, options)
+    directory, done = cached_directory(work / "finetune", f"{task}-f{seed}{'' if encoder_inputs else '-text'}"
+                                       f"{'-' + '-'.join(name for name, _ in options) if options else ''}", key)
     outcomes_path = directory / "outcomes.json"
     if done:
         return json.loads(outcomes_path.read_text(encoding="utf-8")), directory
@@ -466,7 +489,7 @@ def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encode
                             batch_size=budget.finetune_batch_size, learning_rate=budget.finetune_learning_rate,
                             max_length=budget.finetune_max_length, max_train_examples=limit,
                             max_eval_examples=budget.max_eval_examples, seed=seed, encoder_inputs=encoder_inputs,
-                            device=device, progress=False)
+                            device=device, progress=False, **dict(options))
     outcomes = scored_outcomes(directory, task, SHARED / "tasks", device=device)
     if abs(outcomes["score"] - result.test["main"]) > 1e-9:
         raise RuntimeError(f"{directory}: per-example outcomes give {outcomes['score']:.6f}, kgplm.finetune reported "
@@ -558,12 +581,13 @@ def cell_job(budget: Budget, row: Row, seed: int, task: str, finetune_seed: int,
     from _cells import CellJob
 
     versions = results_versions(row)
-    fine = finetuning_key(budget, "<pretrained>", task, finetune_seed, row.encoder_inputs)
+    fine = finetuning_key(budget, "<pretrained>", task, finetune_seed, row.encoder_inputs, row.finetune_options)
     del fine["pretrained"]
     key = {"row": row.name, "role": row.role, "pretraining": pretraining_key(budget, row.pretraining, seed, shared_name),
            "finetuning": fine, "results_versions": versions}
     return CellJob(row.name, seed, task, finetune_seed, key, versions,
-                   {"pretrained": None if pretrained is None else str(pretrained), "encoder_inputs": row.encoder_inputs})
+                   {"pretrained": None if pretrained is None else str(pretrained), "encoder_inputs": row.encoder_inputs,
+                    "finetune_options": list(row.finetune_options)})
 
 
 #: set in each process that computes cells (:func:`_init_cell_worker`)
@@ -588,7 +612,8 @@ def compute_cell(job) -> dict:
 
     work, budget, device = _CELL_CONTEXT["work"], _CELL_CONTEXT["budget"], _CELL_CONTEXT["device"]
     outcomes, directory = finetune(work, budget, Path(job.inputs["pretrained"]), job.task, job.finetune_seed,
-                                   job.inputs["encoder_inputs"], device)
+                                   job.inputs["encoder_inputs"], device,
+                                   tuple(tuple(option) for option in job.inputs.get("finetune_options", ())))
     results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
     splits = load_task(job.task, SHARED / "tasks")
     by_id = {example.id: example for example in splits["dev"]}
@@ -682,7 +707,11 @@ def run_all(work: Path, budget: Budget, rows: Sequence[Row], device: str, *, cel
     timings["probes and own evaluations"] = time.perf_counter() - started - sum(timings.values())
 
     splits = {task: load_task(task, SHARED / "tasks") for task in budget.tasks}
-    return {"cells": cells, "splits": splits, "intrinsic": intrinsic_outcomes, "own": own,
+    from kgplm.evaluation.baselines import linked_spans
+    from kgplm.text.linking import EntityLinker
+
+    return {"link": linked_spans(EntityLinker(shared.store), shared.store),  # the linker-as-NER baseline's
+            "cells": cells, "splits": splits, "intrinsic": intrinsic_outcomes, "own": own,
             "similarity_sizes": {name: len(queries) for name, queries in similarity_sets.items()},
             "probe": probe, "own_columns": method_evaluation_columns(rows), "timings": timings}
 

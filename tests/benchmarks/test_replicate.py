@@ -23,13 +23,15 @@ from kgplm.evaluation.tasks import PairExample, SpanExample  # noqa: E402
 from kgplm.methods import Control, MethodEvaluation, get, register, unregister  # noqa: E402
 
 CONTROL = "smedbert control: mlm, use_sop=True (whole_entity masking)"
+SPANS = "smedbert: control + linked mention spans at fine-tuning"
+SHUFFLED = "smedbert: shuffled graph"
 
 
 def test_rows_from_the_registry():
     rows = {row.name: row for row in replicate.plan_rows(["smedbert"])}
     assert list(rows)[:4] == ["smedbert", "smedbert − knowledge at fine-tuning", "smedbert − no hybrid attention",
                               "smedbert − no knowledge losses"]
-    assert list(rows)[-2:] == [CONTROL, "mlm (token masking, no SOP)"]
+    assert list(rows)[4:] == [SPANS, SHUFFLED, CONTROL, "mlm (token masking, no SOP)"]
     method, text_only = rows["smedbert"], rows["smedbert − knowledge at fine-tuning"]
     assert method.pretraining == replicate.Pretraining("smedbert", "whole_entity")
     # the same pre-trained models, fine-tuned without SMedBERT's linked mentions
@@ -40,6 +42,18 @@ def test_rows_from_the_registry():
     assert method.control == CONTROL
     assert all(rows[name].control == "smedbert" and rows[name].group == "smedbert" for name in list(rows)[1:4])
     assert rows[CONTROL].control is None and rows["mlm (token masking, no SOP)"].pretraining.masking == "bert"
+    # the attribution rows the record declares (issue 26.5), both compared with the method
+    assert rows[SPANS].pretraining == rows[CONTROL].pretraining and rows[SPANS].finetune_options == (
+        ("mention_spans", True),)
+    assert rows[SHUFFLED].pretraining == replicate.Pretraining("smedbert", "whole_entity", (),
+                                                               (("graph_shuffle_seed", 0),))
+    assert rows[SPANS].control == rows[SHUFFLED].control == "smedbert"
+    # their runs and fine-tunings are cached apart from the rows they vary
+    budget = replicate.Budget()
+    assert replicate.pretraining_key(budget, rows[SHUFFLED].pretraining, 0, "s") != replicate.pretraining_key(
+        budget, method.pretraining, 0, "s")
+    assert replicate.finetuning_key(budget, "run", "cmedqaner", 0, True, rows[SPANS].finetune_options) != \
+        replicate.finetuning_key(budget, "run", "cmedqaner", 0, True)
 
 
 def test_extra_rows_slot_into_a_methods_family(monkeypatch):
@@ -335,3 +349,24 @@ def test_ner_baselines_and_unit_count():
     assert result["tables"]["fine-tuned"]["cells"]["r"]["cMedQANER F1"]["mean"] == 1.0
     assert result["baselines"]["fine-tuned"][_table.BEST_CONSTANT]["cMedQANER F1"] == 0.0
     assert "cMedQANER F1" not in result["baselines"]["fine-tuned"].get("chance (uniform random training label)", {})
+
+
+def test_the_linker_as_ner_baseline_row():
+    """With the run's linker in the measurements, NER columns get the linker-as-NER baseline (by hand:
+    the linker finds "糖尿病" typed Disease in every document; train maps Disease → dis; F1 = 1 on the one
+    gold entity, with a spurious second span typed Person mapped to nothing)."""
+    budget = dataclasses.replace(replicate.Budget(), seeds=(0,), finetune_seeds=(0,), tasks={"cmedqaner": [None, 1]})
+    row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
+    test = [SpanExample(f"d{i}", "糖尿病患者", ((0, 3, "dis"),)) for i in range(4)] + [
+        SpanExample("d4", "患者糖尿病", ((2, 5, "dis"),))]
+    cell = {"row": "r", "seed": 0, "task": "cmedqaner", "finetune_seed": 0, "commit": "c", "results_versions": {"mlm": 1},
+            "outcomes": {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 5},
+            "dev": {"score": 1.0, "constant": 0.0, "constant_prediction": "no entity (all-O)", "degenerate": False}}
+    measured = {"cells": [cell], "splits": {"cmedqaner": {"train": test, "test": test}},
+                "intrinsic": {}, "own": {}, "own_columns": {}, "similarity_sizes": {},
+                "probe": SimpleNamespace(seen=np.array([True]), baseline_hits=np.array([False])), "timings": {},
+                "link": lambda text: [(0, 3, "Disease"), (3, 5, "Person")]}
+    result = aggregate([row], budget, measured, commit="abc", device="cpu", seconds=0.0)
+    baseline = result["baselines"]["secondary"][_table.LINKER_AS_NER]
+    # four documents right, "患者糖尿病" wrong twice over (a missed gold, a false (0, 3)): P = R = 4/5
+    assert baseline["cMedQANER F1"] == pytest.approx(0.8)
