@@ -42,8 +42,8 @@ SPEC = register(MethodSpec(
     encoding=ELECTRA_ENCODING,
     build_collator=build_collator,
     losses=("mlm", "rtd", "mts", "csp"),
-    default_masking="whole_word",
     primary_endpoints=endpoints.EHEALTH,
+    default_masking="whole_word",
     # the control corrupts every sequence twice, as eHealth does: the same RTD/MLM targets per step (issue 26.6)
     control=Control("electra", masking="whole_word",
                     model_options={"mask_fraction": 0.8, "random_fraction": 0.1, "corruption_views": 2}),
