@@ -85,3 +85,30 @@ def baseline_counts(task: str, train_examples, test_examples, *, draws: int = 20
                                       labels=all_labels if spec.metric == "macro_f1" else None)
                        for _ in range(draws)])
     return {"majority": majority, "chance": chance}
+
+
+def best_constant(task: str, train_examples, examples) -> dict:
+    """The best constant predictor on ``examples`` (a run's dev set): ``{"score", "prediction"}``.
+
+    NER: no entity in any document (all-O; a constant span set is no predictor). Labelled tasks: the
+    training label that, predicted for every example, scores highest on ``examples`` (at least the
+    majority class; for macro-F1 the same label list as :func:`baseline_counts`). A fine-tuned run
+    whose dev score does not exceed this has learnt nothing the label distribution does not give."""
+    from kgplm.evaluation.tasks import get_task
+    from kgplm.exceptions import ConfigurationError
+
+    spec = get_task(task)
+    gold = _gold(spec, examples)
+    if spec.kind in ("ner", "nested_ner"):
+        counts = example_counts(spec.metric, gold, [set()] * len(gold))
+        return {"score": float(metric_from_counts(spec.metric, counts.sum(0))), "prediction": "no entity (all-O)"}
+    if spec.metric not in ("accuracy", "macro_f1"):
+        raise ConfigurationError(f"task {task!r} ({spec.kind}, {spec.metric}): the runner has no constant predictor "
+                                 f"for it (ranking and regression tasks are not replication columns yet)")
+    labels = sorted({example.label for example in train_examples})
+    all_labels = sorted(set(labels) | set(gold))
+    scores = {label: float(metric_from_counts(spec.metric, example_counts(
+        spec.metric, gold, [label] * len(gold), labels=all_labels if spec.metric == "macro_f1" else None).sum(0)))
+        for label in labels}
+    best = max(labels, key=lambda label: (scores[label], label))
+    return {"score": scores[best], "prediction": best}

@@ -5,42 +5,52 @@ Rows (from the method registry, :func:`plan_rows`): each knowledge method (a rec
 masking and input format), every ablation it offers (``ablations``), for a method whose encoder
 reads extra inputs at fine-tuning (``finetuning_inputs``, e.g. SMedBERT's linked mentions) a row
 "no knowledge at fine-tuning" (the method's own pre-trained models fine-tuned on the text alone,
-``kgplm.finetune(encoder_inputs=False)``), and plain token-masking MLM for reference. Every row
-pre-trains on the same text (CMeKG facts written as sentences + Chinese medical dialogues) with the
-same vocabulary, encoder size, steps, batch and learning rate; identical configurations are trained
-once and shared between rows.
+``kgplm.finetune(encoder_inputs=False)``), the rows of :data:`EXTRA_ROWS` (attribution rows and
+model-based baselines other modules declare), and plain token-masking MLM for reference. Each row
+names the row it is compared with (``Row.control``): the method its control, an ablation or
+"− knowledge at fine-tuning" the method. Every row pre-trains on the same text (CMeKG facts written
+as sentences + Chinese medical dialogues) with the same vocabulary, encoder size, steps, batch and
+learning rate; identical configurations are trained once and shared between rows.
 
-Seeds: every row is pre-trained with each of ``--seeds`` (≥ 3 for a table that counts) and every
-pre-trained model fine-tuned with each of ``--finetune-seeds``; the same test examples for every
-seed and row (full test splits, or one fixed subset — ``kgplm.finetune`` draws dev/test subsets
-with a fixed seed — checked by example id). Cells are mean ± the 95% Student-t half-width over
-pre-training seeds (fine-tuning seeds averaged within each); ``p`` is a paired bootstrap p-value
-of the row against its method's control, resampling test examples with one draw shared by every
-seed of both rows (:mod:`kgplm.evaluation.statistics` documents both).
+Seeds and statistics (:mod:`_table` states the protocol; :mod:`kgplm.evaluation.statistics` the
+tests): every row is pre-trained with each of ``--seeds`` and every pre-trained model fine-tuned with
+each of ``--finetune-seeds``, all on the same test examples. The unit of inference is the
+pre-training seed: comparisons are paired by seed, tested with a paired t-test and an exact
+sign-flip permutation test over the per-seed differences. Each method's pre-registered primary
+endpoints (``MethodSpec.primary_endpoints``) are tested only with at least
+:data:`_table.MIN_PRIMARY_SEEDS` seeds (fewer: labelled "not tested"); every other comparison of
+the method's family is secondary, with Holm-adjusted p-values beside the raw ones. The paired
+bootstrap over test examples is printed only as a "test-sampling interval". A fine-tuned run whose
+dev score does not beat the best constant predictor's is flagged († in its cell, counted in the
+footer), and a "best constant predictor" baseline row is printed.
 
 Columns: fine-tuned test scores (cMedQANER and cEHRNER entity F1, cMedQQ accuracy, CHIP-STS
 macro-F1; tasks with fewer than 200 scored test units go to a secondary table, e.g. cMedIC's 84
 examples) and, on the pre-trained models, SMedBERT's similarity sets D1–D3 (Acc@1,
 :mod:`kgplm.evaluation.similarity`), the cloze probe split into facts seen / not seen in the
 pre-training text (:mod:`benchmarks._probe`), and each method's own evaluations
-(``MethodSpec.evaluations``, e.g. a product-attribute AUC). Baseline rows: majority class
-(all-O for NER), chance, and the probe's model-free baseline.
+(``MethodSpec.evaluations``, e.g. a product-attribute AUC).
 
-Caches under ``--work`` are keyed by every argument that changes a result (a hash of the settings
-in each directory's ``key.json``): rerun to resume, change a setting to get new numbers. The code
-version is not part of the key: clear ``--work`` after changing kgplm (a reused entry computed at
-another commit is logged). Results go to ``benchmarks/results/replicate[-smoke].{json,md}`` with
-the commit hash, the budget and the settings.
+Cells (:mod:`_cells`): each fine-tuned run (row, pre-training seed, task, fine-tuning seed) is a
+JSON under ``--cells/<run key>/`` (default ``benchmarks/results/cells``; for ``--smoke`` the work
+directory's ``cells/``) with its outcomes, its dev check, every setting it depends on, the commit
+and the results versions of its methods. The runner skips cells it has, resumes after a kill,
+computes the missing ones in ``--jobs`` processes (``--max-new-cells`` stops after that many), and
+refuses a table from cells of different results versions. Caches under ``--work`` (pre-trained
+models, fine-tuned models, the shared KG artefacts and linked corpora, similarity sets) are keyed by
+every setting that changes them and by the results version of the method (a test changes each
+:class:`Budget` field and sees a key change). Results go to
+``benchmarks/results/replicate[-smoke].{json,md}`` with the table's commit, every commit its cells
+came from, the budget and the settings.
 
-    .venv/bin/python benchmarks/replicate.py --smoke          # the runner at a tiny budget (minutes)
-    .venv/bin/python benchmarks/replicate.py [--steps 400 --seeds 0 1 2 --finetune-seeds 0 1 --device cuda]
+    .venv/bin/python benchmarks/replicate.py --smoke --jobs 1  # the runner at a tiny budget (checks it end to end)
+    .venv/bin/python benchmarks/replicate.py [--steps 400 --seeds 0 1 2 3 4 --finetune-seeds 0 1 --jobs 4 --device cuda]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -52,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _data import SHARED, cmekg_store, mixed_corpus  # noqa: E402  (benchmarks/ is the script's directory)
+from _table import MIN_PRIMARY_SEEDS  # noqa: E402
 
 logger = logging.getLogger("replicate")
 ROOT = Path(__file__).resolve().parent
@@ -118,8 +129,7 @@ SMOKE = Budget(steps=30, batch_size=8, learning_rate=2e-3,
                similarity_queries=60, probes=60, bootstrap_resamples=1000, smoke=True)
 
 
-def key_hash(key: dict) -> str:
-    return hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
+from _cells import key_hash  # noqa: E402,F401  (one hash for cache directories and cells)
 
 
 def commit() -> str:
@@ -174,11 +184,13 @@ class Pretraining:
 
 @dataclass(frozen=True)
 class Row:
-    """A row of the table. ``group``: the knowledge method it belongs to (``None``: reference rows);
-    ``control``: the name of the row it is tested against."""
+    """A row of the table. ``group``: the knowledge method whose family it belongs to (``None``: reference
+    rows); ``control``: the name of the row it is compared with, paired by seed (a method row: its fair
+    control; an ablation or "− knowledge at fine-tuning": the method row itself); the comparison counts
+    in ``group``'s family (:mod:`_table`)."""
 
     name: str
-    role: str  # method | no knowledge at fine-tuning | ablation | control | reference
+    role: str  # method | no knowledge at fine-tuning | ablation | control | reference | any role an extra row names
     pretraining: Pretraining
     group: str | None = None
     control: str | None = None
@@ -190,8 +202,26 @@ def _ablation_label(name: str) -> str:
     return name.replace("no_", "no ").replace("_", " ")
 
 
+def control_row_name(name: str, spec) -> str:
+    control = spec.control
+    return (f"{name} control: {control.method}"
+            + "".join(f", {k}={v}" for k, v in sorted(control.model_options.items()))
+            + f" ({Pretraining.of(control.method, control.masking).masking} masking)")
+
+
+#: Builders of extra rows for a knowledge method (attribution rows, model-based baselines):
+#: ``builder(name, spec, method_row, control_row) -> list[Row]``, called for every knowledge method
+#: after its ablations. A builder returns ``[]`` for methods it does not concern; each row it returns
+#: names the row it is compared with (``control``: the method's or the control's row name).
+EXTRA_ROWS: list = []
+
+
 def plan_rows(methods: Sequence[str] | None = None) -> list[Row]:
-    """The table's rows from the registry (module docstring); ``methods`` restricts the knowledge methods."""
+    """The table's rows from the registry (module docstring); ``methods`` restricts the knowledge methods.
+
+    Per knowledge method: the method (compared with its control), "− knowledge at fine-tuning" when the
+    method feeds its encoder extra inputs at fine-tuning, every ablation (both compared with the
+    *method*: does the module contribute?), the rows of :data:`EXTRA_ROWS`, and its control."""
     from kgplm.methods import available, get
 
     rows = []
@@ -200,22 +230,27 @@ def plan_rows(methods: Sequence[str] | None = None) -> list[Row]:
         if spec.control is None or (methods is not None and name not in methods):
             continue
         control = spec.control
-        control_row = (f"{name} control: {control.method}"
-                       + "".join(f", {k}={v}" for k, v in sorted(control.model_options.items()))
-                       + f" ({Pretraining.of(control.method, control.masking).masking} masking)")
+        control_row = control_row_name(name, spec)
         own = Pretraining.of(name)
-        rows.append(Row(name, "method", own, name, control_row))
+        method_row = Row(name, "method", own, name, control_row)
+        rows.append(method_row)
         if spec.finetuning_inputs is not None:
             rows.append(Row(f"{name} − knowledge at fine-tuning", "no knowledge at fine-tuning", own, name,
-                            control_row, encoder_inputs=False))
+                            name, encoder_inputs=False))
         for ablation, options in spec.ablations.items():
             rows.append(Row(f"{name} − {_ablation_label(ablation)}", "ablation", Pretraining.of(name, None, options),
-                            name, control_row))
+                            name, name))
         control_pretraining = Pretraining.of(control.method, control.masking, control.model_options)
         rows.extend(attribution_rows(name, spec, control_row, control_pretraining))
+        for builder in EXTRA_ROWS:
+            rows.extend(builder(name, spec, method_row, control_row))
         rows.append(Row(control_row, "control", control_pretraining, name))
     if "mlm" in available():
         rows.append(Row("mlm (token masking, no SOP)", "reference", Pretraining.of("mlm")))
+    names = [row.name for row in rows]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise RuntimeError(f"rows {duplicates} are planned twice (an EXTRA_ROWS builder repeats a name)")
     return rows
 
 
@@ -229,6 +264,15 @@ def attribution_rows(name: str, spec, control_row: str, control_pretraining: Pre
                         name if declared.compare_with == "method" else control_row,
                         finetune_options=tuple(sorted(dict(declared.finetune_options).items()))))
     return rows
+
+
+def results_versions(row: Row) -> dict[str, int]:
+    """The results version of every method a row's numbers depend on: its pre-training method and the
+    knowledge method whose family it is in (whose record defines the row)."""
+    from kgplm.methods import get
+
+    methods = [row.pretraining.method] + ([row.group] if row.group else [])
+    return {method: get(method).results_version for method in methods}
 
 
 def method_evaluation_columns(rows: Sequence[Row]) -> dict[str, tuple[str, object]]:
@@ -254,6 +298,24 @@ class Shared:
     corpora: dict = field(default_factory=dict)
 
 
+#: The shared KG artefacts' settings beside the corpus file, which is named by facts and dialogues (PEPR's
+#: neighbours, mode and seed are fixed in :func:`shared_inputs`).
+SHARED_FIELDS = ("vocab_size", "kg_method", "entity_dim", "kg_epochs")
+
+
+def shared_key(budget: Budget, corpus_name: str | None = None) -> dict:
+    """``corpus_name``: the pre-training text's file (default: the mixed corpus of the budget's facts and
+    dialogues; :func:`held_out_text_removed` names a filtered one after its filters)."""
+    return {"corpus": corpus_name or f"corpus-{budget.facts}-{budget.dialogues}.txt",
+            **{name: getattr(budget, name) for name in SHARED_FIELDS}}
+
+
+def corpus_key(budget: Budget, knowledge: bool, whole_word: bool) -> dict:
+    """The key of a shared linked corpus: the variant and every setting ``build_corpus`` reads from the budget
+    (the tokenizer, graph and PEPR table are the shared directory's, named by :func:`shared_key`)."""
+    return {"knowledge": knowledge, "whole_word": whole_word, "max_length": budget.max_length}
+
+
 def shared_inputs(work: Path, budget: Budget, rows: Sequence[Row]) -> Shared:
     """Build once what does not depend on the pre-training seed, with kgplm's own stages."""
     from kgplm.methods import get
@@ -263,8 +325,7 @@ def shared_inputs(work: Path, budget: Budget, rows: Sequence[Row]) -> Shared:
     store = cmekg_store(ROOT / ".cache")  # compiled once per machine, whatever --work is
     corpus = mixed_corpus(work / f"corpus-{budget.facts}-{budget.dialogues}.txt", store, budget.facts, budget.dialogues)
     corpus = held_out_text_removed(work, store, corpus, rows)
-    key = {"corpus": corpus.name, "vocab_size": budget.vocab_size, "kg_method": budget.kg_method,
-           "entity_dim": budget.entity_dim, "kg_epochs": budget.kg_epochs}
+    key = shared_key(budget, corpus.name)
     kg = RunDirectory(work / f"shared-{key_hash(key)}")
     specs = [get(row.pretraining.method) for row in rows]
     own_kind = "transr" if any(spec.kg_embedding == "transr" for spec in specs) else "transe"
@@ -280,6 +341,28 @@ def shared_inputs(work: Path, budget: Budget, rows: Sequence[Row]) -> Shared:
         "entity_frequencies", "neighbor_table", "kg_embeddings"}
     stages.run_artefact_stages(needed, kg, inputs)
     return Shared(store, str(ROOT / ".cache" / "cmekg_store"), corpus, kg.tokenizer_dir, kg, inputs)
+
+
+def shared_corpus(shared: Shared, budget: Budget, pretraining: Pretraining) -> Path:
+    """The linked corpus a configuration reads, built once per variant (knowledge or text, whole-word or
+    not) and keyed by :func:`corpus_key`: a changed ``max_length`` builds a new one."""
+    from kgplm.methods import get
+    from kgplm.text.masking import WORD_SCHEMES
+    from kgplm.text.tokenization import load_tokenizer
+    from kgplm.training import stages
+    from kgplm.training.run import RunDirectory
+
+    spec = get(pretraining.method)
+    variant = (spec.needs("neighbor_table"), pretraining.masking in WORD_SCHEMES)  # word schemes need word_ids
+    if variant not in shared.corpora:
+        corpus_run = RunDirectory(shared.kg.path / f"corpus-{'knowledge' if variant[0] else 'text'}"
+                                                   f"{'-whole-word' if variant[1] else ''}-"
+                                                   f"{key_hash(corpus_key(budget, *variant))}")
+        artefacts = {"neighbor_table": shared.inputs.artefacts["neighbor_table"]} if variant[0] else {}
+        inputs = dataclasses.replace(shared.inputs, artefacts=artefacts)
+        stages.prepare_corpus(corpus_run, inputs, load_tokenizer(shared.tokenizer), masking=pretraining.masking)
+        shared.corpora[variant] = corpus_run.corpus_dir
+    return shared.corpora[variant]
 
 
 def held_out_text_removed(work: Path, store, corpus: Path, rows: Sequence[Row]) -> Path:
@@ -330,16 +413,9 @@ def prepopulate(shared: Shared, budget: Budget, pretraining: Pretraining, run_di
         arguments["neighbor_table"] = str(shared.kg.neighbor_table_path)
     if spec.needs("kg_embeddings"):
         arguments["kg_embeddings"] = str(shared.kg.embeddings_dir(budget.kg_method or spec.kg_embedding))
-    variant = (spec.needs("neighbor_table"), pretraining.masking in WORD_SCHEMES)  # word schemes need word_ids
-    if variant not in shared.corpora:
-        corpus_run = RunDirectory(shared.kg.path / f"corpus-{'knowledge' if variant[0] else 'text'}"
-                                                   f"{'-whole-word' if variant[1] else ''}")
-        artefacts = {"neighbor_table": shared.inputs.artefacts["neighbor_table"]} if variant[0] else {}
-        inputs = dataclasses.replace(shared.inputs, artefacts=artefacts)
-        stages.prepare_corpus(corpus_run, inputs, load_tokenizer(shared.tokenizer), masking=pretraining.masking)
-        shared.corpora[variant] = corpus_run.corpus_dir
+    corpus_dir = shared_corpus(shared, budget, pretraining)
     if not run.corpus_dir.exists():
-        shutil.copytree(shared.corpora[variant], run.corpus_dir, copy_function=os.link)
+        shutil.copytree(corpus_dir, run.corpus_dir, copy_function=os.link)
     if spec.needs("entity_frequencies") and not run.entity_frequencies_path.exists():
         run.kg_dir.mkdir(parents=True, exist_ok=True)
         os.link(shared.kg.entity_frequencies_path, run.entity_frequencies_path)
@@ -355,7 +431,10 @@ FINETUNING_FIELDS = ("max_eval_examples", "finetune_learning_rate", "finetune_ba
 
 
 def pretraining_key(budget: Budget, pretraining: Pretraining, seed: int, shared_name: str) -> dict:
+    from kgplm.methods import get
+
     return {**pretraining.key(), "seed": seed, "shared": shared_name,
+            "results_version": get(pretraining.method).results_version,
             "method_data": evaluation_method_data(pretraining.method),
             **{name: getattr(budget, name) for name in PRETRAINING_FIELDS}}
 
@@ -393,9 +472,9 @@ def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretrainin
     return directory
 
 
-def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encoder_inputs: bool, device: str,
-             options: tuple = ()) -> dict:
-    """Fine-tune ``run`` on ``task`` and return its per-example test outcomes (cached with their key)."""
+def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encoder_inputs: bool,
+             device: str, options: tuple = ()) -> tuple[dict, Path]:
+    """Fine-tune ``run`` on ``task``; its per-example test outcomes (cached with their key) and its directory."""
     import kgplm
     from _outcomes import scored_outcomes
 
@@ -405,7 +484,7 @@ def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encode
                                        f"{'-' + '-'.join(name for name, _ in options) if options else ''}", key)
     outcomes_path = directory / "outcomes.json"
     if done:
-        return json.loads(outcomes_path.read_text(encoding="utf-8"))
+        return json.loads(outcomes_path.read_text(encoding="utf-8")), directory
     result = kgplm.finetune(model=run, task=task, data_dir=SHARED / "tasks", output_dir=directory, epochs=epochs,
                             batch_size=budget.finetune_batch_size, learning_rate=budget.finetune_learning_rate,
                             max_length=budget.finetune_max_length, max_train_examples=limit,
@@ -417,7 +496,11 @@ def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encode
                            f"{result.test['main']:.6f}; the outcome decoding no longer matches kgplm's scoring")
     outcomes_path.write_text(json.dumps(outcomes), encoding="utf-8")
     mark_done(directory, key)
-    return outcomes
+    return outcomes, directory
+
+
+def intrinsic_key(budget: Budget, pretrained: str) -> dict:
+    return {"pretrained": pretrained, **{name: getattr(budget, name) for name in INTRINSIC_FIELDS}}
 
 
 def intrinsic(work: Path, budget: Budget, run: Path, similarity_sets, probe, device: str) -> dict:
@@ -426,8 +509,7 @@ def intrinsic(work: Path, budget: Budget, run: Path, similarity_sets, probe, dev
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
 
-    key = {"pretrained": run.name, "similarity_queries": budget.similarity_queries,
-           "similarity_pool": budget.similarity_pool, "probes": budget.probes}
+    key = intrinsic_key(budget, run.name)
     directory, done = cached_directory(work / "intrinsic", run.name, key)
     if done:
         return json.loads((directory / "outcomes.json").read_text(encoding="utf-8"))
@@ -477,31 +559,137 @@ def similarity_sets_for(work: Path, shared: Shared, budget: Budget, corpus_lines
     return sets
 
 
+# -- cells ------------------------------------------------------------------------------------------------
+#: Budget fields that change no cached run or cell, only which cells are read or how they are summarised.
+TABLE_FIELDS = ("seeds", "finetune_seeds", "bootstrap_resamples", "smoke")
+#: Budget fields of the pre-trained models' own measurements (similarity sets, probe), cached in ``--work``.
+INTRINSIC_FIELDS = ("similarity_queries", "similarity_pool", "probes")
+
+
+def run_key(budget: Budget) -> dict:
+    """What every cell of a run shares (names ``<cells>/<run key>/``): pre-training and fine-tuning settings."""
+    return {name: getattr(budget, name) for name in (*PRETRAINING_FIELDS, *FINETUNING_FIELDS)}
+
+
+def run_directory_name(budget: Budget) -> str:
+    return f"{'smoke' if budget.smoke else 'run'}-{key_hash(run_key(budget))}"
+
+
+def cell_job(budget: Budget, row: Row, seed: int, task: str, finetune_seed: int, shared_name: str,
+             pretrained: Path | None = None) -> "CellJob":
+    """The cell (row, pre-training seed, task, fine-tuning seed): its key holds every setting it depends on."""
+    from _cells import CellJob
+
+    versions = results_versions(row)
+    fine = finetuning_key(budget, "<pretrained>", task, finetune_seed, row.encoder_inputs, row.finetune_options)
+    del fine["pretrained"]
+    key = {"row": row.name, "role": row.role, "pretraining": pretraining_key(budget, row.pretraining, seed, shared_name),
+           "finetuning": fine, "results_versions": versions}
+    return CellJob(row.name, seed, task, finetune_seed, key, versions,
+                   {"pretrained": None if pretrained is None else str(pretrained), "encoder_inputs": row.encoder_inputs,
+                    "finetune_options": list(row.finetune_options)})
+
+
+#: set in each process that computes cells (:func:`_init_cell_worker`)
+_CELL_CONTEXT: dict = {}
+
+
+def _init_cell_worker(work: str, budget: dict, device: str, threads: int | None) -> None:
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    _CELL_CONTEXT.update(work=Path(work), budget=Budget(**budget), device=device)
+
+
+def compute_cell(job) -> dict:
+    """Fine-tune the job's pre-trained model and return the cell's measurements: test outcomes and the dev
+    score beside the best constant predictor's (a run that does not beat it is ``degenerate``)."""
+    from _outcomes import best_constant
+
+    from kgplm.evaluation.tasks import load_task
+
+    work, budget, device = _CELL_CONTEXT["work"], _CELL_CONTEXT["budget"], _CELL_CONTEXT["device"]
+    outcomes, directory = finetune(work, budget, Path(job.inputs["pretrained"]), job.task, job.finetune_seed,
+                                   job.inputs["encoder_inputs"], device,
+                                   tuple(tuple(option) for option in job.inputs.get("finetune_options", ())))
+    results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
+    splits = load_task(job.task, SHARED / "tasks")
+    by_id = {example.id: example for example in splits["dev"]}
+    constant = best_constant(job.task, splits["train"], [by_id[i] for i in results["example_ids"]["dev"]])
+    return {"outcomes": outcomes, "dev": dev_record(float(results["dev"]["main"]), constant)}
+
+
+#: a dev score within this of the best constant predictor's does not beat it
+DEGENERATE_TOLERANCE = 1e-9
+
+
+def dev_record(dev_score: float, constant: dict) -> dict:
+    """A run's dev score beside the best constant predictor's; ``degenerate`` when it does not beat it."""
+    return {"score": dev_score, "constant": constant["score"], "constant_prediction": constant["prediction"],
+            "degenerate": bool(dev_score <= constant["score"] + DEGENERATE_TOLERANCE)}
+
+
+def _pretrain_job(item) -> Path:
+    pretraining, seed = item
+    context = _CELL_CONTEXT
+    if "shared" not in context:
+        context["shared"] = shared_inputs(context["work"], context["budget"], context["rows"])
+    return pretrain(context["work"], context["shared"], context["budget"], pretraining, seed, context["device"])
+
+
+def _init_pretrain_worker(work: str, budget: dict, device: str, threads: int | None, rows) -> None:
+    _init_cell_worker(work, budget, device, threads)
+    _CELL_CONTEXT["rows"] = rows
+
+
+def pretrain_all(work: Path, shared: Shared, budget: Budget, rows: Sequence[Row], device: str, jobs: int,
+                 threads: int | None) -> dict[Pretraining, list[Path]]:
+    """Every distinct pre-training configuration × seed, in ``jobs`` processes (each run cached in ``--work``)."""
+    items = list(dict.fromkeys((row.pretraining, seed) for row in rows for seed in budget.seeds))
+    if jobs == 1:
+        paths = [pretrain(work, shared, budget, pretraining, seed, device) for pretraining, seed in items]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_init_pretrain_worker,
+                                 initargs=(str(work), dataclasses.asdict(budget), device, threads, list(rows))) as pool:
+            paths = list(pool.map(_pretrain_job, items))
+    runs: dict[Pretraining, list[Path]] = {}
+    for (pretraining, _), path in zip(items, paths):
+        runs.setdefault(pretraining, []).append(path)
+    return runs
+
+
 # -- the whole run ------------------------------------------------------------------------------------------
-def run_all(work: Path, budget: Budget, rows: Sequence[Row], device: str) -> dict:
-    """Every measurement of the table, as the raw material :func:`_table.aggregate` summarises."""
+def run_all(work: Path, budget: Budget, rows: Sequence[Row], device: str, *, cells_root: Path, jobs: int = 1,
+            threads: int | None = None, max_new_cells: int | None = None) -> dict:
+    """Every measurement of the table, as the raw material :func:`_table.aggregate` summarises: the shared
+    inputs, every pre-training (``jobs`` processes), every cell (read from ``cells_root`` where it exists,
+    else computed in ``jobs`` processes and written as it finishes), the pre-trained models' own measurements."""
+    from _cells import run_cells
     from _probe import HeldOutProbe
     from kgplm.evaluation.tasks import load_task
     from kgplm.text.tokenization import load_tokenizer
 
     started = time.perf_counter()
     shared = shared_inputs(work, budget, rows)
+    for pretraining in dict.fromkeys(row.pretraining for row in rows):
+        shared_corpus(shared, budget, pretraining)  # built here, before worker processes read them
     corpus_lines = shared.corpus.read_text(encoding="utf-8").splitlines()
     timings = {"shared inputs": time.perf_counter() - started}
 
-    runs: dict[Pretraining, list[Path]] = {}
-    for row in rows:
-        if row.pretraining not in runs:
-            runs[row.pretraining] = [pretrain(work, shared, budget, row.pretraining, seed, device)
-                                     for seed in budget.seeds]
+    runs = pretrain_all(work, shared, budget, rows, device, jobs, threads)
     timings["pre-training"] = time.perf_counter() - started - sum(timings.values())
 
-    tasks = {}
-    for row in rows:
-        for task in budget.tasks:
-            tasks.setdefault(task, {})[row.name] = [
-                finetune(work, budget, run, task, finetune_seed, row.encoder_inputs, device, row.finetune_options)
-                for run in runs[row.pretraining] for finetune_seed in budget.finetune_seeds]
+    cell_jobs = [cell_job(budget, row, seed, task, finetune_seed, shared.kg.path.name, run)
+                 for row in rows for seed, run in zip(budget.seeds, runs[row.pretraining])
+                 for task in budget.tasks for finetune_seed in budget.finetune_seeds]
+    cells = run_cells(cell_jobs, compute_cell, cells_root, commit=commit(), workers=jobs, max_new=max_new_cells,
+                      initializer=_init_cell_worker, initargs=(str(work), dataclasses.asdict(budget), device, threads))
     timings["fine-tuning"] = time.perf_counter() - started - sum(timings.values())
 
     similarity_sets = similarity_sets_for(work, shared, budget, corpus_lines)
@@ -522,10 +710,10 @@ def run_all(work: Path, budget: Budget, rows: Sequence[Row], device: str) -> dic
     from kgplm.evaluation.baselines import linked_spans
     from kgplm.text.linking import EntityLinker
 
-    return {"tasks": tasks, "splits": splits, "intrinsic": intrinsic_outcomes, "own": own,
+    return {"link": linked_spans(EntityLinker(shared.store), shared.store),  # the linker-as-NER baseline's
+            "cells": cells, "splits": splits, "intrinsic": intrinsic_outcomes, "own": own,
             "similarity_sizes": {name: len(queries) for name, queries in similarity_sets.items()},
-            "probe": probe, "own_columns": method_evaluation_columns(rows), "timings": timings,
-            "link": linked_spans(EntityLinker(shared.store), shared.store)}  # the linker-as-NER baseline's
+            "probe": probe, "own_columns": method_evaluation_columns(rows), "timings": timings}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -544,7 +732,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 with --smoke, which "
                                                     "is much faster than several on a loaded machine)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes for pre-training and cells (1 while "
+                                                               "others share the machine)")
     parser.add_argument("--work", type=Path)
+    parser.add_argument("--cells", type=Path, help="where cells accrue (default: benchmarks/results/cells; for "
+                                                   "--smoke the work directory's cells/)")
+    parser.add_argument("--max-new-cells", type=int, help="compute at most this many new cells, then stop (resume "
+                                                          "by running again)")
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument("--readme", action="store_true", help="also write the table into README.md's "
                                                              "'Does the knowledge help?' section")
@@ -570,8 +764,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     work = args.work or ROOT / ".cache" / ("replicate-smoke" if budget.smoke else "replicate")
     work.mkdir(parents=True, exist_ok=True)
     rows = plan_rows(args.methods)
+    cells_root = (args.cells or (work / "cells" if budget.smoke else ROOT / "results" / "cells")) / run_directory_name(
+        budget)
+    if not budget.smoke and len(budget.seeds) < MIN_PRIMARY_SEEDS:
+        logger.warning("%d pre-training seeds: the primary endpoints need at least %d; they will be labelled "
+                       "'too few seeds', not tested", len(budget.seeds), MIN_PRIMARY_SEEDS)
     started = time.perf_counter()
-    measured = run_all(work, budget, rows, args.device)
+    measured = run_all(work, budget, rows, args.device, cells_root=cells_root, jobs=args.jobs, threads=threads,
+                       max_new_cells=args.max_new_cells)
     result = aggregate(rows, budget, measured, commit=commit(), device=f"{args.device}, {torch.get_num_threads()} "
                                                                         f"torch threads",
                        seconds=time.perf_counter() - started)

@@ -8,10 +8,12 @@ See :mod:`kgplm.methods.registry` and the README's "Adding a method".
 
 from kgplm.methods.registry import (
     Control,
+    Endpoint,
     MethodContext,
     MethodEvaluation,
     MethodSpec,
     available,
+    claim_table,
     get,
     known_artefacts,
     method_table,
@@ -28,4 +30,4 @@ from kgplm.methods import electra as _electra  # noqa: E402,F401  isort: skip
 from kgplm.methods import ehealth as _ehealth  # noqa: E402,F401  isort: skip
 from kgplm.methods import epplm as _epplm  # noqa: E402,F401  isort: skip
 
-__all__ = ["known_artefacts", "method_table", "Control", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister"]
+__all__ = ["known_artefacts", "method_table", "claim_table", "Control", "Endpoint", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister"]

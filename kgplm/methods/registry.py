@@ -21,8 +21,8 @@ from kgplm.models.configuration import KgplmConfig
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.models.encoding import Encoding
 
-__all__ = ["known_artefacts", "AttributionRow", "Control", "MethodContext", "MethodEvaluation", "MethodSpec",
-           "available", "get", "register", "unregister", "method_table"]
+__all__ = ["known_artefacts", "AttributionRow", "Control", "Endpoint", "DIRECTIONS", "MethodContext",
+           "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister", "method_table", "claim_table"]
 
 def known_artefacts() -> list[str]:
     """The KG-side artefacts a method can ask ``kgplm.train`` to prepare (:data:`kgplm.training.stages.STAGES`).
@@ -48,6 +48,38 @@ class Control:
     method: str
     masking: str | None = None
     model_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: which way a primary endpoint's metric counts as better
+DIRECTIONS = ("higher", "lower")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A pre-registered primary endpoint: the paper's headline claim as one comparison kgplm can run.
+
+    ``task``: a fine-tuning task (:func:`kgplm.evaluation.tasks.get_task`) whose ``metric`` is the
+    task's own metric, or one of the method's ``evaluations`` columns (then ``metric`` names what the
+    column measures). ``direction``: ``"higher"`` or ``"lower"`` is better. The comparison is always
+    the method against its fair control (``MethodSpec.control``), paired by pre-training seed.
+    ``claim``: what the paper reports, with where; ``approximation``: how kgplm's task differs from
+    the paper's (empty when it is the paper's own dataset and metric).
+    """
+
+    task: str
+    metric: str
+    direction: str = "higher"
+    claim: str = ""
+    approximation: str = ""
+    comparison: str = "method vs its control"
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise ConfigurationError(f"endpoint {self.task!r}: direction must be one of {DIRECTIONS}, got "
+                                     f"{self.direction!r}")
+        if self.comparison != "method vs its control":
+            raise ConfigurationError(f"endpoint {self.task!r}: a primary endpoint compares the method with its "
+                                     f"control, got comparison {self.comparison!r}")
 
 
 @dataclass(frozen=True)
@@ -156,6 +188,11 @@ class MethodSpec:
         evaluations: column name → :class:`MethodEvaluation`, the method's own evaluations of a
             pre-trained model (reported by ``benchmarks/replicate.py`` for the method, its
             control and its ablations).
+        primary_endpoints: the paper's headline claim, pre-registered (:class:`Endpoint`); every
+            other comparison of the method's family is secondary (Holm-adjusted). A knowledge
+            method (one with a ``control``) must declare at least one.
+        results_version: bumped by every fix that changes the method's numbers; the replication
+            runner keys its caches and cells by it and refuses a table that mixes versions.
         attribution_rows: row label → :class:`AttributionRow`, extra rows of the replication table
             that separate the parts of the method's gain (e.g. SMedBERT's graph from its mention spans).
     """
@@ -177,9 +214,12 @@ class MethodSpec:
     control: Control | None = None
     ablations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     evaluations: Mapping[str, MethodEvaluation] = field(default_factory=dict)
+    primary_endpoints: tuple[Endpoint, ...] = ()
+    results_version: int = 1
     attribution_rows: Mapping[str, AttributionRow] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._check_endpoints()
         unknown = set(self.artefacts) - set(known_artefacts())
         if unknown:
             raise ConfigurationError(f"method {self.name!r}: unknown artefacts {sorted(unknown)}; known: "
@@ -193,6 +233,31 @@ class MethodSpec:
         if self.kg_embedding not in (None, "transe", "transr"):
             raise ConfigurationError(f"method {self.name!r}: kg_embedding must be 'transe' or 'transr', "
                                      f"got {self.kg_embedding!r}")
+
+    def _check_endpoints(self) -> None:
+        from kgplm.evaluation.tasks import TASKS
+
+        if not isinstance(self.results_version, int) or isinstance(self.results_version, bool) \
+                or self.results_version < 1:
+            raise ConfigurationError(f"method {self.name!r}: results_version must be a positive integer, got "
+                                     f"{self.results_version!r}")
+        if self.primary_endpoints and self.control is None:
+            raise ConfigurationError(f"method {self.name!r}: primary endpoints compare a method with its control; "
+                                     f"it has none")
+        for endpoint in self.primary_endpoints:
+            if not isinstance(endpoint, Endpoint):
+                raise ConfigurationError(f"method {self.name!r}: primary_endpoints must be Endpoint records, got "
+                                         f"{endpoint!r}")
+            if endpoint.task in self.evaluations:
+                continue
+            if endpoint.task not in TASKS:
+                raise ConfigurationError(f"method {self.name!r}: endpoint task {endpoint.task!r} is neither a task "
+                                         f"({', '.join(sorted(TASKS))}) nor one of its evaluations "
+                                         f"({', '.join(self.evaluations) or 'none'})")
+            if TASKS[endpoint.task].metric != endpoint.metric:
+                raise ConfigurationError(f"method {self.name!r}: endpoint {endpoint.task!r} names metric "
+                                         f"{endpoint.metric!r}, but the task is scored by "
+                                         f"{TASKS[endpoint.task].metric!r}")
 
     def needs(self, artefact: str) -> bool:
         return artefact in self.artefacts
@@ -244,4 +309,18 @@ def method_table() -> str:
             f"`{spec.control.method}`" + (f", masking {spec.control.masking}" if spec.control.masking else "")
             + "".join(f", {key}={value}" for key, value in spec.control.model_options.items()))
         lines.append(f"| `{name}` | {', '.join(spec.losses)} | {artefacts} | {spec.default_masking} | {control} |")
+    return "\n".join(lines)
+
+
+def claim_table() -> str:
+    """The pre-registered primary endpoints of every knowledge method as a Markdown table (the README's
+    "Does the knowledge help?" claim table is checked against it)."""
+    lines = ["| method | primary endpoint (vs its fair control) | better | the paper's claim | how kgplm's task differs |",
+             "|---|---|---|---|---|"]
+    for name in available():
+        spec = get(name)
+        for endpoint in spec.primary_endpoints:
+            differs = endpoint.approximation or "the paper's dataset and metric"
+            lines.append(f"| `{name}` | {endpoint.task} {endpoint.metric} | {endpoint.direction} | {endpoint.claim} | "
+                         f"{differs} |")
     return "\n".join(lines)

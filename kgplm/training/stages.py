@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from kgplm._io import atomic_file
-from kgplm.exceptions import ConfigurationError, MissingFileError
+from kgplm.exceptions import ArtifactError, ConfigurationError, MissingFileError
 from kgplm.training.run import RunDirectory
 
 __all__ = ["StageInputs", "Stage", "STAGES", "register_stage", "run_artefact_stages", "prepare_store",
@@ -223,7 +223,10 @@ def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking
     from kgplm.text.corpus import build_corpus, load_corpus
     from kgplm.text.masking import WORD_SCHEMES
 
-    if (run.corpus_dir / "manifest.json").is_file():
+    manifest_path = run.corpus_dir / "manifest.json"
+    if manifest_path.is_file():
+        _check_built_corpus(manifest_path, max_length=inputs.arguments["max_length"],
+                            whole_word=masking in WORD_SCHEMES)
         return load_corpus(run.corpus_dir)
     held_out = inputs.held_out
     if held_out is not None:
@@ -239,6 +242,20 @@ def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking
     if inputs.artefacts.get("linking"):
         run.record_stage("linking", inputs.artefacts["linking"])  # e.g. the common names dropped
     return dataset
+
+
+def _check_built_corpus(manifest_path, **expected) -> None:
+    """A corpus already built in the run is reused only if it was built with the settings asked for now."""
+    import json
+
+    built = json.loads(manifest_path.read_text(encoding="utf-8")).get("config", {})
+    different = {name: (built.get(name), value) for name, value in expected.items() if built.get(name) != value}
+    if different:
+        raise ArtifactError(f"{manifest_path}: the corpus there was built with "
+                            + ", ".join(f"{name}={was!r}" for name, (was, _) in different.items())
+                            + ", but this run asks for "
+                            + ", ".join(f"{name}={now!r}" for name, (_, now) in different.items())
+                            + "; use another output directory or remove the corpus")
 
 
 def record_model_length(run: RunDirectory, tokenizer, positions: int) -> None:

@@ -1,5 +1,6 @@
-"""The replication runner without models: rows from the registry, cache keys, and the aggregation
-(intervals, paired bootstrap, baselines) on hand-made outcomes checked against hand computations."""
+"""The replication runner without models: rows from the registry, cache and cell keys, and the aggregation
+(seed intervals, seed-level tests, Holm within a family, flags, baselines) on hand-made cells checked against
+hand computations and scipy."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import replicate  # noqa: E402
+import _table  # noqa: E402
 from _table import aggregate, render_markdown  # noqa: E402
 
 from kgplm.evaluation.tasks import PairExample, SpanExample  # noqa: E402
@@ -27,15 +29,18 @@ SHUFFLED = "smedbert: shuffled graph"
 
 def test_rows_from_the_registry():
     rows = {row.name: row for row in replicate.plan_rows(["smedbert"])}
-    assert list(rows) == ["smedbert", "smedbert − knowledge at fine-tuning", "smedbert − no hybrid attention",
-                          "smedbert − no knowledge losses", SPANS, SHUFFLED, CONTROL, "mlm (token masking, no SOP)"]
+    assert list(rows)[:4] == ["smedbert", "smedbert − knowledge at fine-tuning", "smedbert − no hybrid attention",
+                              "smedbert − no knowledge losses"]
+    assert list(rows)[4:] == [SPANS, SHUFFLED, CONTROL, "mlm (token masking, no SOP)"]
     method, text_only = rows["smedbert"], rows["smedbert − knowledge at fine-tuning"]
     assert method.pretraining == replicate.Pretraining("smedbert", "whole_entity")
     # the same pre-trained models, fine-tuned without SMedBERT's linked mentions
     assert text_only.pretraining == method.pretraining and text_only.encoder_inputs is False
     assert rows[CONTROL].pretraining == replicate.Pretraining("mlm", "whole_entity", (("use_sop", True),))
     assert rows["smedbert − no knowledge losses"].pretraining.model_options == (("use_knowledge_losses", False),)
-    assert all(rows[name].control == CONTROL for name in list(rows)[:4])
+    # the method is compared with its control; what it is made of (ablations, its fine-tuning inputs) with the method
+    assert method.control == CONTROL
+    assert all(rows[name].control == "smedbert" and rows[name].group == "smedbert" for name in list(rows)[1:4])
     assert rows[CONTROL].control is None and rows["mlm (token masking, no SOP)"].pretraining.masking == "bert"
     # the attribution rows the record declares (issue 26.5), both compared with the method
     assert rows[SPANS].pretraining == rows[CONTROL].pretraining and rows[SPANS].finetune_options == (
@@ -49,6 +54,22 @@ def test_rows_from_the_registry():
         budget, method.pretraining, 0, "s")
     assert replicate.finetuning_key(budget, "run", "cmedqaner", 0, True, rows[SPANS].finetune_options) != \
         replicate.finetuning_key(budget, "run", "cmedqaner", 0, True)
+
+
+def test_extra_rows_slot_into_a_methods_family(monkeypatch):
+    def spans_row(name, spec, method_row, control_row):
+        if name != "smedbert":
+            return []
+        return [replicate.Row("control + mention spans", "attribution", method_row.pretraining, name, control_row)]
+
+    monkeypatch.setattr(replicate, "EXTRA_ROWS", [spans_row])
+    rows = replicate.plan_rows(["smedbert", "kebiolm"])
+    names = [row.name for row in rows]
+    assert names.count("control + mention spans") == 1
+    assert names.index("control + mention spans") < names.index(CONTROL)
+    monkeypatch.setattr(replicate, "EXTRA_ROWS", [spans_row, spans_row])
+    with pytest.raises(RuntimeError, match="planned twice"):
+        replicate.plan_rows(["smedbert"])
 
 
 @pytest.fixture()
@@ -99,80 +120,160 @@ def test_an_evaluation_on_held_out_facts_filters_every_rows_text_and_feeds_its_m
     assert replicate.held_out_text_removed(tmp_path, None, corpus, replicate.plan_rows(["smedbert"])) == corpus
 
 
-def test_every_setting_that_changes_a_result_changes_the_cache_key():
+#: a changed value for every Budget field (the test fails when a field is added without one here)
+CHANGED = {"steps": 800, "batch_size": 32, "learning_rate": 5e-4, "encoder": {"hidden_size": 64}, "max_length": 64,
+           "vocab_size": 4000, "facts": 10, "dialogues": 10, "kg_method": "transr", "entity_dim": 32, "kg_epochs": 3,
+           "seeds": (5,), "finetune_seeds": (5,), "tasks": {"cmedqq": [100, 2]}, "max_eval_examples": 50,
+           "finetune_learning_rate": 1e-4, "finetune_batch_size": 8, "finetune_max_length": 64,
+           "similarity_queries": 7, "similarity_pool": 70, "probes": 3, "bootstrap_resamples": 10, "smoke": True}
+
+
+def _every_key(budget: replicate.Budget) -> dict:
+    """Every cache and cell key the runner derives from a budget, for one row, seed, task and fine-tuning seed."""
+    row = replicate.Row("smedbert", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
+    return {"shared": replicate.shared_key(budget),
+            **{f"corpus {variant}": replicate.corpus_key(budget, *variant)
+               for variant in ((False, False), (True, False), (True, True))},
+            "pretraining": replicate.pretraining_key(budget, row.pretraining, 0, "shared"),
+            "finetuning": replicate.finetuning_key(budget, "run", "cmedqq", 0, True),
+            "cell": replicate.cell_job(budget, row, 0, "cmedqq", 0, "shared").key,
+            "intrinsic": replicate.intrinsic_key(budget, "run"), "run": replicate.run_key(budget)}
+
+
+def test_every_setting_that_changes_a_result_changes_a_cache_or_cell_key():
     budget = replicate.Budget()
-    pretraining = replicate.Pretraining("mlm", "bert")
-    base = replicate.pretraining_key(budget, pretraining, 0, "shared")
-    changes = {"steps": 800, "batch_size": 32, "learning_rate": 5e-4, "encoder": {"hidden_size": 64},
-               "max_length": 64, "vocab_size": 4000, "facts": 10, "dialogues": 10, "kg_method": "transr",
-               "entity_dim": 32, "kg_epochs": 3}
-    assert set(changes) == set(replicate.PRETRAINING_FIELDS)
-    for name, value in changes.items():
-        changed = replicate.pretraining_key(dataclasses.replace(budget, **{name: value}), pretraining, 0, "shared")
-        assert replicate.key_hash(changed) != replicate.key_hash(base), name
-    assert replicate.key_hash(replicate.pretraining_key(budget, pretraining, 1, "shared")) != replicate.key_hash(base)
-    # settings of later stages leave the pre-training cache alone
-    later = dataclasses.replace(budget, finetune_seeds=(5,), bootstrap_resamples=10, probes=3)
-    assert replicate.pretraining_key(later, pretraining, 0, "shared") == base
-    fine = replicate.finetuning_key(budget, "run", "cmedqq", 0, True)
-    for variant in (dataclasses.replace(budget, finetune_learning_rate=1e-4),
-                    dataclasses.replace(budget, tasks={"cmedqq": [100, 2]}),
-                    dataclasses.replace(budget, max_eval_examples=50)):
-        assert replicate.finetuning_key(variant, "run", "cmedqq", 0, True) != fine
-    assert replicate.finetuning_key(budget, "run", "cmedqq", 0, False) != fine
+    assert set(CHANGED) == {field.name for field in dataclasses.fields(replicate.Budget)}
+    base = {name: replicate.key_hash(key) for name, key in _every_key(budget).items()}
+    for name, value in CHANGED.items():
+        changed = {key_name: replicate.key_hash(key)
+                   for key_name, key in _every_key(dataclasses.replace(budget, **{name: value})).items()}
+        moved = {key_name for key_name in base if changed[key_name] != base[key_name]}
+        if name in replicate.TABLE_FIELDS:  # they choose which cells are read, not what a cell holds
+            assert not moved, (name, moved)
+        else:
+            assert moved, name
+    # the linked corpora are keyed by max_length (a stale corpus of another length was once reused)
+    shorter = dataclasses.replace(budget, max_length=64)
+    assert replicate.corpus_key(shorter, True, False) != replicate.corpus_key(budget, True, False)
+    assert "max_length" in replicate.corpus_key(budget, False, False)
 
 
-def _accuracy_counts(correct_per_run: list[list[int]]) -> list[dict]:
-    return [{"ids": [f"t{i}" for i in range(len(correct))],
-             "counts": [[float(c), 1.0] for c in correct]} for correct in correct_per_run]
+def test_a_bumped_results_version_changes_the_pretraining_and_cell_keys():
+    budget = replicate.Budget()
+    row = replicate.Row("smedbert", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
+    control = replicate.Row("c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert")
+    before = (replicate.pretraining_key(budget, row.pretraining, 0, "s"), replicate.cell_job(budget, row, 0, "cmedqq", 0,
+                                                                                             "s").key,
+              replicate.cell_job(budget, control, 0, "cmedqq", 0, "s").key)
+    original = get("smedbert")
+    register(dataclasses.replace(original, results_version=original.results_version + 1), replace=True)
+    try:
+        after = (replicate.pretraining_key(budget, row.pretraining, 0, "s"),
+                 replicate.cell_job(budget, row, 0, "cmedqq", 0, "s").key,
+                 replicate.cell_job(budget, control, 0, "cmedqq", 0, "s").key)
+    finally:
+        register(original, replace=True)
+    assert all(a != b for a, b in zip(before, after))  # the control's cells belong to smedbert's family too
+
+
+VERSIONS = {"smedbert": 1, "mlm": 1}
+
+
+def _cells(row: str, task: str, correct_per_run: list[list[int]], seeds=(0, 1, 2), finetune_seeds=(0, 1),
+           degenerate=(), constant="1") -> list[dict]:
+    """Cells of one row on a pair task, runs seed-major; ``degenerate``: indices of runs flagged on dev."""
+    runs = [(seed, finetune_seed) for seed in seeds for finetune_seed in finetune_seeds]
+    assert len(runs) == len(correct_per_run)
+    return [{"row": row, "seed": seed, "task": task, "finetune_seed": finetune_seed, "commit": f"commit-{seed}",
+             "results_versions": dict(VERSIONS),
+             "outcomes": {"ids": [f"t{i}" for i in range(len(correct))], "counts": [[float(c), 1.0] for c in correct]},
+             "dev": {"score": 0.5, "constant": 0.5 if index in degenerate else 0.4, "constant_prediction": constant,
+                     "degenerate": index in degenerate}}
+            for index, ((seed, finetune_seed), correct) in enumerate(zip(runs, correct_per_run))]
+
+
+def _measured(cells, test, train, intrinsic=None) -> dict:
+    probe = SimpleNamespace(seen=np.array([True, False]), baseline_hits=np.array([True, False]))
+    return {"cells": cells, "splits": {"cmedqq": {"train": train, "test": test}},
+            "intrinsic": intrinsic or {}, "own": {}, "own_columns": {},
+            "similarity_sizes": {"D1": 2} if intrinsic else {}, "probe": probe, "timings": {"all": 1.0}}
 
 
 def test_aggregation_by_hand():
-    """3 pre-training seeds × 2 fine-tuning seeds on a 4-example pair task, a method and its control."""
+    """3 pre-training seeds × 2 fine-tuning seeds on a 4-example pair task: SMedBERT's family by hand."""
+    from scipy.stats import ttest_rel
+
     budget = dataclasses.replace(replicate.Budget(), seeds=(0, 1, 2), finetune_seeds=(0, 1),
                                  tasks={"cmedqq": [None, 1]}, bootstrap_resamples=400)
-    method_row = replicate.Row("m", "method", replicate.Pretraining("smedbert", "whole_entity"), "m", "c")
-    twin_row = replicate.Row("m − twin", "ablation", replicate.Pretraining("smedbert", "bert"), "m", "c")
-    control_row = replicate.Row("c", "control", replicate.Pretraining("mlm", "whole_entity"), "m")
+    method_row = replicate.Row("m", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
+    twin_row = replicate.Row("m − twin", "ablation", replicate.Pretraining("smedbert", "bert"), "smedbert", "m")
+    varied_row = replicate.Row("m − varied", "ablation", replicate.Pretraining("smedbert", "bert", {"x": 1}),
+                               "smedbert", "m")
+    control_row = replicate.Row("c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert")
+    reference_row = replicate.Row("v", "reference", replicate.Pretraining("mlm", "bert"))
     # the method is right on every example in every run; the control on none; the twin equals the control
-    method = _accuracy_counts([[1, 1, 1, 1]] * 6)
-    control = _accuracy_counts([[0, 0, 0, 0]] * 6)
-    # a row whose runs differ: accuracies 1/4, 3/4 | 2/4, 2/4 | 4/4, 2/4 → per-seed means 0.5, 0.5, 0.75
-    varied = _accuracy_counts([[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 0, 1]])
+    right, wrong = [[1, 1, 1, 1]] * 6, [[0, 0, 0, 0]] * 6
+    # runs whose accuracies are 1/4, 3/4 | 2/4, 2/4 | 4/4, 2/4 → per-seed means 0.5, 0.5, 0.75
+    varied = [[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 0, 1]]
+    cells = (_cells("m", "cmedqq", right) + _cells("m − twin", "cmedqq", wrong) + _cells("m − varied", "cmedqq", varied)
+             + _cells("c", "cmedqq", wrong, degenerate={3}) + _cells("v", "cmedqq", varied))
     test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
     train = [PairExample(f"r{i}", "a", "b", label) for i, label in enumerate(["1", "1", "0"])]
-    probe = SimpleNamespace(seen=np.array([True, False]), baseline_hits=np.array([True, False]))
     hits = [{"D1": [1, 0], "probe": [1, 0]}] * 3
-    measured = {"tasks": {"cmedqq": {"m": method, "m − twin": control, "c": control, "v": varied}},
-                "splits": {"cmedqq": {"train": train, "test": test}},
-                "intrinsic": {"m": hits, "c": hits}, "own": {}, "own_columns": {}, "similarity_sizes": {"D1": 2},
-                "probe": probe, "timings": {"all": 1.0}}
-    rows = [method_row, twin_row, control_row, replicate.Row("v", "reference", replicate.Pretraining("mlm", "bert"))]
-    result = aggregate(rows, budget, measured, commit="abc", device="cpu", seconds=1.0)
+    rows = [method_row, twin_row, varied_row, control_row, reference_row]
+    result = aggregate(rows, budget, _measured(cells, test, train, {"m": hits, "c": hits}), commit="abc", device="cpu",
+                       seconds=1.0)
 
-    cells = result["tables"]["secondary"]["cells"]  # 4 test examples: below the headline's 200
+    table = result["tables"]["secondary"]["cells"]  # 4 test examples: below the headline's 200
     assert result["tables"]["fine-tuned"]["columns"] == []
-    varied_cell = cells["v"]["cMedQQ acc"]
+    varied_cell = table["v"]["cMedQQ acc"]
     assert varied_cell["per_seed"] == pytest.approx([0.5, 0.5, 0.75])
     t_quantile = 0.95 / math.sqrt(2 * 0.975 * 0.025)  # Student t, 2 degrees of freedom, closed form
     sample_sd = math.sqrt(((0.5 - 7 / 12) ** 2 * 2 + (0.75 - 7 / 12) ** 2) / 2)
     assert varied_cell["mean"] == pytest.approx(7 / 12)
     assert varied_cell["half_width"] == pytest.approx(t_quantile * sample_sd / math.sqrt(3))
-    assert "p_value" not in varied_cell  # a reference row is tested against nothing
-    # δ* = 1 in every resample (no draw can change an all-right vs all-wrong comparison): p = 1 / (B + 1)
-    assert cells["m"]["cMedQQ acc"]["difference"] == 1.0
-    assert cells["m"]["cMedQQ acc"]["p_value"] == pytest.approx(1 / 401)
-    assert cells["m − twin"]["cMedQQ acc"]["p_value"] == 1.0  # identical to its control
+    assert table["c"]["cMedQQ acc"]["degenerate"] == 1 and table["m"]["cMedQQ acc"]["degenerate"] == 0
+
+    family = result["families"]["smedbert"]
+    assert "v" not in {entry["row"] for entry in family["primary"] + family["secondary"]}  # a reference row
+    # the pre-registered endpoint (SMedBERT: cMedQQ accuracy), the method vs its control, seed-paired
+    [primary] = family["primary"]
+    assert (primary["row"], primary["against"], primary["column"]) == ("m", "c", "cMedQQ acc")
+    assert primary["difference"] == 1.0 and primary["n"] == 3
+    assert primary["p_permutation"] == 2 / 8  # all 2^3 sign patterns: only ± the observed one reach |Σd| = 3
+    assert primary["test_sampling_interval"] == [1.0, 1.0]  # no resample of test examples moves δ = 1
+    assert primary["status"].startswith("not tested: 3 pre-training seeds")
+    # ablations are compared with the method, in the method's family, Holm-adjusted over its secondaries
+    secondary = {(entry["row"], entry["column"]): entry for entry in family["secondary"]}
+    assert secondary[("m − twin", "cMedQQ acc")]["against"] == "m"
+    assert secondary[("m − twin", "cMedQQ acc")]["difference"] == -1.0
+    varied_entry = secondary[("m − varied", "cMedQQ acc")]
+    reference = ttest_rel([0.5, 0.5, 0.75], [1.0, 1.0, 1.0])
+    assert varied_entry["p_t"] == pytest.approx(reference.pvalue) and varied_entry["t"] == pytest.approx(
+        reference.statistic)
+    # the family's 5 secondary t p-values: twin 0 (a constant difference), varied p, and the method vs the control
+    # on similarity D1, probe seen, probe unseen (identical hits: 1, 1, 1). Holm: 5·0, 4·p, then 1s.
+    assert len(secondary) == 5
+    assert varied_entry["p_t_holm"] == pytest.approx(min(1.0, 4 * reference.pvalue))
+    assert secondary[("m − twin", "cMedQQ acc")]["p_t_holm"] == 0.0
+    assert secondary[("m", "similarity D1 Acc@1")]["p_t_holm"] == 1.0
+    assert varied_entry["p_permutation_holm"] == 1.0  # permutation p 0.25, 0.25, 1, 1, 1: 5·0.25 > 1
+
     baselines = result["baselines"]["secondary"]
-    assert baselines["majority class (all-O for NER)"]["cMedQQ acc"] == 0.75  # "1", the training majority
+    assert baselines[_table.BEST_CONSTANT]["cMedQQ acc"] == 0.75  # "1" for every test pair
     assert baselines["chance (uniform random training label)"]["cMedQQ acc"] == pytest.approx(0.5, abs=0.05)
     pretrained = result["tables"]["pre-trained"]["cells"]
     assert pretrained["m"]["probe seen"]["mean"] == 1.0 and pretrained["m"]["probe unseen"]["mean"] == 0.0
     assert pretrained["m"]["similarity D1 Acc@1"]["half_width"] == 0.0
     assert result["baselines"]["pre-trained"]["chance"]["similarity D1 Acc@1"] == 0.05
+    assert result["cell_commits"] == ["commit-0", "commit-1", "commit-2"]  # every commit a cell came from
     markdown = render_markdown(result)
-    assert "| **m** | 100.0 ± 0.0 | 0.002 |" in markdown  # 1/401 = 0.0025 → 0.002
-    assert "| *majority class (all-O for NER)* | 75.0 |" in markdown
+    assert "| **m** | 100.0 ± 0.0 |" in markdown
+    assert "| c | 0.0 ± 0.0 †1/6 |" in markdown  # the degenerate run is flagged in its cell
+    assert "† 1 of 30 fine-tuned runs do not beat the best constant predictor on dev: c / cMedQQ acc (seed 1" in markdown
+    assert f"| *{_table.BEST_CONSTANT}* | 75.0 |" in markdown
+    assert "| cmedqq accuracy (higher is better) | +100.0 | 3 | <0.001 | 0.250 | [+100.0, +100.0] | not tested" in markdown
+    assert "### Evidence: smedbert" in markdown and "`commit-0`, `commit-1`, `commit-2`" in markdown
     assert markdown.startswith("## ") and "\n### Secondary table" in markdown
     assert render_markdown(result, 3).startswith("### ") and "\n#### Secondary table" in render_markdown(result, 3)
     readme = f"intro\n{replicate.README_MARKERS[0]}\nold table\n{replicate.README_MARKERS[1]}\nrest\n"
@@ -180,18 +281,73 @@ def test_aggregation_by_hand():
     assert updated == f"intro\n{replicate.README_MARKERS[0]}\n| new |\n{replicate.README_MARKERS[1]}\nrest\n"
 
 
+def test_a_primary_endpoint_with_five_seeds_is_tested():
+    seeds = (0, 1, 2, 3, 4)
+    budget = dataclasses.replace(replicate.Budget(), seeds=seeds, finetune_seeds=(0,), tasks={"cmedqq": [None, 1]},
+                                 bootstrap_resamples=50)
+    method_row = replicate.Row("m", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
+    control_row = replicate.Row("c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert")
+    method = [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 0]]  # 1, .75, 1, 1, .75
+    control = [[0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]]  # 0, .25, 0, .25, 0
+    cells = _cells("m", "cmedqq", method, seeds, (0,)) + _cells("c", "cmedqq", control, seeds, (0,))
+    test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
+    result = aggregate([method_row, control_row], budget, _measured(cells, test, test), commit="abc", device="cpu",
+                       seconds=0.0)
+    [primary] = result["families"]["smedbert"]["primary"]
+    assert primary["n"] == 5 and primary["p_permutation"] == 2 / 32  # exact: the smallest two-sided p with 5 seeds
+    assert primary["p_t"] < 0.05 and primary["status"].startswith("supported")
+    assert result["families"]["smedbert"]["missing_endpoints"] == ["cmedqaner entity_f1"]  # not among the tasks run
+    assert "| cmedqaner entity_f1 | — |" in render_markdown(result)
+
+
+def test_a_constant_prediction_run_is_flagged():
+    from _outcomes import best_constant
+
+    from kgplm.evaluation.statistics import example_counts, metric_from_counts
+
+    train = [PairExample(f"r{i}", "a", "b", label) for i, label in enumerate(["0", "0", "1"])]
+    dev = [PairExample(f"d{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1", "0"])]
+    constant = best_constant("cmedqq", train, dev)
+    assert constant == {"score": 0.6, "prediction": "1"}  # the best single label on dev, not the training majority
+    gold = [example.label for example in dev]
+
+    def dev_score(predicted):
+        return float(metric_from_counts("accuracy", example_counts("accuracy", gold, predicted).sum(0)))
+
+    assert replicate.dev_record(dev_score(["1"] * 5), constant)["degenerate"] is True  # one class for every pair
+    assert replicate.dev_record(dev_score(["0"] * 5), constant)["degenerate"] is True
+    assert replicate.dev_record(dev_score(["1", "0", "1", "1", "1"]), constant)["degenerate"] is False
+    ner = [SpanExample("n0", "糖尿病患者", ((0, 3, "dis"),))]
+    assert best_constant("cmedqaner", ner, ner) == {"score": 0.0, "prediction": "no entity (all-O)"}
+    assert replicate.dev_record(0.0, best_constant("cmedqaner", ner, ner))["degenerate"] is True
+
+
+def test_a_table_refuses_cells_of_another_results_version():
+    from kgplm.exceptions import ArtifactError
+
+    budget = dataclasses.replace(replicate.Budget(), seeds=(0,), finetune_seeds=(0,), tasks={"cmedqq": [None, 1]})
+    row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
+    [stale] = _cells("r", "cmedqq", [[1, 0]], (0,), (0,))
+    stale["results_versions"] = {"mlm": 7}
+    test = [PairExample(f"t{i}", "a", "b", "1") for i in range(2)]
+    with pytest.raises(ArtifactError, match=r"mlm \(registry: 1\)"):
+        aggregate([row], budget, _measured([stale], test, test), commit="abc", device="cpu", seconds=0.0)
+
+
 def test_ner_baselines_and_unit_count():
     budget = dataclasses.replace(replicate.Budget(), seeds=(0,), finetune_seeds=(0,), tasks={"cmedqaner": [None, 1]})
     row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
     test = [SpanExample(f"d{i}", "糖尿病患者", ((0, 3, "dis"),) * 1) for i in range(250)]
-    outcome = {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 250}  # every entity found
-    measured = {"tasks": {"cmedqaner": {"r": [outcome]}}, "splits": {"cmedqaner": {"train": test, "test": test}},
+    cell = {"row": "r", "seed": 0, "task": "cmedqaner", "finetune_seed": 0, "commit": "c", "results_versions": {"mlm": 1},
+            "outcomes": {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 250},  # every entity found
+            "dev": {"score": 1.0, "constant": 0.0, "constant_prediction": "no entity (all-O)", "degenerate": False}}
+    measured = {"cells": [cell], "splits": {"cmedqaner": {"train": test, "test": test}},
                 "intrinsic": {}, "own": {}, "own_columns": {}, "similarity_sizes": {},
                 "probe": SimpleNamespace(seen=np.array([True]), baseline_hits=np.array([False])), "timings": {}}
     result = aggregate([row], budget, measured, commit="abc", device="cpu", seconds=0.0)
     assert result["tables"]["fine-tuned"]["columns"] == ["cMedQANER F1"]  # 250 entities: headline
     assert result["tables"]["fine-tuned"]["cells"]["r"]["cMedQANER F1"]["mean"] == 1.0
-    assert result["baselines"]["fine-tuned"]["majority class (all-O for NER)"]["cMedQANER F1"] == 0.0
+    assert result["baselines"]["fine-tuned"][_table.BEST_CONSTANT]["cMedQANER F1"] == 0.0
     assert "cMedQANER F1" not in result["baselines"]["fine-tuned"].get("chance (uniform random training label)", {})
 
 
@@ -203,12 +359,14 @@ def test_the_linker_as_ner_baseline_row():
     row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
     test = [SpanExample(f"d{i}", "糖尿病患者", ((0, 3, "dis"),)) for i in range(4)] + [
         SpanExample("d4", "患者糖尿病", ((2, 5, "dis"),))]
-    outcome = {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 5}
-    measured = {"tasks": {"cmedqaner": {"r": [outcome]}}, "splits": {"cmedqaner": {"train": test, "test": test}},
+    cell = {"row": "r", "seed": 0, "task": "cmedqaner", "finetune_seed": 0, "commit": "c", "results_versions": {"mlm": 1},
+            "outcomes": {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 5},
+            "dev": {"score": 1.0, "constant": 0.0, "constant_prediction": "no entity (all-O)", "degenerate": False}}
+    measured = {"cells": [cell], "splits": {"cmedqaner": {"train": test, "test": test}},
                 "intrinsic": {}, "own": {}, "own_columns": {}, "similarity_sizes": {},
                 "probe": SimpleNamespace(seen=np.array([True]), baseline_hits=np.array([False])), "timings": {},
                 "link": lambda text: [(0, 3, "Disease"), (3, 5, "Person")]}
     result = aggregate([row], budget, measured, commit="abc", device="cpu", seconds=0.0)
-    baseline = result["baselines"]["secondary"]["linker as NER (the linker's spans, KG type → label fitted on train)"]
+    baseline = result["baselines"]["secondary"][_table.LINKER_AS_NER]
     # four documents right, "患者糖尿病" wrong twice over (a missed gold, a false (0, 3)): P = R = 4/5
     assert baseline["cMedQANER F1"] == pytest.approx(0.8)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from kgplm.evaluation.metrics import accuracy, entity_scores, macro_f1
-from kgplm.evaluation.statistics import example_counts, metric_from_counts, paired_bootstrap, seed_interval
+from kgplm.evaluation.statistics import (example_counts, holm, metric_from_counts, paired_bootstrap, paired_t_test,
+                                        seed_interval, sign_flip_test)
 from kgplm.exceptions import ConfigurationError
 
 
@@ -89,3 +90,52 @@ def test_bad_input_fails_early():
         example_counts("bleu", [1], [1])
     with pytest.raises(ConfigurationError, match="not in the label list"):
         example_counts("macro_f1", ["a"], ["b"], labels=["a"])
+
+
+# -- seed-level tests and Holm ----------------------------------------------------------------------------
+def test_paired_t_test_equals_scipy():
+    from scipy.stats import ttest_rel
+
+    rng = np.random.default_rng(3)
+    for n in (2, 3, 5, 8):
+        method, control = rng.normal(0.6, 0.05, n), rng.normal(0.58, 0.05, n)
+        ours, reference = paired_t_test(method, control), ttest_rel(method, control)
+        assert ours.p_value == pytest.approx(reference.pvalue, rel=1e-12)
+        assert ours.statistic == pytest.approx(reference.statistic, rel=1e-12)
+        assert ours.difference == pytest.approx(float(np.mean(method - control))) and ours.n == n
+    # equal differences: no variance; all zero is no evidence at all
+    assert paired_t_test([0.5, 0.6, 0.7], [0.5, 0.6, 0.7]).p_value == 1.0
+    assert paired_t_test([0.6, 0.7, 0.8], [0.5, 0.6, 0.7]).p_value == 0.0
+
+
+def test_sign_flip_p_equals_a_hand_enumeration():
+    method, control = [0.70, 0.62, 0.66, 0.58], [0.60, 0.65, 0.61, 0.55]  # d = 0.10, −0.03, 0.05, 0.03
+    differences = [m - c for m, c in zip(method, control)]
+    observed = abs(sum(differences))
+    # the 16 sign patterns written out by hand with itertools, independently of the vectorised bit trick
+    extreme = sum(abs(sum(s * d for s, d in zip(signs, differences))) >= observed - 1e-12
+                  for signs in itertools.product((1, -1), repeat=4))
+    # |Σ σd| ≥ 0.15 holds for σ = ±(+,+,+,+) (Σ = ±0.15), ±(+,−,+,+) (±0.21) and ±(+,−,+,−) (±0.15, a tie,
+    # counted): 6 of 16
+    assert extreme == 6
+    assert sign_flip_test(method, control).p_value == pytest.approx(6 / 16)
+
+
+def test_sign_flip_is_exact_its_smallest_p_with_five_seeds_is_two_in_32():
+    result = sign_flip_test([0.9, 0.8, 0.85, 0.7, 0.95], [0.5, 0.5, 0.5, 0.5, 0.5])
+    assert result.p_value == 2 / 32 and result.n == 5
+    assert sign_flip_test([0.9, 0.8, 0.7], [0.5, 0.5, 0.5]).p_value == 2 / 8
+    assert sign_flip_test([0.5, 0.5, 0.5], [0.5, 0.5, 0.5]).p_value == 1.0
+    with pytest.raises(ConfigurationError, match="paired by seed"):
+        sign_flip_test([0.5, 0.6], [0.5, 0.6, 0.7])
+
+
+def test_holm_equals_a_hand_computation():
+    # sorted 0.01, 0.02, 0.03, 0.2 (m = 4): 4·0.01 = 0.04, 3·0.02 = 0.06, 2·0.03 = 0.06, 1·0.2 = 0.2;
+    # a running maximum keeps them monotone; back in the input order
+    assert holm([0.03, 0.2, 0.01, 0.02]) == pytest.approx([0.06, 0.2, 0.04, 0.06])
+    # step-down monotonicity: 3·0.01 = 0.03, 2·0.011 = 0.022 → raised to 0.03; capped at 1
+    assert holm([0.011, 0.01, 0.9]) == pytest.approx([0.03, 0.03, 0.9])
+    assert holm([0.6, 0.7]) == [1.0, 1.0] and holm([]) == []
+    with pytest.raises(ConfigurationError, match="p-values"):
+        holm([0.5, 1.5])

@@ -14,6 +14,7 @@ from kgplm.methods.ehealth.modeling import (
     mts_candidates,
     multi_token_selection_objective,
 )
+from kgplm.methods import endpoints
 from kgplm.methods.registry import Control, MethodSpec, register
 from kgplm.models.electra import ELECTRA_ENCODING
 from kgplm.models.electra_batching import build_electra_collator
@@ -41,6 +42,7 @@ SPEC = register(MethodSpec(
     encoding=ELECTRA_ENCODING,
     build_collator=build_collator,
     losses=("mlm", "rtd", "mts", "csp"),
+    primary_endpoints=endpoints.EHEALTH,
     default_masking="whole_word",
     # the control corrupts every sequence twice, as eHealth does: the same RTD/MLM targets per step (issue 26.6)
     control=Control("electra", masking="whole_word",

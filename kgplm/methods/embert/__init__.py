@@ -25,6 +25,7 @@ from kgplm.methods.embert.modeling import (
 from kgplm.methods.embert.segments import EntitySegmenter, EntitySegments, build_entity_segments, derive_cut_points
 from kgplm.methods.embert.thesaurus import Thesaurus, build_thesaurus, default_equivalence_relations
 from kgplm.methods.mlm import BERT_ENCODING
+from kgplm.methods import endpoints
 from kgplm.methods.registry import Control, MethodSpec, register
 from kgplm.training.stages import Stage, register_stage
 
@@ -97,6 +98,7 @@ SPEC = register(MethodSpec(
     losses=("mlm", "sop", "cecp", "es", "bem"),
     artefacts=frozenset({"thesaurus", "entity_segments", "entity_frequencies"}),
     default_masking="bert",
+    primary_endpoints=endpoints.EMBERT,
     control=Control("mlm"),
     ablations={"no_consistency": {"use_cecp": False}, "no_bidirectional_masking": {"use_bem": False},
                "no_segmentation": {"use_es": False},

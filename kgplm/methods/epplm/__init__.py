@@ -22,6 +22,7 @@ from kgplm.methods.epplm.modeling import (
     attribute_distances,
     product_attribute_objective,
 )
+from kgplm.methods import endpoints
 from kgplm.methods.epplm.evaluation import (
     drop_leaking_text,
     held_out_triples,
@@ -73,6 +74,7 @@ SPEC = register(MethodSpec(
     losses=("mlm", "rtd", "pap"),
     artefacts=frozenset({"product_attributes"}),
     default_masking="word_entity",
+    primary_endpoints=endpoints.EPPLM,
     control=Control("electra", masking="word_entity", model_options={"mask_fraction": 1.0, "random_fraction": 0.0}),
     evaluations={
         "PAP AUC": MethodEvaluation(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from kgplm.methods.kebiolm.batching import KebiolmCollator
 from kgplm.methods.kebiolm.configuration import KebiolmConfig
 from kgplm.methods.kebiolm.modeling import KEBIOLM_ENCODING, KebiolmEncoding, KebiolmForPreTraining
+from kgplm.methods import endpoints
 from kgplm.methods.registry import Control, MethodSpec, register
 
 __all__ = ["KebiolmConfig", "KebiolmForPreTraining", "KebiolmEncoding", "KebiolmCollator", "SPEC"]
@@ -46,6 +47,7 @@ SPEC = register(MethodSpec(
     kg_embedding="transe",
     default_masking="whole_entity",
     prepare_model=prepare_model,
+    primary_endpoints=endpoints.KEBIOLM,
     control=Control("mlm", masking="whole_entity"),
     ablations={"random_entity_init": {"entity_init": "random"},
                "frozen_entities": {"freeze_entity_embeddings": True},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from kgplm.methods import endpoints
 from kgplm.methods.registry import AttributionRow, Control, MethodSpec, register
 from kgplm.methods.smedbert.batching import (
     KnowledgeLookup,
@@ -72,6 +73,7 @@ SPEC = register(MethodSpec(
     finetuning_inputs=knowledge_inputs,
     derive_config=derive_config,
     prepare_model=prepare_model,
+    primary_endpoints=endpoints.SMEDBERT,
     control=Control("mlm", masking="whole_entity", model_options={"use_sop": True}),
     ablations={"no_hybrid_attention": {"use_hybrid_attention": False},
                "no_knowledge_losses": {"use_knowledge_losses": False}},
