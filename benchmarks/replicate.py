@@ -369,7 +369,7 @@ def intrinsic(work: Path, budget: Budget, run: Path, similarity_sets, probe, dev
     from kgplm.text.tokenization import load_tokenizer
 
     key = {"pretrained": run.name, "similarity_queries": budget.similarity_queries,
-           "similarity_pool": budget.similarity_pool, "probes": budget.probes}
+           "similarity_pool": budget.similarity_pool, "probes": budget.probes, "probe_queries": probe.fingerprint}
     directory, done = cached_directory(work / "intrinsic", run.name, key)
     if done:
         return json.loads((directory / "outcomes.json").read_text(encoding="utf-8"))

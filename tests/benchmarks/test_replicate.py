@@ -96,8 +96,10 @@ def test_aggregation_by_hand():
     varied = _accuracy_counts([[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 0, 1]])
     test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
     train = [PairExample(f"r{i}", "a", "b", label) for i, label in enumerate(["1", "1", "0"])]
-    probe = SimpleNamespace(seen=np.array([True, False]), baseline_hits=np.array([True, False]))
-    hits = [{"D1": [1, 0], "probe": [1, 0]}] * 3
+    # probe queries: hard & seen, hard & unseen, then two the model-free baseline answers (easy)
+    probe = SimpleNamespace(seen=np.array([True, False, True, False]), hard=np.array([True, True, False, False]),
+                            chance=np.array([0.1, 0.2, 0.3, 0.4]))
+    hits = [{"D1": [1, 0], "probe": [1, 0, 1, 0]}] * 3
     measured = {"tasks": {"cmedqq": {"m": method, "m − twin": control, "c": control, "v": varied}},
                 "splits": {"cmedqq": {"train": train, "test": test}},
                 "intrinsic": {"m": hits, "c": hits}, "own": {}, "own_columns": {}, "similarity_sizes": {"D1": 2},
@@ -122,7 +124,11 @@ def test_aggregation_by_hand():
     assert baselines["majority class (all-O for NER)"]["cMedQQ acc"] == 0.75  # "1", the training majority
     assert baselines["chance (uniform random training label)"]["cMedQQ acc"] == pytest.approx(0.5, abs=0.05)
     pretrained = result["tables"]["pre-trained"]["cells"]
-    assert pretrained["m"]["probe seen"]["mean"] == 1.0 and pretrained["m"]["probe unseen"]["mean"] == 0.0
+    assert pretrained["m"]["probe hard seen"]["mean"] == 1.0 and pretrained["m"]["probe hard unseen"]["mean"] == 0.0
+    assert pretrained["m"]["probe easy"]["mean"] == 0.5
+    chance = result["baselines"]["pre-trained"]["chance"]
+    assert chance["probe hard seen"] == pytest.approx(0.1) and chance["probe easy"] == pytest.approx(0.35)
+    assert result["notes"]["probes"] == {"hard seen": 1, "hard unseen": 1, "easy": 2}
     assert pretrained["m"]["similarity D1 Acc@1"]["half_width"] == 0.0
     assert result["baselines"]["pre-trained"]["chance"]["similarity D1 Acc@1"] == 0.05
     markdown = render_markdown(result)
@@ -142,7 +148,8 @@ def test_ner_baselines_and_unit_count():
     outcome = {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 250}  # every entity found
     measured = {"tasks": {"cmedqaner": {"r": [outcome]}}, "splits": {"cmedqaner": {"train": test, "test": test}},
                 "intrinsic": {}, "own": {}, "own_columns": {}, "similarity_sizes": {},
-                "probe": SimpleNamespace(seen=np.array([True]), baseline_hits=np.array([False])), "timings": {}}
+                "probe": SimpleNamespace(seen=np.array([True]), hard=np.array([True]), chance=np.array([0.0])),
+                "timings": {}}
     result = aggregate([row], budget, measured, commit="abc", device="cpu", seconds=0.0)
     assert result["tables"]["fine-tuned"]["columns"] == ["cMedQANER F1"]  # 250 entities: headline
     assert result["tables"]["fine-tuned"]["cells"]["r"]["cMedQANER F1"]["mean"] == 1.0
