@@ -171,9 +171,8 @@ def _p(entry: dict | None) -> str:
 
 TABLE_TITLES = {
     "fine-tuned": "Fine-tuned tasks (test scores ×100)",
-    "pre-trained": "Pre-trained models, no fine-tuning: similarity Acc@1, cloze probe recall@5 on the queries the model-free "
-                   "baseline misses (hard; the easy ones apart), "
-                   "the methods' own evaluations (×100)",
+    "pre-trained": "Pre-trained models, no fine-tuning: similarity Acc@1, cloze probe recall@5 on the queries "
+                   "the model-free baseline misses (hard; the easy ones apart), the methods' own evaluations (×100)",
     "secondary": "Secondary table: tasks with fewer than 200 test units (×100)",
 }
 
