@@ -86,13 +86,16 @@ def reference_scores(probe, store, tokenizer, *, beam_size: int = 5,
     # baseline: per slot (side, relation) the fillers' counts, and per slot and given name the counts that
     # the query's own facts contribute (subtracted for that query)
     display = _surfaces(tokenizer, names)
+    asked = {(query.direction, relation_of[query.relation], names[store.entity_id(query.known)])
+             for query in probe.queries}
     counts: dict[tuple[str, int], Counter] = defaultdict(Counter)
-    own: dict[tuple[str, int, str], Counter] = defaultdict(Counter)
+    own: dict[tuple[str, int, str], Counter] = {key: Counter() for key in asked}
     for head, relation, tail in triples.tolist():
         counts[("tail", relation)][tail] += 1
         counts[("head", relation)][head] += 1
-        own[("tail", relation, names[head])][tail] += 1
-        own[("head", relation, names[tail])][head] += 1
+        for key, filler in ((("tail", relation, names[head]), tail), (("head", relation, names[tail]), head)):
+            if key in own:
+                own[key][filler] += 1
     ranked: dict[tuple[str, int], dict[int, list[tuple[int, int]]]] = {}
     baseline, chance = [], []
     for query in probe.queries:
@@ -109,7 +112,7 @@ def reference_scores(probe, store, tokenizer, *, beam_size: int = 5,
                 if 1 <= length <= max_answer_tokens:
                     by_length[length].append((entity, count))
             ranked[slot] = by_length
-        mine = own.get((*slot, names[store.entity_id(query.known)]), Counter())
+        mine = own[(*slot, names[store.entity_id(query.known)])]
         guesses = [display[entity][0] for candidates in ranked[slot].values()
                    for entity in _top_without(candidates, mine, beam_size)]
         baseline.append(float(any(guess in gold for guess in guesses)))
