@@ -101,6 +101,32 @@ def test_pepr_auto_mode_is_exact_within_the_budget_and_recorded(toy_run, toy_cor
     assert stages["pepr_mode_used"] == "fast"
 
 
+def test_a_shuffled_graph_run_builds_pepr_on_the_shuffled_graph_and_records_it(toy_run, toy_corpus, tmp_path):
+    """``graph_shuffle_seed``: the PEPR table is the shuffled graph's, the saved store (what fine-tuning
+    links with) the real one, the seed recorded; given artefacts cannot bypass it."""
+    from kgplm.kg.pepr import NeighborTable, top_k_neighbors
+
+    run = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "shuffled", max_steps=1,
+                                                  graph_shuffle_seed=3, pepr_mode="exact"))
+    config = json.loads((run.output_dir / "run_config.json").read_text())
+    assert config["graph_shuffle_seed"] == 3 and config["stages"]["graph_shuffle"]["seed"] == 3
+    table = NeighborTable.load(run.output_dir / "kg" / "neighbors.npz")
+    frequencies = np.load(run.output_dir / "kg" / "entity_frequencies.npy")
+    store = kgplm.KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+    seeds = np.flatnonzero(frequencies > 0)
+    shuffled = top_k_neighbors(store.with_shuffled_links(3), seeds, k=10, mode="exact", frequencies=frequencies,
+                               show_progress=False)
+    real = NeighborTable.load(toy_run.output_dir / "kg" / "neighbors.npz")
+    assert (table.neighbors == shuffled.neighbors).all()
+    assert not (table.neighbors == real.neighbors).all()
+    from kgplm.training.run import RunDirectory
+
+    assert RunDirectory(run.output_dir).open_store().shuffled_links is None
+    with pytest.raises(ConfigurationError, match="graph_shuffle_seed"):
+        kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "bypass", graph_shuffle_seed=3,
+                                                neighbor_table=str(toy_run.output_dir / "kg" / "neighbors.npz")))
+
+
 def test_the_kg_tables_in_the_model_are_the_trained_embeddings(toy_run):
     from kgplm.kg.embeddings import KGEmbeddings
 
@@ -218,3 +244,25 @@ def test_losses_decrease_on_real_medical_dialogue(cmekg_store, shared_data, tmp_
     sop = result.curve("sop")
     # near chance (ln 2) in so short a run on real text, and finite: SOP needs scale (benchmarks/sop_curve.py)
     assert all(0.5 < value < 0.8 for value in sop)
+
+
+def test_linking_options_reach_the_corpus_and_are_recorded(toy_run, toy_corpus, tmp_path):
+    from kgplm import KGStore
+    from kgplm.text.corpus import load_corpus
+    from kgplm.text.linking import EntityLinker
+    from kgplm.text.linking_filters import LINKING_OPTIONS, common_names
+
+    assert toy_run.run_config["linking"] == LINKING_OPTIONS  # the defaults, recorded
+    result = kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path, max_steps=2,
+                                                 linking={"common_word_share": 0.1, "min_length": 3}))
+    assert result.run_config["linking"] == {**LINKING_OPTIONS, "common_word_share": 0.1, "min_length": 3}
+    store = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+    texts = toy_corpus.read_text(encoding="utf-8").splitlines()
+    expected = common_names(EntityLinker(store, min_length=3), texts, 0.1)
+    assert expected and result.run_config["stages"]["linking"] == {"common_names": expected}
+    dataset = load_corpus(result.output_dir / "corpus")
+    linked = {store.entity_name(e) for row in dataset for e in row["mention_entity_ids"]}
+    dropped = {e for name in expected for e in store.entity_ids(name)}
+    assert linked and not linked & {store.entity_name(e) for e in dropped}
+    with pytest.raises(ConfigurationError, match="unknown linking options"):
+        kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path / "z", linking={"roots ": ["x"]}))
