@@ -213,7 +213,8 @@ def test_the_linker_as_ner_baseline_row():
     outcome = {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 5}
     measured = {"tasks": {"cmedqaner": {"r": [outcome]}}, "splits": {"cmedqaner": {"train": test, "test": test}},
                 "intrinsic": {}, "own": {}, "own_columns": {}, "similarity_sizes": {},
-                "probe": SimpleNamespace(seen=np.array([True]), baseline_hits=np.array([False])), "timings": {},
+                "probe": SimpleNamespace(seen=np.array([True]), hard=np.array([True]), chance=np.array([0.0])),
+                "timings": {},
                 "link": lambda text: [(0, 3, "Disease"), (3, 5, "Person")]}
     result = aggregate([row], budget, measured, commit="abc", device="cpu", seconds=0.0)
     baseline = result["baselines"]["secondary"]["linker as NER (the linker's spans, KG type → label fitted on train)"]
