@@ -1,20 +1,27 @@
 """The cloze probe for the replication table: an adapter over :mod:`kgplm.evaluation.probing`.
 
-The table needs, per probe query, a model's hit, the model-free baseline's hit, and whether the
-pre-training text states the fact. This adapter builds the probe with :func:`build_probe` (per-relation
-templates, every answer and alias, all answer lengths decoded with a beam of 5) and adds:
+The table needs, per probe query, a model's hit and the query's group. This adapter builds the probe
+with :func:`build_probe` (templates in the form the pre-training text states facts, every answer and
+alias, all answer lengths decoded with a beam of 5) and adds:
 
 * **seen / unseen**: a query is *seen* when one line of the pre-training text contains the name of
   its given entity and one of its accepted answer names; *unseen* queries test knowledge the text did
   not state. (The replication rows are trained without ``exclude_triples``, so no query is held out
   by construction; ``benchmarks/probe.py`` shows the held-out design.)
+* **hard / easy** (:func:`reference_scores`): *easy* queries are those the model-free baseline answers
+  (the slot's most frequent fillers among the *other* facts, 5 per answer length); the table's probe
+  columns are the **hard** queries, seen and unseen, with the easy ones reported apart.
+* **chance** per query: the probability that 5 entity names per answer length drawn uniformly hit.
+* **type 1** (Yuan et al. 2021 §4.6.4: an answer occurs in the query), for the notes.
 * **per-query hits** (:func:`evaluate_probe`; a query whose answers the vocabulary cannot write
-  counts as a miss), so the paired bootstrap can resample queries.
-* **the model-free baseline** (:func:`reference_scores`: the relation slot's most frequent fillers,
-  5 per answer length), one hit per query.
+  counts as a miss), so the bootstrap can resample queries.
+* **fingerprint**: a hash of the queries, for the cache keys of the outcomes.
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
 
 import numpy as np
 
@@ -23,10 +30,10 @@ __all__ = ["HeldOutProbe"]
 
 class HeldOutProbe:
     """At most ``max_probes`` queries from ``store`` for ``tokenizer``, split by whether ``corpus_lines``
-    state them."""
+    state them and whether the model-free baseline answers them."""
 
     def __init__(self, store, tokenizer, corpus_lines, *, max_probes: int = 500, seed: int = 0) -> None:
-        from kgplm.evaluation.probing import Probe, build_probe, reference_scores
+        from kgplm.evaluation.probing import Probe, answer_in_query, build_probe, reference_scores
 
         self.tokenizer = tokenizer
         probe = build_probe(store, queries_per_relation=10, held_out_fraction=0.0, seed=seed)
@@ -35,8 +42,14 @@ class HeldOutProbe:
         lines = list(corpus_lines)
         self.seen = np.array([self._stated(store.entity_name(store.entity_id(query.known)), query.answer_names, lines)
                               for query in self.probe.queries], dtype=bool)
-        baseline = reference_scores(self.probe, store, tokenizer)["baseline"]
-        self.baseline_hits = np.array([bool(hit) for hit in baseline], dtype=bool)
+        references = reference_scores(self.probe, store, tokenizer)
+        self.baseline_hits = np.array([bool(hit) for hit in references["baseline"]], dtype=bool)
+        self.hard = ~self.baseline_hits
+        self.chance = np.array([hit or 0.0 for hit in references["chance"]], dtype=float)
+        self.type1 = np.array([answer_in_query(query) for query in self.probe.queries], dtype=bool)
+        queries = json.dumps([[q.relation, q.direction, q.prefix, q.suffix, list(q.answer_names)]
+                              for q in self.probe.queries], ensure_ascii=False)
+        self.fingerprint = hashlib.sha1(queries.encode()).hexdigest()[:12]
 
     @staticmethod
     def _stated(known: str, answers, lines) -> bool:

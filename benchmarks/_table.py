@@ -175,25 +175,27 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
 
     probe = measured["probe"]
     intrinsic_columns = [f"similarity {name} Acc@1" for name in measured["similarity_sizes"]]
-    intrinsic_columns += ["probe seen", "probe unseen"]
+    # the probe's primary columns are the queries the model-free baseline misses (hard), seen and unseen in
+    # the pre-training text; the queries it answers (easy) are reported apart
+    probe_groups = {"probe hard seen": probe.hard & probe.seen, "probe hard unseen": probe.hard & ~probe.seen,
+                    "probe easy": ~probe.hard}
+    intrinsic_columns += list(probe_groups)
     tables["pre-trained"]["columns"] = intrinsic_columns
     for row, outcomes in measured["intrinsic"].items():
         columns = {f"similarity {name} Acc@1": [o[name] for o in outcomes] for name in measured["similarity_sizes"]}
         if all("probe" in o for o in outcomes):
             probe_hits = np.asarray([o["probe"] for o in outcomes], dtype=bool)  # (seeds, probes)
-            columns["probe seen"] = probe_hits[:, probe.seen]
-            columns["probe unseen"] = probe_hits[:, ~probe.seen]
+            columns.update({column: probe_hits[:, mask] for column, mask in probe_groups.items()})
         for column, hits in columns.items():
             hits = np.asarray(hits, dtype=np.float64)
             if hits.shape[1]:
                 add("pre-trained", column, row, _summary(hits.mean(1)))
     for name in measured["similarity_sizes"]:
         baselines["pre-trained"].setdefault("chance", {})[f"similarity {name} Acc@1"] = 1 / SIMILARITY_CANDIDATES
-    baselines["pre-trained"]["model-free probe baseline (most frequent tail of the relation)"] = {
-        "probe seen": float(probe.baseline_hits[probe.seen].mean()) if probe.seen.any() else None,
-        "probe unseen": float(probe.baseline_hits[~probe.seen].mean()) if (~probe.seen).any() else None}
+    baselines["pre-trained"].setdefault("chance", {}).update(
+        {column: float(probe.chance[mask].mean()) if mask.any() else None for column, mask in probe_groups.items()})
     notes["similarity queries"] = measured["similarity_sizes"]
-    notes["probes"] = {"seen": int(probe.seen.sum()), "unseen": int((~probe.seen).sum())}
+    notes["probes"] = {column.removeprefix("probe "): int(mask.sum()) for column, mask in probe_groups.items()}
 
     for column, (method, evaluation) in measured["own_columns"].items():
         tables["pre-trained"]["columns"].append(column)
@@ -320,8 +322,8 @@ def _signed(value) -> str:
 
 TABLE_TITLES = {
     "fine-tuned": "Fine-tuned tasks (test scores ×100)",
-    "pre-trained": "Pre-trained models, no fine-tuning: similarity Acc@1, held-out cloze probe (exact match), "
-                   "the methods' own evaluations (×100)",
+    "pre-trained": "Pre-trained models, no fine-tuning: similarity Acc@1, cloze probe recall@5 on the queries "
+                   "the model-free baseline misses (hard; the easy ones apart), the methods' own evaluations (×100)",
     "secondary": "Secondary table: tasks with fewer than 200 test units (×100)",
 }
 
@@ -405,6 +407,7 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
     notes = result["notes"]
     lines += ["Test sets: " + "; ".join(f"{column}: {text}" for column, text in notes["test units"].items()) + ".",
               "Similarity queries per set: " + ", ".join(f"{k} {v}" for k, v in notes["similarity queries"].items())
-              + f"; probes seen in the pre-training text {notes['probes']['seen']}, unseen "
-                f"{notes['probes']['unseen']}.", ""]
+              + "; probe queries (seen/unseen: stated in the pre-training text or not; easy: answered by the "
+                "model-free baseline, the slot's most frequent fillers among the other facts): "
+              + ", ".join(f"{group} {count}" for group, count in notes["probes"].items()) + ".", ""]
     return "\n".join(lines)

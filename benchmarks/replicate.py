@@ -509,7 +509,7 @@ def intrinsic(work: Path, budget: Budget, run: Path, similarity_sets, probe, dev
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
 
-    key = intrinsic_key(budget, run.name)
+    key = {**intrinsic_key(budget, run.name), "probe_queries": probe.fingerprint}
     directory, done = cached_directory(work / "intrinsic", run.name, key)
     if done:
         return json.loads((directory / "outcomes.json").read_text(encoding="utf-8"))

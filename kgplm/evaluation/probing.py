@@ -4,24 +4,28 @@ Yuan et al. (2021), "Improving Biomedical Pretrained Language Models with Knowle
 (after LAMA, Petroni et al. 2019, and X-FACTR, Jiang et al. 2020).
 
 Queries (:func:`build_probe`). Each triple (s, r, o) of the graph gives two queries through a
-per-relation template (:data:`CMEKG_TEMPLATES` for CMeKG's Chinese predicates, ``"{s}的{r}是{o}。"``
-for other Chinese ones, the paper's "s r o" with ``is`` before relations ending in of/as/by for
-English ones): ``[CLS] s r [MASK]… [SEP]`` (``direction="tail"``) and ``[CLS] [MASK]… r o [SEP]``
-(``"head"``). Queries with the same text are one query whose answers are every entity that completes
-it (the entities sharing the known entity's name included), each with its name and aliases. Answers
-are limited to ``max_answer_tokens`` (10) tokens — counted without a tokenizer when the probe is
-built (a CJK character or a Latin word is one token) and again with the model's tokenizer when it is
-scored; at most ``queries_per_relation`` queries per relation are drawn (seeded). Deviation: queries with
-more than ``max_answers`` (20) correct entities are skipped ("[MASK]的不良反应有恶心" has hundreds): the
-relation's most frequent entities answer them without any knowledge, and holding them out would
-remove a large share of the text (the paper's queries have 2.39 answers on average).
+per-relation template: ``[CLS] s r [MASK]… [SEP]`` (``direction="tail"``) and ``[CLS] [MASK]… r o
+[SEP]`` (``"head"``). A template states the fact the way the pre-training text does: for a Chinese
+relation name the default is :data:`TEXT_FORM_TEMPLATE` ``"{s}的{r}有{o}。"``, the form in which
+:func:`kgplm.demo.verbalized_facts` writes CMeKG's facts for every benchmark corpus ("糖尿病的常见症状有
+多尿、口渴。"), so a query is a training sentence with the object masked. :data:`CMEKG_TEMPLATES` (hand-written
+Chinese sentences per CMeKG predicate) are an option (``templates=CMEKG_TEMPLATES``) for a corpus of
+prose; English relation names get the paper's "s r o" with ``is`` before relations ending in of/as/by.
+Queries with the same text are one query whose answers are every entity that completes it (the
+entities sharing the known entity's name included), each with its name and aliases. Answers are
+limited to ``max_answer_tokens`` (10) tokens — counted without a tokenizer when the probe is built (a
+CJK character or a Latin word is one token) and again with the model's tokenizer when it is scored; at
+most ``queries_per_relation`` queries per relation are drawn (seeded). Deviation: queries with more than
+``max_answers`` (20) correct entities are skipped ("[MASK]的不良反应有恶心" has hundreds): the relation's
+most frequent entities answer them without any knowledge, and holding them out would remove a large
+share of the text (the paper's queries have 2.39 answers on average).
 
 Held out. A share ``held_out_fraction`` of each relation's queries is held out: every triple linking
 the known entity and an answer of such a query (in any relation, either direction) is listed in the
 probe's ``exclude_from_training``; ``kgplm.train(..., exclude_triples=probe_file)`` keeps those facts
 out of the corpus text, the KG embeddings and the PEPR table (:mod:`kgplm.training.heldout`). The other
 queries stay *seen* (their facts may be in the training data); a seen query that shares a pair of
-entities with a held-out one is dropped. Scores are reported for all, seen and unseen queries.
+entities with a held-out one is dropped.
 
 Decoding and metric. For every answer length n = 1…10 the masks are filled by confidence-ordered
 beam search with a beam of 5 (:mod:`kgplm.evaluation.cloze_decoding`); a query is right when any of
@@ -29,14 +33,11 @@ the 5 × 10 decoded strings equals a gold answer or alias (compared as WordPiece
 spaces). The metric is the relation-level macro recall@5: the share of right queries per relation,
 averaged over relations.
 
-Reference rows, printed with every table (:func:`reference_scores`, :func:`probe_table`):
-
-* baseline — model-free: for each length n, the 5 entities of that length that most often fill the
-  query's slot (tail or head) of its relation among the training triples (the graph minus the
-  held-out triples): the same budget of 5 strings per length as the model;
-* chance — 5 distinct entity names or aliases of each length drawn uniformly from the graph's: the
-  exact probability of a hit, 1 − Π_n C(N_n − g_n, 5) / C(N_n, 5), with N_n names of n tokens of
-  which g_n are gold.
+What a score is compared with (:mod:`kgplm.evaluation.probe_scoring`): a model-free baseline that
+guesses the slot's most frequent fillers among the *other* facts, chance (a uniform guess with the
+decoder's budget), and the query groups — *hard* queries (the baseline misses them; the primary
+figure, seen and held out, with chance beside it), *easy* ones (reported apart) and the paper's
+§4.6.4 type 1 (an answer occurs in the query) / type 2.
 
 Queries whose answers cannot be written with the model's tokenizer (all longer than 10 tokens or
 containing [UNK]) are left out of every row and counted.
@@ -48,8 +49,8 @@ import json
 import logging
 import os
 import re
-from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -57,17 +58,29 @@ import numpy as np
 
 from kgplm._io import atomic_file, require_file
 from kgplm.evaluation.cloze_decoding import fill_masks, piece_surface
+from kgplm.evaluation.probe_scoring import (
+    REFERENCE_ROWS,
+    answer_in_query,
+    gold_surfaces,
+    probe_table,
+    reference_scores,
+    result_rows,
+    summarize,
+)
 from kgplm.exceptions import ArtifactError, ConfigurationError
 
-__all__ = ["CMEKG_TEMPLATES", "ProbeQuery", "Probe", "build_probe", "template_for", "approximate_token_count",
+__all__ = ["CMEKG_TEMPLATES", "TEXT_FORM_TEMPLATE", "ProbeQuery", "Probe", "build_probe", "template_for", "approximate_token_count",
            "evaluate_probe", "reference_scores", "summarize", "probe_table", "probe_model", "result_rows",
-           "PROBE_FORMAT", "PROBE_TASK"]
+           "answer_in_query", "REFERENCE_ROWS", "PROBE_FORMAT", "PROBE_TASK"]
 
 logger = logging.getLogger(__name__)
 
 PROBE_FORMAT = "kgplm-cloze-probe"
 
-#: Templates for CMeKG's entity-valued predicates ({s} subject, {o} object); others get "{s}的{r}是{o}。".
+#: How the pre-training text states a fact (:func:`kgplm.demo.verbalized_facts`): the default template of a
+#: Chinese relation name ({s} subject, {r} relation, {o} object).
+TEXT_FORM_TEMPLATE = "{s}的{r}有{o}。"
+#: Hand-written sentences for CMeKG's entity-valued predicates; used only when passed as ``templates``.
 CMEKG_TEMPLATES = {
     "不良反应": "{s}的不良反应有{o}。", "成份": "{s}的成份有{o}。", "常见症状": "{s}的常见症状有{o}。",
     "适应症": "{s}适用于{o}。", "主治": "{s}主治{o}。", "功能主治": "{s}主治{o}。", "常见病因": "{s}的常见病因是{o}。",
@@ -84,12 +97,12 @@ _PLACEHOLDER = re.compile(r"\{([so])\}")
 
 
 def template_for(relation: str, templates: Mapping[str, str] | None = None) -> str:
-    """The template of a relation name: ``templates``, then :data:`CMEKG_TEMPLATES`, then the defaults."""
-    for table in (templates or {}, CMEKG_TEMPLATES):
-        if relation in table:
-            return table[relation]
+    """The template of a relation name: ``templates``, then the training text's form
+    (:data:`TEXT_FORM_TEMPLATE`) for a Chinese name, the paper's "s r o" for others."""
+    if templates and relation in templates:
+        return templates[relation]
     if _CJK.search(relation):
-        return "{s}的" + relation + "是{o}。"
+        return TEXT_FORM_TEMPLATE.replace("{r}", relation)
     phrase = relation.replace("_", " ").strip()
     if phrase.split() and phrase.split()[-1] in ("of", "as", "by"):
         phrase = "is " + phrase  # the paper: translation_of → is translation of
@@ -236,15 +249,6 @@ def _query(store, key, facts, held_out: bool, names, short_names, templates) -> 
 
 
 # -- scoring -----------------------------------------------------------------------------------------------
-def _gold_surfaces(tokenizer, query: ProbeQuery, max_answer_tokens: int) -> set[str]:
-    surfaces = set()
-    for name in query.answer_names:
-        pieces = tokenizer.tokenize(name)
-        if 1 <= len(pieces) <= max_answer_tokens and tokenizer.unk_token not in pieces:
-            surfaces.add(piece_surface(pieces))
-    return surfaces
-
-
 def evaluate_probe(model, tokenizer, probe: Probe, *, beam_size: int = 5, max_answer_tokens: int | None = None,
                    batch_size: int = 64, device: str = "cpu", progress: bool = False) -> list[bool | None]:
     """Per query: right (``True``), wrong, or ``None`` when its answers cannot be written with ``tokenizer``.
@@ -254,7 +258,7 @@ def evaluate_probe(model, tokenizer, probe: Probe, *, beam_size: int = 5, max_an
     """
     max_answer_tokens = max_answer_tokens or probe.settings.get("max_answer_tokens", 10)
     model.eval().to(device)
-    gold = [_gold_surfaces(tokenizer, query, max_answer_tokens) for query in probe.queries]
+    gold = [gold_surfaces(tokenizer, query, max_answer_tokens) for query in probe.queries]
     answerable = [index for index, surfaces in enumerate(gold) if surfaces]
     contexts = [(tokenizer(probe.queries[i].prefix, add_special_tokens=False)["input_ids"],
                  tokenizer(probe.queries[i].suffix, add_special_tokens=False)["input_ids"]) for i in answerable]
@@ -271,103 +275,8 @@ def evaluate_probe(model, tokenizer, probe: Probe, *, beam_size: int = 5, max_an
     return result
 
 
-def reference_scores(probe: Probe, store, tokenizer, *, beam_size: int = 5,
-                     max_answer_tokens: int | None = None) -> dict[str, list[float | None]]:
-    """Per query the model-free baseline's hit (0/1) and the chance of a hit (see the module docstring)."""
-    max_answer_tokens = max_answer_tokens or probe.settings.get("max_answer_tokens", 10)
-    from kgplm.training.heldout import HeldOutTriples
-
-    triples = np.asarray(store.triples, dtype=np.int64)
-    if probe.exclude_from_training:
-        triples = HeldOutTriples(store, store.triple_ids(probe.exclude_from_training)).kept_triples()
-    relation_of = {store.relation_name(r): r for r in range(store.num_relations)}
-    # chance: distinct name/alias surfaces of the graph by token length
-    pool: dict[int, set[str]] = defaultdict(set)
-    length_of: dict[str, int] = {}
-    for surface, length in _surfaces(tokenizer, list(store.name_index())):
-        if 1 <= length <= max_answer_tokens:
-            pool[length].add(surface)
-            length_of[surface] = length
-    # baseline: per (relation, direction) the most frequent fillers among the training triples, by length
-    display = _surfaces(tokenizer, [store.entity_name(e) for e in range(store.num_entities)])
-    counts = {(direction, r): Counter() for r in range(store.num_relations) for direction in ("tail", "head")}
-    for head, relation, tail in triples.tolist():
-        counts[("tail", relation)][tail] += 1
-        counts[("head", relation)][head] += 1
-    frequent: dict[tuple[str, str], list[str]] = {}
-    baseline, chance = [], []
-    for query in probe.queries:
-        gold = _gold_surfaces(tokenizer, query, max_answer_tokens)
-        if not gold:
-            baseline.append(None)
-            chance.append(None)
-            continue
-        slot = query.slot
-        if slot not in frequent:
-            by_length: dict[int, list[str]] = defaultdict(list)
-            for entity, _ in counts[(query.direction, relation_of[query.relation])].most_common():
-                surface, length = display[entity]
-                if 1 <= length <= max_answer_tokens and len(by_length[length]) < beam_size:
-                    by_length[length].append(surface)
-            frequent[slot] = [guess for guesses in by_length.values() for guess in guesses]
-        baseline.append(float(any(guess in gold for guess in frequent[slot])))
-        miss = 1.0
-        for length, candidates in pool.items():
-            hits = len({s for s in gold if length_of.get(s) == length})
-            miss *= _miss_probability(len(candidates), hits, beam_size)
-        chance.append(1.0 - miss)
-    return {"baseline": baseline, "chance": chance}
-
-
-def _surfaces(tokenizer, texts: list[str]) -> list[tuple[str, int]]:
-    """(surface, number of tokens) of each text; 0 tokens when it holds [UNK]."""
-    result = []
-    for start in range(0, len(texts), 4096):
-        encoded = tokenizer(texts[start: start + 4096], add_special_tokens=False)["input_ids"]
-        for ids in encoded:
-            pieces = tokenizer.convert_ids_to_tokens(ids)
-            result.append((piece_surface(pieces), 0 if tokenizer.unk_token in pieces else len(pieces)))
-    return result
-
-
-def _miss_probability(population: int, golds: int, draws: int) -> float:
-    """P(no gold among ``draws`` distinct items drawn uniformly from ``population``) = C(N−g, d)/C(N, d)."""
-    probability = 1.0
-    for i in range(min(draws, population)):
-        probability *= max(population - golds - i, 0) / (population - i)
-    return probability
-
-
-def summarize(probe: Probe, scores: Sequence[float | bool | None]) -> dict[str, float | int]:
-    """Relation-level macro recall over all, seen and unseen queries (``None`` scores left out)."""
-    result: dict[str, float | int] = {}
-    for name, wanted in (("", None), ("_seen", False), ("_unseen", True)):
-        per_relation: dict[str, list[float]] = defaultdict(list)
-        for query, score in zip(probe.queries, scores):
-            if score is not None and (wanted is None or query.held_out == wanted):
-                per_relation[query.relation].append(float(score))
-        recalls = [float(np.mean(values)) for values in per_relation.values()]
-        result[f"recall@5{name}"] = float(np.mean(recalls)) if recalls else float("nan")
-        result[f"queries{name}"] = sum(len(values) for values in per_relation.values())
-        result[f"relations{name}"] = len(per_relation)
-    result["unanswerable"] = sum(score is None for score in scores)
-    return result
-
-
-def probe_table(rows: Mapping[str, Mapping[str, float]]) -> str:
-    """A text table of :func:`summarize` results, one row per model or reference (baseline, chance)."""
-    header = f"{'':<34}{'recall@5 all':>14}{'seen':>10}{'unseen':>10}{'queries':>10}{'seen/unseen':>14}"
-    lines = [header, "-" * len(header)]
-    for name, summary in rows.items():
-        lines.append(f"{name:<34}{100 * summary['recall@5']:>14.1f}{100 * summary['recall@5_seen']:>10.1f}"
-                     f"{100 * summary['recall@5_unseen']:>10.1f}{summary['queries']:>10}"
-                     f"{summary['queries_seen']:>7}/{summary['queries_unseen']:<6}")
-    return "\n".join(lines)
-
-
 # -- one call ----------------------------------------------------------------------------------------------
 PROBE_TASK = "probe"
-REFERENCE_ROWS = ("baseline", "chance")
 
 
 def probe_model(model: str | os.PathLike, probe: "str | os.PathLike | Probe", *, store=None, beam_size: int = 5,
@@ -375,9 +284,9 @@ def probe_model(model: str | os.PathLike, probe: "str | os.PathLike | Probe", *,
     """Probe a pre-trained kgplm model (a ``kgplm.train`` output); what ``kgplm.evaluate(task="probe")`` runs.
 
     ``probe``: a probe file (or a directory holding ``probe.json``); ``store``: the graph it was built
-    from (default: the model's pre-training run's). Returns :func:`summarize`'s keys for the model and
-    the same keys prefixed ``baseline_`` and ``chance_`` (:func:`result_rows` splits them for
-    :func:`probe_table`).
+    from (default: the model's pre-training run's). Returns :func:`summarize`'s keys for the model (the
+    hard/easy split by the baseline's hits) and the same keys prefixed ``baseline_`` and ``chance_``
+    (:func:`result_rows` splits them for :func:`probe_table`).
     """
     from kgplm.exceptions import MissingFileError
     from kgplm.models import load_pretrained
@@ -400,18 +309,10 @@ def probe_model(model: str | os.PathLike, probe: "str | os.PathLike | Probe", *,
         raise ConfigurationError(f"{model_dir} is fine-tuned for {network.config.task_name}; the cloze probe needs a "
                                  f"pre-trained model with its masked-LM head")
     tokenizer = load_tokenizer(tokenizer_dir)
+    references = reference_scores(probe, store, tokenizer, beam_size=beam_size)
+    easy = references["baseline"]  # queries the model-free baseline answers are reported apart
     result = summarize(probe, evaluate_probe(network, tokenizer, probe, beam_size=beam_size, batch_size=batch_size,
-                                             device=device, progress=progress))
-    for name, scores in reference_scores(probe, store, tokenizer, beam_size=beam_size).items():
-        result.update({f"{name}_{key}": value for key, value in summarize(probe, scores).items()})
+                                             device=device, progress=progress), easy)
+    for name, scores in references.items():
+        result.update({f"{name}_{key}": value for key, value in summarize(probe, scores, easy).items()})
     return result
-
-
-def result_rows(result: Mapping[str, float], name: str = "model") -> dict[str, dict[str, float]]:
-    """:func:`probe_model`'s flat result as rows for :func:`probe_table`: the model, baseline, chance."""
-    rows = {name: {key: value for key, value in result.items() if not key.startswith(REFERENCE_ROWS)}}
-    labels = {"baseline": "baseline (most frequent, no model)", "chance": "chance (uniform entity names)"}
-    for reference in REFERENCE_ROWS:
-        rows[labels[reference]] = {key[len(reference) + 1:]: value for key, value in result.items()
-                                   if key.startswith(reference + "_")}
-    return rows

@@ -193,7 +193,9 @@ def _cells(row: str, task: str, correct_per_run: list[list[int]], seeds=(0, 1, 2
 
 
 def _measured(cells, test, train, intrinsic=None) -> dict:
-    probe = SimpleNamespace(seen=np.array([True, False]), baseline_hits=np.array([True, False]))
+    # probe queries: hard & seen, hard & unseen, then two the model-free baseline answers (easy)
+    probe = SimpleNamespace(seen=np.array([True, False, True, False]), hard=np.array([True, True, False, False]),
+                            chance=np.array([0.1, 0.2, 0.3, 0.4]))
     return {"cells": cells, "splits": {"cmedqq": {"train": train, "test": test}},
             "intrinsic": intrinsic or {}, "own": {}, "own_columns": {},
             "similarity_sizes": {"D1": 2} if intrinsic else {}, "probe": probe, "timings": {"all": 1.0}}
@@ -219,7 +221,7 @@ def test_aggregation_by_hand():
              + _cells("c", "cmedqq", wrong, degenerate={3}) + _cells("v", "cmedqq", varied))
     test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
     train = [PairExample(f"r{i}", "a", "b", label) for i, label in enumerate(["1", "1", "0"])]
-    hits = [{"D1": [1, 0], "probe": [1, 0]}] * 3
+    hits = [{"D1": [1, 0], "probe": [1, 0, 1, 0]}] * 3
     rows = [method_row, twin_row, varied_row, control_row, reference_row]
     result = aggregate(rows, budget, _measured(cells, test, train, {"m": hits, "c": hits}), commit="abc", device="cpu",
                        seconds=1.0)
@@ -251,19 +253,23 @@ def test_aggregation_by_hand():
     reference = ttest_rel([0.5, 0.5, 0.75], [1.0, 1.0, 1.0])
     assert varied_entry["p_t"] == pytest.approx(reference.pvalue) and varied_entry["t"] == pytest.approx(
         reference.statistic)
-    # the family's 5 secondary t p-values: twin 0 (a constant difference), varied p, and the method vs the control
-    # on similarity D1, probe seen, probe unseen (identical hits: 1, 1, 1). Holm: 5·0, 4·p, then 1s.
-    assert len(secondary) == 5
-    assert varied_entry["p_t_holm"] == pytest.approx(min(1.0, 4 * reference.pvalue))
+    # the family's 6 secondary t p-values: twin 0 (a constant difference), varied p, and the method vs the control
+    # on similarity D1, probe hard seen, hard unseen, easy (identical hits: 1, 1, 1, 1). Holm: 6·0, 5·p, then 1s.
+    assert len(secondary) == 6
+    assert varied_entry["p_t_holm"] == pytest.approx(min(1.0, 5 * reference.pvalue))
     assert secondary[("m − twin", "cMedQQ acc")]["p_t_holm"] == 0.0
     assert secondary[("m", "similarity D1 Acc@1")]["p_t_holm"] == 1.0
-    assert varied_entry["p_permutation_holm"] == 1.0  # permutation p 0.25, 0.25, 1, 1, 1: 5·0.25 > 1
+    assert varied_entry["p_permutation_holm"] == 1.0  # permutation p 0.25, 0.25, 1, 1, 1, 1: 6·0.25 > 1
 
     baselines = result["baselines"]["secondary"]
     assert baselines[_table.BEST_CONSTANT]["cMedQQ acc"] == 0.75  # "1" for every test pair
     assert baselines["chance (uniform random training label)"]["cMedQQ acc"] == pytest.approx(0.5, abs=0.05)
     pretrained = result["tables"]["pre-trained"]["cells"]
-    assert pretrained["m"]["probe seen"]["mean"] == 1.0 and pretrained["m"]["probe unseen"]["mean"] == 0.0
+    assert pretrained["m"]["probe hard seen"]["mean"] == 1.0 and pretrained["m"]["probe hard unseen"]["mean"] == 0.0
+    assert pretrained["m"]["probe easy"]["mean"] == 0.5
+    chance = result["baselines"]["pre-trained"]["chance"]
+    assert chance["probe hard seen"] == pytest.approx(0.1) and chance["probe easy"] == pytest.approx(0.35)
+    assert result["notes"]["probes"] == {"hard seen": 1, "hard unseen": 1, "easy": 2}
     assert pretrained["m"]["similarity D1 Acc@1"]["half_width"] == 0.0
     assert result["baselines"]["pre-trained"]["chance"]["similarity D1 Acc@1"] == 0.05
     assert result["cell_commits"] == ["commit-0", "commit-1", "commit-2"]  # every commit a cell came from
@@ -343,7 +349,8 @@ def test_ner_baselines_and_unit_count():
             "dev": {"score": 1.0, "constant": 0.0, "constant_prediction": "no entity (all-O)", "degenerate": False}}
     measured = {"cells": [cell], "splits": {"cmedqaner": {"train": test, "test": test}},
                 "intrinsic": {}, "own": {}, "own_columns": {}, "similarity_sizes": {},
-                "probe": SimpleNamespace(seen=np.array([True]), baseline_hits=np.array([False])), "timings": {}}
+                "probe": SimpleNamespace(seen=np.array([True]), hard=np.array([True]), chance=np.array([0.0])),
+                "timings": {}}
     result = aggregate([row], budget, measured, commit="abc", device="cpu", seconds=0.0)
     assert result["tables"]["fine-tuned"]["columns"] == ["cMedQANER F1"]  # 250 entities: headline
     assert result["tables"]["fine-tuned"]["cells"]["r"]["cMedQANER F1"]["mean"] == 1.0
@@ -364,7 +371,8 @@ def test_the_linker_as_ner_baseline_row():
             "dev": {"score": 1.0, "constant": 0.0, "constant_prediction": "no entity (all-O)", "degenerate": False}}
     measured = {"cells": [cell], "splits": {"cmedqaner": {"train": test, "test": test}},
                 "intrinsic": {}, "own": {}, "own_columns": {}, "similarity_sizes": {},
-                "probe": SimpleNamespace(seen=np.array([True]), baseline_hits=np.array([False])), "timings": {},
+                "probe": SimpleNamespace(seen=np.array([True]), hard=np.array([True]), chance=np.array([0.0])),
+                "timings": {},
                 "link": lambda text: [(0, 3, "Disease"), (3, 5, "Person")]}
     result = aggregate([row], budget, measured, commit="abc", device="cpu", seconds=0.0)
     baseline = result["baselines"]["secondary"][_table.LINKER_AS_NER]

@@ -14,6 +14,7 @@ from kgplm.evaluation.probing import (
     CMEKG_TEMPLATES,
     Probe,
     ProbeQuery,
+    answer_in_query,
     approximate_token_count,
     build_probe,
     evaluate_probe,
@@ -50,7 +51,9 @@ def _expected_keys(store):
 
 def test_templates_and_token_counts():
     assert template_for("常见症状") == CMEKG_TEMPLATES["常见症状"] == "{s}的常见症状有{o}。"
-    assert template_for("临床表现") == "{s}的临床表现是{o}。"
+    assert template_for("临床表现") == "{s}的临床表现有{o}。"  # the training text's form
+    assert template_for("适应症") == "{s}的适应症有{o}。" != CMEKG_TEMPLATES["适应症"]
+    assert template_for("适应症", CMEKG_TEMPLATES) == "{s}适用于{o}。"
     assert template_for("may_prevent") == "{s} may prevent {o} ."
     assert template_for("translation_of") == "{s} is translation of {o} ."  # the paper's rule
     assert template_for("x", {"x": "{o} x {s}"}) == "{o} x {s}"
@@ -182,11 +185,9 @@ def test_baseline_and_chance_by_hand(store, tokenizer):
     probe = build_probe(store, queries_per_relation=100, held_out_fraction=0.0)
     references = reference_scores(probe, store, tokenizer)
     by_key = {(q.relation, q.direction, q.prefix, q.suffix): i for i, q in enumerate(probe.queries)}
-    # [MASK]的常见症状有头痛: heads of 常见症状 by frequency, 3 tokens: 糖尿病 (4), 脑卒中 (3), 高血压 (2) → hit
+    # [MASK]的常见症状有头痛: see test_the_baseline_never_counts_the_probed_fact
     assert references["baseline"][by_key[("常见症状", "head", "", "的常见症状有头痛。")]] == 1.0
-    # 视网膜病变的常见症状有[MASK]: tails by frequency; 视物模糊 (1 triple, 4 tokens) is among the 5 of its length
     vision = by_key[("常见症状", "tail", "视网膜病变的常见症状有", "。")]
-    assert references["baseline"][vision] == 1.0
     # chance of the same query: names of 4 tokens in the graph, one of them gold
     pool = {text for text in store.name_index()}
     four = [t for t in pool if len(tokenizer.tokenize(t)) == 4 and tokenizer.unk_token not in tokenizer.tokenize(t)]
@@ -222,7 +223,7 @@ def test_evaluate_task_probe_prints_the_model_baseline_and_chance(store, tmp_pat
                  "--no-progress"]) == 0
     printed = capsys.readouterr().out
     table = printed.split("{", 1)[0]
-    assert str(run) in table and "baseline (most frequent, no model)" in table and "chance (uniform entity names)" in table
+    assert str(run) in table and "baseline (frequent, other facts)" in table and "chance (uniform entity names)" in table
 
 
 def test_cli_builds_a_probe(tmp_path, capsys):
@@ -234,3 +235,71 @@ def test_cli_builds_a_probe(tmp_path, capsys):
     probe = Probe.load(out)
     assert probe.queries and probe.settings["queries_per_relation"] == 2
     assert "--exclude-triples" in capsys.readouterr().out
+
+
+def test_the_baseline_never_counts_the_probed_fact(store, tokenizer):
+    """The baseline guesses a slot's most frequent fillers among the *other* facts (issue 26.8)."""
+    probe = build_probe(store, queries_per_relation=100, held_out_fraction=0.0)
+    baseline = reference_scores(probe, store, tokenizer)["baseline"]
+    by_key = {(q.relation, q.direction, q.prefix, q.suffix): i for i, q in enumerate(probe.queries)}
+    # 视网膜病变 常见症状 视物模糊 is the only fact naming 视物模糊: counting it would answer its own query
+    assert baseline[by_key[("常见症状", "tail", "视网膜病变的常见症状有", "。")]] == 0.0
+    # [MASK]的常见症状有头痛 (answers 高血压, 脑卒中, 感冒): without those three facts, heads of 常见症状 of
+    # 3 tokens are 糖尿病 (4), 脑卒中 (2: 头晕, 偏瘫), 高血压 (1: 头晕) → still a hit, from other facts
+    assert baseline[by_key[("常见症状", "head", "", "的常见症状有头痛。")]] == 1.0
+    # 内科 (就诊科室 of 感冒) is named by no other fact
+    assert baseline[by_key[("就诊科室", "tail", "感冒的就诊科室有", "。")]] == 0.0
+
+
+def test_a_query_is_a_training_sentence_with_the_object_masked(store):
+    """The default template states a fact as kgplm.demo.verbalized_facts writes it in every benchmark corpus."""
+    from kgplm.demo import verbalized_facts
+
+    probe = build_probe(store, queries_per_relation=100, held_out_fraction=0.0)
+    tail_queries = {(q.relation, q.prefix): q for q in probe.queries if q.direction == "tail"}
+    texts = verbalized_facts(store, 10)
+    assert len(texts) == 4  # 糖尿病, 高血压, 脑卒中, 感冒 have at least four links
+    checked = set()
+    for text, stated in texts:
+        name = store.entity_name(stated[0][0])
+        clauses = text[len(name) + 1: -1].split("；")  # "{name}的" + clause；clause… + "。"
+        for clause in clauses:  # each clause "{relation}有{object}、…" states the facts of one relation
+            relation = clause.split("有", 1)[0]
+            query = tail_queries[(relation, f"{name}的{relation}有")]
+            first_object = clause.split("有", 1)[1].split("、")[0]
+            assert first_object in query.answer_names and query.suffix == "。"
+            assert query.prefix + first_object + query.suffix == f"{name}的{clause.split('、')[0]}。"
+            checked.add(relation)
+    assert checked == {"常见症状", "就诊科室", "并发症"}
+
+
+def _query(relation, held_out, prefix="x的r有", names=("a",)):
+    return ProbeQuery(relation, "tail", "x", prefix, "。", ("a",), names, held_out)
+
+
+def test_query_types_follow_the_paper():
+    """Yuan et al. §4.6.4: type 1 when an answer is written inside the query, type 2 otherwise."""
+    assert answer_in_query(_query("A", False, "他克莫司一水合物的has form有", ("他克莫司",)))
+    assert answer_in_query(_query("A", False, "Tacrolimus monohydrate has form ", ("tacrolimus",)))
+    assert not answer_in_query(_query("A", False, "cosyntropin may diagnose ", ("adrenal cortex disease",)))
+
+
+def test_hard_easy_and_type_groups_by_hand():
+    queries = [_query("A", False), _query("A", True), _query("A", False, "a的r有"),  # the third is type 1
+               _query("B", False), _query("B", True), _query("B", True)]
+    scores = [True, False, True, False, True, None]
+    easy = [True, False, False, True, False, None]  # the baseline answers queries 0 and 3
+    summary = summarize(Probe(queries, []), scores, easy)
+    # hard: A → [q1 False, q2 True] = 0.5, B → [q4 True] = 1.0
+    assert summary["recall@5_hard"] == pytest.approx(0.75) and summary["queries_hard"] == 3
+    assert summary["recall@5_hard_seen"] == pytest.approx(1.0) and summary["queries_hard_seen"] == 1  # q2
+    assert summary["recall@5_hard_unseen"] == pytest.approx((0.0 + 1.0) / 2)  # A: q1, B: q4
+    assert summary["recall@5_easy"] == pytest.approx((1.0 + 0.0) / 2) and summary["queries_easy"] == 2
+    assert summary["recall@5_type1"] == 1.0 and summary["queries_type1"] == 1
+    assert summary["recall@5_type2"] == pytest.approx((0.5 + 0.5) / 2) and summary["queries_type2"] == 4
+    without = summarize(Probe(queries, []), scores)  # no baseline given: no hard/easy groups
+    assert math.isnan(without["recall@5_hard"]) and without["queries_hard"] == 0
+    table = probe_table({"m": summary})
+    header, row = table.splitlines()[0], table.splitlines()[2]
+    assert header.index("hard seen") < header.index("hard unseen") < header.index(" all ") < header.index("type 2")
+    assert row.split()[1:] == ["100.0", "50.0", "75.0", "58.3", "50.0", "100.0", "50.0"]  # all: A 2/3, B 1/2
