@@ -298,6 +298,34 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(work_dir=args.work_dir)
 
 
+class _Choices:
+    """An argparse ``choices`` read from a registry on first use, so that ``kgplm --help`` and the commands
+    that need no model do not import torch (the registries' modules do)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self._module, self._name, self._values = module, name, None
+
+    def __call__(self):
+        return self
+
+    def _load(self) -> tuple:
+        if self._values is None:
+            import importlib
+
+            value = getattr(importlib.import_module(self._module), self._name)
+            self._values = tuple(value() if callable(value) else value)
+        return self._values
+
+    def __contains__(self, item) -> bool:
+        return item in self._load()
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgplm", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -420,16 +448,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-whole-word", action="store_true", help="skip jieba segmentation")
     p.set_defaults(handler=_cmd_text_build_corpus)
 
-    from kgplm.methods import available
-    from kgplm.text.masking import SCHEMES
-    from kgplm.training.precision import MIXED_PRECISION
+    available = _Choices("kgplm.methods", "available")
+    SCHEMES = _Choices("kgplm.text.masking", "SCHEMES")
+    MIXED_PRECISION = _Choices("kgplm.training.precision", "MIXED_PRECISION")
 
     p = commands.add_parser("methods", help="list the registered pre-training methods")
     p.set_defaults(handler=_cmd_methods)
 
     p = commands.add_parser("train", help="pre-train a model (kgplm.train); rerun to resume")
-    p.add_argument("--method", default=None, choices=available(),
-                   help="a registered method (see `kgplm methods`); mlm is the plain baseline; required unless --config")
+    p.add_argument("--method", default=None, choices=available(), metavar="METHOD",
+                   help="a registered method: %(choices)s (see `kgplm methods`); mlm is the plain baseline; required unless --config")
     p.add_argument("--graph", default="cmekg", help=store_help)
     p.add_argument("--corpus", default=None, help="corpus file (text lines, CSV, JSON lines)")
     p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use")
@@ -447,7 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
     p.add_argument("--exclude-triples", default=None,
                    help="keep these triples out of pre-training (a probe file, or a TSV of head/relation/tail)")
-    p.add_argument("--masking", default=None, choices=SCHEMES, help="MLM masking scheme (default: the method's)")
+    p.add_argument("--masking", default=None, choices=SCHEMES, metavar="SCHEME",
+                   help="MLM masking scheme: %(choices)s (default: the method's)")
     p.add_argument("--gradient-accumulation-steps", type=int, default=1,
                    help="split each process's share of --batch-size into this many micro-batches")
     p.add_argument("--vocab-size", type=int, default=8000)
@@ -467,8 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: each process's own GPU)")
-    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no",
-                   help="autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler)")
+    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no", metavar="PRECISION",
+                   help="%(choices)s: autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler)")
     p.add_argument("--num-workers", type=int, default=0,
                    help="DataLoader processes collating batches ahead of the loop (0: in the main process)")
     p.add_argument("--no-progress", action="store_true")
@@ -493,7 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-encoder-inputs", action="store_true",
                    help="fine-tune on the text alone (no linked mentions for a SMedBERT-like encoder)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: each process's own GPU)")
-    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no")
+    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no", metavar="PRECISION",
+                   help="%(choices)s (autocast)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_finetune)
 
