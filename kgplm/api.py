@@ -48,6 +48,12 @@ class TrainingResult:
         """The logged values of one loss or metric (``loss``, ``mlm``, ``sop_accuracy`` …)."""
         return [record[name] for record in self.metrics if name in record]
 
+    def plot(self, path: str | os.PathLike | None = None) -> Path:
+        """Draw the loss curve of each objective (and the metrics) to a PNG (default ``output_dir/curves.png``)."""
+        from kgplm.training.reporting import plot_run
+
+        return plot_run(self.output_dir, path)
+
     def load_model(self):
         from kgplm.models import load_pretrained
 
@@ -76,7 +82,7 @@ def _json_safe(value):
 def train(
     method: str,
     *,
-    graph,
+    graph=None,
     corpus: str | os.PathLike,
     output_dir: str | os.PathLike,
     text_model: str | os.PathLike | dict | None = None,
@@ -105,23 +111,34 @@ def train(
     checkpoint_every: int = 200,
     log_every: int = 10,
     seed: int = 0,
-    device: str = "cpu",
+    device: str = "auto",
     mixed_precision: str = "no",
     num_workers: int = 0,
+    report_to: tuple[str, ...] | list[str] = (),
     progress: bool = True,
 ) -> TrainingResult:
     """Pre-train ``method`` (a name from :func:`kgplm.methods.available`) on ``corpus`` with ``graph``.
 
+    Every argument and input is checked before anything is written
+    (:mod:`kgplm.training.preflight`), so a call that fails leaves ``output_dir`` free for its
+    corrected call; a directory whose run completed no step is taken over by a call with other
+    settings (logged as a warning).
+
     Args:
         graph: a :class:`~kgplm.KGStore` or anything :func:`kgplm.kg.open_store` accepts
-            (``"cmekg"``, a saved store, an RDF/OBO/TSV file, a UMLS directory).
+            (``"cmekg"``, a saved store, an RDF/OBO/TSV file, a UMLS directory). Required when the
+            method or its masking reads a graph (:meth:`kgplm.methods.MethodSpec.needs_graph`);
+            ``None`` for the text-only methods (``mlm``, ``electra``, ``ehealth`` with their own
+            masking), which then link nothing and load no graph.
         corpus: a corpus file (text lines, CSV, JSON lines); ``corpus_options`` go to
             :func:`kgplm.text.read_corpus` (e.g. ``{"columns": ["ask", "answer"]}``).
-        text_model: ``None`` (a small CPU encoder, :data:`kgplm.models.CPU_TEXT_ENCODER`), a local
+        text_model: ``None`` (a small CPU encoder, :data:`kgplm.models.CPU_TEXT_ENCODER`), a Hugging
+            Face hub id (``"org/name"`` or ``"org/name@revision"``, fetched through
+            ``huggingface_hub`` into its cache; ``HF_HUB_OFFLINE=1`` reads the cache only), a local
             directory holding a BERT checkpoint (``config.json`` + weights — every weight it has is
             loaded, the MLM head and an NSP head (as SOP's) included — and its tokenizer unless
             ``tokenizer`` is given) or a dict of BERT config fields.
-        tokenizer: a tokenizer directory or ``vocab.txt``; default: the text model's, else a
+        tokenizer: a tokenizer directory, ``vocab.txt`` or hub id; default: the text model's, else a
             WordPiece vocabulary of ``vocab_size`` trained on the corpus.
         kg_embeddings, neighbor_table: cached artefacts (a :class:`KGEmbeddings` directory, a PEPR
             ``.npz``); by default computed when the method needs them: PEPR top-``num_neighbors``
@@ -147,6 +164,14 @@ def train(
         mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (autocast; fp16 with a gradient scaler).
         num_workers: DataLoader processes that collate batches ahead of the loop (0: in this process);
             it does not change the batches, so a run may resume with another value.
+        device: ``"auto"`` (CUDA when torch sees a GPU, else the CPU), ``"cpu"`` or ``"cuda"``. The
+            device used is logged and recorded in ``run_config.json`` as ``device`` (the resolved value,
+            so a replay runs where the run ran). On a machine without a GPU ``"auto"`` is ``"cpu"`` and the
+            artefacts are exactly those of ``device="cpu"``; pass ``device="cpu"`` for artefacts that do
+            not depend on the machine.
+        report_to: ``("tensorboard",)`` writes every logged loss, learning rate and metric to
+            ``output_dir/tensorboard`` (:mod:`kgplm.training.reporting`); ``TrainingResult.plot()`` and
+            ``kgplm plot`` draw the curves to a PNG.
 
     Under ``torchrun --nproc_per_node N`` (``WORLD_SIZE`` > 1) the run is data-parallel
     (:mod:`kgplm.training.distributed`): ``batch_size`` is the global batch, split over the
@@ -163,6 +188,8 @@ def train(
     from kgplm.models.card import write_model_card
     from kgplm.text.masking import SCHEMES
     from kgplm.training import distributed, stages
+    from kgplm.training.preflight import check_train_inputs
+    from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import RunDirectory
     from kgplm.training.trainer import TrainerSettings, train_loop
 
@@ -172,7 +199,12 @@ def train(
         raise ConfigurationError(f"masking must be one of {SCHEMES}, got {masking!r}")
     if kg_method is None:
         kg_method = spec.kg_embedding or "transe"
-    arguments.update(kg_method=kg_method, masking=masking)  # what was used, so a replay does not depend on defaults
+    device = distributed.auto_device(device)
+    report_to = check_report_to(report_to)
+    # what was used, so a replay does not depend on defaults (or, for the device, on the machine)
+    arguments.update(kg_method=kg_method, masking=masking, device=device, report_to=list(report_to))
+    run = RunDirectory(output_dir)
+    arguments["graph"] = stages.recorded_graph(run, graph)
     if warmup_steps is None:
         warmup_steps = int(0.06 * max_steps)
     settings = TrainerSettings(max_steps=max_steps, batch_size=batch_size,
@@ -185,16 +217,26 @@ def train(
     try:
         settings.validate(context.world_size)
         main = context.is_main
-        run = RunDirectory(output_dir)
+        logger.info("pre-training %s on %s", method, context.device)
         # rank 0 builds every cached artefact; the other ranks wait, then load them
         with context.main_first("preparing the run's artefacts"):
-            if main:
-                run.path.mkdir(parents=True, exist_ok=True)
-            store, arguments["graph"] = stages.prepare_store(run, graph, progress and main)
+            # every input is checked before anything is written (a failed call leaves nothing that blocks
+            # its corrected call)
+            prepared = check_train_inputs(spec, graph=stages.cached_graph(run, graph), corpus=corpus,
+                                          corpus_options=dict(corpus_options or {}), text_model=text_model,
+                                          tokenizer=tokenizer, model_options=dict(model_options or {}),
+                                          masking=masking, max_length=max_length, exclude_triples=exclude_triples,
+                                          progress=progress and main)
             if main:
                 run.write_run_config(_json_safe({"kgplm_run": 1, **arguments}))
                 run.record_stage("distributed", context.describe())
-            inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus,
+                run.record_stage("device", str(context.device))
+                if prepared.hub:
+                    run.record_stage("hub", prepared.hub)
+            store = stages.prepare_store(run, prepared.store, graph, save=main)
+            # the stages read local paths (a hub id resolved to its snapshot)
+            stage_arguments = {**arguments, "text_model": prepared.text_model, "tokenizer": prepared.tokenizer}
+            inputs = stages.StageInputs(arguments=stage_arguments, store=store, corpus=corpus,
                                         corpus_options=dict(corpus_options or {}), progress=progress and main,
                                         held_out=_held_out(run, exclude_triples, store, record=main))
             tokenizer_object = stages.prepare_tokenizer(run, inputs)
@@ -203,7 +245,7 @@ def train(
         import torch
 
         torch.manual_seed(seed)  # the model's initial weights
-        model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=text_model,
+        model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=prepared.text_model,
                                                model_options=dict(model_options or {}), max_length=max_length,
                                                entity_dim=entity_dim, artefacts=inputs.artefacts)
         if main:
@@ -213,8 +255,9 @@ def train(
         if spec.prepare_model is not None:
             spec.prepare_model(model, method_context)
         collator = spec.build_collator(method_context)
-        metrics = train_loop(model, dataset, collator, output_dir=run.path, settings=settings, progress=progress,
-                             distributed=context)
+        with open_reporters(report_to, run.path, prefix="pretrain", step_key="step", enabled=main) as report:
+            metrics = train_loop(model, dataset, collator, output_dir=run.path, settings=settings,
+                                 progress=progress, distributed=context, report=report)
         if main:
             with atomic_directory(run.model_dir) as temporary:
                 model.save_pretrained(str(temporary))
@@ -281,10 +324,18 @@ class FineTuningResult:
     test: dict[str, float] | None
     history: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
+    #: what looks wrong with the run, e.g. constant predictions (:mod:`kgplm.evaluation.degenerate`)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def model_dir(self) -> Path:
         return self.output_dir / "model"
+
+    def plot(self, path: str | os.PathLike | None = None) -> Path:
+        """Draw the training loss and dev scores per epoch to a PNG (default ``output_dir/curves.png``)."""
+        from kgplm.training.reporting import plot_run
+
+        return plot_run(self.output_dir, path)
 
     def load_model(self):
         from kgplm.models import load_pretrained
@@ -293,7 +344,8 @@ class FineTuningResult:
 
     def __repr__(self) -> str:
         test = f", test {self.test['main']:.4f}" if self.test else ""
-        return f"FineTuningResult(task={self.task!r}, dev {self.dev['main']:.4f}{test}, {self.output_dir})"
+        warning = f"; WARNING: {'; '.join(self.warnings)}" if self.warnings else ""
+        return f"FineTuningResult(task={self.task!r}, dev {self.dev['main']:.4f}{test}, {self.output_dir}{warning})"
 
 
 def _encoder_inputs(method: str, run, progress: bool, wanted: bool = True):
@@ -341,8 +393,9 @@ def finetune(
     max_eval_examples: int | None = None,
     seed: int = 0,
     encoder_inputs: bool = True,
-    device: str = "cpu",
+    device: str = "auto",
     mixed_precision: str = "no",
+    report_to: tuple[str, ...] | list[str] = (),
     progress: bool = True,
 ) -> FineTuningResult:
     """Fine-tune a pre-trained kgplm model on ``task`` and score the best-on-dev epoch on dev and test.
@@ -368,6 +421,14 @@ def finetune(
             linked mentions and neighbours) on the text alone — the "no knowledge at fine-tuning"
             ablation; ``evaluate`` then does the same.
         mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (training and scoring under autocast).
+        device: ``"auto"`` (CUDA when available, else CPU; logged, and recorded resolved in
+            ``finetune_config.json``), ``"cpu"`` or ``"cuda"``; see ``kgplm.train``.
+        report_to: ``("tensorboard",)`` writes each epoch's training loss, learning rate and dev scores
+            to ``output_dir/tensorboard``; ``FineTuningResult.plot()`` draws them.
+
+    A model whose dev predictions are constant (no entity at all for NER, one class for all examples)
+    learned nothing: the log and ``FineTuningResult.warnings`` (and ``results.json``) say so and
+    suggest another learning rate or more epochs.
 
     Under ``torchrun`` each batch is split over the processes (DDP; the loss stays the mean over
     the whole batch); rank 0 scores dev and test and writes the outputs.
@@ -393,9 +454,13 @@ def finetune(
     )
     from kgplm.training import distributed
     from kgplm.training.precision import autocast
+    from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import locate_model
 
     spec = get_task(task)
+    arguments["device"] = device = distributed.auto_device(device)
+    report_to = check_report_to(report_to)
+    arguments["report_to"] = list(report_to)
     model_dir, tokenizer_dir, run = locate_model(model)
     output_dir = Path(output_dir)
     arguments["model"] = str(Path(model).resolve())
@@ -435,8 +500,15 @@ def finetune(
         encoding = {"train": dict(encoder.last_statistics)}
         dev_features = encoder.encode(dev_examples)
         encoding["dev"] = dict(encoder.last_statistics)
-        history, dev_scores = finetune_loop(network, encoder, train_features, dev_examples, dev_features, settings,
-                                            progress=progress, distributed=context)
+        logger.info("fine-tuning on %s", context.device)
+        with open_reporters(report_to, output_dir, prefix="finetune", step_key="epoch", enabled=main) as report:
+            history, dev_scores = finetune_loop(network, encoder, train_features, dev_examples, dev_features,
+                                                settings, progress=progress, distributed=context, report=report)
+        warnings = []
+        if main:
+            warnings = _learned_nothing(network, encoder, dev_examples, dev_features, batch_size=2 * batch_size,
+                                        device=context.device, learning_rate=learning_rate, epochs=epochs,
+                                        mixed_precision=mixed_precision)
         test_scores = None
         if main and "test" not in loaded.unlabelled:
             test_features = encoder.encode(test_examples)
@@ -456,7 +528,7 @@ def finetune(
                                                         "test": len(test_examples)},
                        "example_ids": {"dev": [e.id for e in dev_examples], "test": [e.id for e in test_examples]},
                        "derived_splits": list(loaded.derived), "unlabelled_splits": list(loaded.unlabelled),
-                       "encoding": encoding}
+                       "encoding": encoding, "warnings": warnings}
             with atomic_directory(output_dir / "model") as temporary:
                 network.save_pretrained(str(temporary))
                 write_model_card(temporary, network.config, arguments=finetune_config, results=results)
@@ -468,9 +540,27 @@ def finetune(
                     json.dump(content, handle, indent=1, ensure_ascii=False)
         context.barrier()
         return FineTuningResult(output_dir=output_dir, task=spec.name, dev=dev_scores, test=test_scores,
-                                history=history, config=finetune_config)
+                                history=history, config=finetune_config, warnings=context.broadcast(warnings))
     finally:
         context.close()
+
+
+def _learned_nothing(network, encoder, examples, features, *, batch_size, device, learning_rate, epochs,
+                     mixed_precision) -> list[str]:
+    """A warning (logged and returned) when the model's dev predictions are constant."""
+    from kgplm.evaluation.degenerate import constant_prediction, learned_nothing_message
+    from kgplm.evaluation.predictions import example_predictions
+    from kgplm.training.finetuning import predict
+    from kgplm.training.precision import autocast
+
+    with autocast(device, mixed_precision):
+        outputs = predict(network, encoder, features, batch_size=batch_size, device=device)
+    description = constant_prediction(example_predictions(encoder, examples, features, outputs), encoder.kind)
+    if description is None:
+        return []
+    message = learned_nothing_message(description, split="dev", learning_rate=learning_rate, epochs=epochs)
+    logger.warning("%s", message)
+    return [message]
 
 
 def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs, device, progress):
@@ -485,6 +575,10 @@ def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed
     from kgplm.training.finetuning import TaskEncoder, predict
     from kgplm.training.run import locate_model
 
+    from kgplm.training.distributed import auto_device
+
+    device = auto_device(device)
+    logger.info("running the model on %s", device)
     model_dir, tokenizer_dir, run = locate_model(model)
     network = load_pretrained(str(model_dir))
     config = network.config
@@ -521,7 +615,7 @@ def evaluate(
     max_examples: int | None = None,
     seed: int = EVALUATION_SUBSET_SEED,
     encoder_inputs: bool | None = None,
-    device: str = "cpu",
+    device: str = "auto",
     progress: bool = True,
 ) -> dict[str, float]:
     """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own.
@@ -536,7 +630,9 @@ def evaluate(
 
     if task == PROBE_TASK:
         from kgplm.evaluation.probing import probe_model
+        from kgplm.training.distributed import auto_device
 
+        device = auto_device(device)
         return probe_model(model, data_dir, batch_size=batch_size, device=device, progress=progress)
     return score(*_run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs,
                                   device, progress))
@@ -554,7 +650,7 @@ def predict(
     max_examples: int | None = None,
     seed: int = EVALUATION_SUBSET_SEED,
     encoder_inputs: bool | None = None,
-    device: str = "cpu",
+    device: str = "auto",
     progress: bool = True,
 ) -> Path:
     """Write a fine-tuned model's predictions on one split (:mod:`kgplm.evaluation.predictions`).

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -523,9 +523,13 @@ def loss_items(batch: dict[str, torch.Tensor], kind: str) -> int:
 
 def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_examples: Sequence,
                   dev_features: list[dict], settings: FineTuneSettings, *, device: str = "cpu",
-                  progress: bool = True, distributed: DistributedContext | None = None
+                  progress: bool = True, distributed: DistributedContext | None = None,
+                  report: Callable[[dict[str, Any]], None] | None = None
                   ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Train, score dev after each epoch, restore the best epoch's weights. Returns (history, best dev scores).
+
+    Each epoch's history record (training loss, the learning rate at the epoch's end, dev scores) goes to
+    ``report`` on rank 0 (TensorBoard, :mod:`kgplm.training.reporting`).
 
     Data parallelism (``distributed``, default: the initialised process group): every rank draws the
     same order; each step's units are split into contiguous shares, one per rank, and each rank's
@@ -597,7 +601,10 @@ def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_e
             dev_scores = score(encoder, dev_examples, dev_features, outputs)
         dev_scores = context.broadcast(dev_scores)
         history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)),
+                        "learning_rate": float(optimizer.param_groups[0]["lr"]),
                         **{f"dev_{k}": v for k, v in dev_scores.items()}})
+        if context.is_main and report is not None:
+            report(history[-1])
         if context.is_main:
             logger.info("epoch %d: train loss %.4f, dev %s %.4f", epoch + 1, history[-1]["train_loss"],
                         encoder.spec.metric, dev_scores["main"])
