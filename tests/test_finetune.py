@@ -225,3 +225,30 @@ def test_the_default_fine_tuning_rate_follows_the_encoder_size():
 
     assert default_learning_rate(768) == default_learning_rate(1024) == 5e-5  # BERT-base and larger
     assert default_learning_rate(128) == default_learning_rate(312) == 5e-4
+
+
+def test_a_fine_tune_that_learned_nothing_says_so(tiny_chinese_model, shared_data, tmp_path, caplog):
+    import logging
+
+    from kgplm.evaluation.degenerate import constant_prediction
+
+    # hand-made records: all-O tagging, one class, and predictions that vary
+    assert constant_prediction([{"predicted": []}, {"predicted": []}], "ner") == \
+        "no entity on any of the 2 examples (all O)"
+    assert constant_prediction([{"predicted": "1"}] * 3, "single") == "the label '1' for all 3 examples"
+    assert constant_prediction([{"predicted": "1"}, {"predicted": "0"}], "single") is None
+    assert constant_prediction([{"predicted": []}, {"predicted": [{"start": 0}]}], "ner") is None
+    # a rate far too high collapses the tagger onto the majority tag O
+    with caplog.at_level(logging.WARNING, logger="kgplm.api"):
+        result = kgplm.finetune(model=tiny_chinese_model, task="cmedqaner", data_dir=shared_data / "tasks",
+                                output_dir=tmp_path / "ner", epochs=1, batch_size=16, learning_rate=0.5,
+                                max_train_examples=64, max_eval_examples=32, device="cpu", progress=False)
+    assert result.dev["main"] == 0.0
+    assert len(result.warnings) == 1 and "no entity on any of the" in result.warnings[0]
+    assert "learning rate" in result.warnings[0] and "epochs" in result.warnings[0]
+    assert result.warnings[0] in caplog.text and "WARNING" in repr(result)
+    assert json.loads((tmp_path / "ner" / "results.json").read_text())["warnings"] == result.warnings
+
+
+def test_a_model_that_learned_says_nothing(cmedqaner_run):
+    assert cmedqaner_run.warnings == []
