@@ -442,6 +442,7 @@ def finetune(
     from kgplm.evaluation.tasks import get_task, load_task_splits
     from kgplm.models import KgplmConfig, KgplmForFineTuning
     from kgplm.models.card import write_model_card
+    from kgplm.models.loading import load_under_task_head
     from kgplm.text.tokenization import load_tokenizer, save_tokenizer
     from kgplm.training.finetuning import (
         FineTuneSettings,
@@ -495,7 +496,7 @@ def finetune(
         import torch
 
         torch.manual_seed(seed)  # the head's initial weights
-        network = KgplmForFineTuning.from_pretrained(str(model_dir), config=config)
+        network = load_under_task_head(KgplmForFineTuning, model_dir, config=config)
         train_features = encoder.encode(train_examples)
         encoding = {"train": dict(encoder.last_statistics)}
         dev_features = encoder.encode(dev_examples)

@@ -204,3 +204,74 @@ def test_tensorboard_holds_every_logged_value_and_the_plot_is_a_png(corpus, tmp_
     assert other.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and str(other) in capsys.readouterr().out
     with pytest.raises(ConfigurationError, match="report_to"):
         kgplm.train("mlm", **mlm_arguments(corpus, tmp_path / "bad", report_to=("wandb",)))
+
+
+# -- 29.10 small things ----------------------------------------------------------------------------------
+def test_a_gbk_corpus_error_names_the_file_and_the_iconv_fix(tmp_path):
+    from kgplm.exceptions import EncodingError
+
+    corpus = tmp_path / "notes_gbk.txt"
+    corpus.write_bytes("患者主诉头痛三天\n".encode("gbk"))
+    with pytest.raises(EncodingError) as error:
+        kgplm.train("mlm", **mlm_arguments(corpus, tmp_path / "run"))
+    message = str(error.value)
+    assert f"{corpus}:1" in message and f"iconv -f gbk -t utf-8 {corpus} > {corpus}.utf8" in message
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"caf\xe9 \xff\xfe\n")
+    with pytest.raises(EncodingError, match="iconv -f latin1"):
+        kgplm.train("mlm", **mlm_arguments(latin, tmp_path / "run2"))
+
+
+def test_an_empty_corpus_error_names_the_input_file(tmp_path):
+    from kgplm.exceptions import DataFormatError
+    from kgplm.kg.collector import GraphCollector
+    from kgplm.text import build_corpus
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n   \n", encoding="utf-8")
+    vocabulary = _tiny_bert(tmp_path / "bert") / "vocab.txt"
+    from kgplm.text.tokenization import load_tokenizer
+
+    with pytest.raises(DataFormatError) as error:
+        build_corpus(empty, store=GraphCollector(source="test").build(allow_empty=True),
+                     tokenizer=load_tokenizer(vocabulary), output_dir=tmp_path / "out" / "corpus", whole_word=False)
+    assert str(error.value).startswith(str(empty)) and "holds no document" in str(error.value)
+    assert "shards" not in str(error.value)
+
+
+def test_transformers_load_report_is_silenced_where_kgplm_checks_the_loading(tmp_path, caplog):
+    import torch
+
+    from kgplm.methods.mlm import KgplmForMaskedLM, MlmConfig
+    from kgplm.models import KgplmConfig, KgplmForFineTuning
+    from kgplm.models.loading import load_under_task_head
+
+    torch.manual_seed(0)
+    KgplmForMaskedLM(MlmConfig(**TINY_TEXT_ENCODER, vocab_size=50)).save_pretrained(tmp_path / "model")
+
+    def config():
+        loaded = KgplmConfig.from_pretrained(str(tmp_path / "model"))
+        loaded.set_task("classification", "toy", ["a", "b"], "bio")
+        return loaded
+
+    with caplog.at_level(logging.INFO):
+        KgplmForFineTuning.from_pretrained(str(tmp_path / "model"), config=config())
+    assert "LOAD REPORT" in caplog.text  # what transformers prints by itself
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        model = load_under_task_head(KgplmForFineTuning, tmp_path / "model", config=config())
+    assert "LOAD REPORT" not in caplog.text and "new (task head, pooler) tensors" in caplog.text
+    reference = KgplmForMaskedLM.from_pretrained(str(tmp_path / "model"))
+    assert all(torch.equal(value, reference.state_dict()[name]) for name, value in model.state_dict().items()
+               if name in reference.state_dict())
+
+
+def test_make_demo_says_how_long_it_takes():
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    dry = subprocess.run(["make", "-n", "demo", "VENV=/nonexistent-venv"], cwd=root, capture_output=True, text=True)
+    assert "about 15 minutes" in dry.stdout
+    from kgplm.demo import EXPECTED_DURATION
+
+    assert "15 minutes" in EXPECTED_DURATION

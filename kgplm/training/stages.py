@@ -307,7 +307,10 @@ def load_text_checkpoint(model, directory: Path) -> dict[str, list[str]]:
     ``{"loaded": [...], "new": [...], "unused": [...]}``."""
     from transformers import BertForPreTraining
 
-    reference, info = BertForPreTraining.from_pretrained(str(directory), output_loading_info=True)
+    from kgplm.models.loading import silenced_load_report
+
+    with silenced_load_report():  # what was loaded is checked and logged below
+        reference, info = BertForPreTraining.from_pretrained(str(directory), output_loading_info=True)
     if reference.config.vocab_size != model.config.vocab_size:
         raise ConfigurationError(f"the text model's vocabulary ({reference.config.vocab_size}) differs from the "
                                  f"tokenizer's ({model.config.vocab_size})")
