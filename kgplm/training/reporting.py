@@ -103,10 +103,11 @@ def plot_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, *, l
                 step_key: str = "step", title: str = "") -> Path:
     """Draw ``losses`` (one line each) and every other numeric field but the learning rate (a second
     panel) of ``records`` against ``step_key``; write a PNG to ``path`` (via a temporary name)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.figure import Figure  # drawn without pyplot: no display, no global state
+    except ImportError:
+        raise ConfigurationError("plotting needs matplotlib: pip install 'kgplm[watch]' (or pip install matplotlib)"
+                                 ) from None
 
     from kgplm._io import atomic_file
 
