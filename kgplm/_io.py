@@ -107,3 +107,14 @@ def atomic_file(target: str | os.PathLike, mode: str = "w", **open_kwargs) -> It
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def json_safe(value):
+    """``value`` with paths as strings and tuples as lists (what ``json.dump`` writes), recursively."""
+    if isinstance(value, os.PathLike):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
