@@ -245,6 +245,7 @@ def shared_inputs(work: Path, budget: Budget, rows: Sequence[Row]) -> Shared:
 
     store = cmekg_store(ROOT / ".cache")  # compiled once per machine, whatever --work is
     corpus = mixed_corpus(work / f"corpus-{budget.facts}-{budget.dialogues}.txt", store, budget.facts, budget.dialogues)
+    corpus = held_out_text_removed(work, store, corpus, rows)
     key = {"corpus": corpus.name, "vocab_size": budget.vocab_size, "kg_method": budget.kg_method,
            "entity_dim": budget.entity_dim, "kg_epochs": budget.kg_epochs}
     kg = RunDirectory(work / f"shared-{key_hash(key)}")
@@ -262,6 +263,37 @@ def shared_inputs(work: Path, budget: Budget, rows: Sequence[Row]) -> Shared:
         "entity_frequencies", "neighbor_table", "kg_embeddings"}
     stages.run_artefact_stages(needed, kg, inputs)
     return Shared(store, str(ROOT / ".cache" / "cmekg_store"), corpus, kg.tokenizer_dir, kg, inputs)
+
+
+def held_out_text_removed(work: Path, store, corpus: Path, rows: Sequence[Row]) -> Path:
+    """``corpus`` without the lines the rows' own evaluations hold out (``MethodEvaluation.filter_text``), for
+    every row alike; the same path when no evaluation filters."""
+    filters = {}  # column → filter, each filter once
+    for column, (_, evaluation) in method_evaluation_columns(rows).items():
+        if evaluation.filter_text and evaluation.filter_text not in filters.values():
+            filters[column] = evaluation.filter_text
+    if not filters:
+        return corpus
+    path = corpus.with_name(f"{corpus.stem}-without-{key_hash({'filters': sorted(filters)})}{corpus.suffix}")
+    if not path.is_file():
+        lines = corpus.read_text(encoding="utf-8").splitlines()
+        for column, keep in filters.items():
+            before = len(lines)
+            lines = keep(store, lines)
+            logger.info("%s: %d of %d pre-training text lines hold out its facts and are dropped", column,
+                        before - len(lines), before)
+        path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def evaluation_method_data(method: str) -> dict:
+    """The ``method_data`` that ``method``'s own evaluations need of its pre-training (``MethodEvaluation``)."""
+    from kgplm.methods import get
+
+    data: dict = {}
+    for evaluation in get(method).evaluations.values():
+        data.update(evaluation.method_data)
+    return data
 
 
 def prepopulate(shared: Shared, budget: Budget, pretraining: Pretraining, run_dir: Path) -> dict:
@@ -305,6 +337,7 @@ FINETUNING_FIELDS = ("max_eval_examples", "finetune_learning_rate", "finetune_ba
 
 def pretraining_key(budget: Budget, pretraining: Pretraining, seed: int, shared_name: str) -> dict:
     return {**pretraining.key(), "seed": seed, "shared": shared_name,
+            "method_data": evaluation_method_data(pretraining.method),
             **{name: getattr(budget, name) for name in PRETRAINING_FIELDS}}
 
 
@@ -329,7 +362,8 @@ def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretrainin
                          kg_method=budget.kg_method, entity_dim=budget.entity_dim, kg_epochs=budget.kg_epochs,
                          max_steps=budget.steps, batch_size=budget.batch_size, learning_rate=budget.learning_rate,
                          log_every=max(1, budget.steps // 20), checkpoint_every=budget.steps,
-                         max_length=budget.max_length, seed=seed, device=device, progress=False, **cached)
+                         max_length=budget.max_length, seed=seed, device=device, progress=False,
+                         method_data=evaluation_method_data(pretraining.method) or None, **cached)
     curve = result.curve("loss")
     logger.info("pre-trained %s seed %d: loss %.3f → %.3f in %.0f s", directory.name, seed, curve[0], curve[-1],
                 time.perf_counter() - started)

@@ -62,11 +62,19 @@ class MethodEvaluation:
     :class:`~kgplm.training.run.RunDirectory`: its graph, artefacts and ``method_data`` in
     ``run_config.json``) and returns a score in [0, 1]. ``chance``: what a model that knows nothing
     scores (0.5 for an AUC), printed as the baseline; ``description``: the column's meaning.
+
+    An evaluation on held-out knowledge also says how the pre-training data must leave it out:
+    ``method_data``, the ``kgplm.train(method_data=...)`` entries the method's own runs (the
+    method and its ablations) need, and ``filter_text(store, lines) -> lines``, which drops the
+    pre-training text lines that would reveal the held-out facts (applied to the text of every row,
+    so that the method and its control read the same text).
     """
 
     run: Callable[..., float]
     chance: float | None = None
     description: str = ""
+    method_data: Mapping[str, Any] = field(default_factory=dict)
+    filter_text: Callable[[Any, list[str]], list[str]] | None = None
 
 
 @dataclass

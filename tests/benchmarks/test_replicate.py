@@ -54,6 +54,37 @@ def test_a_methods_own_evaluation_becomes_a_column(method_with_its_own_evaluatio
     assert list(columns) == ["toy-knowledge: auc"] and columns["toy-knowledge: auc"][1].chance == 0.5
 
 
+def test_an_evaluation_on_held_out_facts_filters_every_rows_text_and_feeds_its_method_data(tmp_path):
+    """EP-PLM's PAP AUC: its method's runs get method_data (in their cache key), the control's none; the shared
+    text loses the lines its filter drops, once for both columns."""
+    rows = replicate.plan_rows(["epplm"])
+    assert {"epplm: PAP AUC", "epplm: PAP AUC, drug-shuffled"} <= set(replicate.method_evaluation_columns(rows))
+    assert replicate.evaluation_method_data("epplm") == {"pap_held_out": 300}
+    assert replicate.evaluation_method_data("electra") == {}
+    budget = replicate.Budget()
+    keys = [replicate.pretraining_key(budget, replicate.Pretraining.of(name), 0, "shared") for name in ("epplm", "electra")]
+    assert keys[0]["method_data"] == {"pap_held_out": 300} and keys[1]["method_data"] == {}
+    calls = []
+
+    def drop_second(store, lines):
+        calls.append(len(lines))
+        return [line for number, line in enumerate(lines) if number != 1]
+
+    spec = dataclasses.replace(get("mlm"), name="toy-held-out", control=Control("mlm"),
+                               evaluations={name: MethodEvaluation(run=lambda *a, **k: 0.5, filter_text=drop_second)
+                                            for name in ("a", "b")})
+    register(spec)
+    try:
+        corpus = tmp_path / "corpus.txt"
+        corpus.write_text("一\n二\n三", encoding="utf-8")
+        filtered = replicate.held_out_text_removed(tmp_path, None, corpus, replicate.plan_rows(["toy-held-out"]))
+        assert filtered != corpus and filtered.read_text(encoding="utf-8").splitlines() == ["一", "三"]
+        assert calls == [3]  # the same filter once, whichever columns share it
+    finally:
+        unregister(spec.name)
+    assert replicate.held_out_text_removed(tmp_path, None, corpus, replicate.plan_rows(["smedbert"])) == corpus
+
+
 def test_every_setting_that_changes_a_result_changes_the_cache_key():
     budget = replicate.Budget()
     pretraining = replicate.Pretraining("mlm", "bert")
