@@ -20,6 +20,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	touch $(VENV)/.installed-base $@
 
 demo: $(VENV)/.installed-base
+	@echo "make demo: about 15 minutes on 2 busy CPU cores (CMeKG, PEPR, TransE, 300 SMedBERT steps)"
 	$(BIN)/kgplm demo
 
 test: $(VENV)/.installed-dev

@@ -32,6 +32,17 @@ def open_text(path: str | os.PathLike) -> io.TextIOBase:
     return open(path, encoding="utf-8", errors="strict", newline="")
 
 
+def utf8_conversion_hint(path: str | os.PathLike, sample: bytes) -> str:
+    """How to convert a file that is not UTF-8: ``iconv`` from GBK when ``sample`` reads as GBK/GB18030
+    (the usual encoding of Chinese text that is not UTF-8), else from the file's own encoding."""
+    target = f"{path}.utf8"
+    try:
+        sample.decode("gb18030")
+    except UnicodeDecodeError:
+        return f"convert it from its encoding, e.g. iconv -f latin1 -t utf-8 {path} > {target}"
+    return f"it reads as GBK/GB18030; convert it with iconv -f gbk -t utf-8 {path} > {target}"
+
+
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` from a UTF-8 text file, numbering from 1.
 
@@ -50,7 +61,7 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
                     f"not valid UTF-8 ({error.reason} at byte {error.start} of the line)",
                     path=path,
                     line=line_number,
-                    expected="a UTF-8 text file",
+                    expected=f"a UTF-8 text file; {utf8_conversion_hint(path, raw)}",
                 ) from None
             if line_number == 1 and line.startswith("\ufeff"):
                 line = line[1:]
@@ -96,3 +107,14 @@ def atomic_file(target: str | os.PathLike, mode: str = "w", **open_kwargs) -> It
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def json_safe(value):
+    """``value`` with paths as strings and tuples as lists (what ``json.dump`` writes), recursively."""
+    if isinstance(value, os.PathLike):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

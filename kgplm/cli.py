@@ -246,6 +246,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              weight_decay=args.weight_decay, checkpoint_every=args.checkpoint_every,
                              log_every=args.log_every, seed=args.seed, device=args.device,
                              mixed_precision=args.mixed_precision, num_workers=args.num_workers,
+                             report_to=tuple(args.report_to),
                              model_options=json.loads(args.model_options) if args.model_options else None,
                              method_data=json.loads(args.method_data) if args.method_data else None,
                              exclude_triples=args.exclude_triples, graph_shuffle_seed=args.graph_shuffle_seed,
@@ -281,7 +282,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                             patience=args.patience, max_length=args.max_length, tagging=args.tagging,
                             max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
                             seed=args.seed, encoder_inputs=not args.no_encoder_inputs,
-                            mention_spans=args.mention_spans, device=args.device,
+                            mention_spans=args.mention_spans, device=args.device, report_to=tuple(args.report_to),
                             mixed_precision=args.mixed_precision, progress=not args.no_progress)
     if not _is_main_process():
         return 0
@@ -334,10 +335,45 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from kgplm.training.reporting import plot_run
+
+    print(f"curves written to {plot_run(args.run_dir, args.out)}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kgplm.demo import run_demo
 
     return run_demo(work_dir=args.work_dir)
+
+
+class _Choices:
+    """An argparse ``choices`` read from a registry on first use, so that ``kgplm --help`` and the commands
+    that need no model do not import torch (the registries' modules do)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self._module, self._name, self._values = module, name, None
+
+    def __call__(self):
+        return self
+
+    def _load(self) -> tuple:
+        if self._values is None:
+            import importlib
+
+            value = getattr(importlib.import_module(self._module), self._name)
+            self._values = tuple(value() if callable(value) else value)
+        return self._values
+
+    def __contains__(self, item) -> bool:
+        return item in self._load()
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -473,22 +509,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-whole-word", action="store_true", help="skip jieba segmentation")
     p.set_defaults(handler=_cmd_text_build_corpus)
 
-    from kgplm.methods import available
-    from kgplm.text.masking import SCHEMES
-    from kgplm.training.precision import MIXED_PRECISION
+    available = _Choices("kgplm.methods", "available")
+    SCHEMES = _Choices("kgplm.text.masking", "SCHEMES")
+    MIXED_PRECISION = _Choices("kgplm.training.precision", "MIXED_PRECISION")
 
     p = commands.add_parser("methods", help="list the registered pre-training methods")
     p.set_defaults(handler=_cmd_methods)
 
     p = commands.add_parser("train", help="pre-train a model (kgplm.train); rerun to resume")
-    p.add_argument("--method", default=None, choices=available(),
-                   help="a registered method (see `kgplm methods`); mlm is the plain baseline; required unless --config")
-    p.add_argument("--graph", default="cmekg", help=store_help)
+    p.add_argument("--method", default=None, choices=available(), metavar="METHOD",
+                   help="a registered method: %(choices)s (see `kgplm methods`); mlm is the plain baseline; required unless --config")
+    p.add_argument("--graph", default=None,
+                   help=store_help + "; required by the knowledge methods, not read by mlm/electra/ehealth "
+                                     "(`make demo` uses cmekg)")
     p.add_argument("--corpus", default=None, help="corpus file (text lines, CSV, JSON lines)")
     p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use")
     p.add_argument("--out", default=None, help="output directory")
     p.add_argument("--config", default=None, help="replay or resume a run_config.json instead")
-    p.add_argument("--text-model", default=None, help="local BERT directory, or a JSON dict of config fields")
+    p.add_argument("--text-model", default=None,
+                   help="a Hugging Face hub id (org/name[@revision]), a local BERT directory, or a JSON dict of "
+                        "config fields")
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--kg-embeddings", default=None, help="KGEmbeddings directory to reuse")
     p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to reuse")
@@ -504,7 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help='JSON dict of linking options, e.g. \'{"roots": ["HP:0000118"], "common_word_share": 0.2}\'')
     p.add_argument("--exclude-triples", default=None,
                    help="keep these triples out of pre-training (a probe file, or a TSV of head/relation/tail)")
-    p.add_argument("--masking", default=None, choices=SCHEMES, help="MLM masking scheme (default: the method's)")
+    p.add_argument("--masking", default=None, choices=SCHEMES, metavar="SCHEME",
+                   help="MLM masking scheme: %(choices)s (default: the method's)")
     p.add_argument("--gradient-accumulation-steps", type=int, default=1,
                    help="split each process's share of --batch-size into this many micro-batches")
     p.add_argument("--vocab-size", type=int, default=8000)
@@ -523,9 +564,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", type=int, default=200)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: each process's own GPU)")
-    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no",
-                   help="autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler)")
+    p.add_argument("--device", default="auto",
+                   help="auto (cuda when a GPU is visible, else cpu), cpu or cuda (under torchrun: each process's "
+                        "own GPU)")
+    p.add_argument("--report-to", nargs="*", default=[], metavar="REPORTER",
+                   help="tensorboard: write the losses, learning rate and metrics to OUT/tensorboard")
+    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no", metavar="PRECISION",
+                   help="%(choices)s: autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler)")
     p.add_argument("--num-workers", type=int, default=0,
                    help="DataLoader processes collating batches ahead of the loop (0: in the main process)")
     p.add_argument("--no-progress", action="store_true")
@@ -551,8 +596,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fine-tune on the text alone (no linked mentions for a SMedBERT-like encoder)")
     p.add_argument("--mention-spans", action="store_true",
                    help="give the encoder the linked mention spans SMedBERT sees, as a learned span indicator")
-    p.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: each process's own GPU)")
-    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no")
+    p.add_argument("--device", default="auto",
+                   help="auto (cuda when a GPU is visible, else cpu), cpu or cuda (under torchrun: each process's "
+                        "own GPU)")
+    p.add_argument("--report-to", nargs="*", default=[], metavar="REPORTER",
+                   help="tensorboard: write each epoch's loss, learning rate and dev scores to OUT/tensorboard")
+    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no", metavar="PRECISION",
+                   help="%(choices)s (autocast)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_finetune)
 
@@ -565,7 +615,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-examples", type=int, default=None)
     p.add_argument("--no-encoder-inputs", action="store_true",
                    help="score on the text alone (default: as the model was fine-tuned)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="auto (cuda when a GPU is visible), cpu or cuda")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_evaluate)
 
@@ -588,11 +638,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="jsonl", choices=["jsonl", "cblue"],
                    help="one JSON line per example, or the CBLUE submission file of a CBLUE task")
     p.add_argument("--max-examples", type=int, default=None)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="auto (cuda when a GPU is visible), cpu or cuda")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_predict)
 
-    p = commands.add_parser("demo", help="run the demo on the embedded CMeKG graph")
+    p = commands.add_parser("plot", help="draw a run's loss curves (per objective) and metrics to a PNG")
+    p.add_argument("run_dir", help="a kgplm train output directory (or a kgplm finetune output)")
+    p.add_argument("--out", default=None, help="PNG file (default: RUN_DIR/curves.png)")
+    p.set_defaults(handler=_cmd_plot)
+
+    p = commands.add_parser("demo", help="run the demo on the embedded CMeKG graph (about 15 min on 2 busy cores)")
     p.add_argument("--work-dir", default="artifacts/demo", help="where the demo writes its artefacts")
     p.set_defaults(handler=_cmd_demo)
     return parser

@@ -252,3 +252,41 @@ def test_a_control_is_fine_tuned_with_the_linked_mention_spans(tmp_path):
     assert torch.any(model.span_indicator.inside != 0)  # learned from zero
     scores = kgplm.evaluate(model=tmp_path / "fine", data_dir=task_dir, progress=False)
     assert scores["accuracy"] == pytest.approx(result.test["accuracy"])
+
+
+def test_a_fine_tune_that_learned_nothing_says_so(tiny_chinese_model, shared_data, tmp_path, caplog):
+    import logging
+
+    from kgplm.evaluation.degenerate import constant_prediction
+
+    # hand-made records: all-O tagging, one class, and predictions that vary
+    assert constant_prediction([{"predicted": []}, {"predicted": []}], "ner") == \
+        "no entity on any of the 2 examples (all O)"
+    assert constant_prediction([{"predicted": "1"}] * 3, "single") == "the label '1' for all 3 examples"
+    assert constant_prediction([{"predicted": "1"}, {"predicted": "0"}], "single") is None
+    assert constant_prediction([{"predicted": []}, {"predicted": [{"start": 0}]}], "ner") is None
+    # a tagger trained on text whose entities are (all but one) unlabelled learns to say O everywhere: a
+    # constant prediction on dev, whatever the random trajectory (a rate far too high collapses it only
+    # sometimes: it may as well settle on wrong spans, which is not constant)
+    source = shared_data / "tasks" / "zh" / "chineseblue" / "cMedQANER"
+    task_dir = tmp_path / "cmedqaner"
+    task_dir.mkdir()
+    train = source.joinpath("train.json").read_text(encoding="utf-8").splitlines()[:64]
+    train = train[:1] + [json.dumps({**json.loads(line), "mention_data": []}, ensure_ascii=False) for line in train[1:]]
+    task_dir.joinpath("train.json").write_text("\n".join(train) + "\n", encoding="utf-8")
+    for split in ("dev", "test"):
+        lines = source.joinpath(f"{split}.json").read_text(encoding="utf-8").splitlines()[:32]
+        task_dir.joinpath(f"{split}.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="kgplm.api"):
+        result = kgplm.finetune(model=tiny_chinese_model, task="cmedqaner", data_dir=task_dir,
+                                output_dir=tmp_path / "ner", epochs=1, batch_size=16, learning_rate=3e-3,
+                                device="cpu", progress=False)
+    assert result.dev["main"] == 0.0
+    assert len(result.warnings) == 1 and "no entity on any of the" in result.warnings[0]
+    assert "learning rate" in result.warnings[0] and "epochs" in result.warnings[0]
+    assert result.warnings[0] in caplog.text and "WARNING" in repr(result)
+    assert json.loads((tmp_path / "ner" / "results.json").read_text())["warnings"] == result.warnings
+
+
+def test_a_model_that_learned_says_nothing(cmedqaner_run):
+    assert cmedqaner_run.warnings == []

@@ -302,7 +302,11 @@ def _parse_with_rdflib(raw: RawGraph, path: Path, canonical: str, file_index: in
         else:
             graph.parse(str(path), format=canonical, publicID=base_iri)
     except UnicodeDecodeError as error:
-        raise EncodingError(f"not valid UTF-8: {error.reason}", path=path, expected="UTF-8 RDF") from None
+        from kgplm._io import utf8_conversion_hint
+
+        raise EncodingError(f"not valid UTF-8: {error.reason}", path=path,
+                            expected=f"UTF-8 RDF; {utf8_conversion_hint(path, error.object[error.start:error.end + 64])}"
+                            ) from None
     except Exception as error:  # rdflib raises many types; all mean malformed input here
         line = getattr(error, "lineno", None) or getattr(error, "line", None)
         raise DataFormatError(f"malformed {canonical} RDF: {error}", path=path,

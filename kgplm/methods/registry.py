@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kgplm.exceptions import ConfigurationError
 from kgplm.models.configuration import KgplmConfig
+from kgplm.text.masking import ENTITY_SCHEMES
 
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.models.encoding import Encoding
@@ -217,6 +218,13 @@ class MethodSpec:
     primary_endpoints: tuple[Endpoint, ...] = ()
     results_version: int = 1
     attribution_rows: Mapping[str, AttributionRow] = field(default_factory=dict)
+
+    def needs_graph(self, masking: str | None = None) -> bool:
+        """Whether a run of this method reads a knowledge graph: it needs a KG-side artefact, or its
+        masking (``masking``, default the method's own) masks linked entity mentions
+        (:data:`kgplm.text.masking.ENTITY_SCHEMES`). ``kgplm.train`` requires ``graph`` exactly then,
+        and runs without one otherwise (issue 29.8)."""
+        return bool(self.artefacts) or (masking or self.default_masking) in ENTITY_SCHEMES
 
     def __post_init__(self) -> None:
         self._check_endpoints()

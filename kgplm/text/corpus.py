@@ -315,6 +315,11 @@ def build_corpus(
         bar.update(len(batch))
         shard_index += 1
     bar.close()
+    if shard_index == 0:  # name the user's input, not the folder being built
+        if isinstance(corpus, (str, os.PathLike)):
+            raise DataFormatError("holds no document (every line or record is empty)", path=corpus,
+                                  expected="at least one non-empty line, CSV row or JSON record")
+        raise ConfigurationError("the corpus given to build_corpus holds no document")
     _finalize(output_dir, shard_index, store.num_entities, config)
     return load_corpus(output_dir)
 

@@ -46,11 +46,13 @@ import torch
 
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["Masker", "SCHEMES", "WORD_SCHEMES"]
+__all__ = ["Masker", "SCHEMES", "WORD_SCHEMES", "ENTITY_SCHEMES"]
 
 SCHEMES = ("bert", "whole_word", "whole_entity", "word_entity", "span")
 #: The schemes whose units are words: the corpus must carry ``word_ids`` (``build_corpus(whole_word=True)``).
 WORD_SCHEMES = ("whole_word", "word_entity")
+#: the schemes that mask linked entity mentions (they need a knowledge graph)
+ENTITY_SCHEMES = ("whole_entity", "word_entity")
 
 
 class Masker:

@@ -36,7 +36,7 @@ import torch.distributed as dist
 
 from kgplm.exceptions import ConfigurationError, KgplmError
 
-__all__ = ["DistributedContext", "initialize", "current", "launched_rank", "PREPARATION_TIMEOUT"]
+__all__ = ["DistributedContext", "auto_device", "initialize", "current", "launched_rank", "PREPARATION_TIMEOUT"]
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +123,20 @@ class DistributedContext:
         if self.owns_group and dist.is_initialized():
             dist.destroy_process_group()
             self.owns_group = False
+
+
+def auto_device(device: str | torch.device = "auto") -> str:
+    """``"auto"``: ``"cuda"`` when torch sees a GPU, else ``"cpu"``; any other value as given (as a string).
+
+    This is the one default that reads the machine. kgplm records the resolved value (``run_config.json``,
+    ``finetune_config.json``), so a replay runs on the device the run used; on a machine without a GPU
+    ``"auto"`` is ``"cpu"`` and a run's artefacts are exactly those of ``device="cpu"``.
+    """
+    if str(device) != "auto":
+        return str(device)
+    resolved = "cuda" if torch.cuda.is_available() else "cpu"
+    logger.info("device='auto': using %s%s", resolved, "" if resolved == "cuda" else " (torch sees no CUDA GPU)")
+    return resolved
 
 
 def _resolve_device(device: str | torch.device, local_rank: int, world_size: int) -> torch.device:

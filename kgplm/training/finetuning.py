@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,8 +95,25 @@ def _covering(offsets: np.ndarray, spans) -> np.ndarray:
     return np.asarray(result, np.int64).reshape(-1, 2)
 
 
+def _first_pieces(word_ids: np.ndarray) -> np.ndarray:
+    """True on the first token of each word (``word_ids``: the word of each token, −1 for none)."""
+    word_ids = np.asarray(word_ids)
+    previous = np.concatenate([[-2], word_ids[:-1]])
+    return (word_ids >= 0) & (word_ids != previous)
+
+
+def _inside_words(offsets: np.ndarray, word_ids: np.ndarray, spans) -> int:
+    """How many ``(start, end, type)`` character spans start or end strictly inside a word."""
+    first = _first_pieces(word_ids)
+    starts = set(offsets[first, 0].tolist())
+    last = np.concatenate([word_ids[1:] != word_ids[:-1], [True]]) & (word_ids >= 0)
+    ends = set(offsets[last, 1].tolist())
+    return sum(1 for start, end, *_ in spans if start not in starts or end not in ends)
+
+
 #: What :attr:`TaskEncoder.statistics` counts.
-STATISTICS = ("long_documents", "windows", "spans_not_on_token_boundaries", "spans_truncated", "nested_spans_lost",
+STATISTICS = ("long_documents", "windows", "spans_not_on_token_boundaries", "spans_not_on_word_boundaries",
+              "spans_truncated", "nested_spans_lost",
               "unseen_labels", "relation_entities_cut", "triples_unreachable")
 
 
@@ -171,9 +188,18 @@ class TaskEncoder:
 
     def _document(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The ids and character offsets of every token of ``text``, without special tokens or truncation."""
+        ids, offsets, _ = self._document_words(text)
+        return ids, offsets
+
+    def _document_words(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_document` and the word index of each token (the tokenizer's pre-tokenizer words:
+        whitespace- and punctuation-separated, one CJK character each)."""
         encoding = self.tokenizer(text, add_special_tokens=False, truncation=False, return_offsets_mapping=True)
-        return (np.asarray(encoding["input_ids"], np.int64),
-                np.asarray(encoding["offset_mapping"], np.int64).reshape(-1, 2))
+        words = encoding.word_ids() if hasattr(encoding, "word_ids") else None
+        ids = np.asarray(encoding["input_ids"], np.int64)
+        word_ids = (np.arange(len(ids), dtype=np.int64) if words is None
+                    else np.asarray([-1 if w is None else w for w in words], np.int64))
+        return ids, np.asarray(encoding["offset_mapping"], np.int64).reshape(-1, 2), word_ids
 
     def _window(self, text: str, ids: np.ndarray, offsets: np.ndarray, start: int, end: int) -> dict[str, Any]:
         """[CLS] tokens[start:end] [SEP] of a document (offsets stay the document's)."""
@@ -220,7 +246,11 @@ class TaskEncoder:
         return np.array([self.label_index.get(tag, -100) for tag in tags], np.int64).reshape(len(offsets))
 
     def _encode_spans(self, index: int, example) -> list[dict[str, Any]]:
-        ids, offsets = self._document(example.text)
+        """Word-aligned tags: a word's tag sits on its first word piece and the other pieces are not trained
+        (−100); :meth:`predicted_spans` reads each word's first piece, so a span never starts or ends
+        inside a word. A gold span that starts or ends inside a word is counted in
+        ``spans_not_on_word_boundaries`` (it is kept for scoring)."""
+        ids, offsets, word_ids = self._document_words(example.text)
         if example.spans is None:  # unlabelled (a CBLUE test file)
             tags = np.full((len(ids),) + ((2,) if self.kind == "nested_ner" else ()), -100, np.int64)
         elif self.kind == "ner":
@@ -229,6 +259,10 @@ class TaskEncoder:
             outer, inner, lost = _layers(example.spans)
             self._count("nested_spans_lost", lost)
             tags = np.stack([self._tag_ids(offsets, outer), self._tag_ids(offsets, inner)], 1)  # (tokens, 2)
+        first_pieces = _first_pieces(word_ids)
+        if example.spans is not None:
+            self._count("spans_not_on_word_boundaries", _inside_words(offsets, word_ids, example.spans))
+        tags = np.where(first_pieces.reshape((-1,) + (1,) * (tags.ndim - 1)), tags, -100)
         windows = self._windows(len(ids))
         if len(windows) > 1:
             self._count("long_documents")
@@ -239,7 +273,8 @@ class TaskEncoder:
             labels = np.full((end - start + 2,) + tags.shape[1:], -100, np.int64)
             scored = (1 + scored_start - start, 1 + scored_end - start)  # positions after [CLS]
             labels[scored[0]: scored[1]] = tags[scored_start: scored_end]
-            feature.update(labels=labels, example_index=index, scored=scored)
+            window_words = np.concatenate([[-1], word_ids[start:end], [-1]])
+            feature.update(labels=labels, example_index=index, scored=scored, word_ids=window_words)
             features.append(feature)
         return features
 
@@ -382,11 +417,27 @@ class TaskEncoder:
         return batch
 
     # -- decoding ------------------------------------------------------------------------------------
-    def _tag_spans(self, offsets: np.ndarray, tag_ids: np.ndarray, names: Sequence[str]) -> list[tuple[int, int, str]]:
-        """Character spans of the tag sequence ``tag_ids`` over tokens with character ``offsets``."""
-        real = (offsets[:, 1] > offsets[:, 0]).tolist()
-        tags = [names[i] if is_real else "O" for i, is_real in zip(tag_ids.tolist(), real)]
-        return [(int(offsets[start, 0]), int(offsets[end - 1, 1]), kind)
+    def _tag_spans(self, offsets: np.ndarray, tag_ids: np.ndarray, names: Sequence[str],
+                   word_ids: np.ndarray | None = None) -> list[tuple[int, int, str]]:
+        """Character spans of the tag sequence ``tag_ids`` over tokens with character ``offsets``.
+
+        With ``word_ids`` (the word of each token, −1 for special tokens) the tags are read per word —
+        each word takes its first piece's tag and spans from its first piece's start to its last
+        piece's end — so no span starts or ends inside a word."""
+        real = offsets[:, 1] > offsets[:, 0]
+        if word_ids is None:
+            tags = [names[i] if is_real else "O" for i, is_real in zip(tag_ids.tolist(), real.tolist())]
+            return [(int(offsets[start, 0]), int(offsets[end - 1, 1]), kind)
+                    for start, end, kind in metrics.spans_from_tags(tags)]
+        first = _first_pieces(word_ids) & real
+        starts = np.flatnonzero(first)
+        # each word's extent: from its first piece to the last real piece before the next word
+        word_of_token = np.cumsum(first) - 1
+        ends = np.zeros(len(starts), np.int64)
+        for token in np.flatnonzero(real & (word_of_token >= 0)):
+            ends[word_of_token[token]] = offsets[token, 1]
+        tags = [names[i] for i in tag_ids[starts].tolist()]
+        return [(int(offsets[starts[start], 0]), int(ends[end - 1]), kind)
                 for start, end, kind in metrics.spans_from_tags(tags)]
 
     def predicted_spans(self, examples: Sequence, features: list[dict], outputs: list[np.ndarray]
@@ -395,18 +446,21 @@ class TaskEncoder:
 
         ``outputs[i]`` are feature i's logits, (length, [streams,] tags) unpadded.
         """
-        scored: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in examples]
+        scored: list[list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]] = [[] for _ in examples]
         for feature, logits in zip(features, outputs):
             start, end = feature["scored"]
-            scored[feature["example_index"]].append((feature["offsets"][start:end], logits[start:end]))
+            words = feature.get("word_ids")
+            scored[feature["example_index"]].append((feature["offsets"][start:end], logits[start:end],
+                                                     None if words is None else words[start:end]))
         predicted = []
         for pieces in scored:
-            offsets = np.concatenate([offsets for offsets, _ in pieces])  # (document tokens, 2)
-            logits = np.concatenate([logits for _, logits in pieces])  # (document tokens, [streams,] tags)
+            offsets = np.concatenate([offsets for offsets, _, _ in pieces])  # (document tokens, 2)
+            logits = np.concatenate([logits for _, logits, _ in pieces])  # (document tokens, [streams,] tags)
+            word_ids = None if any(w is None for _, _, w in pieces) else np.concatenate([w for _, _, w in pieces])
             streams = logits[:, None] if logits.ndim == 2 else logits  # (document tokens, streams, tags)
             spans = set()
             for stream in range(streams.shape[1]):
-                spans.update(self._tag_spans(offsets, streams[:, stream].argmax(-1), self.label_names))
+                spans.update(self._tag_spans(offsets, streams[:, stream].argmax(-1), self.label_names, word_ids))
             predicted.append(spans)
         return predicted
 
@@ -523,9 +577,13 @@ def loss_items(batch: dict[str, torch.Tensor], kind: str) -> int:
 
 def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_examples: Sequence,
                   dev_features: list[dict], settings: FineTuneSettings, *, device: str = "cpu",
-                  progress: bool = True, distributed: DistributedContext | None = None
+                  progress: bool = True, distributed: DistributedContext | None = None,
+                  report: Callable[[dict[str, Any]], None] | None = None
                   ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Train, score dev after each epoch, restore the best epoch's weights. Returns (history, best dev scores).
+
+    Each epoch's history record (training loss, the learning rate at the epoch's end, dev scores) goes to
+    ``report`` on rank 0 (TensorBoard, :mod:`kgplm.training.reporting`).
 
     Data parallelism (``distributed``, default: the initialised process group): every rank draws the
     same order; each step's units are split into contiguous shares, one per rank, and each rank's
@@ -597,7 +655,10 @@ def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_e
             dev_scores = score(encoder, dev_examples, dev_features, outputs)
         dev_scores = context.broadcast(dev_scores)
         history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)),
+                        "learning_rate": float(optimizer.param_groups[0]["lr"]),
                         **{f"dev_{k}": v for k, v in dev_scores.items()}})
+        if context.is_main and report is not None:
+            report(history[-1])
         if context.is_main:
             logger.info("epoch %d: train loss %.4f, dev %s %.4f", epoch + 1, history[-1]["train_loss"],
                         encoder.spec.metric, dev_scores["main"])

@@ -27,7 +27,7 @@ from kgplm.exceptions import ArtifactError, ConfigurationError, MissingFileError
 from kgplm.training.run import RunDirectory
 
 __all__ = ["StageInputs", "Stage", "STAGES", "register_stage", "run_artefact_stages", "prepare_store",
-           "prepare_tokenizer", "prepare_corpus", "build_model", "load_text_checkpoint"]
+           "prepare_tokenizer", "prepare_corpus", "build_model", "load_text_checkpoint", "recorded_graph", "cached_graph"]
 
 logger = logging.getLogger(__name__)
 
@@ -178,21 +178,41 @@ register_stage(Stage("kg_embeddings", _kg_embeddings))
 
 
 # -- stages every method runs ------------------------------------------------------------------------
-def prepare_store(run: RunDirectory, graph, progress: bool):
-    """(store, the graph argument to record): a KGStore is saved into the run so that replays find it."""
-    from kgplm.kg import KGStore, open_store
+def _is_saved_store(graph) -> bool:
+    return isinstance(graph, (str, os.PathLike)) and (Path(graph) / "manifest.json").is_file()
 
-    if isinstance(graph, KGStore):
-        if not (run.store_dir / "manifest.json").is_file():
-            graph.save(run.store_dir)
-        return graph, str(run.store_dir)
-    is_saved_store = Path(str(graph)).is_dir() and (Path(str(graph)) / "manifest.json").is_file()
-    if not is_saved_store and (run.store_dir / "manifest.json").is_file():
-        return KGStore.load(run.store_dir), graph
-    store = open_store(graph, show_progress=progress)
-    if not is_saved_store:
+
+def recorded_graph(run: RunDirectory, graph):
+    """What ``run_config.json`` records as the graph: a :class:`KGStore` object is saved into the run, so
+    the path of that copy; ``None`` (a method that reads no graph) and paths/names as given."""
+    from kgplm.kg import KGStore
+
+    return str(run.store_dir) if isinstance(graph, KGStore) else graph
+
+
+def cached_graph(run: RunDirectory, graph):
+    """The run's saved copy of ``graph`` when this run already parsed that same graph (a resume), else ``graph``."""
+    from kgplm.kg import KGStore
+
+    if graph is None or isinstance(graph, KGStore) or _is_saved_store(graph):
+        return graph
+    if (run.store_dir / "manifest.json").is_file() and run.run_config_path.is_file():
+        if str(run.read_run_config().get("graph")) == str(graph):
+            return KGStore.load(run.store_dir)
+    return graph
+
+
+def prepare_store(run: RunDirectory, store, graph, *, save: bool = True):
+    """The run's store: ``store`` (opened by :func:`kgplm.training.preflight.check_train_inputs`), saved
+    into the run unless ``graph`` is a saved store already; an empty store when the method reads no
+    graph (``store`` is ``None``: no entity is linked, entity-sized tables are empty)."""
+    from kgplm.kg.collector import GraphCollector
+
+    if store is None:
+        return GraphCollector(source="no graph").build(allow_empty=True)
+    if save and not _is_saved_store(graph) and not (run.store_dir / "manifest.json").is_file():
         store.save(run.store_dir)
-    return store, graph
+    return store
 
 
 def prepare_tokenizer(run: RunDirectory, inputs: StageInputs):
@@ -268,29 +288,13 @@ def record_model_length(run: RunDirectory, tokenizer, positions: int) -> None:
 
 
 # -- the model -----------------------------------------------------------------------------------------
-def _text_fields(text_model) -> tuple[dict[str, Any], Path | None]:
-    from transformers import BertConfig
-
-    from kgplm.models import CPU_TEXT_ENCODER
-
-    if text_model is None:
-        return dict(CPU_TEXT_ENCODER), None
-    if isinstance(text_model, dict):
-        return dict(text_model), None
-    directory = Path(text_model)
-    if not (directory / "config.json").is_file():
-        raise MissingFileError(directory / "config.json", "BERT checkpoint configuration")
-    fields = BertConfig.from_pretrained(str(directory)).to_dict()
-    for key in ("architectures", "model_type", "transformers_version", "_name_or_path"):
-        fields.pop(key, None)
-    return fields, directory
-
-
 def build_model(spec, store, tokenizer, *, text_model, model_options: dict, max_length: int, entity_dim: int,
                 artefacts: dict | None = None):
     """A fresh pre-training model of ``spec`` sized for ``store``, ``tokenizer`` and the KG embeddings
     (when the method uses them); returns (model, the text checkpoint directory or None)."""
-    text_fields, checkpoint = _text_fields(text_model)
+    from kgplm.training.preflight import text_fields as read_text_fields
+
+    text_fields, checkpoint = read_text_fields(text_model)
     text_fields["vocab_size"] = len(tokenizer)
     text_fields.setdefault("pad_token_id", tokenizer.pad_token_id)
     graph_fields = {"method": spec.name, "num_entities": store.num_entities, "num_relations": store.num_relations,
@@ -325,7 +329,10 @@ def load_text_checkpoint(model, directory: Path) -> dict[str, list[str]]:
     ``{"loaded": [...], "new": [...], "unused": [...]}``."""
     from transformers import BertForPreTraining
 
-    reference, info = BertForPreTraining.from_pretrained(str(directory), output_loading_info=True)
+    from kgplm.models.loading import silenced_load_report
+
+    with silenced_load_report():  # what was loaded is checked and logged below
+        reference, info = BertForPreTraining.from_pretrained(str(directory), output_loading_info=True)
     if reference.config.vocab_size != model.config.vocab_size:
         raise ConfigurationError(f"the text model's vocabulary ({reference.config.vocab_size}) differs from the "
                                  f"tokenizer's ({model.config.vocab_size})")

@@ -51,6 +51,7 @@ import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -294,8 +295,12 @@ def optimizer_step(optimizer, trainable, max_grad_norm: float, scaler, step: int
 
 def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, settings: TrainerSettings,
                device: str | torch.device = "cpu", progress: bool = True,
-               distributed: DistributedContext | None = None) -> list[dict[str, Any]]:
+               distributed: DistributedContext | None = None,
+               report: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Train ``model`` on ``dataset`` (rows for ``collator``) until ``settings.max_steps``, resuming.
+
+    ``report``: called on rank 0 with each record written to ``metrics.jsonl`` (TensorBoard,
+    :mod:`kgplm.training.reporting`).
 
     ``collator(rows, example_seeds)`` returns a :class:`~kgplm.training.collator.Batch`. With
     ``num_workers > 0`` it runs in DataLoader worker processes, so it must be picklable and its
@@ -361,6 +366,8 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
                 record = {"step": done, **window.means(), "learning_rate": learning_rate}
                 metrics_file.write(json.dumps(record) + "\n")
                 metrics_file.flush()
+                if report is not None:
+                    report(record)
                 if "loss" in record and math.isfinite(record["loss"]):
                     bar.set_postfix(loss=f"{record['loss']:.4f}")
             if done % settings.log_every == 0 or done == settings.max_steps:

@@ -14,7 +14,7 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
-import kgplm  # noqa: F401  (registers the Auto classes)
+import kgplm.methods  # noqa: F401  (registers the Auto classes)
 from kgplm.methods.mlm import KgplmForMaskedLM, MlmConfig
 from kgplm.methods.smedbert import SmedbertConfig
 from kgplm.models import TINY_TEXT_ENCODER, KgplmForFineTuning, KgplmModel
