@@ -21,12 +21,14 @@ from kgplm.evaluation.tasks import PairExample, SpanExample  # noqa: E402
 from kgplm.methods import Control, MethodEvaluation, get, register, unregister  # noqa: E402
 
 CONTROL = "smedbert control: mlm, use_sop=True (whole_entity masking)"
+SPANS = "smedbert: control + linked mention spans at fine-tuning"
+SHUFFLED = "smedbert: shuffled graph"
 
 
 def test_rows_from_the_registry():
     rows = {row.name: row for row in replicate.plan_rows(["smedbert"])}
     assert list(rows) == ["smedbert", "smedbert − knowledge at fine-tuning", "smedbert − no hybrid attention",
-                          "smedbert − no knowledge losses", CONTROL, "mlm (token masking, no SOP)"]
+                          "smedbert − no knowledge losses", SPANS, SHUFFLED, CONTROL, "mlm (token masking, no SOP)"]
     method, text_only = rows["smedbert"], rows["smedbert − knowledge at fine-tuning"]
     assert method.pretraining == replicate.Pretraining("smedbert", "whole_entity")
     # the same pre-trained models, fine-tuned without SMedBERT's linked mentions
@@ -35,6 +37,18 @@ def test_rows_from_the_registry():
     assert rows["smedbert − no knowledge losses"].pretraining.model_options == (("use_knowledge_losses", False),)
     assert all(rows[name].control == CONTROL for name in list(rows)[:4])
     assert rows[CONTROL].control is None and rows["mlm (token masking, no SOP)"].pretraining.masking == "bert"
+    # the attribution rows the record declares (issue 26.5), both compared with the method
+    assert rows[SPANS].pretraining == rows[CONTROL].pretraining and rows[SPANS].finetune_options == (
+        ("mention_spans", True),)
+    assert rows[SHUFFLED].pretraining == replicate.Pretraining("smedbert", "whole_entity", (),
+                                                               (("graph_shuffle_seed", 0),))
+    assert rows[SPANS].control == rows[SHUFFLED].control == "smedbert"
+    # their runs and fine-tunings are cached apart from the rows they vary
+    budget = replicate.Budget()
+    assert replicate.pretraining_key(budget, rows[SHUFFLED].pretraining, 0, "s") != replicate.pretraining_key(
+        budget, method.pretraining, 0, "s")
+    assert replicate.finetuning_key(budget, "run", "cmedqaner", 0, True, rows[SPANS].finetune_options) != \
+        replicate.finetuning_key(budget, "run", "cmedqaner", 0, True)
 
 
 @pytest.fixture()
@@ -179,3 +193,22 @@ def test_ner_baselines_and_unit_count():
     assert result["tables"]["fine-tuned"]["cells"]["r"]["cMedQANER F1"]["mean"] == 1.0
     assert result["baselines"]["fine-tuned"]["majority class (all-O for NER)"]["cMedQANER F1"] == 0.0
     assert "cMedQANER F1" not in result["baselines"]["fine-tuned"].get("chance (uniform random training label)", {})
+
+
+def test_the_linker_as_ner_baseline_row():
+    """With the run's linker in the measurements, NER columns get the linker-as-NER baseline (by hand:
+    the linker finds "糖尿病" typed Disease in every document; train maps Disease → dis; F1 = 1 on the one
+    gold entity, with a spurious second span typed Person mapped to nothing)."""
+    budget = dataclasses.replace(replicate.Budget(), seeds=(0,), finetune_seeds=(0,), tasks={"cmedqaner": [None, 1]})
+    row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
+    test = [SpanExample(f"d{i}", "糖尿病患者", ((0, 3, "dis"),)) for i in range(4)] + [
+        SpanExample("d4", "患者糖尿病", ((2, 5, "dis"),))]
+    outcome = {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 5}
+    measured = {"tasks": {"cmedqaner": {"r": [outcome]}}, "splits": {"cmedqaner": {"train": test, "test": test}},
+                "intrinsic": {}, "own": {}, "own_columns": {}, "similarity_sizes": {},
+                "probe": SimpleNamespace(seen=np.array([True]), baseline_hits=np.array([False])), "timings": {},
+                "link": lambda text: [(0, 3, "Disease"), (3, 5, "Person")]}
+    result = aggregate([row], budget, measured, commit="abc", device="cpu", seconds=0.0)
+    baseline = result["baselines"]["secondary"]["linker as NER (the linker's spans, KG type → label fitted on train)"]
+    # four documents right, "患者糖尿病" wrong twice over (a missed gold, a false (0, 3)): P = R = 4/5
+    assert baseline["cMedQANER F1"] == pytest.approx(0.8)
