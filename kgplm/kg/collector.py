@@ -515,6 +515,5 @@ def empty_attributes(num_entities: int) -> dict[str, np.ndarray]:
             "attribute_languages": np.zeros(0, dtype=np.int16), "attribute_datatypes": np.zeros(0, dtype=np.int16)}
 
 
-#: public names for importers that compile arrays themselves (kgplm.kg.umls)
+#: a public name for importers that compile arrays themselves (kgplm.kg.umls)
 unique_rows = _unique_rows
-compile_adjacency = _compile_adjacency
