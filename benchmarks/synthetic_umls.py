@@ -8,9 +8,9 @@ stand-in, written with the shapes that make UMLS expensive to load:
   first string of each language is the concept's preferred one (TS=P, STT=PF, ISPREF=Y); a share of
   the other strings is suppressed (SUPPRESS O, E or Y), and some strings are shared between
   concepts (abbreviations), so names are ambiguous as in UMLS.
-* MRREL: a heavy-tailed degree (each concept starts Zipf(2.0) relation pairs, capped at 500, about 8 rows a concept; their
-  other ends are drawn with a power law over a permutation of the concepts, so a few hubs collect
-  most links), each relation written as UMLS writes it, a row and its inverse (PAR/CHD with
+* MRREL: a heavy-tailed degree (each concept starts Zipf(2.0) relation pairs, capped at 500: about
+  9.5 rows a concept; their other ends are drawn with a power law over a permutation of the
+  concepts, so a few hubs collect most links), each relation written as UMLS writes it, a row and its inverse (PAR/CHD with
   isa/inverse_isa, RB/RN, RO with may_treat/may_be_treated_by and others, SY/SY, RQ/RQ), some rows
   with an empty RELA, some self-links and some suppressed rows.
 * MRSTY: one or two semantic types per concept (T047, T121, …) drawn from a Zipf-shaped
@@ -19,7 +19,7 @@ stand-in, written with the shapes that make UMLS expensive to load:
 Deterministic for ``(num_concepts, seed, chunk_size)`` and streaming: concepts are generated chunk
 by chunk with a generator seeded by ``(seed, table, chunk index)`` and written straight to the
 files, so memory does not grow with ``num_concepts``. Sizes from a few concepts (tests) to 4M
-(about 16M strings and 25M relation rows; several GB of text).
+(about 16M strings and 38M relation rows; about 5 GB of text).
 
     python benchmarks/synthetic_umls.py OUT_DIR --concepts 1M --seed 0
 """

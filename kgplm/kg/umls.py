@@ -136,7 +136,8 @@ def read_umls_rrf(
     if num_entities == 0:
         raise EmptyGraphError(f"the UMLS files in {directory} have no concept left after the filters "
                               f"(languages={sorted(language_filter) if language_filter else None}, "
-                              f"sources={sorted(source_filter) if source_filter else None}, suppress={sorted(suppressed)})")
+                              f"sources={sorted(source_filter) if source_filter else None}, "
+                              f"suppress={sorted(suppressed)})")
     strings = StringTable.from_strings(string_index)  # dicts keep insertion order: ids are positions
     num_strings = len(string_index)
     del string_index

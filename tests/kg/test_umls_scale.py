@@ -84,7 +84,8 @@ def test_generator_is_seeded_and_streams_in_the_rrf_layout(tmp_path: Path, gener
 
     conso, rel, sty = (read_rrf(generated / f"{t}.RRF", c) for t, c in (("MRCONSO", CONSO), ("MRREL", REL),
                                                                          ("MRSTY", STY)))
-    assert len(conso) == counts["strings"] and len(rel) == counts["relation_rows"] and len(sty) == counts["semantic_type_rows"]
+    assert len(conso) == counts["strings"] and len(rel) == counts["relation_rows"]
+    assert len(sty) == counts["semantic_type_rows"]
     assert conso.CUI.nunique() == 400 and 3.5 < len(conso) / 400 < 4.5  # about 4 strings a concept
     assert set(conso.LAT) >= {"ENG", "SPA", "FRE", "CHI"} and conso.SAB.nunique() >= 8
     # one preferred string per concept and language, never suppressed
@@ -117,7 +118,8 @@ def test_streaming_import_by_hand(generated: Path) -> None:
     conso = read_rrf(generated / "MRCONSO.RRF", CONSO)
     kept = conso[conso.SUPPRESS == "N"]
     cui_of = {i: iri.rsplit("/", 1)[1] for i, iri in enumerate(store.entity_iris)}
-    labels = {(cui_of[e], text, language, role) for e in range(store.num_entities) for text, language, role in store.labels(e)}
+    labels = {(cui_of[e], text, language, role)
+              for e in range(store.num_entities) for text, language, role in store.labels(e)}
     expected = {(row.CUI, row.STR, UMLS_LANGUAGES[row.LAT],
                  "prefLabel" if (row.TS, row.STT, row.ISPREF) == ("P", "PF", "Y") else "altLabel")
                 for row in kept.itertuples()}
