@@ -11,8 +11,8 @@ stand-in, written with the shapes that make UMLS expensive to load:
 * MRREL: a heavy-tailed degree (each concept starts Zipf(2.0) relation pairs, capped at 500: about
   9.5 rows a concept; their other ends are drawn with a power law over a permutation of the
   concepts, so a few hubs collect most links), each relation written as UMLS writes it, a row
-  and its inverse (PAR/CHD with isa/inverse_isa, RB/RN, RO with may_treat/may_be_treated_by and others, SY/SY, RQ/RQ), some rows
-  with an empty RELA, some self-links and some suppressed rows.
+  and its inverse (PAR/CHD with isa/inverse_isa, RB/RN, RO with may_treat/may_be_treated_by and
+  others, SY/SY, RQ/RQ), some rows with an empty RELA, some self-links and some suppressed rows.
 * MRSTY: one or two semantic types per concept (T047, T121, …) drawn from a Zipf-shaped
   distribution over 24 of the real semantic types.
 
