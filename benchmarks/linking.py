@@ -36,12 +36,19 @@ from kgplm.text.linking import normalize_for_matching
 SHARED = Path(os.environ.get("KGPLM_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
+CPU_SECONDS: dict[int, float] = {}  # id of a timed result → the user+system CPU seconds of its best run
+
+
 def best_of(repeat: int, function) -> tuple[float, object]:
-    best, result = float("inf"), None
+    """The best wall-clock seconds of ``repeat`` runs and the last result; the best run's CPU seconds
+    (this process, user+system: what a loaded machine inflates least) go to ``CPU_SECONDS``."""
+    best, best_cpu, result = float("inf"), float("inf"), None
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         result = function()
         best = min(best, time.perf_counter() - started)
+        best_cpu = min(best_cpu, time.process_time() - started_cpu)
+    CPU_SECONDS[id(result)] = best_cpu
     return best, result
 
 
@@ -130,18 +137,22 @@ def main() -> None:
     rows = []
 
     linker.find(texts[0])  # load the compiled kernel
-    seconds, _ = best_of(args.repeat, lambda: [linker.find(t) for t in texts])
-    mentions = sum(len(linker.find(t)[0]) for t in texts)
-    rows.append(("kgplm EntityLinker.find (arrays)", seconds, mentions))
+    seconds, result = best_of(args.repeat, lambda: [linker.find(t) for t in texts])
+    rows.append(("kgplm EntityLinker.find (arrays)", seconds, sum(len(found[0]) for found in result), result))
     seconds, result = best_of(args.repeat, lambda: linker.link_many(texts))
-    rows.append(("kgplm EntityLinker.link_many (Mention objects)", seconds, sum(map(len, result))))
+    rows.append(("kgplm EntityLinker.link_many (Mention objects)", seconds, sum(map(len, result)), result))
     seconds, result = best_of(args.repeat, lambda: [linker.link(t) for t in texts])
-    rows.append(("kgplm EntityLinker.link per document", seconds, sum(map(len, result))))
+    rows.append(("kgplm EntityLinker.link per document", seconds, sum(map(len, result)), result))
+    unfiltered = EntityLinker(store, stop_words=None, exclude_numeric=False, hyphen_variants=False)
+    unfiltered.find(texts[0])
+    seconds, result = best_of(args.repeat, lambda: [unfiltered.find(t) for t in texts])
+    rows.append(("kgplm EntityLinker.find, filters off (stop words, numeric names, hyphens)", seconds,
+                 sum(len(found[0]) for found in result), result))
     longest = EntityLinker(store, word_boundaries=None)
     longest.find(texts[0])
-    seconds, _ = best_of(args.repeat, lambda: [longest.find(t) for t in texts])
+    seconds, result = best_of(args.repeat, lambda: [longest.find(t) for t in texts])
     rows.append(("kgplm EntityLinker.find, leftmost-longest (word_boundaries=None)", seconds,
-                 sum(len(longest.find(t)[0]) for t in texts)))
+                 sum(len(found[0]) for found in result), result))
 
     try:
         import ahocorasick
@@ -154,11 +165,11 @@ def main() -> None:
         automaton.make_automaton()
         seconds, result = best_of(args.repeat, lambda: [list(automaton.iter_long(normalize_for_matching(t)))
                                                         for t in texts])
-        rows.append(("pyahocorasick iter_long (no Latin boundaries)", seconds, sum(map(len, result))))
+        rows.append(("pyahocorasick iter_long (no Latin boundaries)", seconds, sum(map(len, result)), result))
 
     root = python_trie(linker.patterns)
     seconds, result = best_of(1, lambda: [python_longest_match(root, normalize_for_matching(t)) for t in texts])
-    rows.append(("pure-Python trie, greedy longest (SMedBERT code)", seconds, sum(result)))
+    rows.append(("pure-Python trie, greedy longest (SMedBERT code)", seconds, sum(result), result))
 
     import jieba
 
@@ -166,12 +177,25 @@ def main() -> None:
     segmenter = jieba.Tokenizer()
     segmenter.initialize()
     seconds, result = best_of(1, lambda: [list(segmenter.cut(t)) for t in texts])
-    rows.append(("jieba segmentation (HMM on)", seconds, sum(map(len, result))))
+    rows.append(("jieba segmentation (HMM on)", seconds, sum(map(len, result)), result))
 
-    print("\n| method | seconds | MB/s | mentions (or words) |")
-    print("|---|---|---|---|")
-    for name, seconds, count in rows:
-        print(f"| {name} | {seconds:.2f} | {megabytes / seconds:.2f} | {count:,} |")
+    print(f"\ncommit {_commit()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min): "
+          "wall-clock MB/s falls with the load, CPU MB/s (bytes / user+system CPU seconds, one thread) less")
+    print("\n| method | seconds | MB/s | CPU seconds | MB/s per CPU second | mentions (or words) |")
+    print("|---|---|---|---|---|---|")
+    for name, seconds, count, result in rows:
+        cpu = CPU_SECONDS[id(result)]
+        print(f"| {name} | {seconds:.2f} | {megabytes / seconds:.2f} | {cpu:.2f} | {megabytes / cpu:.2f} | {count:,} |")
+
+
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 if __name__ == "__main__":

@@ -96,6 +96,7 @@ def train(
     model_options: dict | None = None,
     method_data: dict | None = None,
     exclude_triples: str | os.PathLike | None = None,
+    linking: dict | None = None,
     masking: str | None = None,
     max_steps: int = 1000,
     batch_size: int = 16,
@@ -146,6 +147,11 @@ def train(
             ``exclude_from_training`` list, or a TSV of labelled triples): the sentences stating them
             leave the corpus, the KG embeddings and PEPR table are built without them
             (:mod:`kgplm.training.heldout`).
+        linking: which names the corpus links (:mod:`kgplm.text.linking_filters`): ``stop_words``
+            (default ``"english"``), ``min_length``, ``exclude_numeric``, ``hyphen_variants``,
+            ``entity_types``, ``roots`` (e.g. ``["HP:0000118"]``), ``common_word_share``. Every
+            option, defaults included, is recorded in ``run_config.json``; the names the common-word
+            filter dropped under ``stages.linking``.
         masking: the MLM masking scheme (default: the method's, e.g. ``whole_entity`` for SMedBERT).
         batch_size: examples per optimiser step, split into ``gradient_accumulation_steps``
             micro-batches (the loss is the mean over the whole batch either way).
@@ -179,7 +185,10 @@ def train(
         raise ConfigurationError(f"masking must be one of {SCHEMES}, got {masking!r}")
     if kg_method is None:
         kg_method = spec.kg_embedding or "transe"
-    arguments.update(kg_method=kg_method, masking=masking)  # what was used, so a replay does not depend on defaults
+    from kgplm.text.linking_filters import linking_settings
+
+    # what was used, so a replay does not depend on defaults
+    arguments.update(kg_method=kg_method, masking=masking, linking=linking_settings(linking))
     if warmup_steps is None:
         warmup_steps = int(0.06 * max_steps)
     settings = TrainerSettings(max_steps=max_steps, batch_size=batch_size,

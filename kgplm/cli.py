@@ -136,22 +136,62 @@ def _cmd_text_vocab(args: argparse.Namespace) -> int:
     return 0
 
 
+def _linking_options(args: argparse.Namespace) -> dict:
+    """The ``linking=`` options of ``kgplm text link``'s flags (only those given)."""
+    options: dict = {"min_length": args.min_length}
+    if args.stop_words is not None:
+        options["stop_words"] = None if args.stop_words == "none" else (
+            "english" if args.stop_words == "english" else
+            [line.strip() for line in open(args.stop_words, encoding="utf-8") if line.strip()])
+    if args.keep_numeric:
+        options["exclude_numeric"] = False
+    if args.no_hyphen_variants:
+        options["hyphen_variants"] = False
+    if args.entity_type:
+        options["entity_types"] = args.entity_type
+    if args.root:
+        options["roots"] = args.root
+    if args.common_word_share is not None:
+        options["common_word_share"] = args.common_word_share
+    return options
+
+
 def _cmd_text_link(args: argparse.Namespace) -> int:
-    from kgplm.text import EntityLinker, read_corpus
+    from collections import Counter
+
+    from kgplm.text import read_corpus
+    from kgplm.text.linking_filters import build_linker
 
     store = _store(args.store)
-    linker = EntityLinker(store, min_length=args.min_length, nested=args.nested)
     texts = [(f"arg{i}", text) for i, text in enumerate(args.text)]
     if args.file:
         texts += [(document.id, document.text) for document in read_corpus(args.file)]
+    linker, report = build_linker(store, _linking_options(args), texts=lambda: (text for _, text in texts))
+    entities, surfaces = Counter(), Counter()
     for identifier, text in texts:
-        for mention in linker.link(text):
+        for mention in linker.link(text, nested=args.nested):
+            if args.stats:
+                entities[mention.entity_id] += 1
+                surfaces[mention.surface] += 1
+                continue
             record = {"text": identifier, "start": mention.start, "end": mention.end, "surface": mention.surface,
                       "entity_id": mention.entity_id, "entity": store.entity_name(mention.entity_id),
                       "type": store.entity_type(mention.entity_id)}
             if len(mention.candidates) > 1:
                 record["candidates"] = list(mention.candidates)
             print(json.dumps(record, ensure_ascii=False))
+    if args.stats:
+        total = sum(entities.values())
+        print(f"{total:,} mentions of {len(entities):,} entities in {len(texts):,} texts")
+        for name, share in report.get("common_names", {}).items():
+            print(f"dropped as a common word: {name!r} (in {share:.1%} of the texts)")
+        print(f"\ntop {args.top} entities:\n| entity | id | type | mentions | share |\n|---|---|---|---|---|")
+        for entity, count in entities.most_common(args.top):
+            print(f"| {store.entity_name(entity)} | {store.entity_iri(entity)} | {store.entity_type(entity)} | "
+                  f"{count:,} | {count / total:.1%} |")
+        print(f"\ntop {args.top} surfaces:\n| surface | mentions | share |\n|---|---|---|")
+        for surface, count in surfaces.most_common(args.top):
+            print(f"| {surface} | {count:,} | {count / total:.1%} |")
     return 0
 
 
@@ -209,6 +249,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              model_options=json.loads(args.model_options) if args.model_options else None,
                              method_data=json.loads(args.method_data) if args.method_data else None,
                              exclude_triples=args.exclude_triples, graph_shuffle_seed=args.graph_shuffle_seed,
+                             linking=json.loads(args.linking) if args.linking else None,
                              progress=not args.no_progress)
     if not _is_main_process():
         return 0
@@ -406,6 +447,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default="cmekg", help=store_help)
     p.add_argument("--min-length", type=int, default=2)
     p.add_argument("--nested", action="store_true", help="every match, also inside longer names")
+    p.add_argument("--stop-words", default=None,
+                   help="'english' (the default), 'none', or a file with one stop word a line")
+    p.add_argument("--keep-numeric", action="store_true", help="also link names without a letter (277000)")
+    p.add_argument("--no-hyphen-variants", action="store_true", help="hyphens no longer match spaces")
+    p.add_argument("--entity-type", action="append", default=[], help="link only entities of this type (repeat)")
+    p.add_argument("--root", action="append", default=[],
+                   help="link only this entity and its is_a descendants, e.g. HP:0000118 (repeat)")
+    p.add_argument("--common-word-share", type=float, default=None,
+                   help="drop names linked in more than this share of the texts (measured first)")
+    p.add_argument("--stats", action="store_true", help="print the most-linked entities and surfaces instead")
+    p.add_argument("--top", type=int, default=20, help="rows of --stats")
     p.set_defaults(handler=_cmd_text_link)
 
     p = text.add_parser("build-corpus", help="tokenize, link and attach neighbours; write Arrow shards")
@@ -448,6 +500,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
     p.add_argument("--graph-shuffle-seed", type=int, default=None,
                    help="build PEPR and KG embeddings on the graph with its links moved to other entities (a control)")
+    p.add_argument("--linking", default=None,
+                   help='JSON dict of linking options, e.g. \'{"roots": ["HP:0000118"], "common_word_share": 0.2}\'')
     p.add_argument("--exclude-triples", default=None,
                    help="keep these triples out of pre-training (a probe file, or a TSV of head/relation/tail)")
     p.add_argument("--masking", default=None, choices=SCHEMES, help="MLM masking scheme (default: the method's)")

@@ -244,3 +244,25 @@ def test_losses_decrease_on_real_medical_dialogue(cmekg_store, shared_data, tmp_
     sop = result.curve("sop")
     # near chance (ln 2) in so short a run on real text, and finite: SOP needs scale (benchmarks/sop_curve.py)
     assert all(0.5 < value < 0.8 for value in sop)
+
+
+def test_linking_options_reach_the_corpus_and_are_recorded(toy_run, toy_corpus, tmp_path):
+    from kgplm import KGStore
+    from kgplm.text.corpus import load_corpus
+    from kgplm.text.linking import EntityLinker
+    from kgplm.text.linking_filters import LINKING_OPTIONS, common_names
+
+    assert toy_run.run_config["linking"] == LINKING_OPTIONS  # the defaults, recorded
+    result = kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path, max_steps=2,
+                                                 linking={"common_word_share": 0.1, "min_length": 3}))
+    assert result.run_config["linking"] == {**LINKING_OPTIONS, "common_word_share": 0.1, "min_length": 3}
+    store = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+    texts = toy_corpus.read_text(encoding="utf-8").splitlines()
+    expected = common_names(EntityLinker(store, min_length=3), texts, 0.1)
+    assert expected and result.run_config["stages"]["linking"] == {"common_names": expected}
+    dataset = load_corpus(result.output_dir / "corpus")
+    linked = {store.entity_name(e) for row in dataset for e in row["mention_entity_ids"]}
+    dropped = {e for name in expected for e in store.entity_ids(name)}
+    assert linked and not linked & {store.entity_name(e) for e in dropped}
+    with pytest.raises(ConfigurationError, match="unknown linking options"):
+        kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path / "z", linking={"roots ": ["x"]}))

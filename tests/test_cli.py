@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -147,3 +148,28 @@ def test_train_then_replay_from_its_config(tmp_path: Path, capsys) -> None:
     assert [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()] == records
     assert main(["train", "--graph", str(TOY_GRAPH)]) == 2
     assert "needs --method, --corpus and --out" in capsys.readouterr().err
+
+
+def test_text_link_stats_and_filters_on_an_english_ontology(tmp_path: Path, capsys) -> None:
+    from tests.text.test_linking_filters import ONTOLOGY, SENTENCES
+
+    ontology = tmp_path / "hp.obo"
+    ontology.write_text(ONTOLOGY, encoding="utf-8")
+    corpus = tmp_path / "abstracts.txt"
+    corpus.write_text("\n".join(SENTENCES), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["text", "link", "--file", str(corpus), "--store", str(ontology), "--stats", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    # defaults: no "All", no qualifiers, no 277000; "Corn" (Heloma) is the most linked entity
+    assert out.splitlines()[0] == "8 mentions of 5 entities in 4 texts"
+    assert "| Heloma | http://purl.obolibrary.org/obo/HP_0200020 | HP | 4 | 50.0% |" in out
+    assert "| Corn | 2 | 25.0% |" in out and "| corn | 2 | 25.0% |" in out
+    assert main(["text", "link", "--file", str(corpus), "--store", str(ontology), "--stats",
+                 "--common-word-share", "0.5", "--root", "HP:0000118", "--stop-words", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "dropped as a common word: 'corn' (in 75.0% of the texts)" in out
+    assert out.splitlines()[0] == "4 mentions of 4 entities in 4 texts"  # hearing loss, seizure, mole, short stature
+    assert main(["text", "link", "no all here; 277000", "--store", str(ontology), "--stop-words", "none",
+                 "--keep-numeric"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["surface"], r["entity"]) for r in records] == [("all", "All"), ("277000", "Hearing impairment")]

@@ -13,7 +13,9 @@ Rules:
 * ``xref``, ``def``, ``comment``, ``alt_id``, ``subset`` ... are text attributes;
 * terms with ``is_obsolete: true`` are dropped, with every edge that touches them;
 * the entity type is the term's ``namespace`` tag, else the header's ``default-namespace``,
-  else the id prefix (``HP``, ``DOID``).
+  else the id prefix (``HP``, ``DOID``);
+* the store's ``prefixes`` map each id prefix to its PURL namespace (``HP`` →
+  ``http://purl.obolibrary.org/obo/HP_``), so ``store.entity_id("HP:0001250")`` resolves.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tqdm.auto import tqdm
 from kgplm._io import iter_lines, require_file
 from kgplm.exceptions import DataFormatError
 from kgplm.kg.collector import GraphCollector
+from kgplm.kg.curie import OBO_PURL
 from kgplm.kg.vocabulary import KGPLM_NAMESPACE, LABEL_ROLES, RDFS_SUBCLASS_OF, mint_iri
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +37,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["read_obo", "obo_iri"]
 
-OBO_PURL = "http://purl.obolibrary.org/obo/"
 _SYNONYM = re.compile(r'^"((?:[^"\\]|\\.)*)"\s*(EXACT|RELATED|BROAD|NARROW)?')
 _TRAILING_COMMENT = re.compile(r"\s+!\s.*$")
 _QUALIFIERS = re.compile(r"\s*\{[^}]*\}\s*$")
@@ -152,4 +154,7 @@ def read_obo(
                     match = _SYNONYM.match(value)
                     value = _unescape(match.group(1)) if match else value
                 collector.add_attribute(entity, predicate, value)
-    return collector.build(extra_manifest={"obo_header": header})
+    # each id prefix's namespace, so that store.entity_id("HP:0001250") resolves (kgplm.kg.curie)
+    prefixes = {identifier.split(":", 1)[0]: f"{OBO_PURL}{identifier.split(':', 1)[0]}_"
+                for identifier in (g["id"][0][1] for _, g in live_terms) if ":" in identifier}
+    return collector.build(extra_manifest={"obo_header": header, "prefixes": prefixes})

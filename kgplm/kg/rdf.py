@@ -95,7 +95,8 @@ def parse_rdf_stream(raw: RawGraph, handle: BinaryIO, canonical: str, *, blank_p
     # The loop is the hot path of loading big graphs: node interning is inlined on purpose
     # (RawGraph.add_statement is the readable version of the same rules).
     try:
-        for statement in pyoxigraph.parse(handle, oxigraph_format(canonical), base_iri=base_iri):
+        parser = pyoxigraph.parse(handle, oxigraph_format(canonical), base_iri=base_iri)
+        for statement in parser:
             count += 1
             if progress is not None and not count & 0xFFFF:
                 progress.update(0x10000)
@@ -144,6 +145,8 @@ def parse_rdf_stream(raw: RawGraph, handle: BinaryIO, canonical: str, *, blank_p
                 edge_s(s)
                 edge_p(p)
                 edge_o(o)
+        for prefix, namespace in parser.prefixes.items():  # the file's @prefix / PREFIX declarations
+            raw.prefixes.setdefault(prefix, namespace)
     finally:
         raw.statements += count
         if progress is not None:
@@ -305,6 +308,10 @@ def _parse_with_rdflib(raw: RawGraph, path: Path, canonical: str, file_index: in
         raise DataFormatError(f"malformed {canonical} RDF: {error}", path=path,
                               line=line if isinstance(line, int) else None) from None
     statements = graph.quads() if isinstance(graph, rdflib.Dataset) else graph
+    bound_by_default = set(rdflib.Graph().namespaces())
+    for prefix, namespace in graph.namespaces():  # the file's declarations, not rdflib's own bindings
+        if prefix and (prefix, namespace) not in bound_by_default:
+            raw.prefixes.setdefault(str(prefix), str(namespace))
     blank_prefix = f"_:f{file_index}-"
 
     def key(term) -> str | None:
@@ -411,7 +418,8 @@ def read_rdf(
         else:
             _parse_with_rdflib(raw, path, canonical, file_index, base_iri)
     return build_store(raw, ", ".join(str(p) for p in paths), label_roles(name_predicates, alias_predicates),
-                       preferred_languages=preferred_languages, merge_same_as=merge_same_as)
+                       preferred_languages=preferred_languages, merge_same_as=merge_same_as,
+                       extra_manifest={"prefixes": dict(raw.prefixes)})
 
 
 if __name__ == "__main__":  # the worker process of _parse_in_two_processes

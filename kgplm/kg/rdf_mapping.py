@@ -109,6 +109,7 @@ class RawGraph:
         self.literal_values: list[str] = []
         self.literal_languages: list[str] = []
         self.literal_datatypes: list[str] = []
+        self.prefixes: dict[str, str] = {}  # the files' prefix declarations (store.prefixes; CURIE lookup)
         self.statements = 0
         self.skipped_quoted = 0
         self.skipped_schema = 0
@@ -143,7 +144,8 @@ class RawGraph:
         for name in self.ARRAYS:
             np.save(directory / f"{name}.npy", np.frombuffer(getattr(self, name), dtype=np.int32))
         payload = {name: getattr(self, name) for name in self.LISTS}
-        payload.update(nodes=list(self.nodes), predicates=list(self.predicates), statements=self.statements,
+        payload.update(nodes=list(self.nodes), predicates=list(self.predicates), prefixes=self.prefixes,
+                       statements=self.statements,
                        skipped_quoted=self.skipped_quoted, skipped_schema=self.skipped_schema)
         with open(directory / "part.json", "w", encoding="utf-8") as handle:
             json.dump(payload, handle, ensure_ascii=False)
@@ -162,6 +164,8 @@ class RawGraph:
             getattr(self, name).frombytes(mapping[local].astype(np.int32).tobytes() if len(local) else b"")
         for name in self.LISTS:
             getattr(self, name).extend(payload[name])
+        for prefix, namespace in payload.get("prefixes", {}).items():
+            self.prefixes.setdefault(prefix, namespace)
         self.statements += payload["statements"]
         self.skipped_quoted += payload["skipped_quoted"]
         self.skipped_schema += payload["skipped_schema"]

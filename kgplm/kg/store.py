@@ -40,6 +40,7 @@ from kgplm.exceptions import (
     UnknownEntityError,
 )
 from kgplm.kg import importers
+from kgplm.kg.curie import curie_candidates
 from kgplm.kg.strings import StringTable
 from kgplm.kg.vocabulary import LABEL_ROLES, NAME_ROLES, local_name
 
@@ -393,12 +394,16 @@ class KGStore:
         return self._name_index
 
     def entity_ids(self, name_or_iri: str) -> list[int]:
-        """Every entity whose IRI, name or alias is ``name_or_iri`` (exact, then case-insensitive)."""
+        """Every entity whose IRI, compact id (a CURIE such as ``HP:0001250``, an OBO id ``HP_0001250``,
+        a UMLS CUI: :mod:`kgplm.kg.curie`), name or alias is ``name_or_iri`` (exact, then case-insensitive)."""
         if self._iri_index is None:
             self._iri_index = {iri: i for i, iri in enumerate(self._entity_iris)}
             self._iri_index.update(self._manifest.get("merged_iris", {}))  # merged nodes resolve to their entity
         if name_or_iri in self._iri_index:
             return [self._iri_index[name_or_iri]]
+        for iri in curie_candidates(name_or_iri, self.prefixes):  # HP:0001250, MONDO_0005148, C0011849
+            if iri in self._iri_index:
+                return [self._iri_index[iri]]
         if self._name_index is None:
             self._build_name_indexes()
         found = self._name_index.get(name_or_iri)
@@ -408,7 +413,8 @@ class KGStore:
         return sorted(found, key=lambda e: (self.entity_name(e) != name_or_iri, e))
 
     def entity_id(self, name_or_iri: str | int) -> int:
-        """Resolve an IRI, a name or an alias to an entity id.
+        """Resolve an IRI, a CURIE or ontology id (``HP:0001250``, ``MONDO_0005148``, ``C0011849``), a name
+        or an alias to an entity id.
 
         Raises :class:`UnknownEntityError` (with the closest names) when nothing matches and
         :class:`AmbiguousEntityError` when an alias names several entities and none of them

@@ -7,8 +7,10 @@ Generators", ICLR. The equations, the generator's size and how G and D share emb
 It is the fair control of the ELECTRA-family methods, run with the same data, budget, vocabulary
 and masking: for the medicinal-product PLM (EP-PLM's "ELECTRA+EM") ``masking="word_entity"`` with
 every chosen token replaced by [MASK] (``mask_fraction=1``, ``random_fraction=0``); for eHealth
-(its ablation "w/o CSP & MTS") ``masking="whole_word"`` with 80/10/10 replacement. Defaults:
-token masking and ELECTRA's 85% [MASK] / 15% kept.
+(its ablation "w/o CSP & MTS") ``masking="whole_word"`` with 80/10/10 replacement and
+``corruption_views=2``: every sequence corrupted twice, as eHealth corrupts it for CSP, so that the
+control trains on the same RTD/MLM targets per step (issue 26.6). Defaults: token masking, ELECTRA's
+85% [MASK] / 15% kept, one corruption per sequence.
 """
 
 from __future__ import annotations

@@ -91,14 +91,21 @@ class ElectraConfig(KgplmConfig):
     ``mlm_weight``, ``rtd_weight``: the weights of G's MLM loss and D's RTD loss (λ).
     ``mask_fraction``, ``random_fraction``: how the masker replaces chosen tokens ([MASK] / a random
     token / kept); ELECTRA's 85 / 0 / 15 by default.
+    ``corruption_views``: how many independent corruptions of every sequence a step trains on (1 or
+    2). eHealth needs two for CSP; its fair control and its ``no_csp`` ablation set 2 as well, so
+    every row of eHealth's comparison sees the same RTD/MLM targets and about the same compute per step.
     """
 
-    method_fields = ("generator_size", "mlm_weight", "rtd_weight", "mask_fraction", "random_fraction")
+    method_fields = ("generator_size", "mlm_weight", "rtd_weight", "mask_fraction", "random_fraction",
+                     "corruption_views")
 
     def __init__(self, method: str = "electra", generator_size: float = 1 / 3, mlm_weight: float = 1.0,
                  rtd_weight: float = 50.0, mask_fraction: float = 0.85, random_fraction: float = 0.0,
-                 **kwargs) -> None:
+                 corruption_views: int = 1, **kwargs) -> None:
         super().__init__(method=method, **kwargs)
+        if corruption_views not in (1, 2):
+            raise ConfigurationError(f"corruption_views must be 1 or 2, got {corruption_views!r}")
+        self.corruption_views = corruption_views
         if not 0.0 < generator_size <= 1.0:
             raise ConfigurationError(f"generator_size must be in (0, 1], got {generator_size}")
         if mask_fraction < 0 or random_fraction < 0 or mask_fraction + random_fraction > 1:

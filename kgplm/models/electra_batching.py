@@ -6,9 +6,11 @@ of G's draw (``replacement_uniforms``) and, when asked, ``candidate_draws`` more
 (``candidate_uniforms``, eHealth's MTS candidates). All come from the example's own generator,
 seeded by (seed, step, position): a corruption does not depend on the micro-batch.
 
-``views = 2`` corrupts every example twice, independently (eHealth's CSP): the rows of view 1
-follow those of view 0 and ``view_partner`` (2·rows,) gives each row the row of its other view.
-View v of an example draws from a generator seeded by (seed, step, position, v).
+``views = 2`` corrupts every example twice, independently: the rows of view 1 follow those of
+view 0. View v of an example draws from a generator seeded by (seed, step, position, v). With
+``contrastive=True`` (eHealth's CSP) ``view_partner`` (2·rows,) gives each row the row of its other
+view and ``csp`` is counted per row; without it the two views are just twice the RTD/MLM targets
+(eHealth's fair control and its ``no_csp`` ablation: the same corruptions as eHealth, CSP off).
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ __all__ = ["ElectraCollator", "build_electra_collator"]
 class ElectraCollator(PretrainingCollator):
     """:class:`~kgplm.training.collator.PretrainingCollator` plus the generator's uniforms (module docstring)."""
 
-    def __init__(self, *, views: int = 1, candidate_draws: int = 0, **options) -> None:
+    def __init__(self, *, views: int = 1, contrastive: bool = False, candidate_draws: int = 0, **options) -> None:
         if views not in (1, 2):
             raise ConfigurationError(f"views must be 1 or 2, got {views}")
+        if contrastive and views != 2:
+            raise ConfigurationError(f"contrastive view pairs need views=2, got views={views}")
         super().__init__(**options)
         self.views = views
+        self.contrastive = contrastive
         self.candidate_draws = candidate_draws
 
     def __call__(self, rows, example_seeds: np.ndarray) -> Batch:
@@ -42,8 +47,9 @@ class ElectraCollator(PretrainingCollator):
         batch = Batch({name: torch.cat([part[name] for part in parts]) for name in parts[0]},
                       target_counts={name: sum(part.target_counts[name] for part in parts)
                                      for name in parts[0].target_counts})
-        batch["view_partner"] = torch.cat([torch.arange(size, 2 * size), torch.arange(size)])  # (2·rows,)
-        batch.target_counts["csp"] = 2 * size
+        if self.contrastive:
+            batch["view_partner"] = torch.cat([torch.arange(size, 2 * size), torch.arange(size)])  # (2·rows,)
+            batch.target_counts["csp"] = 2 * size
         return batch
 
     def method_inputs(self, batch: Batch, rows: dict, examples: list[PretrainingExample], original_ids: np.ndarray,
@@ -55,14 +61,21 @@ class ElectraCollator(PretrainingCollator):
             batch["candidate_uniforms"] = torch.from_numpy(np.concatenate(
                 [rng.random((int(count), self.candidate_draws), dtype=np.float32)
                  for count, rng in zip(counts, rngs)]))  # (masked, draws)
+            # L_MTS is divided by the masked count (kgplm.methods.ehealth.modeling): known before G samples
+            batch.target_counts["mts"] = int(counts.sum())
         batch.target_counts["rtd"] = int(batch["attention_mask"].sum())
 
 
 def build_electra_collator(context, cls=ElectraCollator, **options) -> ElectraCollator:
-    """The collator of an ELECTRA-family method: the run's masking with the config's replacement fractions."""
+    """The collator of an ELECTRA-family method: the run's masking with the config's replacement fractions
+    and the config's ``corruption_views`` (unless ``options`` sets ``views``)."""
     from kgplm.text.masking import Masker
 
     config, tokenizer = context.config, context.tokenizer
+    options.setdefault("views", getattr(config, "corruption_views", 1))
+    if options["views"] != 1 and cls.__call__ is not ElectraCollator.__call__:
+        raise ConfigurationError(f"corruption_views={options['views']} is supported by the plain ELECTRA "
+                                 f"collator only, not by {cls.__name__}")
     masker = Masker.from_tokenizer(tokenizer, context.masking, seed=context.seed, mask_fraction=config.mask_fraction,
                                    random_fraction=config.random_fraction)
     return cls(masker=masker, cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,

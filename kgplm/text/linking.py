@@ -58,6 +58,7 @@ import numpy as np
 
 from kgplm.exceptions import ConfigurationError
 from kgplm.text import _linking_kernels as _kernels
+from kgplm.text import linking_filters as _filters
 
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
@@ -86,7 +87,8 @@ class Mention(NamedTuple):
 
 class _Tables(NamedTuple):
     """Per code point: its normalised code (−1 when it expands to several), the expansion's length
-    and place in ``expansions``, and whether it is a capital letter; per normalised code: Latin letter or digit."""
+    and place in ``expansions``, and whether it is a capital letter; per normalised code: Latin letter or digit;
+    the normalised codes again with hyphens as spaces."""
 
     single: np.ndarray
     length: np.ndarray
@@ -94,6 +96,8 @@ class _Tables(NamedTuple):
     expansions: np.ndarray
     capital: np.ndarray
     alnum: np.ndarray
+    single_spaced: np.ndarray  # ``single`` with every hyphen a space (``hyphen_variants``)
+    hyphens: np.ndarray  # the hyphen codes
 
 
 _TABLES: _Tables | None = None
@@ -133,7 +137,10 @@ def _character_tables() -> _Tables:
                 expansions.extend(map(ord, folded))
         alnum = np.zeros(size, dtype=np.bool_)
         alnum[[ord(c) for c in "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"]] = True
-        _TABLES = _Tables(single, length, expansion_start, np.asarray(expansions, dtype=np.int32), capital, alnum)
+        hyphens = np.array([ord(c) for c in _filters.HYPHENS], dtype=np.int32)
+        single_spaced = np.where(np.isin(single, hyphens), np.int32(32), single)
+        _TABLES = _Tables(single, length, expansion_start, np.asarray(expansions, dtype=np.int32), capital, alnum,
+                          single_spaced, hyphens)
     return _TABLES
 
 
@@ -146,12 +153,14 @@ class _Normalized(NamedTuple):
     alnum: np.ndarray
 
 
-def _normalize(text: str) -> _Normalized:
+def _normalize(text: str, hyphens_to_spaces: bool = False) -> _Normalized:
+    """``text`` as codes with their flags; ``hyphens_to_spaces``: every hyphen (after NFKC) is a space."""
     raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
     tables = _character_tables()
     lengths = tables.length[raw]
+    single = tables.single_spaced if hyphens_to_spaces else tables.single
     if (lengths == 1).all():
-        codes = tables.single[raw]
+        codes = single[raw]
         every = np.ones(len(codes), dtype=np.bool_)
         return _Normalized(codes, None, every, every, tables.capital[raw], tables.alnum[codes])
     source = np.repeat(np.arange(len(raw)), lengths)  # (codes,)
@@ -159,9 +168,14 @@ def _normalize(text: str) -> _Normalized:
     within = np.arange(len(source)) - first[source]
     expanded = tables.expansions[np.minimum(tables.expansion_start[raw][source] + within,
                                             max(len(tables.expansions) - 1, 0))]
-    codes = np.where(lengths[source] == 1, tables.single[raw][source], expanded).astype(np.int32)
+    if hyphens_to_spaces:
+        expanded = np.where(np.isin(expanded, tables.hyphens), np.int32(32), expanded)
+    codes = np.where(lengths[source] == 1, single[raw][source], expanded).astype(np.int32)
     return _Normalized(codes, source, within == 0, within == lengths[source] - 1, tables.capital[raw][source],
                        tables.alnum[codes])
+
+
+_HYPHEN_TO_SPACE = str.maketrans(dict.fromkeys(_filters.HYPHENS, " "))
 
 
 def normalize_for_matching(text: str) -> str:
@@ -180,22 +194,31 @@ class EntityLinker:
         word_boundaries: ``"jieba"``: the names on the best segmentation path; ``None``:
             leftmost-longest matching.
         case_sensitive_abbreviations: names of 2–4 capital letters match only capitals.
+        stop_words, exclude_numeric, hyphen_variants, entity_types, roots: which names and entities
+            may be linked (:mod:`kgplm.text.linking_filters`; the defaults suit English ontologies
+            and leave Chinese names alone).
     """
 
     def __init__(self, store: "KGStore | None" = None, *, min_length: int = 2, nested: bool = False,
                  names: dict[str, Iterable[int]] | None = None, word_boundaries: str | None = "jieba",
-                 case_sensitive_abbreviations: bool = True) -> None:
+                 case_sensitive_abbreviations: bool = True, stop_words: str | Iterable[str] | None = "english",
+                 exclude_numeric: bool = True, hyphen_variants: bool = True,
+                 entity_types: Iterable[str] | None = None, roots: Iterable[int | str] | None = None) -> None:
         if min_length < 1:
             raise ConfigurationError(f"min_length must be at least 1, got {min_length}")
         if store is None and names is None:
             raise ConfigurationError("EntityLinker needs a store or a names dictionary")
         if word_boundaries not in WORD_BOUNDARIES:
             raise ConfigurationError(f"word_boundaries must be one of {WORD_BOUNDARIES}, got {word_boundaries!r}")
+        if store is None and (entity_types is not None or roots is not None):
+            raise ConfigurationError("entity_types= and roots= need a store")
         self.store = store
         self.min_length = min_length
         self.nested = nested
         self.word_boundaries = word_boundaries
+        self.hyphen_variants = hyphen_variants
         surfaces = store.name_index() if names is None else {k: list(v) for k, v in names.items()}
+        allowed = _filters.allowed_entities(store, entity_types, roots) if store is not None else None
         degree = None
         if store is not None:
             out_degree, in_degree = store.degrees()
@@ -203,13 +226,21 @@ class EntityLinker:
         kept = [surface.strip() for surface in surfaces if "\x00" not in surface]
         kept_entities = [surfaces[surface] for surface in surfaces if "\x00" not in surface]
         # normalise every name in one pass (joined by NUL, which no kept name contains)
-        normalized = normalize_for_matching("\x00".join(kept)).split("\x00")
+        normalized = self._normalize_names(kept)
+        stop = set(self._normalize_names(sorted(_filters.resolve_stop_words(stop_words))))
         any_case: dict[str, list[int]] = {}
         capitals: dict[str, list[int]] = {}  # abbreviations: matched only where the text is in capitals
         for name, pattern, entities in zip(kept, normalized, kept_entities):
-            if len(pattern) < min_length:
+            if len(pattern) < min_length or (exclude_numeric and _filters.has_no_letter(pattern)):
                 continue
-            abbreviation = case_sensitive_abbreviations and _ABBREVIATION.fullmatch(unicodedata.normalize("NFKC", name))
+            if allowed is not None:
+                entities = [entity for entity in entities if allowed[entity]]
+                if not entities:
+                    continue
+            written_in_capitals = _ABBREVIATION.fullmatch(unicodedata.normalize("NFKC", name)) is not None
+            if pattern in stop and not written_in_capitals:  # "AS" (ankylosing spondylitis) is no stop word
+                continue
+            abbreviation = case_sensitive_abbreviations and written_in_capitals
             bucket = (capitals if abbreviation else any_case).setdefault(pattern, [])
             bucket.extend(entity for entity in entities if entity not in bucket)
         for pattern, entities in capitals.items():  # in capitals, the other names of the same letters count too
@@ -225,7 +256,14 @@ class EntityLinker:
         self._best_entity = np.array([ranked[0] for ranked in self._candidates], dtype=np.int64)
         self._build_automaton(any_case, capitals, kept)
         self.num_names = len(set(self.patterns))
-        logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[4]))
+        logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[1]))
+
+    def _normalize_names(self, names: list[str]) -> list[str]:
+        """``names`` as the linker matches them (one pass, joined by NUL, which no kept name contains)."""
+        joined = normalize_for_matching("\x00".join(names))
+        if self.hyphen_variants:
+            joined = joined.translate(_HYPHEN_TO_SPACE)
+        return joined.split("\x00") if names else []
 
     def _build_automaton(self, any_case: dict[str, list[int]], capitals: dict[str, list[int]], names: list[str]):
         """The trie over names (and the segmentation dictionary's words) with its per-node arrays."""
@@ -235,8 +273,7 @@ class EntityLinker:
         total = 1
         if self.word_boundaries == "jieba":
             frequencies, total = jieba_dictionary()
-            for word, frequency in zip(normalize_for_matching("\x00".join(frequencies)).split("\x00"),
-                                       frequencies.values()):
+            for word, frequency in zip(self._normalize_names(list(frequencies)), frequencies.values()):
                 if frequency > 0:
                     words[word] = max(frequency, words.get(word, 0))
             # what Segmenter's add_word does to jieba's total: every name it adds counts NAME_FREQUENCY
@@ -251,8 +288,9 @@ class EntityLinker:
         word_weight = np.full(len(terminal), -np.inf)
         if words:
             word_weight[[node[w] for w in words]] = np.log(np.fromiter(words.values(), float, len(words))) - math.log(total)
-        self._automaton = (_kernels.root_table(child_ptr, child_codes, child_nodes), child_ptr, child_codes,
-                           child_nodes, terminal, terminal_capital, word_weight)
+        children = np.stack([child_codes.astype(np.int32), child_nodes.astype(np.int32)], axis=1)
+        self._automaton = (_kernels.root_table(child_ptr, child_codes, child_nodes),
+                           _kernels.node_table(child_ptr, terminal, terminal_capital), children, word_weight)
         self._name_weight = math.log(NAME_FREQUENCY) - math.log(total)
         self._unknown_weight = -math.log(total)
 
@@ -273,7 +311,7 @@ class EntityLinker:
         ``patterns``)."""
         nested = self.nested if nested is None else nested
         mode = _kernels.NESTED if nested else _kernels.BEST_PATH if self.word_boundaries else _kernels.LONGEST
-        normalized = _normalize(text)
+        normalized = _normalize(text, hyphens_to_spaces=self.hyphen_variants)
         capacity = max(16, len(normalized.codes) // (1 if nested else 2) + 1)
         while True:
             starts = np.empty(capacity, dtype=np.int64)

@@ -47,10 +47,13 @@ class StageInputs:
 
     @cached_property
     def linker(self):
-        """The entity linker, built once and only when a stage still has to link."""
-        from kgplm.text.linking import EntityLinker
+        """The entity linker of ``kgplm.train(linking=...)``, built once and only when a stage still has to
+        link; what its corpus pass dropped (``common_word_share``) goes to ``artefacts["linking"]``."""
+        from kgplm.text.linking_filters import build_linker
 
-        return EntityLinker(self.store)
+        linker, report = build_linker(self.store, self.arguments.get("linking"), texts=self.corpus_texts)
+        self.artefacts["linking"] = report
+        return linker
 
     def documents(self):
         """The corpus documents, without the sentences that state held-out facts when there are any."""
@@ -233,6 +236,8 @@ def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking
     if held_out is not None:
         logger.info("held-out triples: %s", held_out.statistics)
         run.record_stage("held_out_text", dict(held_out.statistics))
+    if inputs.artefacts.get("linking"):
+        run.record_stage("linking", inputs.artefacts["linking"])  # e.g. the common names dropped
     return dataset
 
 

@@ -30,7 +30,8 @@ def real(cmekg_store, shared_data, tmp_path_factory):
     dataset = build_corpus(texts, store=store, tokenizer=tokenizer, output_dir=tmp_path_factory.mktemp("corpus"),
                            linker=linker, whole_word=False, max_length=256, progress=False)
     assert len(dataset) == len(texts)  # one chunk per text
-    lexicon = EntityLexicon(thesaurus, segments, tokenizer, store.primary_type_ids(), linker.count(texts))
+    lexicon = EntityLexicon(thesaurus, segments, tokenizer, store.primary_type_ids(), linker.count(texts),
+                            neighbors=store.adjacency(symmetric=True), max_entity_share=0.05)
     return dict(store=store, tokenizer=tokenizer, thesaurus=thesaurus, segments=segments, lexicon=lexicon,
                 texts=texts, dataset=dataset)
 
@@ -53,9 +54,13 @@ def glued(text: str, position: int) -> bool:
 @pytest.mark.slow
 def test_replacement_keeps_its_label_and_every_other_mention_aligned(real):
     """Every replacement, spliced as word pieces, equals tokenizing the edited text; other mentions keep
-    their tokens and entities; consistent replacements are synonyms, inconsistent ones are not."""
+    their tokens and entities; consistent replacements are synonyms, inconsistent ones are not, nor KG
+    neighbours of the original; every replacement is written in the script of the mention it replaces."""
+    from kgplm.methods.embert.batching import is_han
+
     tokenizer, thesaurus, lexicon, store = real["tokenizer"], real["thesaurus"], real["lexicon"], real["store"]
     types = store.primary_type_ids()
+    adjacency = store.adjacency(symmetric=True)
     rows = real["dataset"][:]
     batcher = collator(real, cecp_rate=1.0, use_bem=False)
     counts = {0: 0, 1: 0}
@@ -94,6 +99,8 @@ def test_replacement_keeps_its_label_and_every_other_mention_aligned(real):
                 assert example.mention_entities[mention] == entity
                 continue
             surface = lexicon.names[example.mention_names[mention]]
+            old_char_start, old_char_end = char_spans[mention]
+            assert is_han(surface) == is_han(text[old_char_start:old_char_end]), (text, surface)
             assert example.input_ids[start:end].tolist() == tokenizer(surface, add_special_tokens=False)["input_ids"]
             assert example.input_ids[start:end].tolist() != original_ids[old_start:old_end].tolist()
             own = {tuple(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in thesaurus.synonyms(entity)}
@@ -105,12 +112,16 @@ def test_replacement_keeps_its_label_and_every_other_mention_aligned(real):
                 display = tokenizer(thesaurus.synonyms(new_entity)[0], add_special_tokens=False)["input_ids"]
                 assert example.input_ids[start:end].tolist() != display  # another name, as a consistent one
                 assert tuple(example.input_ids[start:end].tolist()) not in own
+                assert adjacency[entity, new_entity] == 0  # no triple joins them, in either direction
                 same_type += int(types[new_entity] == types[entity])
             counts[replaced[mention]] += 1
-    assert checked_texts > 250 and min(counts.values()) > 80, (checked_texts, counts)
+    # few mentions of these 300 questions have a synonym in their own script, and the cap (0.05) keeps
+    # the most frequent ones from being replaced often: 29 replacements (11 inconsistent, 18 consistent)
+    assert checked_texts > 250 and min(counts.values()) >= 8, (checked_texts, counts)
     total = counts[0] + counts[1]
     assert abs(counts[1] / total - 0.5) < 3 * (0.25 / total) ** 0.5  # both labels equally likely
-    assert same_type == counts[0]  # every CMeKG type has other entities to draw from
+    # same type unless no other entity of the type has a name in the mention's script (the documented fallback)
+    assert same_type >= 0.8 * counts[0], (same_type, counts)
 
 
 @pytest.mark.slow
@@ -211,3 +222,89 @@ def test_random_entities_are_drawn_by_corpus_frequency_within_the_type(shared_da
     metformin = store.entity_id("二甲双胍")
     own = set(thesaurus.synonyms(metformin))
     assert all(uniform.names[uniform.other_entity(metformin, rng)[1]] not in own for _ in range(200))
+
+
+@pytest.fixture(scope="module")
+def toy(shared_data):
+    """The toy graph's store, thesaurus and segments with bert-base-chinese word pieces (built once)."""
+    from kgplm import KGStore
+
+    store = KGStore.from_rdf(REPO_ROOT / "graphs" / "toy_medical.ttl", show_progress=False)
+    tokenizer = load_tokenizer(shared_data / "vocab" / "bert-base-chinese" / "vocab.txt")
+    return dict(store=store, tokenizer=tokenizer, thesaurus=build_thesaurus(store), segments=build_entity_segments(store))
+
+
+def _toy_lexicon(toy, **options) -> EntityLexicon:
+    return EntityLexicon(toy["thesaurus"], toy["segments"], toy["tokenizer"], toy["store"].primary_type_ids(), **options)
+
+
+def test_replacements_keep_the_mention_script_and_skip_kg_neighbours(toy):
+    """Issue 27.13: a Chinese mention is replaced by a Chinese surface, an English one by an English surface;
+    an inconsistent replacement is never an entity a triple joins to the original (高血压 —并发症→ 脑卒中)."""
+    from kgplm.methods.embert.batching import HAN, LATIN
+
+    store = toy["store"]
+    lexicon = _toy_lexicon(toy, neighbors=store.adjacency(symmetric=True))
+    blind = _toy_lexicon(toy)  # the same draws without the neighbour exclusion
+    hypertension, stroke, diabetes = (store.entity_id(n) for n in ("高血压", "脑卒中", "糖尿病"))
+    rng = np.random.default_rng(0)
+    # diseases with a Chinese name besides their display name: 糖尿病 (消渴) and 脑卒中 (中风), a neighbour
+    drawn = [lexicon.other_entity(hypertension, rng, HAN) for _ in range(200)]
+    assert {(entity, lexicon.names[name]) for entity, name in drawn} == {(diabetes, "消渴")}
+    unexcluded = {blind.names[blind.other_entity(hypertension, rng, HAN)[1]] for _ in range(200)}
+    assert unexcluded == {"消渴", "中风"}
+    # an English mention of 脑卒中 gets English surfaces, never 高血压's (a neighbour)
+    latin = [lexicon.other_entity(stroke, rng, LATIN) for _ in range(300)]
+    assert all(lexicon.names[name].isascii() for _, name in latin)
+    assert hypertension not in {entity for entity, _ in latin} and len({entity for entity, _ in latin}) >= 2
+    # consistent replacements in the mention's script: 糖尿病's Chinese synonyms are 消渴 only
+    display = lexicon.lookup(lexicon.name_ids[lexicon.entity_rows(diabetes)[0]])
+    assert [lexicon.names[r] for r in lexicon.synonyms(diabetes, display, HAN)] == ["消渴"]
+    assert {lexicon.names[r] for r in lexicon.synonyms(diabetes, display, LATIN)} == {"diabetes mellitus", "DM"}
+    english = toy["tokenizer"]("stroke", add_special_tokens=False)["input_ids"]
+    assert lexicon.span_script(lexicon.name_ids[display]) == HAN and lexicon.span_script(english) == LATIN
+
+
+def test_no_entity_weighs_more_than_the_cap():
+    """Water-filling: f = (90, 5, 3, 2), cap 0.4 → the top entity sits at T with T = 0.4 (T + 10): T = 20/3."""
+    from kgplm.methods.embert.batching import capped_weights
+
+    weights = capped_weights(np.array([90.0, 0.0, 5.0, 3.0, 2.0]), 0.4)
+    np.testing.assert_allclose(weights, [20 / 3, 0.0, 5.0, 3.0, 2.0])
+    assert weights.max() / weights.sum() == pytest.approx(0.4)
+    np.testing.assert_allclose(capped_weights(np.array([3.0, 2.0, 2.0]), 0.5), [3.0, 2.0, 2.0])  # under the cap
+    # two capped: f = (50, 40, 5, 5), cap 0.3 → T = 0.3 · 10 / (1 − 0.6) = 7.5
+    np.testing.assert_allclose(capped_weights(np.array([50.0, 40.0, 5.0, 5.0]), 0.3), [7.5, 7.5, 5.0, 5.0])
+
+
+def test_inconsistent_draws_follow_the_capped_frequencies(toy):
+    """Issue 27.13: with 糖尿病 holding 90 % of the disease mentions, a 0.6 cap brings its share of the
+    inconsistent draws (for 糖尿病肾病, which is not mentioned) from 0.9 to 0.6: T = 0.6 (T + 10), T = 15.
+    Which mentions are replaced is capped over the replaceable entities (two names in one script:
+    糖尿病 and 脑卒中 here, f = 90 and 5): T = 0.6 · 5 / 0.4 = 7.5, so a 糖尿病 mention keeps 7.5 / 90."""
+    store = toy["store"]
+    frequencies = np.zeros(store.num_entities)
+    diabetes, stroke, hypertension = (store.entity_id(n) for n in ("糖尿病", "脑卒中", "高血压"))
+    frequencies[[diabetes, stroke, hypertension, store.entity_id("感冒")]] = [90, 5, 3, 2]
+    nephropathy = store.entity_id("糖尿病肾病")
+    shares = {}
+    for cap in (1.0, 0.6):
+        lexicon = _toy_lexicon(toy, frequencies=frequencies, max_entity_share=cap)
+        rng = np.random.default_rng(1)
+        drawn = [lexicon.other_entity(nephropathy, rng)[0] for _ in range(4000)]
+        shares[cap] = drawn.count(diabetes) / len(drawn)
+        assert lexicon.keep[diabetes] == pytest.approx(1.0 if cap == 1.0 else 7.5 / 90)
+        assert lexicon.keep[stroke] == 1.0 and lexicon.keep[hypertension] == 1.0  # 高血压: one name per script
+    assert abs(shares[1.0] - 0.9) < 0.02 and abs(shares[0.6] - 0.6) < 0.03, shares
+
+
+def test_a_capped_entity_is_not_forced_in_by_the_at_least_one_rule():
+    """A sequence whose only replaceable mention belongs to a capped entity (keep 0.1) is replaced about
+    one time in ten, not always (the "at least one per sequence" rule would otherwise undo the cap)."""
+    from kgplm.methods.embert.batching import _at_least_one
+
+    rng = np.random.default_rng(0)
+    capped = sum(len(_at_least_one(np.array([4]), 0.15, rng, np.array([0.1]))) for _ in range(4000)) / 4000
+    assert abs(capped - (0.015 + 0.985 * 0.1)) < 0.015, capped  # chosen at rate × keep, else kept with keep
+    uncapped = sum(len(_at_least_one(np.array([4]), 0.15, rng, np.array([1.0]))) for _ in range(500)) / 500
+    assert uncapped == 1.0

@@ -151,13 +151,16 @@ def test_collator_uniforms_belong_to_each_example_and_two_views_are_independent(
     torch.testing.assert_close(together["candidate_uniforms"][first_count: first_count + n], alone["candidate_uniforms"])
     assert together.target_counts["rtd"] == int(together["attention_mask"].sum())
 
-    views = ElectraCollator(views=2, **options)(rows, seeds)
+    views = ElectraCollator(views=2, contrastive=True, **options)(rows, seeds)
     assert views["input_ids"].shape[0] == 6 and views["view_partner"].tolist() == [3, 4, 5, 0, 1, 2]
     assert not torch.equal(views["labels"][:3] >= 0, views["labels"][3:] >= 0)  # independent masks
     original = torch.where(views["labels"] >= 0, views["labels"], views["input_ids"])
     assert torch.equal(original[:3], original[3:])  # of the same sequences
     assert views.target_counts["csp"] == 6 and views.target_counts["mlm"] == int((views["labels"] >= 0).sum())
     assert len(views["replacement_uniforms"]) == views.target_counts["mlm"]
+    plain = ElectraCollator(views=2, **options)(rows, seeds)  # two corruptions without CSP's pairing
+    assert "view_partner" not in plain and "csp" not in plain.target_counts
+    torch.testing.assert_close(plain["labels"], views["labels"])
 
 
 def test_fine_tuning_loads_the_discriminator_and_the_generator_stays_in_the_checkpoint(tmp_path):

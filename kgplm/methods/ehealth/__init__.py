@@ -23,9 +23,10 @@ __all__ = ["EhealthConfig", "EhealthForPreTraining", "mts_candidates", "multi_to
 
 
 def build_collator(context):
-    """Two corruptions per sequence when CSP is on; k MTS uniforms per masked token when MTS is on."""
+    """``corruption_views`` corruptions per sequence (2: CSP pairs them when it is on); k MTS uniforms per
+    masked token when MTS is on."""
     config = context.config
-    return build_electra_collator(context, views=2 if config.use_csp else 1,
+    return build_electra_collator(context, views=config.corruption_views, contrastive=config.use_csp,
                                   candidate_draws=config.mts_candidates if config.use_mts else 0)
 
 
@@ -41,6 +42,8 @@ SPEC = register(MethodSpec(
     build_collator=build_collator,
     losses=("mlm", "rtd", "mts", "csp"),
     default_masking="whole_word",
-    control=Control("electra", masking="whole_word", model_options={"mask_fraction": 0.8, "random_fraction": 0.1}),
+    # the control corrupts every sequence twice, as eHealth does: the same RTD/MLM targets per step (issue 26.6)
+    control=Control("electra", masking="whole_word",
+                    model_options={"mask_fraction": 0.8, "random_fraction": 0.1, "corruption_views": 2}),
     ablations={"no_mts": {"use_mts": False}, "no_csp": {"use_csp": False}},
 ))

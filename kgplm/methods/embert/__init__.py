@@ -73,7 +73,9 @@ def build_collator(context) -> EmbertCollator:
     config, tokenizer = context.config, context.tokenizer
     lexicon = EntityLexicon(context.artefacts["thesaurus"], context.artefacts["entity_segments"], tokenizer,
                             context.store.primary_type_ids(), context.entity_frequencies,
-                            max_replacement_tokens=config.cecp_max_tokens)
+                            max_replacement_tokens=config.cecp_max_tokens,
+                            neighbors=context.store.adjacency(symmetric=True),
+                            max_entity_share=config.cecp_max_entity_share)
     return EmbertCollator(lexicon=lexicon, use_cecp=config.use_cecp, use_es=config.use_es, use_bem=config.use_bem,
                           cecp_rate=config.cecp_rate, bem_rate=config.bem_rate,
                           bem_max_positions=config.bem_max_positions,

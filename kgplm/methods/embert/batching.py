@@ -36,6 +36,33 @@ def _key(ids: np.ndarray) -> bytes:
     return np.asarray(ids, dtype=np.int64).tobytes()
 
 
+#: Scripts of a surface: ``HAN`` when any of its characters is a CJK ideograph, else ``LATIN``.
+LATIN, HAN = 0, 1
+
+
+def is_han(text: str) -> bool:
+    """Whether ``text`` holds a CJK unified ideograph (basic block, extension A or compatibility)."""
+    return any("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" or "\uf900" <= c <= "\ufaff" for c in text)
+
+
+def capped_weights(frequencies: np.ndarray, max_share: float) -> np.ndarray:
+    """min(f, T) per entity, T the largest level at which no entity holds more than ``max_share`` of
+    Σ min(f, T) (water-filling); ``frequencies`` unchanged when no entity exceeds it, and equal
+    weights for the entities with a frequency when ``max_share`` cannot be met (fewer than 1/max_share)."""
+    weights = np.asarray(frequencies, dtype=np.float64)
+    positive = np.sort(weights[weights > 0])[::-1]
+    if not len(positive) or positive[0] <= max_share * positive.sum():
+        return weights
+    suffix = np.cumsum(positive[::-1])[::-1]  # suffix[k] = Σ_{i ≥ k} f_(i)
+    for capped in range(1, len(positive)):
+        if capped * max_share >= 1:
+            break
+        level = max_share * suffix[capped] / (1 - capped * max_share)  # the top `capped` entities sit at the level
+        if positive[capped] <= level:
+            return np.minimum(weights, level)
+    return np.where(weights > 0, positive[-1], 0.0)
+
+
 class EntityLexicon:
     """The KG's names as word pieces of one tokenizer, with their segmentation and the thesaurus per entity.
 
@@ -45,12 +72,17 @@ class EntityLexicon:
         tokenizer: the run's fast tokenizer.
         type_ids: ``store.primary_type_ids()`` (−1 untyped), for same-type random entities.
         frequencies: mentions per entity in the corpus; random entities are drawn in proportion to
-            them (uniformly when ``None``, or when no entity of the type was mentioned).
+            them (uniformly when ``None``, or when no entity of the type was mentioned), capped.
         max_replacement_tokens: longer surfaces are not spliced in.
+        neighbors: the KG's 1-hop adjacency (``store.adjacency(symmetric=True)``, any CSR matrix
+            with ``indptr``/``indices``); an inconsistent replacement is never a neighbour of the
+            original entity (``None``: no exclusion).
+        max_entity_share: the cap on any one entity's share of the frequencies that choose which
+            mentions are replaced and which entities replace them (:func:`capped_weights`; 1: no cap).
     """
 
     def __init__(self, thesaurus, segments, tokenizer, type_ids: np.ndarray, frequencies: np.ndarray | None = None,
-                 *, max_replacement_tokens: int = 16) -> None:
+                 *, max_replacement_tokens: int = 16, neighbors=None, max_entity_share: float = 1.0) -> None:
         names = segments.names
         encoded = tokenizer(names, add_special_tokens=False, return_offsets_mapping=True,
                             return_attention_mask=False, return_token_type_ids=False) if names else \
@@ -82,6 +114,10 @@ class EntityLexicon:
                 if 0 < first < len(ids) and offsets[first - 1, 1] <= atomic:  # no token straddles the split
                     self.split[row] = first
         self.usable = usable
+        self.script = np.array([HAN if is_han(name) else LATIN for name in names], dtype=np.int64)
+        vocabulary = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        self.han_tokens = np.array([is_han(token) for token in vocabulary], dtype=bool)  # per token id
+        self.neighbors = neighbors
         # per entity, the usable names of its surfaces (CSR)
         entity_ptr, entity_names = [0], []
         display = np.full(thesaurus.num_entities, -1, dtype=np.int64)  # canonical name of the display name
@@ -98,15 +134,33 @@ class EntityLexicon:
         self.entity_names = np.asarray(entity_names, dtype=np.int64)
         owner = np.repeat(np.arange(thesaurus.num_entities), np.diff(self.entity_ptr))
         self.is_alias = self.canonical[self.entity_names] != display[owner]  # per (entity, name): not its display name
-        # entities with a usable name other than their display name, grouped by primary type (untyped: a group)
+        # keep[e]: how much of a mention's replacement probability its entity keeps under the cap. The
+        # cap is taken over the entities that can be replaced (two usable names of one script: a
+        # mention has a synonym in its own script), not over every mentioned entity, whose far larger
+        # total would let one replaceable entity hold a large share of the replacements
+        counts = np.ones(thesaurus.num_entities) if frequencies is None else np.asarray(frequencies, np.float64)
+        names_per_script = np.unique(np.stack([owner, self.script[self.entity_names],
+                                               self.canonical[self.entity_names]], 1), axis=0)
+        pairs, per_pair = np.unique(names_per_script[:, :2], axis=0, return_counts=True)
+        replaceable = np.zeros(thesaurus.num_entities, dtype=bool)
+        replaceable[pairs[per_pair >= 2, 0]] = True
+        self.weights = capped_weights(np.where(replaceable, counts, 0.0), max_entity_share)
+        self.keep = np.divide(self.weights, counts, out=np.ones(len(counts)), where=replaceable & (counts > 0))
+        # entities with a usable name other than their display name, by (primary type, script) (None: any)
         type_ids = np.asarray(type_ids, dtype=np.int64)
-        aliased = np.flatnonzero(np.bincount(owner[self.is_alias], minlength=thesaurus.num_entities) > 0)
-        weights = np.ones(len(aliased)) if frequencies is None else np.asarray(frequencies, np.float64)[aliased]
         self.type_ids = type_ids
-        self._pools = {None: self._pool(aliased, weights)}
-        for kind in np.unique(type_ids[aliased]).tolist():
-            members = type_ids[aliased] == kind
-            self._pools[kind] = self._pool(aliased[members], weights[members])
+        self._pools = {}
+        for script in (None, LATIN, HAN):
+            wanted = self.is_alias if script is None else self.is_alias & (self.script[self.entity_names] == script)
+            aliased = np.flatnonzero(np.bincount(owner[wanted], minlength=thesaurus.num_entities) > 0)
+            weights = counts[aliased] if frequencies is not None else np.ones(len(aliased))
+            # capped inside each pool: no entity above max_entity_share of the draws from its pool
+            # (when the pool holds at least 1 / max_entity_share mentioned entities)
+            self._pools[None, script] = self._pool(aliased, capped_weights(weights, max_entity_share))
+            for kind in np.unique(type_ids[aliased]).tolist():
+                members = type_ids[aliased] == kind
+                self._pools[kind, script] = self._pool(aliased[members],
+                                                       capped_weights(weights[members], max_entity_share))
 
     @staticmethod
     def _draw(pool: np.ndarray, cumulative: np.ndarray, excluded: int, rng: np.random.Generator) -> int | None:
@@ -143,36 +197,56 @@ class EntityLexicon:
         """The usable names of ``entity``'s surfaces."""
         return self.entity_names[self.entity_ptr[entity]: self.entity_ptr[entity + 1]]
 
-    def synonyms(self, entity: int, current: int) -> np.ndarray:
-        """Usable names of ``entity`` whose word pieces differ from those of name ``current`` (−1: unknown)."""
+    def span_script(self, ids: np.ndarray) -> int:
+        """``HAN`` when any of the word pieces ``ids`` holds a CJK ideograph, else ``LATIN``."""
+        return HAN if bool(self.han_tokens[np.asarray(ids, dtype=np.int64)].any()) else LATIN
+
+    def synonyms(self, entity: int, current: int, script: int | None = None) -> np.ndarray:
+        """Usable names of ``entity`` whose word pieces differ from those of name ``current`` (−1: unknown),
+        of ``script`` only when given."""
         rows = self.entity_rows(entity)
+        if script is not None:
+            rows = rows[self.script[rows] == script]
         if current < 0:
             return rows
         return rows[self.canonical[rows] != self.canonical[current]]
 
-    def other_entity(self, entity: int, rng: np.random.Generator, tries: int = 10) -> tuple[int, int] | None:
+    def is_neighbor(self, entity: int, other: int) -> bool:
+        """Whether a KG triple joins ``entity`` and ``other`` (either direction); False without ``neighbors``."""
+        if self.neighbors is None:
+            return False
+        start, end = self.neighbors.indptr[entity], self.neighbors.indptr[entity + 1]
+        return bool(np.isin(other, self.neighbors.indices[start:end]))
+
+    def other_entity(self, entity: int, rng: np.random.Generator, script: int | None = None,
+                     tries: int = 32) -> tuple[int, int] | None:
         """``(entity', name)`` for an inconsistent replacement of ``entity``, or None when none is found.
 
         entity' is drawn among the entities of ``entity``'s type (all entities when no other entity of
-        it qualifies) that have a usable name besides their display name, in proportion to their
-        corpus frequency, and the name uniformly among those. A consistent replacement puts another
-        name of a mentioned entity in place of the one in the text (mostly its display name); drawn
-        so, an inconsistent one is the same kind of surface of an entity as common, so that the
-        surface alone (an English name, a rare long name) does not give the label away. A name that
-        is also a surface of ``entity`` is never drawn.
+        it qualifies) that have a usable name of ``script`` (any script when ``None``) besides their
+        display name, in proportion to their capped corpus frequency, and the name uniformly among
+        those. A consistent replacement puts another name of a mentioned entity in place of the one
+        in the text (mostly its display name); drawn so, an inconsistent one is the same kind of
+        surface of an entity as common, so that the surface alone (an English name, a rare long
+        name) does not give the label away. A name that is also a surface of ``entity`` is never
+        drawn, nor an entity that a KG triple joins to ``entity`` (its neighbours include the
+        near-synonyms that the thesaurus misses: a hypernym's alias, a symptom named like its disease).
         """
         own = set(self.canonical[self.entity_rows(entity)].tolist())
-        pool, cumulative = self._pools.get(int(self.type_ids[entity]), self._pools[None])
+        pool, cumulative = self._pools.get((int(self.type_ids[entity]), script), self._pools[None, script])
         if not len(pool) or (len(pool) == 1 and int(pool[0]) == entity):
-            pool, cumulative = self._pools[None]
+            pool, cumulative = self._pools[None, script]
         for _ in range(tries):
             other = self._draw(pool, cumulative, entity, rng)
             if other is None:
                 return None
             start, end = self.entity_ptr[other], self.entity_ptr[other + 1]
-            rows = self.entity_names[start:end][self.is_alias[start:end]]
+            wanted = self.is_alias[start:end]
+            if script is not None:
+                wanted = wanted & (self.script[self.entity_names[start:end]] == script)
+            rows = self.entity_names[start:end][wanted]
             row = int(rows[rng.integers(len(rows))])
-            if int(self.canonical[row]) not in own:
+            if int(self.canonical[row]) not in own and not self.is_neighbor(entity, other):
                 return other, row
         return None
 
@@ -194,13 +268,21 @@ class EmbertExample(PretrainingExample):
     bem_target: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
 
 
-def _at_least_one(candidates: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
-    """Each candidate with probability ``rate``; one drawn uniformly when none was and there is one."""
+def _at_least_one(candidates: np.ndarray, rate: float, rng: np.random.Generator,
+                  keep: np.ndarray | None = None) -> np.ndarray:
+    """Each candidate with probability ``rate`` (× ``keep`` per candidate when given); one drawn
+    uniformly when none was and there is one — with ``keep``, one drawn in proportion to ``keep`` and
+    kept with probability keep (a sequence that mentions only a capped entity is not always replaced)."""
     if not len(candidates):
         return candidates
-    chosen = rng.random(len(candidates)) < rate
+    chosen = rng.random(len(candidates)) < (rate if keep is None else rate * keep)
     if not chosen.any():
-        chosen[rng.integers(len(candidates))] = True
+        if keep is None:
+            chosen[rng.integers(len(candidates))] = True
+        elif keep.sum():  # one in proportion to keep, itself kept with its probability keep (the cap holds)
+            index = min(int(np.searchsorted(np.cumsum(keep), rng.random() * keep.sum(), side="right")),
+                        len(candidates) - 1)
+            chosen[index] = rng.random() < keep[index]
     return candidates[chosen]
 
 
@@ -242,20 +324,22 @@ class EmbertCollator(PretrainingCollator):
 
     def _replace(self, example: EmbertExample, rng: np.random.Generator) -> None:
         lexicon = self.lexicon
+        # each mention is replaced by a surface in its own script (a Chinese name in Chinese text)
+        scripts = [lexicon.span_script(example.input_ids[start:end]) for start, end in example.mention_spans.tolist()]
         eligible = np.array([m for m in range(len(example.mention_spans))
-                             if len(lexicon.synonyms(int(example.mention_entities[m]), int(example.mention_names[m])))],
-                            dtype=np.int64)
-        chosen = _at_least_one(eligible, self.cecp_rate, rng)
+                             if len(lexicon.synonyms(int(example.mention_entities[m]), int(example.mention_names[m]),
+                                                     scripts[m]))], dtype=np.int64)
+        chosen = _at_least_one(eligible, self.cecp_rate, rng, lexicon.keep[example.mention_entities[eligible]])
         length = len(example.input_ids)
         replacements: dict[int, tuple[int, int, int]] = {}  # mention → (entity, name, consistent)
         for mention in sorted(chosen.tolist(), key=lambda m: example.mention_spans[m, 0]):
             entity, current = int(example.mention_entities[mention]), int(example.mention_names[mention])
             if rng.random() < 0.5:
-                candidates = lexicon.synonyms(entity, current)
+                candidates = lexicon.synonyms(entity, current, scripts[mention])
                 drawn: tuple[int, int] | None = (entity, int(candidates[rng.integers(len(candidates))]))
                 label = 1
             else:
-                drawn = lexicon.other_entity(entity, rng)
+                drawn = lexicon.other_entity(entity, rng, scripts[mention])
                 label = 0
             if drawn is None:
                 continue

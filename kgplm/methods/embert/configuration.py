@@ -16,7 +16,9 @@ class EmbertConfig(KgplmConfig):
     * ``cecp_weight`` (λ1 = 2), ``es_weight`` (λ2 = 2), ``bem_weight`` (λ3 = 0.5).
     * ``cecp_rate``: the probability that a mention with a synonym is replaced (at least one per
       sequence that has one); half of the replacements use a synonym, half another entity.
-      ``cecp_max_tokens``: the longest replacement, in tokens.
+      ``cecp_max_tokens``: the longest replacement, in tokens. ``cecp_max_entity_share``: the
+      most that any one entity's corpus frequency may weigh in choosing the replaced mentions and
+      the replacing entities (water-filling cap; 1 turns it off).
     * ``bem_rate``: the probability that a long mention with an atomic/adjective split is a
       bidirectional-masking target (at least one per sequence that has one).
       ``bem_position_dim`` (200) and ``bem_max_positions``: the relative position embedding p.
@@ -25,7 +27,7 @@ class EmbertConfig(KgplmConfig):
     """
 
     method_fields = ("use_cecp", "use_es", "use_bem", "cecp_weight", "es_weight", "bem_weight", "cecp_rate",
-                     "cecp_max_tokens", "bem_rate", "bem_position_dim", "bem_max_positions", "use_sop")
+                     "cecp_max_tokens", "cecp_max_entity_share", "bem_rate", "bem_position_dim", "bem_max_positions", "use_sop")
 
     def __init__(
         self,
@@ -38,6 +40,7 @@ class EmbertConfig(KgplmConfig):
         bem_weight: float = 0.5,
         cecp_rate: float = 0.15,
         cecp_max_tokens: int = 16,
+        cecp_max_entity_share: float = 0.05,
         bem_rate: float = 0.15,
         bem_position_dim: int = 200,
         bem_max_positions: int = 64,
@@ -53,6 +56,7 @@ class EmbertConfig(KgplmConfig):
         self.bem_weight = bem_weight
         self.cecp_rate = cecp_rate
         self.cecp_max_tokens = cecp_max_tokens
+        self.cecp_max_entity_share = cecp_max_entity_share
         self.bem_rate = bem_rate
         self.bem_position_dim = bem_position_dim
         self.bem_max_positions = bem_max_positions
@@ -64,6 +68,8 @@ class EmbertConfig(KgplmConfig):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ConfigurationError(f"{name} must be in [0, 1], got {value}")
+        if not 0.0 < self.cecp_max_entity_share <= 1.0:
+            raise ConfigurationError(f"cecp_max_entity_share must be in (0, 1], got {self.cecp_max_entity_share}")
         for name in ("cecp_max_tokens", "bem_position_dim", "bem_max_positions"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

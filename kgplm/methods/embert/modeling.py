@@ -44,26 +44,57 @@ Deviations and choices
   MLM target (as SpanBERT's spans are); its other part is never masked, so the states BEM reads
   see it. Tokens of a replaced mention are never masked: CECP asks about what is there.
 * Replacement (the paper does not say how many or which mentions): each mention whose entity has
-  another surface in the thesaurus is replaced with probability ``cecp_rate`` (at least one per
-  sequence that has such a mention), with probability 1/2 by a uniformly drawn other surface of
-  its entity (consistent), else (inconsistent) by a uniformly drawn non-display name of another
-  entity of the same type (any type when its type has no other) drawn in proportion to its corpus
-  frequency, never a surface of the original entity. Only mentions that have a synonym are
-  replaced, so both labels come from the same mentions and are equally frequent. Both put "another
-  name of an entity as common as the mentioned ones" into the text, so that the surface alone does
-  not give the label away. (With uniformly drawn entities written with their display names — most
-  CMeKG entities have no other name — the surface would tell an English synonym from an obscure
-  Chinese name; uniformly drawn entities with their other names still gave inconsistent surfaces
-  of 7.5 word pieces, 70% Latin, against 4.7 and 60% for consistent ones on 600 consultations;
-  drawn by frequency 4.8 and 67% against 4.7 and 61%.) The replacement's word pieces are spliced
-  in (the sequence changes length; every other mention keeps its tokens); surfaces holding [UNK]
-  or longer than ``cecp_max_tokens`` are not used; a replacement that would make the sequence
-  longer than the position embeddings is skipped.
+  another surface in the mention's own script (Chinese characters or Latin letters) is replaced
+  with probability ``cecp_rate`` × keep(entity) (at least one per sequence that has such a
+  mention), with probability 1/2 by a uniformly drawn other surface of its entity in that script
+  (consistent), else (inconsistent) by a uniformly drawn non-display name in that script of another
+  entity of the same type (any type when its type has no other), drawn in proportion to its capped
+  corpus frequency; never a surface of the original entity, and never an entity that a KG triple
+  joins to it (1-hop neighbours, either direction). Only mentions that have a synonym are
+  replaced, so both labels come from the same mentions and are equally frequent. Both put
+  "another name of an entity as common as the mentioned ones" into the text, so that the surface
+  alone does not give the label away. The three restrictions (issue 27.13; the "before" shares
+  are the issue's review's, on CMeKG and the consultations):
+
+  - *script*: 73% of replacement surfaces were English names inside Chinese text (英文名 is
+    CMeKG's most frequent alias predicate); the surface now has the mention's script.
+  - *cap*: "hypertension" alone was 21% of all replacements. ``cecp_max_entity_share`` (0.05) caps every entity's corpus
+    frequency by water-filling (:func:`~kgplm.methods.embert.batching.capped_weights`): keep(e) =
+    min(f_e, T) / f_e for choosing replaced mentions, min(f_e, T) for drawing inconsistent entities.
+  - *neighbours*: 21% of inconsistent replacements were KG neighbours of the original, some of them
+    near-synonyms labelled inconsistent (癫痫发作 → 羊癫风, an alias of its neighbour 癫痫); the
+    thesaurus misses them, the 1-hop exclusion removes them.
+
+  Measured after them (``benchmarks/embert_replacements.py --dialogues 1000 --repeats 2``: 1,093
+  chunks of 256 tokens drawn twice, 630 replacements, 319 consistent / 311 inconsistent): 0% of
+  surfaces in another script than the mention's, 0.8% Latin surfaces inside mostly-Chinese text
+  (Latin mentions there, replaced in their own script); the top entities' shares of all
+  replacements 4.4% (特发性癫痫综合征), 3.5%, 3.3%, 3.2%, 3.2% (the cap bounds the frequencies that
+  drive the draws, not the realised shares; here they stay below 5%); 0% of
+  inconsistent replacements KG neighbours or thesaurus synonyms of the original. The price is
+  fewer replacements: only mentions with a synonym in their own script can be replaced (630 in
+  2,186 chunk draws at ``cecp_rate`` 0.15), and CECP sees fewer targets per step than before.
+
+  With uniformly drawn entities written with their display names (most CMeKG entities have no
+  other name) the surface would tell a synonym from an obscure name; uniformly drawn entities with
+  their other names gave inconsistent surfaces of 7.5 word pieces, 70% Latin, against 4.7 and 60%
+  for consistent ones on 600 consultations; drawn by frequency 4.8 and 67% against 4.7 and 61%
+  (before the script restriction). The replacement's word pieces are spliced in (the sequence
+  changes length; every other mention keeps its tokens); surfaces holding [UNK] or longer than
+  ``cecp_max_tokens`` are not used; a replacement that would make the sequence longer than the
+  position embeddings is skipped, and so is an inconsistent draw that finds no allowed entity in
+  32 tries.
 * Which mentions are segmented: every linked mention (short ones are one sub-entity: their last
   token is positive), so the task marks mention ends everywhere and the sub-entity ends of long
   mentions — "tokens in the non-entity part of the sentence are ignored".
 * BEM targets: each long mention with an atomic/adjective split (not replaced by CECP) with
-  probability ``bem_rate`` (at least one per sequence that has one).
+  probability ``bem_rate`` (at least one per sequence that has one). The masked part goes through
+  the masker's 80/10/10 replacement per token like every MLM target: about 10% of BEM's target
+  tokens stay visible as themselves and 10% show a random token (20.4% of 3,713 BEM target tokens
+  were not [MASK] in the benchmark above), so
+  BEM is not always predicted from the other part alone. And a run of several [MASK] tokens shows
+  the encoder where a masked mention part starts and ends (and how long it is): a boundary cue
+  that exists at pre-training only, never at fine-tuning.
 * The paper's sub-entity rules use AutoPhrase and a hand-checked cut-point set; here the KG alone
   (:mod:`kgplm.methods.embert.segments` says how the cut points are derived).
 * The encoder is plain BERT (the model extends the MLM baseline's, :class:`kgplm.methods.mlm.KgplmForMaskedLM`):
@@ -74,12 +105,18 @@ Deviations and choices
 Measured limitation
 -------------------
 On real text from scratch (CMeKG facts as sentences + consultations, encoder 128×2, batch 32, 300
-steps; and the tiny encoder's 120 steps of ``tests/methods/test_embert_training.py``) MLM, ES and
-BEM fall but L_CECP stays at ln 2 = 0.693 with accuracy 1/2 (0.709 → 0.694 over the 300 steps): with
-replacements that are surfaces of equally common entities of the same type, only knowing which names
-are synonyms of the mention the context was written about separates the labels, and a small encoder
-trained from scratch for a few hundred steps does not know that. The paper starts from BERT-base or
-MC-BERT (Table 3), trained for ten days; whether CECP falls in longer runs here was not measured.
+steps) MLM, ES and BEM fall but L_CECP stays at ln 2 = 0.693 with accuracy 1/2 (0.709 → 0.694 over
+the 300 steps): with replacements that are surfaces of equally common entities of the same type,
+only knowing which names are synonyms of the mention the context was written about separates the
+labels, and a small encoder trained from scratch for a few hundred steps does not know that. The
+paper starts from BERT-base or MC-BERT (Table 3), trained for ten days; the construction from a
+pre-trained base belongs to the replication run (issue 28). CECP itself is learnable
+(``tests/methods/test_embert_training.py``, issue 27.12): a positive control whose inconsistent
+replacements all share one surface learns to > 90% in 150 steps, and on a toy corpus where each
+entity is named twice and the second mention is replaced, so that only the context fixes the
+label, the tiny encoder leaves chance (held-out accuracy on 512 sequences, chance 0.5 ± 0.022:
+2 entities × 200 steps 1.00, 4 × 400 0.94; at half those steps 0.58 and 0.54, still near chance;
+the fixed-surface control 1.00 at 150 steps).
 """
 
 from __future__ import annotations
