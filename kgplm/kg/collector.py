@@ -22,7 +22,7 @@ from kgplm.kg.store import DEFAULT_PREFERRED_LANGUAGES, STORE_FORMAT_VERSION, KG
 from kgplm.kg.strings import StringTable
 from kgplm.kg.vocabulary import LABEL_ROLES, NAME_ROLES, OWL_SAME_AS, local_name
 
-__all__ = ["GraphCollector"]
+__all__ = ["GraphCollector", "compile_labels", "compile_types", "compile_adjacency", "unique_rows", "empty_attributes"]
 
 logger = logging.getLogger(__name__)
 
@@ -323,16 +323,8 @@ class GraphCollector:
                     self.add_label(target, text, language, derived)
 
     def _compile_types(self, num_entities: int) -> tuple[np.ndarray, np.ndarray]:
-        pairs = np.stack(
-            [np.frombuffer(self.typed_entities, dtype=np.int32), np.frombuffer(self.typed_types, dtype=np.int32)], axis=1
-        ) if len(self.typed_entities) else np.zeros((0, 2), dtype=np.int32)
-        pairs = _unique_rows(pairs, (num_entities, len(self.type_index)))
-        # The primary type of a multi-typed entity is its most specific one: the type with the
-        # fewest members (ties: the lower type id, i.e. the first seen).
-        members = np.bincount(pairs[:, 1], minlength=len(self.type_index)) if len(pairs) else np.zeros(0, np.int64)
-        order = np.lexsort((pairs[:, 1], members[pairs[:, 1]] if len(pairs) else pairs[:, 1], pairs[:, 0]))
-        pairs = pairs[order]
-        return _csr_from_rows(pairs[:, 0], num_entities), pairs[:, 1].astype(np.int32)
+        return compile_types(np.frombuffer(self.typed_entities, dtype=np.int32),
+                             np.frombuffer(self.typed_types, dtype=np.int32), num_entities, len(self.type_index))
 
     def _compile_labels(self, num_entities: int, preferred_languages: Sequence[str]):
         strings: list[str] = []
@@ -458,3 +450,70 @@ def compile_adjacency(triples: np.ndarray, num_entities: int) -> dict[str, np.nd
         "in_neighbors": np.ascontiguousarray(heads[in_order], dtype=np.int32),
         "in_relations": np.ascontiguousarray(relations[in_order], dtype=np.int32),
     }
+
+
+def compile_types(entities: np.ndarray, types: np.ndarray, num_entities: int,
+                  num_types: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(type_indptr, type_ids)`` from (entity, type) pairs, duplicates removed.
+
+    The primary type of a multi-typed entity (listed first) is its most specific one: the type
+    with the fewest members (ties: the lower type id, i.e. the first seen).
+    """
+    pairs = np.stack([entities.astype(np.int32), types.astype(np.int32)], axis=1) if len(entities) \
+        else np.zeros((0, 2), dtype=np.int32)
+    pairs = _unique_rows(pairs, (num_entities, num_types))
+    members = np.bincount(pairs[:, 1], minlength=num_types) if len(pairs) else np.zeros(0, np.int64)
+    order = np.lexsort((pairs[:, 1], members[pairs[:, 1]] if len(pairs) else pairs[:, 1], pairs[:, 0]))
+    pairs = pairs[order]
+    return _csr_from_rows(pairs[:, 0], num_entities), pairs[:, 1].astype(np.int32)
+
+
+def compile_labels(entities: np.ndarray, strings: np.ndarray, languages: np.ndarray, roles: np.ndarray, *,
+                   num_entities: int, num_strings: int, language_tags: Sequence[str],
+                   preferred_languages: Sequence[str]) -> dict[str, np.ndarray]:
+    """The label arrays of a store from label rows given as ids, with numpy sorts only.
+
+    Gives what :meth:`GraphCollector.build` gives for the same rows (its per-row Python loop,
+    kept there as the reference, holds a tuple per label: too much at UMLS scale): repeated
+    ``(entity, string, language, role)`` rows keep their first occurrence, rows are grouped by
+    entity in input order, and the display name is the name-role label of the best language in
+    ``preferred_languages`` (others after), then prefLabel over label, then the first row.
+    """
+    key = _row_keys([entities, strings, languages, roles],
+                    [num_entities, num_strings, len(language_tags), len(LABEL_ROLES)])
+    if key is None:  # pragma: no cover - more than 2**62 distinct rows cannot be held anyway
+        raise OverflowError("too many labels to compile")
+    first = np.unique(key, return_index=True)[1]
+    del key
+    first.sort()
+    order = first[np.argsort(entities[first], kind="stable")]
+    del first
+    label_entities = entities[order]
+    label_strings = strings[order].astype(np.int32)
+    label_languages = languages[order].astype(np.int16)
+    label_roles = roles[order].astype(np.int8)
+    del order
+    rank = np.full(max(len(language_tags), 1), len(preferred_languages), dtype=np.int64)
+    for position, tag in enumerate(preferred_languages):  # a repeated tag keeps its last rank, as the collector
+        if tag in language_tags:
+            rank[list(language_tags).index(tag)] = position
+    names = np.flatnonzero(np.isin(label_roles, sorted(NAME_ROLES)))
+    best = names[np.lexsort((names, label_roles[names], rank[label_languages[names]], label_entities[names]))]
+    owners = label_entities[best]
+    leading = np.ones(len(best), dtype=bool)
+    leading[1:] = owners[1:] != owners[:-1]
+    name_label = np.full(num_entities, -1, dtype=np.int64)
+    name_label[owners[leading]] = best[leading]
+    return {"label_indptr": _csr_from_rows(label_entities, num_entities), "label_strings": label_strings,
+            "label_languages": label_languages, "label_roles": label_roles, "name_label": name_label}
+
+
+def empty_attributes(num_entities: int) -> dict[str, np.ndarray]:
+    """The attribute arrays of a store whose entities have no literal attribute."""
+    return {"attribute_indptr": np.zeros(num_entities + 1, dtype=np.int64),
+            "attribute_predicates": np.zeros(0, dtype=np.int32), "attribute_values": np.zeros(0, dtype=np.int32),
+            "attribute_languages": np.zeros(0, dtype=np.int16), "attribute_datatypes": np.zeros(0, dtype=np.int16)}
+
+
+#: a public name for importers that compile arrays themselves (kgplm.kg.umls)
+unique_rows = _unique_rows

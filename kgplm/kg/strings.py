@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -27,12 +28,16 @@ class StringTable(Sequence[str]):
 
     @classmethod
     def from_strings(cls, strings: Iterable[str]) -> "StringTable":
-        encoded = [s.encode("utf-8") for s in strings]
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        if encoded:
-            np.cumsum([len(b) for b in encoded], out=offsets[1:])
-        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        return cls(blob, offsets)
+        """Pack ``strings`` in order; one pass, holding only the growing blob (no list of encoded strings)."""
+        blob = bytearray()
+        ends = array("q")
+        for text in strings:
+            blob += text.encode("utf-8")
+            ends.append(len(blob))
+        offsets = np.zeros(len(ends) + 1, dtype=np.int64)
+        if ends:
+            offsets[1:] = np.frombuffer(ends, dtype=np.int64)
+        return cls(np.frombuffer(bytes(blob), dtype=np.uint8), offsets)
 
     def __len__(self) -> int:
         return len(self._offsets) - 1
