@@ -35,7 +35,9 @@ def test_auto_classes_open_a_fine_tuned_smedbert_directory():
     with torch.no_grad():
         logits = tagger(**_inputs()).logits
         hidden = encoder(**_inputs()).last_hidden_state
-    assert torch.equal(logits, load_file(str(LEGACY / "expected.safetensors"))["smedbert_ner.logits"])
+    # float32 round-off, not bitwise: the expected logits were written on another CPU (see test_legacy_checkpoints)
+    torch.testing.assert_close(logits, load_file(str(LEGACY / "expected.safetensors"))["smedbert_ner.logits"],
+                               rtol=1e-5, atol=1e-6)
     assert torch.equal(hidden, tagger(**_inputs()).last_hidden_state)
     assert tagger.config.id2label == {0: "O", 1: "B-x", 2: "I-x"}
     assert tagger.config.label2id == {"O": 0, "B-x": 1, "I-x": 2}
