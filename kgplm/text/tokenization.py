@@ -111,6 +111,13 @@ def build_vocab(
     ``[PAD] [UNK] [CLS] [SEP] [MASK]`` (ids 0–4). ``limit_alphabet`` caps the single characters
     kept (Chinese needs thousands). With ``output_dir`` the tokenizer is saved there
     (``save_pretrained``: ``tokenizer.json`` and config) and a ``vocab.txt`` is written beside it.
+
+    Known limit on reproducibility: the ``tokenizers`` WordPiece trainer (a BPE trainer) numbers its
+    ``##`` continuing-subword pieces in hash-map order and breaks count ties by those numbers, so two
+    identical calls can return different vocabularies (measured here: 3 of 4 calls on a small mixed
+    Chinese/English corpus differed from the first; upstream huggingface/tokenizers issue 1794, fix
+    proposed in pull request 2066). Until that lands, pass a saved tokenizer (``kgplm.train(tokenizer=…)``,
+    as ``benchmarks/replicate.py`` does for every row) where artefacts must be identical across runs.
     """
     from tokenizers import models, trainers
 
