@@ -154,6 +154,9 @@ class EntityFusion(nn.Module):
                 mention_spans: torch.Tensor) -> torch.Tensor:
         token_mention, token_batch, token_position = mention_token_index(mention_batch, mention_spans)
         delta = self.linear(entity_vectors)[token_mention]  # (mention_tokens, d1)
+        # under autocast the linear layer answers in bf16/fp16 while the residual stream (LayerNorm's
+        # output) is fp32: the sum is taken in the stream's dtype, as BERT's own residual additions are
+        delta = delta.to(hidden.dtype)
         # out of place; overlapping mentions (not produced by the linker or the decoder) would both add
         return hidden.index_put((token_batch, token_position), delta, accumulate=True)
 
