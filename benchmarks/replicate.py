@@ -204,9 +204,10 @@ def plan_rows(methods: Sequence[str] | None = None) -> list[Row]:
         if spec.finetuning_inputs is not None:
             rows.append(Row(f"{name} − knowledge at fine-tuning", "no knowledge at fine-tuning", own, name,
                             control_row, encoder_inputs=False))
-        for ablation, options in spec.ablations.items():
-            rows.append(Row(f"{name} − {_ablation_label(ablation)}", "ablation", Pretraining.of(name, None, options),
-                            name, control_row))
+        for ablation_name in spec.ablations:
+            ablation = spec.ablation(ablation_name)
+            rows.append(Row(f"{name} − {_ablation_label(ablation_name)}", "ablation",
+                            Pretraining.of(name, ablation.masking, ablation.model_options), name, control_row))
         rows.append(Row(control_row, "control",
                         Pretraining.of(control.method, control.masking, control.model_options), name))
     if "mlm" in available():

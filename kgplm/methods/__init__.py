@@ -7,6 +7,7 @@ See :mod:`kgplm.methods.registry` and the README's "Adding a method".
 """
 
 from kgplm.methods.registry import (
+    Ablation,
     Control,
     MethodContext,
     MethodEvaluation,
@@ -28,4 +29,4 @@ from kgplm.methods import electra as _electra  # noqa: E402,F401  isort: skip
 from kgplm.methods import ehealth as _ehealth  # noqa: E402,F401  isort: skip
 from kgplm.methods import epplm as _epplm  # noqa: E402,F401  isort: skip
 
-__all__ = ["known_artefacts", "method_table", "Control", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister"]
+__all__ = ["known_artefacts", "method_table", "Ablation", "Control", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister"]

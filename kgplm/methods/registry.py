@@ -21,7 +21,7 @@ from kgplm.models.configuration import KgplmConfig
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.models.encoding import Encoding
 
-__all__ = ["known_artefacts", "Control", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get",
+__all__ = ["known_artefacts", "Ablation", "Control", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get",
            "register", "unregister", "method_table"]
 
 def known_artefacts() -> list[str]:
@@ -46,6 +46,16 @@ class Control:
     """
 
     method: str
+    masking: str | None = None
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """An ablation that pre-trains with another masking scheme (and optionally other ``model_options``),
+    e.g. KeBioLM's −wem: whole-word instead of whole-word-and-entity masking. An ablation that only
+    changes model options is a plain mapping in ``MethodSpec.ablations``."""
+
     masking: str | None = None
     model_options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -122,7 +132,8 @@ class MethodSpec:
         prepare_model: ``(model, context) -> None`` run once on a fresh model before
             pre-training (load KG tables, snapshot frozen targets …), or ``None``.
         control: the method's fair control (``None`` for a control itself).
-        ablations: name → ``model_options`` of each ablation the method offers.
+        ablations: name → ``model_options`` of each ablation the method offers, or an
+            :class:`Ablation` when it changes the masking (:meth:`ablation` reads either).
         evaluations: column name → :class:`MethodEvaluation`, the method's own evaluations of a
             pre-trained model (reported by ``benchmarks/replicate.py`` for the method, its
             control and its ablations).
@@ -143,7 +154,7 @@ class MethodSpec:
     derive_config: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     prepare_model: Callable[[Any, Any], None] | None = None
     control: Control | None = None
-    ablations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    ablations: Mapping[str, "Mapping[str, Any] | Ablation"] = field(default_factory=dict)
     evaluations: Mapping[str, MethodEvaluation] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -163,6 +174,13 @@ class MethodSpec:
 
     def needs(self, artefact: str) -> bool:
         return artefact in self.artefacts
+
+    def ablation(self, name: str) -> Ablation:
+        """The ablation ``name`` as an :class:`Ablation` (masking ``None``: the method's default)."""
+        if name not in self.ablations:
+            raise ConfigurationError(f"method {self.name!r} has no ablation {name!r}; it offers {sorted(self.ablations)}")
+        value = self.ablations[name]
+        return value if isinstance(value, Ablation) else Ablation(model_options=dict(value))
 
 
 _REGISTRY: dict[str, MethodSpec] = {}

@@ -284,3 +284,65 @@ def test_save_load_round_trip_and_fine_tuning_encoder(tmp_path):
         hidden = encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
         expected = KEBIOLM_ENCODING.encode(loaded, batch["input_ids"], batch["attention_mask"]).last_hidden_state
     torch.testing.assert_close(hidden, expected)
+
+
+# -- masking: "all tokens within a word or entity span" (§3.2), and the −wem ablation -----------------------
+class _BertIds:
+    """The special ids a collator reads, laid out as BERT's ([PAD] 0, [CLS] 2, [SEP] 3, [MASK] 4)."""
+
+    pad_token_id, cls_token_id, sep_token_id, mask_token_id = 0, 2, 3, 4
+    all_special_ids = [0, 1, 2, 3, 4]
+
+    def __len__(self) -> int:
+        return 100
+
+
+#: [CLS] w0 w0 | w1 w1 w1 | w2 w2 | w3 | w4 w4 [SEP]; the linked mention [5, 8) covers w1's last token and w2
+_IDS = [2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 3]
+_WORD_IDS = [-1, 0, 0, 1, 1, 1, 2, 2, 3, 4, 4, -1]
+_MENTION = [5, 8]
+
+
+def _chosen_units(masking: str, units, draws: int = 300) -> dict:
+    """Mask the hand-made sequence ``draws`` times with KeBioLM's collator and ``masking``; assert every
+    unit is chosen whole or not at all and nothing else is chosen; return how often each unit was chosen."""
+    from kgplm.methods import MethodContext, get
+    from kgplm.training.trainer import example_seeds
+
+    context = MethodContext(config=tiny_config(), tokenizer=_BertIds(), store=None, masking=masking, seed=0)
+    collator = get("kebiolm").build_collator(context)
+    rows = {"input_ids": [_IDS], "word_ids": [_WORD_IDS], "mention_spans": [[_MENTION]], "mention_entity_ids": [[5]]}
+    counts = dict.fromkeys(units, 0)
+    for step in range(draws):
+        chosen = collator(rows, example_seeds(0, step, np.arange(1)))["labels"][0].numpy() >= 0
+        covered = np.zeros(len(_IDS), dtype=bool)
+        for start, end in units:
+            assert chosen[start:end].all() or not chosen[start:end].any(), (masking, step, (start, end), chosen)
+            counts[(start, end)] += int(chosen[start:end].all())
+            covered[start:end] = True
+        assert not chosen[~covered].any()  # [CLS], [SEP]
+    return counts
+
+
+def test_kebiolm_masks_whole_words_outside_mentions_and_whole_mentions():
+    from kgplm.methods import get
+
+    spec = get("kebiolm")
+    assert spec.default_masking == "word_entity" and spec.control.masking == "word_entity"
+    # units: w0, the part of w1 outside the mention, the mention, w3, w4
+    counts = _chosen_units(spec.default_masking, [(1, 3), (3, 5), (5, 8), (8, 9), (9, 11)])
+    assert all(count > 0 for count in counts.values()), counts  # every unit is chosen in some draw
+
+
+def test_kebiolm_wem_ablation_keeps_whole_word_masking_only():
+    from kgplm.methods import Ablation, get
+
+    spec = get("kebiolm")
+    ablation = spec.ablation("no_whole_entity_masking")
+    assert ablation == Ablation(masking="whole_word") and not ablation.model_options
+    # units: the words alone; the mention no longer holds w1's last token and w2 together
+    counts = _chosen_units(ablation.masking, [(1, 3), (3, 6), (6, 8), (8, 9), (9, 11)])
+    assert all(count > 0 for count in counts.values()), counts
+    assert spec.ablation("frozen_entities") == Ablation(model_options={"freeze_entity_embeddings": True})
+    with pytest.raises(ConfigurationError, match="no ablation 'nothing'"):
+        spec.ablation("nothing")

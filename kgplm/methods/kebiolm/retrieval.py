@@ -36,8 +36,14 @@ def top_k_by_dot_product(queries: torch.Tensor, table: torch.Tensor, k: int, chu
     by chunk; with ``with_logsumexp`` also log Σ_j exp(q · e_j) over every entity (n,) from the same
     pass (the full linking softmax's normaliser, handed to :func:`chunked_logsumexp`), else ``None``.
     """
+    dtype = _search_dtype(queries, table)
     with torch.autocast(queries.device.type, enabled=False):
-        return _top_k_fp32(queries.float(), table.float(), k, chunk_size, with_logsumexp)
+        return _top_k_fp32(queries.to(dtype), table.to(dtype), k, chunk_size, with_logsumexp)
+
+
+def _search_dtype(queries: torch.Tensor, table: torch.Tensor) -> torch.dtype:
+    """fp32, or fp64 when either input is fp64: never below fp32 (see the module docstring)."""
+    return torch.promote_types(torch.promote_types(queries.dtype, table.dtype), torch.float32)
 
 
 def _top_k_fp32(queries, table, k, chunk_size, with_logsumexp):
@@ -98,9 +104,10 @@ def chunked_logsumexp(queries: torch.Tensor, table: torch.Tensor, chunk_size: in
     ``known``: the value, when a pass over the same queries and table computed it already
     (:func:`top_k_by_dot_product` with ``with_logsumexp``); the forward pass is then skipped.
     """
+    dtype = _search_dtype(queries, table)
     with torch.autocast(queries.device.type, enabled=False):
-        return _ChunkedLogSumExp.apply(queries.float(), table.float(), chunk_size,
-                                       None if known is None else known.float())
+        return _ChunkedLogSumExp.apply(queries.to(dtype), table.to(dtype), chunk_size,
+                                       None if known is None else known.to(dtype))
 
 
 def linking_loss(queries: torch.Tensor, table: torch.Tensor, gold: torch.Tensor, *, softmax: str = "full",
