@@ -346,3 +346,42 @@ def test_kebiolm_wem_ablation_keeps_whole_word_masking_only():
     assert spec.ablation("frozen_entities") == Ablation(model_options={"freeze_entity_embeddings": True})
     with pytest.raises(ConfigurationError, match="no ablation 'nothing'"):
         spec.ablation("nothing")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_mixed_precision_pre_training_and_own_detections_follow_fp32(dtype):
+    """Under CPU autocast (bf16 and fp16) the losses, the linking gradient of the entity table and the
+    inference pass on the model's own detections (the cloze probe's and fine-tuning's path) follow fp32.
+    Before the fix the fusion failed on an fp32 ← low-precision index_put, then the linking log-sum-exp's
+    backward on low-precision queries against the fp32 table."""
+    torch.manual_seed(0)
+    model = KebiolmForPreTraining(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    batch = tiny_batch()
+    labels = torch.full((2, 8), -100)
+    labels[0, 1:3] = batch["input_ids"][0, 1:3]
+    detection = torch.tensor([[-100, 1, 2, 0, 0, 1, 2, -100], [-100, 0, 0, -100, -100, -100, -100, -100]])
+
+    def run(low_precision: bool):
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=dtype, enabled=low_precision):
+            output = model(**batch, labels=labels, detection_labels=detection)
+        output.loss.backward()
+        return {k: v.detach() for k, v in output.losses.items()}, model.entity_memory.weight.grad.clone()
+
+    reference_losses, reference_grad = run(False)
+    losses, grad = run(True)
+    for key, value in reference_losses.items():
+        torch.testing.assert_close(losses[key], value, rtol=0.02, atol=0.01)
+    assert torch.isfinite(grad).all()
+    cosine = F.cosine_similarity(grad.flatten(), reference_grad.flatten(), dim=0)
+    assert cosine > 0.99, cosine
+    # inference on its own detections: every candidate token tagged B, so each is a mention and fused
+    with torch.no_grad():
+        model.entity_detection.weight.zero_()
+        model.entity_detection.bias.copy_(torch.tensor([0.0, 1.0, 0.0]))
+        text = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        plain = model.eval()(**text)
+        with torch.autocast("cpu", dtype=dtype):
+            mixed = model(**text)
+    assert plain.mention_vectors is not None and len(plain.mention_vectors) == 6 + 2  # 6 + 2 candidate tokens
+    torch.testing.assert_close(mixed.prediction_logits.float(), plain.prediction_logits, rtol=0.05, atol=0.05)
