@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,8 +198,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     head = commit()
     print(f"commit {head}; {len(mutations)} mutations, {args.jobs} at a time", flush=True)
+    rows = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        rows = list(pool.map(lambda m: run_mutation(m, timeout=args.timeout), mutations))
+        futures = [pool.submit(run_mutation, mutation, timeout=args.timeout) for mutation in mutations]
+        for future in as_completed(futures):
+            row = future.result()
+            rows.append(row)
+            print(f"[{len(rows)}/{len(mutations)}] {row['mutation']}: {row['outcome']} ({row['seconds']} s)", flush=True)
+    rows.sort(key=lambda row: row["mutation"])
     print(render(rows, head))
     return 0 if all(row["outcome"] == "caught" for row in rows) else 1
 
