@@ -168,6 +168,13 @@ class MethodSpec:
         if any(not isinstance(evaluation, MethodEvaluation) for evaluation in self.evaluations.values()):
             raise ConfigurationError(f"method {self.name!r}: evaluations must map column names to MethodEvaluation "
                                      f"records")
+        from kgplm.text.masking import SCHEMES
+
+        bad_masking = {name: value.masking for name, value in self.ablations.items()
+                       if isinstance(value, Ablation) and value.masking not in (None, *SCHEMES)}
+        if bad_masking:
+            raise ConfigurationError(f"method {self.name!r}: ablations {bad_masking} name unknown masking schemes; "
+                                     f"known: {SCHEMES}")
         if self.kg_embedding not in (None, "transe", "transr"):
             raise ConfigurationError(f"method {self.name!r}: kg_embedding must be 'transe' or 'transr', "
                                      f"got {self.kg_embedding!r}")

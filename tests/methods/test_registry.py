@@ -56,6 +56,10 @@ def test_a_record_is_checked_when_it_is_made():
         MethodSpec(**base, artefacts=frozenset({"kg_embeddings"}))
     with pytest.raises(ConfigurationError, match="already registered"):
         register(get("mlm"))
+    from kgplm.methods import Ablation
+
+    with pytest.raises(ConfigurationError, match=r"ablations \{'odd': 'whole_paragraph'\} name unknown masking"):
+        MethodSpec(**base, ablations={"odd": Ablation(masking="whole_paragraph")})
 
 
 def test_smedbert_record_says_what_the_pipeline_needs():

@@ -38,7 +38,7 @@ def top_k_by_dot_product(queries: torch.Tensor, table: torch.Tensor, k: int, chu
     """
     dtype = _search_dtype(queries, table)
     with torch.autocast(queries.device.type, enabled=False):
-        return _top_k_fp32(queries.to(dtype), table.to(dtype), k, chunk_size, with_logsumexp)
+        return _top_k(queries.to(dtype), table.to(dtype), k, chunk_size, with_logsumexp)
 
 
 def _search_dtype(queries: torch.Tensor, table: torch.Tensor) -> torch.dtype:
@@ -46,7 +46,7 @@ def _search_dtype(queries: torch.Tensor, table: torch.Tensor) -> torch.dtype:
     return torch.promote_types(torch.promote_types(queries.dtype, table.dtype), torch.float32)
 
 
-def _top_k_fp32(queries, table, k, chunk_size, with_logsumexp):
+def _top_k(queries, table, k, chunk_size, with_logsumexp):
     k = min(k, table.shape[0])
     best_scores = queries.new_empty(queries.shape[0], 0)
     best_ids = torch.empty(queries.shape[0], 0, dtype=torch.long, device=queries.device)
