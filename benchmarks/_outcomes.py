@@ -52,6 +52,10 @@ def scored_outcomes(finetuned: Path, task: str, data_dir: Path, *, device: str =
     method = get(config.method)
     knowledge = (method.finetuning_inputs(run, False)
                  if method.finetuning_inputs is not None and settings["encoder_inputs"] else None)
+    if getattr(config, "mention_span_indicator", False):  # kgplm.finetune(mention_spans=True)
+        from kgplm.training.span_indicator import span_lookup
+
+        knowledge = span_lookup(run)
     encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names,
                           max_length=settings["max_length"], tagging=config.tagging, knowledge=knowledge)
     features = encoder.encode(examples)

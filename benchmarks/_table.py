@@ -57,8 +57,12 @@ def _test_units(task: str, examples) -> tuple[int, str]:
     return len(examples), "examples"
 
 
+LINKER_AS_NER = "linker as NER (the linker's spans, KG type → label fitted on train)"
+
+
 def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds: float) -> dict:
     from _outcomes import baseline_counts
+    from kgplm.evaluation.baselines import linker_as_ner
     from kgplm.evaluation.tasks import get_task
 
     by_name = {row.name: row for row in rows}
@@ -95,6 +99,9 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
         if reference["chance"] is not None:
             baselines[table].setdefault("chance (uniform random training label)", {})[column] = float(
                 metric_from_counts(metric, reference["chance"].sum(1)).mean())
+        if measured.get("link") is not None and get_task(task).kind == "ner":  # issue 26.5: the linked spans alone
+            baselines[table].setdefault(LINKER_AS_NER, {})[column] = float(linker_as_ner(
+                splits["train"], [scored[i] for i in ids], measured["link"])["f1"])
 
     probe = measured["probe"]
     intrinsic_columns = [f"similarity {name} Acc@1" for name in measured["similarity_sizes"]]

@@ -158,15 +158,18 @@ class Pretraining:
     method: str
     masking: str
     model_options: tuple[tuple[str, object], ...] = ()
+    train_options: tuple[tuple[str, object], ...] = ()  # other kgplm.train arguments (an attribution row's)
 
     @classmethod
-    def of(cls, method: str, masking: str | None = None, model_options=None) -> Pretraining:
+    def of(cls, method: str, masking: str | None = None, model_options=None, train_options=None) -> Pretraining:
         from kgplm.methods import get
 
-        return cls(method, masking or get(method).default_masking, tuple(sorted(dict(model_options or {}).items())))
+        return cls(method, masking or get(method).default_masking, tuple(sorted(dict(model_options or {}).items())),
+                   tuple(sorted(dict(train_options or {}).items())))
 
     def key(self) -> dict:
-        return {"method": self.method, "masking": self.masking, "model_options": dict(self.model_options)}
+        key = {"method": self.method, "masking": self.masking, "model_options": dict(self.model_options)}
+        return {**key, "train_options": dict(self.train_options)} if self.train_options else key
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,7 @@ class Row:
     group: str | None = None
     control: str | None = None
     encoder_inputs: bool = True
+    finetune_options: tuple[tuple[str, object], ...] = ()  # other kgplm.finetune arguments (an attribution row's)
 
 
 def _ablation_label(name: str) -> str:
@@ -208,10 +212,23 @@ def plan_rows(methods: Sequence[str] | None = None) -> list[Row]:
             ablation = spec.ablation(ablation_name)
             rows.append(Row(f"{name} − {_ablation_label(ablation_name)}", "ablation",
                             Pretraining.of(name, ablation.masking, ablation.model_options), name, control_row))
-        rows.append(Row(control_row, "control",
-                        Pretraining.of(control.method, control.masking, control.model_options), name))
+        control_pretraining = Pretraining.of(control.method, control.masking, control.model_options)
+        rows.extend(attribution_rows(name, spec, control_row, control_pretraining))
+        rows.append(Row(control_row, "control", control_pretraining, name))
     if "mlm" in available():
         rows.append(Row("mlm (token masking, no SOP)", "reference", Pretraining.of("mlm")))
+    return rows
+
+
+def attribution_rows(name: str, spec, control_row: str, control_pretraining: Pretraining) -> list[Row]:
+    """The rows a method's record declares in ``attribution_rows`` (:class:`kgplm.methods.AttributionRow`)."""
+    rows = []
+    for label, declared in spec.attribution_rows.items():
+        base = Pretraining.of(name) if declared.base == "method" else control_pretraining
+        pretraining = dataclasses.replace(base, train_options=tuple(sorted(dict(declared.train_options).items())))
+        rows.append(Row(f"{name}: {label}", "attribution", pretraining, name,
+                        name if declared.compare_with == "method" else control_row,
+                        finetune_options=tuple(sorted(dict(declared.finetune_options).items()))))
     return rows
 
 
@@ -246,6 +263,7 @@ def shared_inputs(work: Path, budget: Budget, rows: Sequence[Row]) -> Shared:
 
     store = cmekg_store(ROOT / ".cache")  # compiled once per machine, whatever --work is
     corpus = mixed_corpus(work / f"corpus-{budget.facts}-{budget.dialogues}.txt", store, budget.facts, budget.dialogues)
+    corpus = held_out_text_removed(work, store, corpus, rows)
     key = {"corpus": corpus.name, "vocab_size": budget.vocab_size, "kg_method": budget.kg_method,
            "entity_dim": budget.entity_dim, "kg_epochs": budget.kg_epochs}
     kg = RunDirectory(work / f"shared-{key_hash(key)}")
@@ -265,6 +283,37 @@ def shared_inputs(work: Path, budget: Budget, rows: Sequence[Row]) -> Shared:
     return Shared(store, str(ROOT / ".cache" / "cmekg_store"), corpus, kg.tokenizer_dir, kg, inputs)
 
 
+def held_out_text_removed(work: Path, store, corpus: Path, rows: Sequence[Row]) -> Path:
+    """``corpus`` without the lines the rows' own evaluations hold out (``MethodEvaluation.filter_text``), for
+    every row alike; the same path when no evaluation filters."""
+    filters = {}  # column → filter, each filter once
+    for column, (_, evaluation) in method_evaluation_columns(rows).items():
+        if evaluation.filter_text and evaluation.filter_text not in filters.values():
+            filters[column] = evaluation.filter_text
+    if not filters:
+        return corpus
+    path = corpus.with_name(f"{corpus.stem}-without-{key_hash({'filters': sorted(filters)})}{corpus.suffix}")
+    if not path.is_file():
+        lines = corpus.read_text(encoding="utf-8").splitlines()
+        for column, keep in filters.items():
+            before = len(lines)
+            lines = keep(store, lines)
+            logger.info("%s: %d of %d pre-training text lines hold out its facts and are dropped", column,
+                        before - len(lines), before)
+        path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def evaluation_method_data(method: str) -> dict:
+    """The ``method_data`` that ``method``'s own evaluations need of its pre-training (``MethodEvaluation``)."""
+    from kgplm.methods import get
+
+    data: dict = {}
+    for evaluation in get(method).evaluations.values():
+        data.update(evaluation.method_data)
+    return data
+
+
 def prepopulate(shared: Shared, budget: Budget, pretraining: Pretraining, run_dir: Path) -> dict:
     """Link the seed-independent stages (mention counts, the linked corpus) into a new run directory,
     and return the cached-artefact arguments of ``kgplm.train`` (PEPR table, KG embeddings)."""
@@ -275,6 +324,8 @@ def prepopulate(shared: Shared, budget: Budget, pretraining: Pretraining, run_di
     from kgplm.training.run import RunDirectory
 
     spec, run = get(pretraining.method), RunDirectory(run_dir)
+    if pretraining.train_options:  # e.g. a shuffled graph: the run builds its own KG artefacts and corpus
+        return {"pepr_mode": "fast", "num_neighbors": 10}  # as shared_inputs builds the shared table
     arguments = {}
     if spec.needs("neighbor_table"):
         arguments["neighbor_table"] = str(shared.kg.neighbor_table_path)
@@ -306,13 +357,16 @@ FINETUNING_FIELDS = ("max_eval_examples", "finetune_learning_rate", "finetune_ba
 
 def pretraining_key(budget: Budget, pretraining: Pretraining, seed: int, shared_name: str) -> dict:
     return {**pretraining.key(), "seed": seed, "shared": shared_name,
+            "method_data": evaluation_method_data(pretraining.method),
             **{name: getattr(budget, name) for name in PRETRAINING_FIELDS}}
 
 
-def finetuning_key(budget: Budget, pretrained: str, task: str, seed: int, encoder_inputs: bool) -> dict:
+def finetuning_key(budget: Budget, pretrained: str, task: str, seed: int, encoder_inputs: bool,
+                   options: tuple = ()) -> dict:
     limit, epochs = budget.tasks[task]
-    return {"pretrained": pretrained, "task": task, "seed": seed, "encoder_inputs": encoder_inputs,
-            "max_train_examples": limit, "epochs": epochs, **{name: getattr(budget, name) for name in FINETUNING_FIELDS}}
+    key = {"pretrained": pretrained, "task": task, "seed": seed, "encoder_inputs": encoder_inputs,
+           "max_train_examples": limit, "epochs": epochs, **{name: getattr(budget, name) for name in FINETUNING_FIELDS}}
+    return {**key, "finetune_options": dict(options)} if options else key
 
 
 def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretraining, seed: int, device: str) -> Path:
@@ -330,7 +384,9 @@ def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretrainin
                          kg_method=budget.kg_method, entity_dim=budget.entity_dim, kg_epochs=budget.kg_epochs,
                          max_steps=budget.steps, batch_size=budget.batch_size, learning_rate=budget.learning_rate,
                          log_every=max(1, budget.steps // 20), checkpoint_every=budget.steps,
-                         max_length=budget.max_length, seed=seed, device=device, progress=False, **cached)
+                         max_length=budget.max_length, seed=seed, device=device, progress=False,
+                         method_data=evaluation_method_data(pretraining.method) or None, **cached,
+                         **dict(pretraining.train_options))
     curve = result.curve("loss")
     logger.info("pre-trained %s seed %d: loss %.3f → %.3f in %.0f s", directory.name, seed, curve[0], curve[-1],
                 time.perf_counter() - started)
@@ -338,14 +394,16 @@ def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretrainin
     return directory
 
 
-def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encoder_inputs: bool, device: str) -> dict:
+def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encoder_inputs: bool, device: str,
+             options: tuple = ()) -> dict:
     """Fine-tune ``run`` on ``task`` and return its per-example test outcomes (cached with their key)."""
     import kgplm
     from _outcomes import scored_outcomes
 
     limit, epochs = budget.tasks[task]
-    key = finetuning_key(budget, run.name, task, seed, encoder_inputs)
-    directory, done = cached_directory(work / "finetune", f"{task}-f{seed}{'' if encoder_inputs else '-text'}", key)
+    key = finetuning_key(budget, run.name, task, seed, encoder_inputs, options)
+    directory, done = cached_directory(work / "finetune", f"{task}-f{seed}{'' if encoder_inputs else '-text'}"
+                                       f"{'-' + '-'.join(name for name, _ in options) if options else ''}", key)
     outcomes_path = directory / "outcomes.json"
     if done:
         return json.loads(outcomes_path.read_text(encoding="utf-8"))
@@ -353,7 +411,7 @@ def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encode
                             batch_size=budget.finetune_batch_size, learning_rate=budget.finetune_learning_rate,
                             max_length=budget.finetune_max_length, max_train_examples=limit,
                             max_eval_examples=budget.max_eval_examples, seed=seed, encoder_inputs=encoder_inputs,
-                            device=device, progress=False)
+                            device=device, progress=False, **dict(options))
     outcomes = scored_outcomes(directory, task, SHARED / "tasks", device=device)
     if abs(outcomes["score"] - result.test["main"]) > 1e-9:
         raise RuntimeError(f"{directory}: per-example outcomes give {outcomes['score']:.6f}, kgplm.finetune reported "
@@ -443,7 +501,7 @@ def run_all(work: Path, budget: Budget, rows: Sequence[Row], device: str) -> dic
     for row in rows:
         for task in budget.tasks:
             tasks.setdefault(task, {})[row.name] = [
-                finetune(work, budget, run, task, finetune_seed, row.encoder_inputs, device)
+                finetune(work, budget, run, task, finetune_seed, row.encoder_inputs, device, row.finetune_options)
                 for run in runs[row.pretraining] for finetune_seed in budget.finetune_seeds]
     timings["fine-tuning"] = time.perf_counter() - started - sum(timings.values())
 
@@ -462,9 +520,13 @@ def run_all(work: Path, budget: Budget, rows: Sequence[Row], device: str) -> dic
     timings["probes and own evaluations"] = time.perf_counter() - started - sum(timings.values())
 
     splits = {task: load_task(task, SHARED / "tasks") for task in budget.tasks}
+    from kgplm.evaluation.baselines import linked_spans
+    from kgplm.text.linking import EntityLinker
+
     return {"tasks": tasks, "splits": splits, "intrinsic": intrinsic_outcomes, "own": own,
             "similarity_sizes": {name: len(queries) for name, queries in similarity_sets.items()},
-            "probe": probe, "own_columns": method_evaluation_columns(rows), "timings": timings}
+            "probe": probe, "own_columns": method_evaluation_columns(rows), "timings": timings,
+            "link": linked_spans(EntityLinker(shared.store), shared.store)}  # the linker-as-NER baseline's
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -83,6 +83,7 @@ def train(
     tokenizer: str | os.PathLike | None = None,
     kg_embeddings: str | os.PathLike | None = None,
     neighbor_table: str | os.PathLike | None = None,
+    graph_shuffle_seed: int | None = None,
     corpus_options: dict | None = None,
     vocab_size: int = 8000,
     max_length: int = 128,
@@ -133,6 +134,12 @@ def train(
             ``stages.pepr_mode_reason``),
             ``kg_method`` embeddings (default: the
             method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``.
+        graph_shuffle_seed: a control for the knowledge's contribution: the PEPR table and the KG
+            embeddings are built on
+            :meth:`KGStore.with_shuffled_links(seed) <kgplm.KGStore.with_shuffled_links>`, the same
+            graph with its links attached to the wrong entities (text still links to the same ids).
+            Recorded in ``run_config.json`` (and under ``stages.graph_shuffle``); cannot be combined
+            with a given ``kg_embeddings``, ``neighbor_table`` or ``exclude_triples``.
         model_options: the method's own config fields (``kgplm.methods.get(method).config_class.option_names()``:
             ablations, loss weights, ``use_sop`` …).
         method_data: inputs of the method's own stages that are not model fields (files such as a
@@ -184,6 +191,10 @@ def train(
                                checkpoint_every=checkpoint_every, log_every=log_every, seed=seed,
                                mixed_precision=mixed_precision, num_workers=num_workers)
     settings.validate()
+    if graph_shuffle_seed is not None and (kg_embeddings, neighbor_table, exclude_triples) != (None, None, None):
+        raise ConfigurationError(f"graph_shuffle_seed={graph_shuffle_seed} rebuilds the KG artefacts on the shuffled "
+                                 f"graph; a given kg_embeddings or neighbor_table would bypass it, and exclude_triples "
+                                 f"names facts of the real graph (leave all three None)")
     context = distributed.initialize(device)
     try:
         settings.validate(context.world_size)
@@ -197,6 +208,12 @@ def train(
             if main:
                 run.write_run_config(_json_safe({"kgplm_run": 1, **arguments}))
                 run.record_stage("distributed", context.describe())
+            if graph_shuffle_seed is not None:  # the saved store stays the real one: fine-tuning links with it
+                store = store.with_shuffled_links(graph_shuffle_seed)
+                if main:
+                    run.record_stage("graph_shuffle", {"seed": int(graph_shuffle_seed),
+                                                       "what": "entity ids permuted in every triple (a derangement) "
+                                                               "before PEPR and KG embeddings"})
             inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus,
                                         corpus_options=dict(corpus_options or {}), progress=progress and main,
                                         held_out=_held_out(run, exclude_triples, store, record=main))
@@ -314,6 +331,20 @@ def _encoder_inputs(method: str, run, progress: bool, wanted: bool = True):
     return spec.finetuning_inputs(run, progress)
 
 
+def _span_inputs(method: str, run, knowledge, progress: bool):
+    """The span-indicator inputs (:mod:`kgplm.training.span_indicator`) of a pre-training run."""
+    from kgplm.exceptions import MissingFileError
+    from kgplm.training.span_indicator import span_lookup
+
+    if knowledge is not None:
+        raise ConfigurationError(f"mention_spans=True: a {method!r} encoder already reads the linked mentions; "
+                                 f"pass encoder_inputs=False to give it the span indicator instead")
+    if run is None:
+        raise MissingFileError("<model>", "pre-training run next to the model: mention_spans links the task text "
+                                          "with the run's graph")
+    return span_lookup(run, progress)
+
+
 #: The seed of dev and test subsets (``max_eval_examples``): fixed, so that every training seed and every
 #: model is scored on the same examples (``evaluate``'s default ``seed`` draws the same subset).
 EVALUATION_SUBSET_SEED = 0
@@ -344,6 +375,7 @@ def finetune(
     max_eval_examples: int | None = None,
     seed: int = 0,
     encoder_inputs: bool = True,
+    mention_spans: bool = False,
     device: str = "cpu",
     mixed_precision: str = "no",
     progress: bool = True,
@@ -370,6 +402,11 @@ def finetune(
         encoder_inputs: ``False`` fine-tunes a method whose encoder reads extra inputs (SMedBERT's
             linked mentions and neighbours) on the text alone — the "no knowledge at fine-tuning"
             ablation; ``evaluate`` then does the same.
+        mention_spans: give the encoder the linked mention spans SMedBERT receives (the linker of the
+            pre-training run's graph), as a learned "inside a mention" vector added to the token
+            embeddings (:class:`~kgplm.models.finetuning.MentionSpanIndicator`; saved in the model's
+            config, so ``evaluate`` feeds it too): the "control + the same mention spans" row. Not
+            with a method that already reads the mentions (SMedBERT) unless ``encoder_inputs=False``.
         mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (training and scoring under autocast).
 
     Under ``torchrun`` each batch is split over the processes (DDP; the loss stays the mean over
@@ -428,8 +465,12 @@ def finetune(
                                      f"positions")
         label_names = label_names_for(spec, train_examples, tagging)
         config.set_task(spec.kind, spec.name, label_names, tagging)
+        config.mention_span_indicator = mention_spans
+        knowledge = _encoder_inputs(config.method, run, progress and main, encoder_inputs)
+        if mention_spans:
+            knowledge = _span_inputs(config.method, run, knowledge, progress and main)
         encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
-                              knowledge=_encoder_inputs(config.method, run, progress and main, encoder_inputs))
+                              knowledge=knowledge)
         import torch
 
         torch.manual_seed(seed)  # the head's initial weights
@@ -505,9 +546,11 @@ def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed
         max_length = recorded["max_length"]
         encoder_inputs = recorded.get("encoder_inputs", True) if encoder_inputs is None else encoder_inputs
     max_length = max_length or min(config.max_position_embeddings, 512)
+    knowledge = _encoder_inputs(config.method, run, progress, encoder_inputs is not False)
+    if getattr(config, "mention_span_indicator", False):
+        knowledge = _span_inputs(config.method, run, knowledge, progress)
     encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names, max_length=max_length,
-                          tagging=config.tagging, knowledge=_encoder_inputs(config.method, run, progress,
-                                                                           encoder_inputs is not False))
+                          tagging=config.tagging, knowledge=knowledge)
     features = encoder.encode(examples)
     network.to(device)
     outputs = predict(network, encoder, features, batch_size=batch_size, device=device, progress=progress)

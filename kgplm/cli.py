@@ -208,7 +208,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              mixed_precision=args.mixed_precision, num_workers=args.num_workers,
                              model_options=json.loads(args.model_options) if args.model_options else None,
                              method_data=json.loads(args.method_data) if args.method_data else None,
-                             exclude_triples=args.exclude_triples,
+                             exclude_triples=args.exclude_triples, graph_shuffle_seed=args.graph_shuffle_seed,
                              progress=not args.no_progress)
     if not _is_main_process():
         return 0
@@ -239,7 +239,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                             epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
                             patience=args.patience, max_length=args.max_length, tagging=args.tagging,
                             max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
-                            seed=args.seed, encoder_inputs=not args.no_encoder_inputs, device=args.device,
+                            seed=args.seed, encoder_inputs=not args.no_encoder_inputs,
+                            mention_spans=args.mention_spans, device=args.device,
                             mixed_precision=args.mixed_precision, progress=not args.no_progress)
     if not _is_main_process():
         return 0
@@ -446,6 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "kgplm.kg.pepr.exact_cost)")
     p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
     p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
+    p.add_argument("--graph-shuffle-seed", type=int, default=None,
+                   help="build PEPR and KG embeddings on the graph with its links moved to other entities (a control)")
     p.add_argument("--exclude-triples", default=None,
                    help="keep these triples out of pre-training (a probe file, or a TSV of head/relation/tail)")
     p.add_argument("--masking", default=None, choices=SCHEMES, help="MLM masking scheme (default: the method's)")
@@ -493,6 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-encoder-inputs", action="store_true",
                    help="fine-tune on the text alone (no linked mentions for a SMedBERT-like encoder)")
+    p.add_argument("--mention-spans", action="store_true",
+                   help="give the encoder the linked mention spans SMedBERT sees, as a learned span indicator")
     p.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: each process's own GPU)")
     p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no")
     p.add_argument("--no-progress", action="store_true")

@@ -137,6 +137,32 @@ def test_the_same_call_on_a_slower_machine_builds_identical_artefacts(toy_corpus
     assert quiet.metrics == loaded.metrics
 
 
+def test_a_shuffled_graph_run_builds_pepr_on_the_shuffled_graph_and_records_it(toy_run, toy_corpus, tmp_path):
+    """``graph_shuffle_seed``: the PEPR table is the shuffled graph's, the saved store (what fine-tuning
+    links with) the real one, the seed recorded; given artefacts cannot bypass it."""
+    from kgplm.kg.pepr import NeighborTable, top_k_neighbors
+
+    run = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "shuffled", max_steps=1,
+                                                  graph_shuffle_seed=3, pepr_mode="exact"))
+    config = json.loads((run.output_dir / "run_config.json").read_text())
+    assert config["graph_shuffle_seed"] == 3 and config["stages"]["graph_shuffle"]["seed"] == 3
+    table = NeighborTable.load(run.output_dir / "kg" / "neighbors.npz")
+    frequencies = np.load(run.output_dir / "kg" / "entity_frequencies.npy")
+    store = kgplm.KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+    seeds = np.flatnonzero(frequencies > 0)
+    shuffled = top_k_neighbors(store.with_shuffled_links(3), seeds, k=10, mode="exact", frequencies=frequencies,
+                               show_progress=False)
+    real = NeighborTable.load(toy_run.output_dir / "kg" / "neighbors.npz")
+    assert (table.neighbors == shuffled.neighbors).all()
+    assert not (table.neighbors == real.neighbors).all()
+    from kgplm.training.run import RunDirectory
+
+    assert RunDirectory(run.output_dir).open_store().shuffled_links is None
+    with pytest.raises(ConfigurationError, match="graph_shuffle_seed"):
+        kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "bypass", graph_shuffle_seed=3,
+                                                neighbor_table=str(toy_run.output_dir / "kg" / "neighbors.npz")))
+
+
 def test_the_kg_tables_in_the_model_are_the_trained_embeddings(toy_run):
     from kgplm.kg.embeddings import KGEmbeddings
 

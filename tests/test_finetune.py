@@ -225,3 +225,30 @@ def test_the_default_fine_tuning_rate_follows_the_encoder_size():
 
     assert default_learning_rate(768) == default_learning_rate(1024) == 5e-5  # BERT-base and larger
     assert default_learning_rate(128) == default_learning_rate(312) == 5e-4
+
+
+def test_a_control_is_fine_tuned_with_the_linked_mention_spans(tmp_path):
+    """``mention_spans=True``: an mlm run gets SMedBERT's linked spans as an indicator, recorded and replayed
+    by ``evaluate``; the indicator is learned."""
+    import torch
+
+    from kgplm import KGStore
+    from tests.test_api import TOY_GRAPH
+
+    corpus = write_toy_corpus(tmp_path / "notes.txt")
+    run = kgplm.train("mlm", **toy_arguments(corpus, tmp_path / "run", max_steps=2))
+    store = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+    names = [store.entity_name(e) for e in range(store.num_entities)]
+    task_dir = tmp_path / "task"
+    task_dir.mkdir()
+    for split, count in (("train", 16), ("dev", 8), ("test", 8)):
+        lines = [f"{i % 2}\t患者有{names[i % len(names)]}，伴{names[(i + 1) % len(names)]}" for i in range(count)]
+        (task_dir / f"{split}.txt").write_text("\n".join(lines), encoding="utf-8")
+    result = kgplm.finetune(model=run.output_dir, task="cmedic", data_dir=task_dir, output_dir=tmp_path / "fine",
+                            epochs=1, batch_size=8, max_length=64, mention_spans=True, progress=False)
+    assert json.loads((tmp_path / "fine" / "finetune_config.json").read_text())["mention_spans"] is True
+    model = result.load_model()
+    assert model.config.mention_span_indicator is True
+    assert torch.any(model.span_indicator.inside != 0)  # learned from zero
+    scores = kgplm.evaluate(model=tmp_path / "fine", data_dir=task_dir, progress=False)
+    assert scores["accuracy"] == pytest.approx(result.test["accuracy"])

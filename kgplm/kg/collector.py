@@ -179,7 +179,7 @@ class GraphCollector:
          strings, languages, string_index, language_index) = self._compile_labels(num_entities, preferred_languages)
         attribute_arrays, datatypes = self._compile_attributes(num_entities, strings, string_index, languages, language_index)
 
-        arrays = _compile_adjacency(triples, num_entities)
+        arrays = compile_adjacency(triples, num_entities)
         arrays.update(
             type_indptr=type_indptr, type_ids=type_ids, label_indptr=label_indptr,
             label_strings=label_strings, label_languages=label_languages, label_roles=label_roles,
@@ -443,7 +443,7 @@ def _unique_rows(rows: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     return rows[first]
 
 
-def _compile_adjacency(triples: np.ndarray, num_entities: int) -> dict[str, np.ndarray]:
+def compile_adjacency(triples: np.ndarray, num_entities: int) -> dict[str, np.ndarray]:
     """CSR out- and in-adjacency with relation ids; ``triples`` sorted by (head, relation, tail)."""
     heads, relations, tails = triples[:, 0], triples[:, 1], triples[:, 2]
     num_relations = int(relations.max()) + 1 if len(relations) else 1

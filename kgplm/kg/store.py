@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import rdflib
     import scipy.sparse
 
-__all__ = ["KGStore", "STORE_FORMAT_VERSION", "ARRAY_NAMES"]
+__all__ = ["KGStore", "STORE_FORMAT_VERSION", "ARRAY_NAMES", "shuffled_entity_permutation"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +84,15 @@ def _load_array(path: Path, mmap: bool) -> np.ndarray:
         raise ArtifactError(f"store directory is missing {path.name} (at {path.parent})")
     array_ = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     return array_
+
+
+def shuffled_entity_permutation(num_entities: int, seed: int) -> np.ndarray:
+    """π for :meth:`KGStore.with_shuffled_links`: a seeded permutation of the entity ids with no fixed point
+    (every entity gets another's links; a cyclic shift of a random order, so it is a derangement)."""
+    order = np.random.default_rng(seed).permutation(num_entities)
+    permutation = np.empty(num_entities, dtype=np.int64)
+    permutation[order] = np.roll(order, 1)
+    return permutation
 
 
 class KGStore:
@@ -485,6 +494,30 @@ class KGStore:
     def degrees(self) -> tuple[np.ndarray, np.ndarray]:
         """``(out_degree, in_degree)`` arrays counting triples."""
         return np.diff(np.asarray(self._arrays["out_indptr"])), np.diff(np.asarray(self._arrays["in_indptr"]))
+
+    def with_shuffled_links(self, seed: int) -> "KGStore":
+        """A copy whose links are attached to the wrong entities (issue 26.5's "shuffled graph" control).
+
+        Entity ids are relabelled in every triple by the seeded permutation π of
+        :func:`shuffled_entity_permutation`: (h, r, t) becomes (π(h), r, π(t)). Names, aliases,
+        types and attributes stay on their ids, so text links to the same ids as before, but the
+        links, PEPR neighbours and KG embeddings of id π(e) are those of e: the same graph (degree
+        sequence, relations, shape) attached to the wrong entities. The manifest records the seed.
+        """
+        from kgplm.kg.collector import compile_adjacency
+
+        permutation = shuffled_entity_permutation(self.num_entities, seed)
+        triples = np.asarray(self._arrays["triples"], dtype=np.int64)
+        moved = np.stack([permutation[triples[:, 0]], triples[:, 1], permutation[triples[:, 2]]], 1)
+        moved = moved[np.lexsort((moved[:, 2], moved[:, 1], moved[:, 0]))]  # sorted by (head, relation, tail)
+        arrays = {**self._arrays, **compile_adjacency(moved, self.num_entities)}
+        manifest = {**self._manifest, "shuffled_links": {"seed": int(seed)}}
+        return KGStore(manifest=manifest, arrays=arrays, entity_iris=self._entity_iris, strings=self._strings)
+
+    @property
+    def shuffled_links(self) -> dict | None:
+        """``{"seed": …}`` for a store made by :meth:`with_shuffled_links`, else None."""
+        return self._manifest.get("shuffled_links")
 
     def one_hop(self, entity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(neighbors, relations, directions)`` over both directions; direction 0 = out, 1 = in."""

@@ -21,8 +21,8 @@ from kgplm.models.configuration import KgplmConfig
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.models.encoding import Encoding
 
-__all__ = ["known_artefacts", "Ablation", "Control", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get",
-           "register", "unregister", "method_table"]
+__all__ = ["known_artefacts", "Ablation", "AttributionRow", "Control", "MethodContext", "MethodEvaluation",
+           "MethodSpec", "available", "get", "register", "unregister", "method_table"]
 
 def known_artefacts() -> list[str]:
     """The KG-side artefacts a method can ask ``kgplm.train`` to prepare (:data:`kgplm.training.stages.STAGES`).
@@ -71,11 +71,41 @@ class MethodEvaluation:
     :class:`~kgplm.training.run.RunDirectory`: its graph, artefacts and ``method_data`` in
     ``run_config.json``) and returns a score in [0, 1]. ``chance``: what a model that knows nothing
     scores (0.5 for an AUC), printed as the baseline; ``description``: the column's meaning.
+
+    An evaluation on held-out knowledge also says how the pre-training data must leave it out:
+    ``method_data``, the ``kgplm.train(method_data=...)`` entries the method's own runs (the
+    method and its ablations) need, and ``filter_text(store, lines) -> lines``, which drops the
+    pre-training text lines that would reveal the held-out facts (applied to the text of every row,
+    so that the method and its control read the same text).
     """
 
     run: Callable[..., float]
     chance: float | None = None
     description: str = ""
+    method_data: Mapping[str, Any] = field(default_factory=dict)
+    filter_text: Callable[[Any, list[str]], list[str]] | None = None
+
+
+@dataclass(frozen=True)
+class AttributionRow:
+    """An extra replication row that attributes a method's gain to one of its ingredients (issue 26.5).
+
+    A pre-training of the method (``base="method"``) or of its control (``base="control"``) with extra
+    ``kgplm.train`` options (``train_options``, e.g. ``graph_shuffle_seed``), fine-tuned with extra
+    ``kgplm.finetune`` options (``finetune_options``, e.g. ``mention_spans``), and compared, seed-paired,
+    with the method's row or its control's (``compare_with``). ``description`` says what it isolates.
+    """
+
+    base: str
+    train_options: Mapping[str, Any] = field(default_factory=dict)
+    finetune_options: Mapping[str, Any] = field(default_factory=dict)
+    compare_with: str = "method"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for name, value in (("base", self.base), ("compare_with", self.compare_with)):
+            if value not in ("method", "control"):
+                raise ConfigurationError(f"AttributionRow {name} must be 'method' or 'control', got {value!r}")
 
 
 @dataclass
@@ -137,6 +167,8 @@ class MethodSpec:
         evaluations: column name → :class:`MethodEvaluation`, the method's own evaluations of a
             pre-trained model (reported by ``benchmarks/replicate.py`` for the method, its
             control and its ablations).
+        attribution_rows: row label → :class:`AttributionRow`, extra rows of the replication table
+            that separate the parts of the method's gain (e.g. SMedBERT's graph from its mention spans).
     """
 
     name: str
@@ -156,6 +188,7 @@ class MethodSpec:
     control: Control | None = None
     ablations: Mapping[str, "Mapping[str, Any] | Ablation"] = field(default_factory=dict)
     evaluations: Mapping[str, MethodEvaluation] = field(default_factory=dict)
+    attribution_rows: Mapping[str, AttributionRow] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = set(self.artefacts) - set(known_artefacts())

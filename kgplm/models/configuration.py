@@ -58,6 +58,7 @@ class KgplmConfig(BertConfig):
         task_name: str | None = None,
         label_names: list[str] | None = None,
         tagging: str = "bio",
+        mention_span_indicator: bool = False,
         config_version: int = CONFIG_VERSION,
         **kwargs,
     ) -> None:
@@ -72,6 +73,9 @@ class KgplmConfig(BertConfig):
         self.task_name = task_name
         self.label_names = list(label_names) if label_names is not None else None
         self.tagging = tagging
+        #: fine-tuning: a learned "inside a linked mention" embedding added to the token embeddings
+        #: (``kgplm.finetune(mention_spans=True)``; :class:`~kgplm.models.finetuning.MentionSpanIndicator`)
+        self.mention_span_indicator = mention_span_indicator
         self.config_version = config_version
         if self.label_names:
             self.id2label = dict(enumerate(self.label_names))

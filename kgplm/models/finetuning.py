@@ -29,7 +29,12 @@ from kgplm.models.heads import (
 )
 from kgplm.models.modules import KgplmPreTrainedModel
 
-__all__ = ["KgplmForFineTuning", "FineTuningOutput", "TASK_KINDS", "build_head"]
+__all__ = ["KgplmForFineTuning", "FineTuningOutput", "TASK_KINDS", "build_head", "MentionSpanIndicator",
+           "SPAN_INDICATOR_INPUT"]
+
+#: The batch key of the span indicator: (2, tokens) sequence and position of every token inside a linked mention.
+SPAN_INDICATOR_INPUT = "span_indicator_tokens"
+
 
 TASK_KINDS = ("ner", "nested_ner", "classification", "pair", "relation", "qa_ranking", "graded_ranking",
               "relation_triples")
@@ -67,6 +72,27 @@ def build_head(config: KgplmConfig) -> torch.nn.Module:
     return CandidateRankingHead(config.hidden_size, dropout)
 
 
+class MentionSpanIndicator(torch.nn.Module):
+    """A learned vector added to the token embedding of every token inside a linked mention.
+
+    Issue 26.5's attribution control: SMedBERT sees the dictionary linker's mention boundaries at
+    fine-tuning; an encoder with this indicator (``kgplm.finetune(mention_spans=True)``) sees the same
+    boundaries without any graph knowledge. Row 0 (outside) stays zero, so the indicator only marks
+    mention tokens; row 1 starts at zero too (the pre-trained encoder's function is unchanged at the
+    first step) and is learned.
+    """
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.inside = torch.nn.Parameter(torch.zeros(hidden_size))
+
+    def forward(self, embeddings: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """``embeddings`` (batch, length, d) plus ``inside`` at the (batch, position) rows of ``tokens`` (2, n)."""
+        inside = torch.zeros(embeddings.shape[:2], dtype=embeddings.dtype, device=embeddings.device)
+        inside = inside.index_put((tokens[0], tokens[1]), torch.ones_like(tokens[0], dtype=embeddings.dtype))
+        return embeddings + inside.clamp(max=1).unsqueeze(-1) * self.inside.to(embeddings.dtype)
+
+
 class KgplmForFineTuning(KgplmPreTrainedModel):
     """The encoder of ``config.method`` and the head of ``config.task_kind``."""
 
@@ -79,11 +105,21 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
         super().__init__(config)
         self.encoding = get(config.method).encoding  # a parameter-free strategy, not a module
         self.encoding.build(self, config, pooler=True)
+        self.span_indicator = (MentionSpanIndicator(config.hidden_size)
+                               if getattr(config, "mention_span_indicator", False) else None)
         self.head = build_head(config)
         self.post_init()
 
     def get_output_embeddings(self):
         return None
+
+    @torch.no_grad()
+    def _init_weights(self, module: torch.nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, MentionSpanIndicator):  # absent from pre-trained checkpoints: starts at zero
+            from transformers import initialization as init
+
+            init.zeros_(module.inside)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
@@ -95,12 +131,25 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
 
         ``encoder_inputs``: the method's extra encoder inputs (``encoding.input_names``).
         """
+        indicator_tokens = encoder_inputs.pop(SPAN_INDICATOR_INPUT, None)
+        if (indicator_tokens is None) != (self.span_indicator is None):
+            raise ConfigurationError(f"a model {'with' if self.span_indicator is not None else 'without'} the mention "
+                                     f"span indicator needs {'' if self.span_indicator is not None else 'no '}"
+                                     f"{SPAN_INDICATOR_INPUT} input")
         unknown = set(encoder_inputs) - set(self.encoding.input_names)
         if unknown:
             raise ConfigurationError(f"unexpected inputs {sorted(unknown)} for a {self.config.method!r} encoder "
                                      f"(it reads {list(self.encoding.input_names)})")
-        hidden = self.encoding.encode(self, input_ids, attention_mask, token_type_ids,
-                                      **encoder_inputs).last_hidden_state  # (batch, length, d1)
+        hook = None
+        if indicator_tokens is not None:  # added to the word embeddings, whatever the encoding does with them
+            hook = self.encoding.word_embeddings(self).register_forward_hook(
+                lambda module, inputs, output: self.span_indicator(output, indicator_tokens))
+        try:
+            hidden = self.encoding.encode(self, input_ids, attention_mask, token_type_ids,
+                                          **encoder_inputs).last_hidden_state  # (batch, length, d1)
+        finally:
+            if hook is not None:
+                hook.remove()
         kind = self.config.task_kind
         if kind in ("ner", "nested_ner"):
             logits, loss = self.head(hidden, labels)

@@ -143,15 +143,17 @@ def co_neighbor_edges(edge_mention: torch.Tensor) -> tuple[torch.Tensor, torch.T
     return order[source[keep]], order[target[keep]]
 
 
-def neighbor_graph(neighbor_entity_ids: torch.Tensor, edge_mention: torch.Tensor) -> dict[str, torch.Tensor]:
+def neighbor_graph(edge_mention: torch.Tensor) -> dict[str, torch.Tensor]:
     """The R-GCN's graph over a batch's neighbour edges (see :class:`RelationalEncoder`).
 
-    ``neighbor_nodes`` (nodes,): the distinct entities; ``neighbor_node_of_edge`` (edges,): each
-    edge's node; ``co_neighbor_pairs`` (2, pairs): :func:`co_neighbor_edges` as (source, target) edges.
+    Every neighbour edge is its own node: each mention's neighbour set is a separate subgraph, and
+    an entity that neighbours two mentions is two nodes. (Sharing one node per entity across the
+    batch let a node collect messages from every mention it neighbours, so a masked mention's own
+    entity, neighbouring a batch partner, reached the mention's tokens, and an example's forward
+    pass depended on its partners.) ``co_neighbor_pairs`` (2, pairs): :func:`co_neighbor_edges`
+    as (source, target) node pairs.
     """
-    nodes, node_of_edge = torch.unique(neighbor_entity_ids, return_inverse=True)
-    return {"neighbor_nodes": nodes, "neighbor_node_of_edge": node_of_edge,
-            "co_neighbor_pairs": torch.stack(co_neighbor_edges(edge_mention))}
+    return {"co_neighbor_pairs": torch.stack(co_neighbor_edges(edge_mention))}
 
 
 class BasisRelationalConvolution(nn.Module):
@@ -203,13 +205,16 @@ class BasisRelationalConvolution(nn.Module):
 
 
 class RelationalEncoder(nn.Module):
-    """Optional R-GCN (Schlichtkrull et al. 2018) over each mention's neighbour set.
+    """Optional R-GCN (Schlichtkrull et al. 2018) over each mention's neighbour set, one subgraph per mention.
 
     ent'(v) = ent(v) + RGCN(ent, edges)(v) with a message u → v for every two neighbours u ≠ v of
     the same mention, typed by how u is linked to the mention's entity (2·r + direction; the last
-    type is "related, no direct link"). The mention's own entity is not a node: its vector (the
-    identity of a masked mention) cannot flow back into the mention's tokens. Basis decomposition
-    keeps the parameters small for graphs with hundreds of relations.
+    type is "related, no direct link"). Nodes are the mention's own neighbour edges
+    (:func:`neighbor_graph`): no node is shared with another mention, so a mention's refined
+    neighbours depend on its own neighbour set only, not on its batch partners. The mention's own
+    entity is not a node (PEPR never ranks a seed among its own neighbours), so a masked mention's
+    identity cannot reach its tokens through the R-GCN. Basis decomposition keeps the parameters
+    small for graphs with hundreds of relations.
     """
 
     def __init__(self, config: KgplmConfig, num_bases: int = 8) -> None:
@@ -231,14 +236,11 @@ class RelationalEncoder(nn.Module):
         """Refined vectors of the neighbour edges, (edges, d2). ``graph``: :func:`neighbor_graph` of the
         edges when the collator built it (else it is built here, which synchronises on a GPU)."""
         if graph is None:
-            graph = neighbor_graph(neighbor_entity_ids, edge_mention)
-        nodes, node_of_edge = graph["neighbor_nodes"], graph["neighbor_node_of_edge"]
-        source_edge, target_edge = graph["co_neighbor_pairs"]
-        edge_index = torch.stack([node_of_edge[source_edge], node_of_edge[target_edge]])  # (2, pairs)
+            graph = neighbor_graph(edge_mention)
+        source_edge, _ = graph["co_neighbor_pairs"]
         edge_type = self.edge_types(relation_ids, directions)[source_edge]
-        node_vectors = entity_table[nodes]  # (nodes, d2)
-        refined = node_vectors + self.convolution(node_vectors, edge_index, edge_type)
-        return refined[node_of_edge]
+        node_vectors = entity_table[neighbor_entity_ids]  # (edges, d2): one node per neighbour edge
+        return node_vectors + self.convolution(node_vectors, graph["co_neighbor_pairs"], edge_type)
 
 
 #: BERT's MLM decoder shares the word embeddings (and the prediction head's bias).

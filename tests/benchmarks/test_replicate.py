@@ -21,6 +21,8 @@ from kgplm.evaluation.tasks import PairExample, SpanExample  # noqa: E402
 from kgplm.methods import Control, MethodEvaluation, get, register, unregister  # noqa: E402
 
 CONTROL = "smedbert control: mlm, use_sop=True (whole_entity masking)"
+SPANS = "smedbert: control + linked mention spans at fine-tuning"
+SHUFFLED = "smedbert: shuffled graph"
 
 
 def test_an_ablation_that_changes_the_masking_pre_trains_with_it():
@@ -35,7 +37,7 @@ def test_an_ablation_that_changes_the_masking_pre_trains_with_it():
 def test_rows_from_the_registry():
     rows = {row.name: row for row in replicate.plan_rows(["smedbert"])}
     assert list(rows) == ["smedbert", "smedbert − knowledge at fine-tuning", "smedbert − no hybrid attention",
-                          "smedbert − no knowledge losses", CONTROL, "mlm (token masking, no SOP)"]
+                          "smedbert − no knowledge losses", SPANS, SHUFFLED, CONTROL, "mlm (token masking, no SOP)"]
     method, text_only = rows["smedbert"], rows["smedbert − knowledge at fine-tuning"]
     assert method.pretraining == replicate.Pretraining("smedbert", "whole_entity")
     # the same pre-trained models, fine-tuned without SMedBERT's linked mentions
@@ -44,6 +46,18 @@ def test_rows_from_the_registry():
     assert rows["smedbert − no knowledge losses"].pretraining.model_options == (("use_knowledge_losses", False),)
     assert all(rows[name].control == CONTROL for name in list(rows)[:4])
     assert rows[CONTROL].control is None and rows["mlm (token masking, no SOP)"].pretraining.masking == "bert"
+    # the attribution rows the record declares (issue 26.5), both compared with the method
+    assert rows[SPANS].pretraining == rows[CONTROL].pretraining and rows[SPANS].finetune_options == (
+        ("mention_spans", True),)
+    assert rows[SHUFFLED].pretraining == replicate.Pretraining("smedbert", "whole_entity", (),
+                                                               (("graph_shuffle_seed", 0),))
+    assert rows[SPANS].control == rows[SHUFFLED].control == "smedbert"
+    # their runs and fine-tunings are cached apart from the rows they vary
+    budget = replicate.Budget()
+    assert replicate.pretraining_key(budget, rows[SHUFFLED].pretraining, 0, "s") != replicate.pretraining_key(
+        budget, method.pretraining, 0, "s")
+    assert replicate.finetuning_key(budget, "run", "cmedqaner", 0, True, rows[SPANS].finetune_options) != \
+        replicate.finetuning_key(budget, "run", "cmedqaner", 0, True)
 
 
 @pytest.fixture()
@@ -61,6 +75,37 @@ def test_a_methods_own_evaluation_becomes_a_column(method_with_its_own_evaluatio
     assert [row.role for row in rows] == ["method", "ablation", "control", "reference"]  # no extra encoder inputs
     columns = replicate.method_evaluation_columns(rows)
     assert list(columns) == ["toy-knowledge: auc"] and columns["toy-knowledge: auc"][1].chance == 0.5
+
+
+def test_an_evaluation_on_held_out_facts_filters_every_rows_text_and_feeds_its_method_data(tmp_path):
+    """EP-PLM's PAP AUC: its method's runs get method_data (in their cache key), the control's none; the shared
+    text loses the lines its filter drops, once for both columns."""
+    rows = replicate.plan_rows(["epplm"])
+    assert {"epplm: PAP AUC", "epplm: PAP AUC, drug-shuffled"} <= set(replicate.method_evaluation_columns(rows))
+    assert replicate.evaluation_method_data("epplm") == {"pap_held_out": 300}
+    assert replicate.evaluation_method_data("electra") == {}
+    budget = replicate.Budget()
+    keys = [replicate.pretraining_key(budget, replicate.Pretraining.of(name), 0, "shared") for name in ("epplm", "electra")]
+    assert keys[0]["method_data"] == {"pap_held_out": 300} and keys[1]["method_data"] == {}
+    calls = []
+
+    def drop_second(store, lines):
+        calls.append(len(lines))
+        return [line for number, line in enumerate(lines) if number != 1]
+
+    spec = dataclasses.replace(get("mlm"), name="toy-held-out", control=Control("mlm"),
+                               evaluations={name: MethodEvaluation(run=lambda *a, **k: 0.5, filter_text=drop_second)
+                                            for name in ("a", "b")})
+    register(spec)
+    try:
+        corpus = tmp_path / "corpus.txt"
+        corpus.write_text("一\n二\n三", encoding="utf-8")
+        filtered = replicate.held_out_text_removed(tmp_path, None, corpus, replicate.plan_rows(["toy-held-out"]))
+        assert filtered != corpus and filtered.read_text(encoding="utf-8").splitlines() == ["一", "三"]
+        assert calls == [3]  # the same filter once, whichever columns share it
+    finally:
+        unregister(spec.name)
+    assert replicate.held_out_text_removed(tmp_path, None, corpus, replicate.plan_rows(["smedbert"])) == corpus
 
 
 def test_every_setting_that_changes_a_result_changes_the_cache_key():
@@ -157,3 +202,22 @@ def test_ner_baselines_and_unit_count():
     assert result["tables"]["fine-tuned"]["cells"]["r"]["cMedQANER F1"]["mean"] == 1.0
     assert result["baselines"]["fine-tuned"]["majority class (all-O for NER)"]["cMedQANER F1"] == 0.0
     assert "cMedQANER F1" not in result["baselines"]["fine-tuned"].get("chance (uniform random training label)", {})
+
+
+def test_the_linker_as_ner_baseline_row():
+    """With the run's linker in the measurements, NER columns get the linker-as-NER baseline (by hand:
+    the linker finds "糖尿病" typed Disease in every document; train maps Disease → dis; F1 = 1 on the one
+    gold entity, with a spurious second span typed Person mapped to nothing)."""
+    budget = dataclasses.replace(replicate.Budget(), seeds=(0,), finetune_seeds=(0,), tasks={"cmedqaner": [None, 1]})
+    row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
+    test = [SpanExample(f"d{i}", "糖尿病患者", ((0, 3, "dis"),)) for i in range(4)] + [
+        SpanExample("d4", "患者糖尿病", ((2, 5, "dis"),))]
+    outcome = {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 5}
+    measured = {"tasks": {"cmedqaner": {"r": [outcome]}}, "splits": {"cmedqaner": {"train": test, "test": test}},
+                "intrinsic": {}, "own": {}, "own_columns": {}, "similarity_sizes": {},
+                "probe": SimpleNamespace(seen=np.array([True]), baseline_hits=np.array([False])), "timings": {},
+                "link": lambda text: [(0, 3, "Disease"), (3, 5, "Person")]}
+    result = aggregate([row], budget, measured, commit="abc", device="cpu", seconds=0.0)
+    baseline = result["baselines"]["secondary"]["linker as NER (the linker's spans, KG type → label fitted on train)"]
+    # four documents right, "患者糖尿病" wrong twice over (a missed gold, a false (0, 3)): P = R = 4/5
+    assert baseline["cMedQANER F1"] == pytest.approx(0.8)

@@ -176,6 +176,20 @@ def test_pap_steps_are_one_per_block_and_agree_across_micro_batches(tokenizer):
         assert [("pap_query_ids" in half) for half in halves] == [is_pap_step(3, step, 0.05)] * 2
 
 
+def test_the_share_of_pap_steps_is_rho_in_every_prefix():
+    """ρ = 0.15 is 300 of 2,000 steps (a hand count: 0.15 × 2,000), not 1/round(1/0.15) = 1/7 (286); every first n
+    steps hold ⌊0.15 n⌋ or ⌈0.15 n⌉, and PAP steps are 6 or 7 steps apart."""
+    for probability, expected in ((0.15, 300), (0.3, 600), (0.05, 100), (0.4, 800)):
+        flags = [is_pap_step(7, s, probability) for s in range(2000)]
+        assert sum(flags) == expected, probability
+        counts = np.cumsum(flags)
+        for n in range(1, 2001):
+            assert math.floor(probability * n) - 1e-9 <= counts[n - 1] <= math.ceil(probability * n - 1e-9), (
+                probability, n)
+    steps = [s for s in range(2000) if is_pap_step(7, s, 0.15)]
+    assert set(np.diff(steps).tolist()) <= {6, 7}
+
+
 def test_alternate_schedule_makes_pap_only_batches_and_the_generator_gets_no_pap_gradient(tokenizer):
     attributes = attributes_with_shared_values()
     batch = make_collator(tokenizer, attributes, schedule="alternate")(text_rows(tokenizer), np.array(

@@ -72,21 +72,48 @@ def test_neighbours_of_mnem_targets_never_reach_the_encoder(batch):
     assert not torch.isclose(before.losses["mnem"], after.losses["mnem"])  # the targets did change
 
 
-def test_the_rgcn_does_not_carry_a_mentions_own_entity_into_its_tokens():
-    """With the R-GCN on, the mention's own entity vector (what a masked mention hides) must not
-    influence any hidden state; only its neighbours' vectors may."""
+def _shared_node_inputs(partner_neighbors=(1, 6)) -> dict[str, torch.Tensor]:
+    """Sequence 0: mention A (entity 1, masked: its tokens are [MASK]) with neighbours {5, 6}.
+    Sequence 1: a mention whose neighbours are ``partner_neighbors``; by default {1, 6}: A's own
+    entity and a neighbour A shares with it (node 6), the path of issue 27.3."""
+    generator = torch.Generator().manual_seed(3)
+    input_ids = torch.randint(5, 60, (2, 10), generator=generator)
+    input_ids[0, 1:3] = 4  # A is masked
+    return dict(input_ids=input_ids, attention_mask=torch.ones(2, 10, dtype=torch.long),
+                token_type_ids=torch.zeros(2, 10, dtype=torch.long), mention_batch=torch.tensor([0, 1]),
+                mention_spans=torch.tensor([[1, 3], [4, 6]]), neighbor_mention=torch.tensor([0, 0, 1, 1]),
+                neighbor_entity_ids=torch.tensor([5, 6, *partner_neighbors]),
+                neighbor_relation_ids=torch.tensor([0, 1, 2, 1]), neighbor_directions=torch.tensor([0, 1, 0, 1]),
+                neighbor_type_ids=torch.tensor([0, 1, 0, 1]))
+
+
+def test_the_rgcn_does_not_carry_a_masked_mentions_own_entity_into_its_tokens():
+    """Changing the entity row of masked mention A (entity 1) leaves sequence 0 unchanged although a
+    batch partner has entity 1 among its neighbours and shares neighbour 6 with A; it does change
+    the partner (for which entity 1 is a legitimate neighbour)."""
     model = _model(relational_encoder="rgcn").eval()
-    inputs = knowledge_batch()
+    inputs = _shared_node_inputs()
     with torch.no_grad():
         model.kg.entities.normal_()
         before = model(**inputs).last_hidden_state
-        own_entities = [1, 2, 3]  # entities of the three mentions (not among their neighbours 4..9)
-        model.kg.entities[own_entities] = torch.randn(3, 16)
-        after_own = model(**inputs).last_hidden_state
-        model.kg.entities[5] = torch.randn(16)  # a neighbour of mention 0
-        after_neighbor = model(**inputs).last_hidden_state
-    assert torch.equal(before, after_own)
-    assert not torch.equal(before, after_neighbor)
+        model.kg.entities[1] = torch.randn(16)
+        after = model(**inputs).last_hidden_state
+    assert torch.equal(before[0], after[0])
+    assert not torch.allclose(before[1], after[1])
+
+
+@pytest.mark.parametrize("overrides", [{}, {"relational_encoder": "rgcn"}])
+def test_the_same_example_in_two_batches_gives_the_same_hidden_states(overrides):
+    """Sequence 0 beside a partner that shares a neighbour entity with it, then beside one that
+    shares nothing: sequence 0's hidden states are the same (as at fine-tuning: every mention
+    injected, the model computing the graph itself)."""
+    model = _model(**overrides).eval()
+    with torch.no_grad():
+        model.kg.entities.normal_()
+        coupled = model(**_shared_node_inputs((1, 6))).last_hidden_state
+        apart = model(**_shared_node_inputs((7, 8))).last_hidden_state
+    torch.testing.assert_close(coupled[0], apart[0], rtol=0, atol=1e-6)
+    assert not torch.allclose(coupled[1], apart[1])  # the partners did differ
 
 
 def test_co_neighbor_edges_by_hand():

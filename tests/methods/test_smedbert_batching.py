@@ -15,6 +15,7 @@ from kgplm.methods.smedbert import (
     SmedbertForPreTraining,
     TypeFrequencySampler,
 )
+from kgplm.methods.smedbert.batching import split_mentions
 from kgplm.text.masking import Masker
 from kgplm.training.collator import Batch
 from tests.methods.conftest import tiny_config
@@ -29,7 +30,7 @@ def _rows():
     return {
         "input_ids": [[CLS, *body, SEP] for body in bodies],
         "mention_spans": spans,
-        "mention_entity_ids": [[0, 1, 2], [3], []],
+        "mention_entity_ids": [[0, 1, 0], [3], []],  # entity 0 twice: the entity-level rule is exercised
         "neighbor_ids": [[[5, 6, -1], [7, -1, -1], [8, 9, 10]], [[8, 9, 5]], []],
         "neighbor_relations": [[[0, 1, -1], [2, -1, -1], [0, 2, 1]], [[0, 0, 1]], []],
         "neighbor_directions": [[[0, 1, -1], [0, -1, -1], [1, 1, 0]], [[1, 0, 0]], []],
@@ -71,31 +72,105 @@ def test_knowledge_mentions_are_the_masked_ones_and_mnem_targets_the_rest(step):
                                    "mnem": len(batch["mnem_entity_ids"])}
 
 
-def test_changing_the_neighbours_of_mnem_targets_changes_no_hidden_state():
-    """The label leak of the reviewed code: MNeM targets' neighbours must not be injected."""
-    collator = _collator()
-    rows = _rows()
-    seeds = _seeds(3)
-    batch = collator(rows, seeds)
-    assert len(batch["mnem_entity_ids"]) and len(batch["neighbor_entity_ids"])  # both sets present
+def _leak_rows():
+    """Two chunks whose mentions have disjoint neighbour ids (so a changed row is visible); entity 0
+    is named twice in chunk 0, with the same PEPR row each time."""
+    bodies = [list(range(10, 30)), list(range(40, 47))]
+    return {
+        "input_ids": [[CLS, *body, SEP] for body in bodies],
+        "mention_spans": [[[1, 4], [6, 7], [9, 11], [15, 20]], [[2, 5]]],
+        "mention_entity_ids": [[0, 1, 2, 0], [3]],
+        "neighbor_ids": [[[5, 6, -1], [7, -1, -1], [8, 9, -1], [5, 6, -1]], [[10, 11, 12]]],
+        "neighbor_relations": [[[0, 1, -1], [2, -1, -1], [0, 2, -1], [0, 1, -1]], [[0, 0, 1]]],
+        "neighbor_directions": [[[0, 1, -1], [0, -1, -1], [1, 1, -1], [0, 1, -1]], [[1, 0, 0]]],
+        "neighbor_types": [[[0, 1, -1], [1, -1, -1], [0, 0, -1], [0, 1, -1]], [[0, 0, 1]]],
+    }
+
+
+def _mention_sets(batch) -> tuple[set, set]:
+    """(knowledge, targets) as (sequence, start, end); without SOP, spans are the corpus's."""
+    knowledge = {(row, *span) for row, span in zip(batch["mention_batch"].tolist(), batch["mention_spans"].tolist())}
+    targets = {(row, *span) for row, span in zip(batch["mnem_mention_batch"].tolist(),
+                                                 batch["mnem_mention_spans"].tolist())}
+    return knowledge, targets
+
+
+def _with_new_neighbors(rows, mentions):
+    """``rows`` with the neighbour ids e of ``mentions`` ((sequence, start, end)) replaced by 23 − e."""
     altered = copy.deepcopy(rows)
-    for row in range(3):
-        for index in range(len(rows["mention_spans"][row])):
-            altered["neighbor_ids"][row][index] = [(e + 11) % 24 if e >= 0 else e
-                                                   for e in rows["neighbor_ids"][row][index]]
-    changed = collator(altered, seeds)  # the same seeds: the same masks, so the same mention sets
-    for name in ("mnem_mention_batch", "mnem_mention_spans", "mention_batch", "mention_spans", "input_ids"):
-        assert torch.equal(batch[name], changed[name])
+    for row, spans in enumerate(rows["mention_spans"]):
+        for index, span in enumerate(spans):
+            if (row, *span) in mentions:
+                old = rows["neighbor_ids"][row][index]
+                altered["neighbor_ids"][row][index] = [23 - e if e >= 0 else e for e in old]
+    return altered
+
+
+def test_changing_the_neighbours_of_mnem_targets_changes_no_hidden_state():
+    """The label leak of the reviewed code, through the collator: change the corpus's neighbour rows
+    of the mentions the collator made MNeM targets, collate again with the same seeds (same masks),
+    and no hidden state may change, while MNeM's targets do. A collator that injects a target's
+    neighbours (every mention injected, or masked mentions also predicted) fails here; changing the
+    knowledge mentions' rows instead must change the hidden states (the test can see an injection)."""
+    collator = _collator(rate=0.5, sentence_order=False)
+    rows = _leak_rows()
     torch.manual_seed(0)
     model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop")).eval()
-    knowledge_edges = {k: batch[k] for k in ("neighbor_mention", "neighbor_entity_ids", "neighbor_relation_ids",
-                                             "neighbor_directions", "neighbor_type_ids")}
-    with torch.no_grad():
-        # the altered corpus changed every mention's neighbours; restore the knowledge mentions' ones
-        mixed = dict(changed, **knowledge_edges)
-        before, after = model(**batch), model(**mixed)
-    assert not torch.equal(batch["mnem_entity_ids"], mixed["mnem_entity_ids"])
-    assert torch.equal(before.last_hidden_state, after.last_hidden_state)
+    checked = 0
+    for step in range(8):
+        seeds = _seeds(step, size=2)
+        batch = collator(rows, seeds)
+        knowledge, targets = _mention_sets(batch)
+        if not (knowledge and len(batch["mnem_entity_ids"])):
+            continue
+        changed = collator(_with_new_neighbors(rows, targets), seeds)
+        injected = collator(_with_new_neighbors(rows, knowledge), seeds)
+        assert _mention_sets(changed) == _mention_sets(injected) == (knowledge, targets)  # same masks
+        with torch.no_grad():
+            before, after = model(**batch).last_hidden_state, model(**changed).last_hidden_state
+            control = model(**injected).last_hidden_state
+        assert not torch.equal(batch["mnem_entity_ids"], changed["mnem_entity_ids"])  # MNeM saw the change
+        assert torch.equal(before, after), step
+        assert not torch.equal(before, control), step
+        checked += 1
+    assert checked >= 3
+
+
+def test_no_mnem_target_shares_its_entity_with_an_injected_mention_of_its_sequence():
+    """The entity-level copy path: an unmasked mention of an entity that a masked mention of the same
+    sequence names (its neighbours injected) is not an MNeM target (nor injected)."""
+    collator = _collator(rate=0.5, sentence_order=False)
+    rows = _leak_rows()
+    entity_of = {(row, *span): entity for row, spans in enumerate(rows["mention_spans"])
+                 for span, entity in zip(spans, rows["mention_entity_ids"][row])}
+    exercised = 0
+    for step in range(40):
+        batch = collator(rows, _seeds(step, size=2))
+        knowledge, targets = _mention_sets(batch)
+        chosen = batch["labels"] >= 0
+        injected = {(row, entity_of[(row, *span)]) for row, *span in knowledge}
+        for (row, start, end), entity in entity_of.items():
+            unmasked = not chosen[row, start:end].all()
+            if unmasked and (row, entity) in injected:  # the case of the rule, found from the masks alone
+                exercised += 1
+                assert (row, start, end) not in targets | knowledge
+            elif unmasked:
+                assert (row, start, end) in targets
+        assert not any((row, entity_of[(row, *span)]) in injected for row, *span in targets)
+        edges_per_target = np.bincount(batch["mnem_edge_mention"].numpy(), minlength=len(targets))
+        assert batch.target_counts["mnem"] == edges_per_target.sum() == len(batch["mnem_entity_ids"])
+    assert exercised >= 3
+
+
+def test_split_mentions_by_hand():
+    mention_batch = np.array([0, 0, 0, 1, 1])
+    entities = np.array([4, 4, 7, 4, 9])
+    masked = np.array([True, False, False, False, True])
+    knowledge, targets = split_mentions(mention_batch, entities, masked)
+    # mention 1 names entity 4, injected in sequence 0 by mention 0; mention 3 names 4 in sequence 1 (not injected)
+    assert knowledge.tolist() == [0, 4] and targets.tolist() == [2, 3]
+    knowledge, targets = split_mentions(mention_batch, None, masked)
+    assert knowledge.tolist() == [0, 4] and targets.tolist() == [1, 2, 3]
 
 
 def test_an_example_does_not_depend_on_its_batch_partners():
@@ -109,6 +184,27 @@ def test_an_example_does_not_depend_on_its_batch_partners():
     first_rows = together["mnem_mention_batch"] == 0
     first_edges = first_rows[together["mnem_edge_mention"]]
     assert torch.equal(alone["mnem_negative_ids"], together["mnem_negative_ids"][first_edges])
+
+
+def test_an_example_gets_the_same_hidden_states_beside_any_batch_partner():
+    """Pre-training with the R-GCN, collated batches: chunk 0 alone and beside chunk 1 (whose mention
+    shares neighbour entities 5, 8, 9 with chunk 0's, all mentions masked so all are injected)."""
+    rows = _rows()
+    collator = _collator(rate=0.9, num_entity_types=2, relational=True)
+    # the first masking that injects every mention of both chunks
+    step = next(step for step in range(100)
+                if len(collator({k: v[:2] for k, v in rows.items()}, _seeds(step, size=2))["mention_batch"]) == 4)
+    together = collator({k: v[:2] for k, v in rows.items()}, _seeds(step, size=2))
+    alone = collator({k: v[:1] for k, v in rows.items()}, _seeds(step, size=1))
+    assert len(alone["mention_batch"]) == 3
+    torch.manual_seed(0)
+    model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=2,
+                                               relational_encoder="rgcn")).eval()
+    with torch.no_grad():
+        model.kg.entities.normal_()
+        length = int(alone["attention_mask"][0].sum())
+        torch.testing.assert_close(model(**together).last_hidden_state[0, :length],
+                                   model(**alone).last_hidden_state[0, :length], rtol=0, atol=1e-5)
 
 
 def test_type_frequency_sampler_follows_q_within_the_type():
@@ -152,6 +248,9 @@ class LoopCollator(SmedbertCollator):
                 continue
             masked = np.array([chosen[row, start:end].all() for start, end in spans.tolist()], dtype=bool)
             corpus_rows = example.mention_rows
+            entities = np.asarray(rows["mention_entity_ids"][row], dtype=np.int64)[corpus_rows]
+            # an unmasked mention of an entity a masked mention of the sequence names is in neither set
+            left_out = ~masked & np.isin(entities, entities[masked])
             if has_neighbors:
                 num_corpus_mentions = len(rows["mention_spans"][row])
                 neighbor_rows = {name: np.asarray(rows[column][row], dtype=np.int64).reshape(num_corpus_mentions, -1)[
@@ -159,7 +258,7 @@ class LoopCollator(SmedbertCollator):
                                                       ("directions", "neighbor_directions"),
                                                       ("types", "neighbor_types"))}  # (mentions, K) each
             for is_knowledge in (True, False):
-                members = np.flatnonzero(masked == is_knowledge)  # mentions of this set in the example
+                members = np.flatnonzero((masked == is_knowledge) & ~left_out)  # mentions of this set
                 if not len(members):
                     continue
                 base = num_knowledge if is_knowledge else num_mnem
@@ -228,8 +327,8 @@ def test_the_vectorised_collator_equals_the_per_mention_loop(step):
 def test_precomputed_indices_give_the_same_forward_as_computing_them_in_the_model(overrides):
     collator = _collator(num_entity_types=2, relational=True)
     batch = collator(_rows(), _seeds(3))
-    precomputed = {"mention_tokens", "neighbor_type_group", "type_group_mention", "neighbor_nodes",
-                   "neighbor_node_of_edge", "co_neighbor_pairs", "mnem_mention_tokens"}
+    precomputed = {"mention_tokens", "neighbor_type_group", "type_group_mention", "co_neighbor_pairs",
+                   "mnem_mention_tokens"}
     assert precomputed <= set(batch)
     torch.manual_seed(0)
     model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=2,
@@ -280,3 +379,32 @@ def test_the_knowledge_module_makes_no_host_device_synchronisation_on_collated_b
            if not any(marker in frame for frame in frames for marker in shared)]
     assert own == []
     assert recorder.calls  # the recorder sees the shared ones
+
+
+def test_a_task_example_gets_the_same_hidden_states_beside_any_batch_partner(toy_turtle):
+    """Fine-tuning with the R-GCN: the lookup's batches of text 0 alone and beside text 1, whose
+    mention neighbours entities 1 and 2 as text 0's mention does (every linked mention is injected)."""
+    from kgplm import KGStore
+    from kgplm.kg.pepr import NeighborTable
+    from kgplm.methods.smedbert import KnowledgeLookup
+
+    store = KGStore.from_rdf(toy_turtle)
+    rows = np.array([[1, 2, 3], [0, 1, 2]])
+    table = NeighborTable(seeds=np.array([0, 3]), neighbors=rows, relations=np.array([[0, 1, 0], [1, 0, 1]]),
+                          directions=np.array([[0, 1, 0], [1, 0, 0]]), scores=np.ones((2, 3)))
+    lookup = KnowledgeLookup(store, table, relational=True)
+    parts = [{"mention_spans": np.array([[1, 3]]), "neighbor_ids": rows[:1], "neighbor_relations": table.relations[:1],
+              "neighbor_directions": table.directions[:1], "neighbor_types": np.zeros((1, 3), np.int64)},
+             {"mention_spans": np.array([[2, 4]]), "neighbor_ids": rows[1:], "neighbor_relations": table.relations[1:],
+              "neighbor_directions": table.directions[1:], "neighbor_types": np.ones((1, 3), np.int64)}]
+    input_ids = torch.randint(5, 60, (2, 8), generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=store.num_types,
+                                               relational_encoder="rgcn")).eval()
+    with torch.no_grad():
+        model.kg.entities.normal_()
+        together = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                         **lookup.collate(parts)).last_hidden_state
+        alone = model(input_ids=input_ids[:1], attention_mask=torch.ones_like(input_ids[:1]),
+                      **lookup.collate(parts[:1])).last_hidden_state
+    torch.testing.assert_close(together[0], alone[0], rtol=0, atol=1e-5)

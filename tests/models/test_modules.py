@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch_geometric.nn import RGCNConv
 
-from kgplm.models.modules import BasisRelationalConvolution, neighbor_graph
+from kgplm.models.configuration import KgplmConfig
+from kgplm.models.modules import BasisRelationalConvolution, RelationalEncoder, neighbor_graph
 
 
 def test_basis_relational_convolution_equals_pyg_rgcnconv():
@@ -27,7 +28,25 @@ def test_basis_relational_convolution_equals_pyg_rgcnconv():
 
 
 def test_neighbor_graph_by_hand():
-    graph = neighbor_graph(torch.tensor([7, 3, 7, 9]), torch.tensor([0, 0, 1, 1]))
-    assert graph["neighbor_nodes"].tolist() == [3, 7, 9]
-    assert graph["neighbor_node_of_edge"].tolist() == [1, 0, 1, 2]
-    assert sorted(map(tuple, graph["co_neighbor_pairs"].T.tolist())) == [(0, 1), (1, 0), (2, 3), (3, 2)]
+    """One node per neighbour edge: pairs only inside a mention, even where two mentions share entity 7."""
+    graph = neighbor_graph(torch.tensor([0, 0, 1, 1, 1]))
+    assert set(graph) == {"co_neighbor_pairs"}
+    assert sorted(map(tuple, graph["co_neighbor_pairs"].T.tolist())) == [(0, 1), (1, 0), (2, 3), (2, 4), (3, 2),
+                                                                         (3, 4), (4, 2), (4, 3)]
+
+
+def test_the_rgcn_refines_each_mentions_neighbours_from_its_own_neighbour_set_only():
+    """Entity 7 neighbours mention 0 (with 3) and mention 1 (with 9): its two refined vectors differ,
+    and each equals the R-GCN run on that mention's neighbour set alone."""
+    config = KgplmConfig(num_entities=12, num_relations=2, entity_dim=8, relation_dim=8)
+    torch.manual_seed(0)
+    encoder = RelationalEncoder(config)
+    table = torch.randn(12, 8)
+    entities, mentions = torch.tensor([7, 3, 7, 9]), torch.tensor([0, 0, 1, 1])
+    relations, directions = torch.tensor([0, 1, 1, 0]), torch.tensor([0, 1, 0, 1])
+    with torch.no_grad():
+        together = encoder(table, entities, mentions, relations, directions)
+        alone = [encoder(table, entities[part], torch.zeros(2, dtype=torch.long), relations[part], directions[part])
+                 for part in (slice(0, 2), slice(2, 4))]
+    torch.testing.assert_close(together, torch.cat(alone), rtol=0, atol=1e-6)
+    assert not torch.allclose(together[0], together[2])

@@ -22,7 +22,14 @@ from kgplm.methods.epplm.modeling import (
     attribute_distances,
     product_attribute_objective,
 )
-from kgplm.methods.registry import Control, MethodSpec, register
+from kgplm.methods.epplm.evaluation import (
+    drop_leaking_text,
+    held_out_triples,
+    pap_auc,
+    pap_auc_shuffled,
+    pap_held_out_pairs,
+)
+from kgplm.methods.registry import Control, MethodEvaluation, MethodSpec, register
 from kgplm.models.electra import ELECTRA_ENCODING
 from kgplm.models.electra_batching import build_electra_collator
 
@@ -31,12 +38,25 @@ __all__ = ["EpplmConfig", "EpplmForPreTraining", "EpplmCollator", "ProductAttrib
            "DEFAULT_GRAPH_ATTRIBUTES", "METHOD_DATA_KEYS", "SPEC"]
 
 
+#: Drugs whose (drug, 适应症) pairs the registered ``PAP AUC`` evaluation holds out.
+PAP_HELD_OUT_DRUGS = 300
+
+
+def filter_held_out_text(store, lines: list[str]) -> list[str]:
+    """The pre-training text without the lines that name a held-out drug with one of its values (the split of
+    ``method_data={"pap_held_out": PAP_HELD_OUT_DRUGS}`` on ``store``'s default attributes)."""
+    attributes = ProductAttributes.from_store(store)
+    pairs = pap_held_out_pairs(attributes, PAP_HELD_OUT_DRUGS)
+    return drop_leaking_text(lines, attributes.holding_out(pairs, held_out_triples(attributes, pairs)))
+
+
 def build_collator(context) -> EpplmCollator:
     config = context.config
     return build_electra_collator(context, cls=EpplmCollator, attributes=context.artefacts["product_attributes"],
                                   tokenizer=context.tokenizer, probability=config.pap_probability,
                                   schedule=config.pap_schedule, max_values=config.pap_max_values,
-                                  negative_ratio=config.pap_negative_ratio, query_length=config.pap_query_length,
+                                  negative_ratio=config.pap_negative_ratio, negatives=config.pap_negatives,
+                                  query_length=config.pap_query_length,
                                   value_length=config.pap_value_length)
 
 
@@ -54,4 +74,14 @@ SPEC = register(MethodSpec(
     artefacts=frozenset({"product_attributes"}),
     default_masking="word_entity",
     control=Control("electra", masking="word_entity", model_options={"mask_fraction": 1.0, "random_fraction": 0.0}),
+    evaluations={
+        "PAP AUC": MethodEvaluation(
+            run=pap_auc, chance=0.5, method_data={"pap_held_out": PAP_HELD_OUT_DRUGS}, filter_text=filter_held_out_text,
+            description=f"held-out (drug, 适应症) pairs of {PAP_HELD_OUT_DRUGS} drugs against popularity- and "
+                        "length-matched negatives; a PAP probe on frozen D (kgplm.methods.epplm.evaluation)"),
+        "PAP AUC, drug-shuffled": MethodEvaluation(
+            run=pap_auc_shuffled, chance=0.5, method_data={"pap_held_out": PAP_HELD_OUT_DRUGS},
+            filter_text=filter_held_out_text,
+            description="the same pairs scored against another held-out drug: must sit at chance"),
+    },
 ))

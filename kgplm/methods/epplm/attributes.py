@@ -18,7 +18,15 @@ The stage :func:`product_attributes_stage` (artefact ``product_attributes``) rea
   ``[]`` reads none);
 * ``product_attributes``: the path of a user table;
 * ``exclude_attributes``: the path of a table in the same format whose (title, attribute, value)
-  triples are removed — a held-out set for evaluation (``benchmarks/electra_family.py``).
+  triples are removed — a held-out set for evaluation (``benchmarks/electra_family.py``);
+* ``pap_held_out``: a number n of drugs whose PAP evaluation pairs are held out
+  (:mod:`kgplm.methods.epplm.evaluation`, the ``PAP AUC`` evaluation of the method's record):
+  one 适应症 value of each of n drugs (seed 0, from the graph), and every triple of the drug's
+  other attributes (不良反应, 功能主治 text …, which often restate the indication), are removed.
+
+Removed triples are *withheld*, not forgotten: the artefact keeps them, and a withheld value is
+never drawn as a PAP negative for its own title (it is true of it; training it as false would teach
+the opposite of what the held-out evaluation asks).
 
 A graph without any of the attributes gives an empty, valid artefact (PAP then never has a batch
 and the method trains plain RTD; a warning says so). The artefact is saved as JSON in
@@ -48,7 +56,7 @@ logger = logging.getLogger(__name__)
 #: CMeKG's drug attributes the issue and the paper's example name (indications, functions, ingredients, adverse reactions).
 DEFAULT_GRAPH_ATTRIBUTES = ("适应症", "功能主治", "成份", "不良反应")
 #: The keys of ``kgplm.train(method_data=...)`` the stage reads.
-METHOD_DATA_KEYS = ("graph_attributes", "product_attributes", "exclude_attributes")
+METHOD_DATA_KEYS = ("graph_attributes", "product_attributes", "exclude_attributes", "pap_held_out")
 FORMAT = "kgplm-product-attributes"
 
 
@@ -65,10 +73,14 @@ class ProductAttributes:
     """(title, attribute) groups with their values; groups are unique and sorted, values unique and sorted.
 
     ``value_ids(group)`` and ``pool(attribute)`` index :attr:`values` (every distinct value text):
-    the pool of an attribute is every value any title has for it (where PAP's negatives come from).
+    the pool of an attribute is every value any title has for it (where PAP's negatives come from),
+    ``pool_counts(attribute)`` how many titles have each (its popularity). ``withheld`` are true
+    (title, attribute) → values removed from training (:meth:`without`): never a negative of
+    their title (:meth:`own_value_ids`).
     """
 
-    def __init__(self, groups: Iterable[AttributeGroup] = ()) -> None:
+    def __init__(self, groups: Iterable[AttributeGroup] = (), withheld: Iterable[AttributeGroup] = (),
+                 held_out: Iterable[Sequence[str]] = ()) -> None:
         merged: dict[tuple[str, str], set[str]] = {}
         for group in groups:
             merged.setdefault((group.title, group.attribute), set()).update(group.values)
@@ -81,6 +93,19 @@ class ProductAttributes:
         for group, ids in zip(self.groups, self._group_value_ids):
             pools.setdefault(group.attribute, set()).update(ids.tolist())
         self._pools = {attribute: np.array(sorted(ids), dtype=np.int64) for attribute, ids in pools.items()}
+        counts = {attribute: np.zeros(len(values), dtype=np.int64) for attribute, values in self._pools.items()}
+        for group, ids in zip(self.groups, self._group_value_ids):
+            counts[group.attribute][np.searchsorted(self._pools[group.attribute], ids)] += 1
+        self._pool_counts = counts
+        kept: dict[tuple[str, str], set[str]] = {}
+        for group in withheld:
+            kept.setdefault((group.title, group.attribute), set()).update(group.values)
+        self.withheld = [AttributeGroup(title, attribute, tuple(sorted(values)))
+                         for (title, attribute), values in sorted(kept.items()) if values]
+        self._withheld = {(g.title, g.attribute): g.values for g in self.withheld}
+        self._index = index
+        #: the (title, attribute, value) evaluation pairs held out (``method_data["pap_held_out"]``), sorted
+        self.held_out = sorted({tuple(triple) for triple in held_out})
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -103,21 +128,51 @@ class ProductAttributes:
     def pool(self, attribute: str) -> np.ndarray:
         return self._pools.get(attribute, np.zeros(0, dtype=np.int64))
 
+    def pool_counts(self, attribute: str) -> np.ndarray:
+        """How many titles have each value of :meth:`pool` (``attribute``) in these groups."""
+        return self._pool_counts.get(attribute, np.zeros(0, dtype=np.int64))
+
+    def own_value_ids(self, group: int) -> np.ndarray:
+        """The group's values and its withheld ones (those among :attr:`values`), sorted: never its negatives."""
+        title, attribute = self.groups[group].title, self.groups[group].attribute
+        withheld = [self._index[v] for v in self._withheld.get((title, attribute), ()) if v in self._index]
+        return np.union1d(self._group_value_ids[group], np.array(withheld, dtype=np.int64))
+
+    def true_values(self, title: str, attribute: str) -> set[str]:
+        """Every value known true of (title, attribute): trained or withheld."""
+        index = self._group_index().get((title, attribute))
+        trained = set(self.groups[index].values) if index is not None else set()
+        return trained | set(self._withheld.get((title, attribute), ()))
+
+    def _group_index(self) -> dict[tuple[str, str], int]:
+        if not hasattr(self, "_groups_by_key"):
+            self._groups_by_key = {(g.title, g.attribute): i for i, g in enumerate(self.groups)}
+        return self._groups_by_key
+
     def triples(self) -> list[tuple[str, str, str]]:
         return [(group.title, group.attribute, value) for group in self.groups for value in group.values]
 
     # -- combining -----------------------------------------------------------------------------------
     def merge(self, other: "ProductAttributes") -> "ProductAttributes":
-        return ProductAttributes([*self.groups, *other.groups])
+        return ProductAttributes([*self.groups, *other.groups], [*self.withheld, *other.withheld],
+                                 [*self.held_out, *other.held_out])
 
     def without(self, triples: Iterable[Sequence[str]]) -> "ProductAttributes":
-        """These groups minus the (title, attribute, value) ``triples``."""
+        """These groups minus the (title, attribute, value) ``triples``; the removed true ones are withheld."""
         removed: dict[tuple[str, str], set[str]] = {}
         for title, attribute, value in triples:
             removed.setdefault((title, attribute), set()).add(value)
-        return ProductAttributes(
-            AttributeGroup(g.title, g.attribute, tuple(v for v in g.values if v not in removed.get((g.title, g.attribute), ())))
-            for g in self.groups)
+        kept, withheld = [], list(self.withheld)
+        for g in self.groups:
+            gone = removed.get((g.title, g.attribute), set())
+            kept.append(AttributeGroup(g.title, g.attribute, tuple(v for v in g.values if v not in gone)))
+            withheld.append(AttributeGroup(g.title, g.attribute, tuple(v for v in g.values if v in gone)))
+        return ProductAttributes(kept, withheld, self.held_out)
+
+    def holding_out(self, pairs: Iterable[Sequence[str]], triples: Iterable[Sequence[str]]) -> "ProductAttributes":
+        """These groups minus ``triples`` (withheld), recording the (title, attribute, value) evaluation ``pairs``."""
+        reduced = self.without(triples)
+        return ProductAttributes(reduced.groups, reduced.withheld, [*self.held_out, *pairs])
 
     # -- sources -------------------------------------------------------------------------------------
     @classmethod
@@ -154,7 +209,9 @@ class ProductAttributes:
         path = Path(path)
         with atomic_file(path, "w", encoding="utf-8") as handle:
             json.dump({"format": FORMAT, "version": 1,
-                       "groups": [[g.title, g.attribute, list(g.values)] for g in self.groups]},
+                       "groups": [[g.title, g.attribute, list(g.values)] for g in self.groups],
+                       "withheld": [[g.title, g.attribute, list(g.values)] for g in self.withheld],
+                       "held_out": [list(triple) for triple in self.held_out]},
                       handle, ensure_ascii=False)
         return path
 
@@ -164,7 +221,9 @@ class ProductAttributes:
         content = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(content, dict) or content.get("format") != FORMAT:
             raise ArtifactError(f"{path} is not a kgplm product-attribute file (format {FORMAT!r})")
-        return cls(AttributeGroup(title, attribute, tuple(values)) for title, attribute, values in content["groups"])
+        return cls((AttributeGroup(title, attribute, tuple(values)) for title, attribute, values in content["groups"]),
+                   (AttributeGroup(title, attribute, tuple(values))
+                    for title, attribute, values in content.get("withheld", [])), content.get("held_out", []))
 
     def write_table(self, path: str | os.PathLike) -> Path:
         """Write the groups as a ``title<TAB>attribute<TAB>v1|v2|…`` table (what :func:`read_attribute_table` reads)."""
@@ -215,6 +274,17 @@ def product_attributes_stage(run, inputs) -> ProductAttributes:
         attributes = attributes.merge(ProductAttributes.from_table(data["product_attributes"]))
     if data.get("exclude_attributes"):
         attributes = attributes.without(ProductAttributes.from_table(data["exclude_attributes"]).triples())
+    held_out = data.get("pap_held_out")
+    if held_out:
+        from kgplm.methods.epplm.evaluation import held_out_triples, pap_held_out_pairs
+
+        if not isinstance(held_out, int) or isinstance(held_out, bool) or held_out < 0:
+            raise ConfigurationError(f"method_data['pap_held_out'] must be a number of drugs (an integer ≥ 0), "
+                                     f"got {held_out!r}")
+        pairs = pap_held_out_pairs(attributes, held_out)
+        attributes = attributes.holding_out(pairs, held_out_triples(attributes, pairs))
+        logger.info("product attribute prediction: %d (drug, 适应症) pairs held out for evaluation, with every other "
+                    "attribute triple of their drugs", len(pairs))
     if not len(attributes):
         logger.warning("no product attribute triples: the graph has none of %s and no table was given; product "
                        "attribute prediction will not run", list(names))

@@ -24,8 +24,15 @@ never a positive; :mod:`kgplm.methods.epplm.batching`), γ = 4; L_PAP is the mea
 (a gather by candidate row). E(x) = BERT's pooler over D's [CLS] state (tanh(W h_[CLS]), the code's
 ``get_pooled_output``); f(x) = GELU(W x + b) (the code's dense layer with GELU).
 
-Multi-task (§3.3, Algorithm 1, Eq. 4: L = L_RTD + L_PAP): a step is a PAP step with probability
-ρ = 5% (``pap_probability``), decided from (seed, step) (:func:`kgplm.methods.epplm.batching.is_pap_step`).
+Multi-task (§3.3, Algorithm 1, Eq. 4: L = L_RTD + L_PAP): a share ρ = 5% of steps are PAP steps
+(``pap_probability``), decided from (seed, step) (:func:`kgplm.methods.epplm.batching.is_pap_step`).
+The paper's Algorithm 1 trains a PAP step on L_PAP alone and the other steps on L_RTD alone: that is
+``pap_schedule="alternate"``. kgplm's default ``"with_rtd"`` is a deviation (below).
+
+What PAP has learnt is measured by :mod:`kgplm.methods.epplm.evaluation` (a PAP AUC on held-out
+drugs with popularity- and length-matched negatives, a drug-shuffle control and drug-ignoring
+baselines), and whether PAP training learnt anything about titles by comparing its loss with
+:func:`~kgplm.methods.epplm.evaluation.title_agnostic_baseline_loss`.
 
 Deviations and choices, and why:
 
@@ -38,15 +45,38 @@ Deviations and choices, and why:
   the negative terms over its negatives (Eq. 3's 1/k), then averaged over groups.
 * Negatives come from the same attribute's values (the paper's example: random indications for
   the indication attribute); the code samples them from every attribute value of the dataset.
-  Both exclude the group's positives.
+  Both exclude the group's positives; kgplm also excludes the group's withheld (held-out) values,
+  which are true of the title.
+* Negatives are drawn ∝ how many titles have the value (``pap_negatives="frequency"``, the
+  default: the value of a random triple of the same attribute), not uniformly over the distinct
+  values as the paper's example and the authors' code (``pap_negative_samples``) do
+  (``pap_negatives="uniform"``). Under the uniform law a positive is mostly a value many titles
+  share and a negative mostly a value of one title, so a scorer that never reads the title
+  separates them (AUC 0.90 on CMeKG's training candidates by popularity, 0.79 by length) and
+  reaches a PAP loss of 0.606 against 1.269 under the frequency law (constant scorer 2 ln 2 =
+  1.386; :func:`~kgplm.methods.epplm.evaluation.title_agnostic_baseline_loss`): under "uniform",
+  most of the loss PAP can remove needs no knowledge of the drug.
 * ``pap_schedule="with_rtd"`` (the default): a PAP step adds its PAP batch to that step's RTD batch
   (L = L_RTD + L_PAP on that step, Eq. 4), instead of replacing it as Algorithm 1 does
-  (``pap_schedule="alternate"``, which runs exactly Algorithm 1). PAP gets the same 5% of steps
-  either way; the RTD budget no longer depends on ρ, and one step exercises every parameter
-  (the registry's generic test, which checks that gradients reach every trainable parameter in
-  one batch, needs that: under "alternate" no batch reaches both G and f).
-* PAP steps are spread one per block of round(1/ρ) steps rather than drawn independently (see
-  :mod:`kgplm.methods.epplm.batching`): each step still has probability ρ (ρ = 1/m).
+  (``pap_schedule="alternate"``, which runs exactly Algorithm 1). PAP gets the same ρ of steps
+  either way, but under "with_rtd" it is only about half of a PAP step's update direction
+  (‖∇L_PAP‖ / ‖∇(L_MLM + 50·L_D)‖ = 0.89–1.02, measured in the review of issue 27), where under
+  Algorithm 1 it is all of it;
+  the RTD budget no longer depends on ρ, and one step exercises every parameter (the registry's
+  generic test, which checks that gradients reach every trainable parameter in one batch, needs
+  that: under "alternate" no batch reaches both G and f). ``benchmarks/electra_family.py``
+  reports both schedules.
+* PAP steps are evenly spread (⌊1/ρ⌋ or ⌈1/ρ⌉ apart, exactly ⌊nρ⌋ or ⌈nρ⌉ of any first n steps)
+  rather than drawn independently (see :mod:`kgplm.methods.epplm.batching`): each step still has
+  probability ρ.
+* Masking: chosen units are replaced by [MASK] 100% of the time (``mask_fraction=1``), as the
+  paper's text says (§3.1); the authors' code replaces 85% with [MASK] and keeps 15% unchanged
+  (``pretrain_helpers.mask``, ELECTRA's default). kgplm follows the paper; the fair control uses
+  the same fractions.
+* The authors' PAP code multiplies each value's pooled vector by its label before the projection
+  (``tail = phrase_labels * pooled_output`` in ``run_pretraining.py``, labels +1 / −1), so the sign
+  of f's input tells a positive from a negative and the loss can be driven down without the
+  title, the attribute or the value text. kgplm does not copy it: f(E(v)) never sees the label.
 """
 
 from __future__ import annotations

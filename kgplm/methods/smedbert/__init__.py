@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from kgplm.methods.registry import Control, MethodSpec, register
+from kgplm.methods.registry import AttributionRow, Control, MethodSpec, register
 from kgplm.methods.smedbert.batching import (
     KnowledgeLookup,
     SmedbertCollator,
@@ -75,4 +75,15 @@ SPEC = register(MethodSpec(
     control=Control("mlm", masking="whole_entity", model_options={"use_sop": True}),
     ablations={"no_hybrid_attention": {"use_hybrid_attention": False},
                "no_knowledge_losses": {"use_knowledge_losses": False}},
+    # issue 26.5: which part of the gain is the graph, which the linked mention spans it sees at fine-tuning
+    attribution_rows={
+        "control + linked mention spans at fine-tuning": AttributionRow(
+            base="control", finetune_options={"mention_spans": True}, compare_with="method",
+            description="the control given exactly the mention boundaries SMedBERT sees (a span indicator); "
+                        "the method's gain over it is what the graph adds beyond the spans"),
+        "shuffled graph": AttributionRow(
+            base="method", train_options={"graph_shuffle_seed": 0}, compare_with="method",
+            description="SMedBERT whose PEPR neighbours and KG embeddings come from the graph with its links "
+                        "attached to the wrong entities (same spans, same graph shape, wrong knowledge)"),
+    },
 ))

@@ -3,7 +3,8 @@
 Pre-training (:class:`SmedbertCollator`): after masking, each example's linked mentions are split
 into two disjoint sets, as in the authors' code (see :mod:`kgplm.methods.smedbert.modeling`):
 mentions whose tokens were all chosen for masking are *knowledge* mentions (neighbours injected,
-MMeM targets); the others are *MNeM targets* (no injection; their neighbours are predicted).
+MMeM targets); the others are *MNeM targets* (no injection; their neighbours are predicted),
+except those naming the entity of a knowledge mention of their sequence (:func:`split_mentions`).
 
 Negatives for masked neighbour modelling follow SMedBERT's Q(e) = t_e / C_τ(e) (appendix B):
 corpus frequency within the entity's type, add-one smoothed; each example draws its negatives
@@ -21,10 +22,10 @@ import torch
 from kgplm.exceptions import ConfigurationError
 from kgplm.methods.smedbert.modeling import type_groups
 from kgplm.models.modules import mention_token_index, neighbor_graph
-from kgplm.text.alignment import char_spans_to_token_spans
 from kgplm.training.collator import Batch, PretrainingCollator, PretrainingExample
+from kgplm.training.span_indicator import linked_token_spans
 
-__all__ = ["TypeFrequencySampler", "SmedbertCollator", "KnowledgeLookup", "knowledge_inputs"]
+__all__ = ["TypeFrequencySampler", "SmedbertCollator", "KnowledgeLookup", "knowledge_inputs", "split_mentions"]
 
 
 class TypeFrequencySampler:
@@ -69,7 +70,7 @@ def _tensor(array: np.ndarray, dtype=np.int64) -> torch.Tensor:
 
 
 def _knowledge_indices(mention_batch: np.ndarray, spans: np.ndarray, edge_mention: np.ndarray,
-                       entity_ids: np.ndarray, type_ids: np.ndarray, num_types: int | None,
+                       type_ids: np.ndarray, num_types: int | None,
                        relational: bool) -> dict[str, torch.Tensor]:
     """The indices the SMedBERT encoder would otherwise compute on the device (see ``SmedbertEncoding.encode``),
     built on the CPU with the same functions."""
@@ -78,8 +79,27 @@ def _knowledge_indices(mention_batch: np.ndarray, spans: np.ndarray, edge_mentio
         indices["neighbor_type_group"], indices["type_group_mention"] = type_groups(
             _tensor(edge_mention), _tensor(type_ids), num_types)
     if len(edge_mention) and relational:
-        indices.update(neighbor_graph(_tensor(entity_ids), _tensor(edge_mention)))
+        indices.update(neighbor_graph(_tensor(edge_mention)))
     return indices
+
+
+def split_mentions(mention_batch: np.ndarray, entity_ids: np.ndarray | None, masked: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``(knowledge, targets)``: positions of the knowledge mentions and of the MNeM targets.
+
+    Knowledge mentions are the masked ones (``masked``: every token chosen for masking). An unmasked
+    mention is an MNeM target unless a knowledge mention *of the same entity* sits in the same
+    sequence: that one's neighbours (the same PEPR row) are injected, and MNeM could copy them
+    instead of predicting them. Such a mention is neither injected nor predicted (it stays plain
+    text for MLM). ``entity_ids`` ``None`` (a corpus without the column) keeps every unmasked mention.
+    """
+    knowledge, unmasked = np.flatnonzero(masked), np.flatnonzero(~masked)
+    if entity_ids is None or not len(knowledge) or not len(unmasked):
+        return knowledge, unmasked
+    # one key per (sequence, entity): the sequence's injected entities against each unmasked mention's
+    width = int(entity_ids.max()) + 1
+    keys = mention_batch * width + entity_ids
+    return knowledge, unmasked[~np.isin(keys[unmasked], keys[knowledge])]
 
 
 #: The corpus columns of each mention's PEPR row, by short name.
@@ -126,6 +146,15 @@ class SmedbertCollator(PretrainingCollator):
         return {name: np.concatenate(chunks) if chunks else np.zeros((0, 0), np.int64)
                 for name, chunks in parts.items()}
 
+    @staticmethod
+    def _mention_entities(rows: dict, examples: list[PretrainingExample], counts: np.ndarray) -> np.ndarray | None:
+        """Each surviving mention's entity, in the flat mention order (``None`` without the column)."""
+        if "mention_entity_ids" not in rows:
+            return None
+        parts = [np.asarray(rows["mention_entity_ids"][row], dtype=np.int64)[example.mention_rows]
+                 for row, example in enumerate(examples) if counts[row]]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
     def method_inputs(self, batch: Batch, rows: dict, examples: list[PretrainingExample], original_ids: np.ndarray,
                       labels: np.ndarray, rngs: list[np.random.Generator]) -> None:
         # every mention of the batch, flat: its sequence and token span
@@ -135,7 +164,8 @@ class SmedbertCollator(PretrainingCollator):
         # knowledge mentions: every token chosen for masking (chosen tokens counted by prefix sums)
         chosen = np.concatenate([np.zeros((len(labels), 1), np.int64), np.cumsum(labels >= 0, 1)], 1)
         masked = (chosen[mention_batch, spans[:, 1]] - chosen[mention_batch, spans[:, 0]]) == spans[:, 1] - spans[:, 0]
-        knowledge, targets = np.flatnonzero(masked), np.flatnonzero(~masked)
+        entities = self._mention_entities(rows, examples, counts)
+        knowledge, targets = split_mentions(mention_batch, entities, masked)
         batch["mention_batch"], batch["mention_spans"] = _tensor(mention_batch[knowledge]), _tensor(spans[knowledge])
         if self.knowledge_losses:
             batch.target_counts["mmem"] = len(knowledge)
@@ -150,7 +180,7 @@ class SmedbertCollator(PretrainingCollator):
         for name, key in (("ids", "neighbor_entity_ids"), ("relations", "neighbor_relation_ids"),
                           ("directions", "neighbor_directions"), ("types", "neighbor_type_ids")):
             batch[key] = _tensor(edges[name])
-        batch.update(_knowledge_indices(mention_batch[knowledge], spans[knowledge], member, edges["ids"],
+        batch.update(_knowledge_indices(mention_batch[knowledge], spans[knowledge], member,
                                         edges["types"], self.num_entity_types, self.relational))
         if self.sampler is None:
             return
@@ -201,20 +231,17 @@ class KnowledgeLookup:
 
     def features(self, text: str, offsets: np.ndarray) -> dict[str, np.ndarray]:
         """Token spans (over ``offsets``' tokens) and neighbour rows of the linked mentions of ``text``."""
-        starts, ends, entries = self.linker.find(text)
-        entity_ids = self.linker.best_entities(entries)
-        spans = char_spans_to_token_spans(offsets, np.stack([starts, ends], 1) if len(starts) else [])
-        kept = np.flatnonzero(spans[:, 0] >= 0)
-        table_rows = self.row_of_entity[np.asarray(entity_ids, dtype=np.int64)[kept]]
+        spans, entity_ids = linked_token_spans(self.linker, text, offsets)  # the span indicator's spans too
+        table_rows = self.row_of_entity[entity_ids]
         in_table = table_rows >= 0
         k = self.neighbors.shape[1]
-        neighbors = np.full((len(kept), k), -1, dtype=np.int64)
+        neighbors = np.full((len(spans), k), -1, dtype=np.int64)
         relations, directions = neighbors.copy(), neighbors.copy()
         neighbors[in_table] = self.neighbors[table_rows[in_table]]
         relations[in_table] = self.relations[table_rows[in_table]]
         directions[in_table] = self.directions[table_rows[in_table]]
         types = np.where(neighbors >= 0, self.primary_types[np.maximum(neighbors, 0)], -1)
-        return {"mention_spans": spans[kept], "neighbor_ids": neighbors, "neighbor_relations": relations,
+        return {"mention_spans": spans, "neighbor_ids": neighbors, "neighbor_relations": relations,
                 "neighbor_directions": directions, "neighbor_types": types}
 
     def collate(self, parts: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
@@ -231,7 +258,7 @@ class KnowledgeLookup:
                 "neighbor_mention": _tensor(edge_mention), "neighbor_entity_ids": _tensor(edges["ids"]),
                 "neighbor_relation_ids": _tensor(edges["relations"]),
                 "neighbor_directions": _tensor(edges["directions"]), "neighbor_type_ids": _tensor(edges["types"]),
-                **_knowledge_indices(mention_batch, spans, edge_mention, edges["ids"], edges["types"],
+                **_knowledge_indices(mention_batch, spans, edge_mention, edges["types"],
                                      self.num_types, self.relational)}
 
 

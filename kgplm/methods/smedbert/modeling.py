@@ -26,11 +26,22 @@ Tokens outside mentions are unchanged; the remaining encoder layers then run.
 Which mentions get what (the authors' code; the paper does not say): each sequence's linked
 mentions form two disjoint sets. Mentions whose tokens were all chosen for masking are the
 *knowledge* mentions: the hybrid attention injects their neighbours (Eq. 2–11) and MMeM
-reconstructs them. Every other mention is an *MNeM target*: it gets no injection, and MNeM
-predicts its neighbours from its final states. (Injecting a mention's neighbours and then
+reconstructs them. The other mentions are *MNeM targets*: they get no injection, and MNeM
+predicts their neighbours from their final states. (Injecting a mention's neighbours and then
 predicting those same neighbours from its states lets the model copy: on a toy run MNeM reached
-0.72 with the true neighbours injected against 1.40 with another mention's.) At fine-tuning there
-is no masking and every linked mention is a knowledge mention.
+0.72 with the true neighbours injected against 1.40 with another mention's.) The split by mention
+is not enough: an unmasked mention of the *entity* of a knowledge mention in the same sequence
+has the same PEPR row, injected into the sequence, and MNeM could copy it. Such a mention is
+neither injected nor an MNeM target (it stays text for MLM;
+:func:`~kgplm.methods.smedbert.batching.split_mentions`). Measured by
+``benchmarks/smedbert_leaks.py`` (bert-base-chinese vocabulary, 128-token chunks, whole-entity
+masking, SOP, 3 maskings): in 2,101 chunks of 1,000 consultations, 4,109 of 55,018 unmasked
+mentions (7.5 %) named an injected entity of their chunk and were MNeM targets before; in
+1,005 chunks of 1,000 CMeKG fact sentences, 133 of 31,874 (0.4 %); now 0 of the MNeM targets
+in both (50,909 and 31,741 targets remain). What this does not remove: a masked mention whose
+entity is a PEPR neighbour of another knowledge mention of the sequence still has its identity
+injected through that mention's neighbours (the design of the paper's injection, not a copy of
+an MNeM target). At fine-tuning there is no masking and every linked mention is a knowledge mention.
 
 Masked neighbour modelling (Eq. 12, 15, 16, 19), on the encoder output h_f, for MNeM targets:
     h_mf = LN(sp(h_if..h_jf) W_sa),  W_sa ∈ R^{d1×d2}
@@ -83,13 +94,17 @@ Deviations and choices (each documented here; options where the alternative is r
   ``use_knowledge_losses=False`` trains on L_MLM + L_SOP only.
 * ``relational_encoder="rgcn"`` (an addition, off by default) refines ent(e) with an R-GCN over
   each mention's neighbour set (messages between co-neighbours, typed by their link to the
-  mention's entity) before the attention; the mention's own entity is not a node, so a masked
-  mention's identity cannot reach its tokens that way. MNeM keeps the TransR vectors.
+  mention's entity) before the attention. Each mention's neighbour set is its own subgraph (one
+  node per neighbour edge, :func:`~kgplm.models.modules.neighbor_graph`): no node is shared with
+  another mention of the batch, so a masked mention's own entity, even where it neighbours a
+  batch partner, cannot reach its tokens, and an example's states do not depend on its batch
+  partners (before, one node per distinct entity of the batch coupled them). MNeM keeps the
+  TransR vectors.
 * Mixed precision (``mixed_precision="bf16"|"fp16"``): under autocast the span pooling's and both
   attentions' softmaxes and weighted sums, the normalisations and scores of MNeM (Eq. 16) and the
   MNeM/MMeM losses run in fp32; the linear maps run in the autocast dtype.
 * No host–device synchronisation in the forward pass: the indices whose size depends on the data
-  (mention tokens, the (mention, type) groups of Eq. 3, the R-GCN's node set and co-neighbour pairs)
+  (mention tokens, the (mention, type) groups of Eq. 3, the R-GCN's co-neighbour pairs)
   come from the collators, built on the CPU with the same functions (:func:`type_groups`,
   :func:`~kgplm.models.modules.mention_token_index`, :func:`~kgplm.models.modules.neighbor_graph`),
   and the R-GCN layer is a loop-free equivalent of PyG's ``RGCNConv``
@@ -133,8 +148,7 @@ __all__ = ["NeighborTypeAttention", "NeighborNodeAttention", "MentionNeighborHyb
 KNOWLEDGE_INPUTS = ("mention_batch", "mention_spans", "neighbor_mention", "neighbor_entity_ids",
                     "neighbor_relation_ids", "neighbor_directions", "neighbor_type_ids")
 #: Indices of the knowledge mentions the collators precompute on the CPU (optional; ``SmedbertEncoding.encode``).
-KNOWLEDGE_INDEX_INPUTS = ("mention_tokens", "neighbor_type_group", "type_group_mention", "neighbor_nodes",
-                          "neighbor_node_of_edge", "co_neighbor_pairs")
+KNOWLEDGE_INDEX_INPUTS = ("mention_tokens", "neighbor_type_group", "type_group_mention", "co_neighbor_pairs")
 #: The batch keys of MNeM: the target mentions (never injected), their neighbour edges and negatives,
 #: and (optional, precomputed) their tokens.
 MNEM_INPUTS = ("mnem_mention_batch", "mnem_mention_spans", "mnem_edge_mention", "mnem_entity_ids",
@@ -347,13 +361,12 @@ class SmedbertEncoding(Encoding):
     def encode(self, host, input_ids, attention_mask=None, token_type_ids=None, mention_batch=None,
                mention_spans=None, neighbor_mention=None, neighbor_entity_ids=None, neighbor_relation_ids=None,
                neighbor_directions=None, neighbor_type_ids=None, mention_tokens=None, neighbor_type_group=None,
-               type_group_mention=None, neighbor_nodes=None, neighbor_node_of_edge=None,
-               co_neighbor_pairs=None) -> EncoderOutput:
+               type_group_mention=None, co_neighbor_pairs=None) -> EncoderOutput:
         """Token states after all layers, knowledge infused after ``config.fusion_layer``.
 
         The optional indices (``mention_tokens`` — :func:`~kgplm.models.modules.mention_token_index`
         stacked; ``neighbor_type_group``/``type_group_mention`` — :func:`type_groups`;
-        ``neighbor_nodes``/``neighbor_node_of_edge``/``co_neighbor_pairs`` —
+        ``co_neighbor_pairs`` —
         :func:`~kgplm.models.modules.neighbor_graph`) are what the collators build on the CPU; given,
         the pass makes no host–device synchronisation of its own; absent, they are computed here.
         ``extras["mention_index"]`` is ``(token_mention, token_batch, token_position, num_mentions)``
@@ -374,9 +387,7 @@ class SmedbertEncoding(Encoding):
                 hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
             edges = neighbor_mention if neighbor_mention is not None else mention_batch.new_zeros(0)
             if len(edges):
-                graph = None if neighbor_nodes is None else {
-                    "neighbor_nodes": neighbor_nodes, "neighbor_node_of_edge": neighbor_node_of_edge,
-                    "co_neighbor_pairs": co_neighbor_pairs}
+                graph = None if co_neighbor_pairs is None else {"co_neighbor_pairs": co_neighbor_pairs}
                 neighbor_vectors = self.neighbor_vectors(host, edges, neighbor_entity_ids, neighbor_relation_ids,
                                                          neighbor_directions, graph)  # (edges, d2)
                 edge_types = torch.where(neighbor_type_ids < 0, config.num_entity_types, neighbor_type_ids)
@@ -455,8 +466,6 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         mention_tokens: torch.Tensor | None = None,
         neighbor_type_group: torch.Tensor | None = None,
         type_group_mention: torch.Tensor | None = None,
-        neighbor_nodes: torch.Tensor | None = None,
-        neighbor_node_of_edge: torch.Tensor | None = None,
         co_neighbor_pairs: torch.Tensor | None = None,
         mnem_mention_batch: torch.Tensor | None = None,
         mnem_mention_spans: torch.Tensor | None = None,
@@ -472,8 +481,8 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         encoded = SMEDBERT_ENCODING.encode(self, input_ids, attention_mask, token_type_ids, mention_batch,
                                            mention_spans, neighbor_mention, neighbor_entity_ids,
                                            neighbor_relation_ids, neighbor_directions, neighbor_type_ids,
-                                           mention_tokens, neighbor_type_group, type_group_mention, neighbor_nodes,
-                                           neighbor_node_of_edge, co_neighbor_pairs)
+                                           mention_tokens, neighbor_type_group, type_group_mention,
+                                           co_neighbor_pairs)
         hidden = encoded.last_hidden_state
         prediction_logits = self.cls(hidden)  # (batch, length, vocab)
         sop_logits = self.sop(self.bert.pooler(hidden)) if config.use_sop else None
