@@ -237,9 +237,10 @@ def plan_rows(methods: Sequence[str] | None = None) -> list[Row]:
         if spec.finetuning_inputs is not None:
             rows.append(Row(f"{name} − knowledge at fine-tuning", "no knowledge at fine-tuning", own, name,
                             name, encoder_inputs=False))
-        for ablation, options in spec.ablations.items():
-            rows.append(Row(f"{name} − {_ablation_label(ablation)}", "ablation", Pretraining.of(name, None, options),
-                            name, name))
+        for ablation_name in spec.ablations:  # each compared with the method: does the module contribute?
+            ablation = spec.ablation(ablation_name)
+            rows.append(Row(f"{name} − {_ablation_label(ablation_name)}", "ablation",
+                            Pretraining.of(name, ablation.masking, ablation.model_options), name, name))
         control_pretraining = Pretraining.of(control.method, control.masking, control.model_options)
         rows.extend(attribution_rows(name, spec, control_row, control_pretraining))
         for builder in EXTRA_ROWS:

@@ -134,8 +134,11 @@ def train(
         kg_embeddings, neighbor_table: cached artefacts (a :class:`KGEmbeddings` directory, a PEPR
             ``.npz``); by default computed when the method needs them: PEPR top-``num_neighbors``
             of every mentioned entity (``pepr_mode``: ``"auto"`` computes it exactly when exact mode's
-            cost, measured on a few seeds, fits ``pepr_budget_seconds``, and in fast mode otherwise;
-            the mode used is recorded in ``run_config.json`` under ``stages.pepr_mode_used``),
+            cost, modelled from the graph, the number of mentioned entities and the settings (never
+            timed: :func:`kgplm.kg.pepr.exact_cost`), fits ``pepr_budget_seconds``, and in fast mode
+            otherwise, so the same call builds the same table on any machine; the mode used and why
+            are recorded in ``run_config.json`` under ``stages.pepr_mode_used`` and
+            ``stages.pepr_mode_reason``),
             ``kg_method`` embeddings (default: the
             method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``.
         graph_shuffle_seed: a control for the knowledge's contribution: the PEPR table and the KG

@@ -535,7 +535,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pepr-mode", default="auto", choices=["auto", "exact", "fast"],
                    help="PEPR of the mentioned entities: exact, fast, or exact when it fits --pepr-budget-seconds")
     p.add_argument("--pepr-budget-seconds", type=float, default=120.0,
-                   help="time exact PEPR may take under --pepr-mode auto (estimated on a few seeds)")
+                   help="time exact PEPR may take under --pepr-mode auto (modelled from the graph, never timed: "
+                        "kgplm.kg.pepr.exact_cost)")
     p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
     p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
     p.add_argument("--graph-shuffle-seed", type=int, default=None,

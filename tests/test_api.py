@@ -101,6 +101,42 @@ def test_pepr_auto_mode_is_exact_within_the_budget_and_recorded(toy_run, toy_cor
     assert stages["pepr_mode_used"] == "fast"
 
 
+def test_the_same_call_on_a_slower_machine_builds_identical_artefacts(toy_corpus, tmp_path, monkeypatch):
+    """pepr_mode="auto" (the default) decides from the graph: a machine whose clock runs 10⁶ times faster
+    (every perf_counter / process_time read advances 1,000 s: a heavily loaded machine) builds the same
+    neighbour table, the same model and the same losses, and records the same reason."""
+    import time
+
+    from safetensors.numpy import load_file
+
+    from kgplm.kg.pepr import NeighborTable
+
+    arguments = dict(max_steps=3, log_every=1, checkpoint_every=3)
+    quiet = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "quiet", **arguments))
+    clock = {"now": 0.0}
+
+    def slow(*_):
+        clock["now"] += 1000.0
+        return clock["now"]
+
+    monkeypatch.setattr(time, "perf_counter", slow)
+    monkeypatch.setattr(time, "process_time", slow)
+    loaded = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "loaded", **arguments))
+    monkeypatch.undo()
+    assert clock["now"] > 0  # the slow clock was read
+    stages_of = [json.loads((run.output_dir / "run_config.json").read_text())["stages"] for run in (quiet, loaded)]
+    assert stages_of[0] == stages_of[1] and stages_of[0]["pepr_mode_used"] == "exact"
+    assert "modelled" in stages_of[0]["pepr_mode_reason"]
+    tables = [NeighborTable.load(run.output_dir / "kg" / "neighbors.npz") for run in (quiet, loaded)]
+    assert tables[0].config == tables[1].config
+    for column in ("seeds", "neighbors", "relations", "directions", "scores"):
+        np.testing.assert_array_equal(getattr(tables[0], column), getattr(tables[1], column))
+    weights = [load_file(run.output_dir / "model" / "model.safetensors") for run in (quiet, loaded)]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(np.array_equal(weights[0][name], weights[1][name]) for name in weights[0])
+    assert quiet.metrics == loaded.metrics
+
+
 def test_a_shuffled_graph_run_builds_pepr_on_the_shuffled_graph_and_records_it(toy_run, toy_corpus, tmp_path):
     """``graph_shuffle_seed``: the PEPR table is the shuffled graph's, the saved store (what fine-tuning
     links with) the real one, the seed recorded; given artefacts cannot bypass it."""

@@ -87,13 +87,26 @@ Modes
 
   must reach 0.05 (CMeKG 0.28; the synthetic graph 0.007, where the coarse push is already at
   0.995 and a deep push is no better: 0.994). A seed that is itself a hub is exact and never refined.
-* ``mode="auto"`` (``budget_seconds``): exact mode is timed on 32 evenly spaced seeds, its cost
-  extrapolated linearly to all seeds; if that fits the budget the other seeds are computed exactly
-  too (the calibrated ones kept), otherwise the whole table is computed in fast mode. A block of 32
-  seeds costs more per seed than the 256-seed blocks that follow (about 1.5× in CPU time on CMeKG),
-  so the estimate errs on the side of fast mode. The choice depends on the machine's speed and is recorded in the table's
-  ``config`` (``mode``, ``mode_requested``, ``budget_seconds``, ``exact_seconds_estimate``) and as
-  :attr:`NeighborTable.mode`.
+* ``mode="auto"`` (``budget_seconds``): exact mode when its *modelled* cost fits the budget, fast
+  mode otherwise. The decision reads the graph and the settings only, never the clock, so the same
+  call builds the same table on any machine at any load (a timed calibration, as before, chose exact
+  on one run and fast on the other of two identical CMeKG calls: 102.9 s and 134.5 s against 120 s).
+  The cost model counts exact mode's work: each power-iteration step multiplies the walk (nnz of the
+  transition matrix plus one entry per entity for the dangling mass and the convergence check) by a
+  block of seeds, and the L1 change contracts by at least (1 − α) per step from at most 2, so::
+
+      steps ≤ min(max_iter, ⌊log(tol / 2) / log(1 − α)⌋ + 2)          (91 at α = 0.15, tol = 1e-6)
+      units = seeds × steps × (nnz + entities)
+      seconds = units × EXACT_SECONDS_PER_UNIT
+
+  ``EXACT_SECONDS_PER_UNIT`` = 8.0e-10 is CPU time on one core, measured once on the development
+  machine (2 cores, shared; load average 9.5 during the measurement): CMeKG (115,157 entities, walk
+  nnz 1,400,722), 256 evenly spaced seeds, 60 steps to tol 1e-6 from a uniform start, 18.65 s CPU
+  (2.33e10 units). The step bound over-counts a typical run (60 of the bound's 91 here), so the
+  model errs towards fast mode; on CMeKG it prices a seed at 0.11 s, so the 120 s default of
+  ``kgplm.train`` takes exact mode up to ~1,090 seeds. The table's ``config`` records ``mode``,
+  ``mode_requested``, ``budget_seconds``, ``exact_seconds_estimate`` (the model's), ``exact_cost``
+  (its inputs) and ``mode_reason`` (a sentence), and :attr:`NeighborTable.mode`.
 
 The reference SMedBERT code ranks each mention's neighbours by another entity's score; here every
 row is ranked by its own seed's PEPR.
@@ -103,6 +116,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,9 +133,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
 __all__ = ["personalized_pagerank", "global_pagerank", "top_k_neighbors", "NeighborTable", "TransitionMatrix",
-           "paper_jump_weights"]
+           "paper_jump_weights", "exact_cost", "EXACT_SECONDS_PER_UNIT"]
 
 logger = logging.getLogger(__name__)
+
+#: CPU seconds (one core) per unit of exact mode's work, one seed × one step × one walk entry; measured
+#: once, never at run time (see the module docstring: CMeKG, 256 seeds, 18.65 s for 2.33e10 units).
+EXACT_SECONDS_PER_UNIT = 8.0e-10
 
 
 # -- the walk ------------------------------------------------------------------------------------
@@ -536,14 +554,16 @@ def top_k_neighbors(
         candidates: ``"one_hop"`` (default: linked neighbours, with relation and direction) or ``"any"``.
         mode: ``"exact"`` (batched power iteration to ``tol``), ``"fast"`` (forward push with ``epsilon``
             and ``num_hubs`` exactly resolved hubs, then the refinement; one_hop candidates) or ``"auto"``:
-            exact when its cost, measured on a few seeds and extrapolated, fits ``budget_seconds``, fast
-            otherwise. The mode used is :attr:`NeighborTable.mode` (``config["mode"]``).
+            exact when its cost, modelled from the graph and the settings (:func:`exact_cost`, no clock),
+            fits ``budget_seconds``, fast otherwise. The mode used is :attr:`NeighborTable.mode`
+            (``config["mode"]``), why in ``config["mode_reason"]``.
         refine: fast mode's deep pushes of the contested seeds whose boundary is close: ``"auto"``
             (when the graph has short cycles around its contested seeds), True or False.
         refine_rounds: ``(push ε, gap)`` per round: a round pushes to ε again the seeds whose k-th and
             (k+1)-th scores are within ``gap`` of each other (relative), among those the previous round
             refined. See the module docstring.
-        budget_seconds: the time ``mode="auto"`` may spend on exact mode.
+        budget_seconds: the modelled time (one core of the calibration machine) ``mode="auto"`` allows
+            exact mode.
         num_threads: numba threads for fast mode (default: all cores).
         Other arguments as in :func:`personalized_pagerank`.
     """
@@ -580,11 +600,12 @@ def top_k_neighbors(
         columns = _exact_any_candidates(store, walk, seeds, k, **common)
         return NeighborTable(seeds, *columns, config=config)
     indptr, neighbors, relations, directions = _one_hop_candidates(store, seeds)
-    scores = None
     if mode == "auto":
-        scores, choice = _exact_within_budget(walk, seeds, indptr, neighbors, budget_seconds, common)
+        choice = _auto_choice(walk, len(seeds), budget_seconds, alpha=alpha, tol=tol, max_iter=max_iter)
         config.update(mode_requested="auto", budget_seconds=budget_seconds, **choice)
-    if config["mode"] == "exact" and scores is None:
+    else:
+        config.update(mode_reason=f"{mode}: requested")
+    if config["mode"] == "exact":
         scores = _exact_candidate_scores(walk, seeds, indptr, neighbors, **common)
     elif config["mode"] == "fast":
         from kgplm.kg._pepr_fast import fast_candidate_scores
@@ -598,37 +619,23 @@ def top_k_neighbors(
     return NeighborTable(seeds, *columns, config=config)
 
 
-def _exact_within_budget(walk, seeds, indptr, neighbors, budget_seconds, common, *,
-                         calibration_seeds: int = 32) -> tuple[np.ndarray | None, dict]:
-    """``mode="auto"``: time exact mode on ``calibration_seeds`` evenly spaced seeds, extrapolate its cost
-    to all seeds, and finish in exact mode (the calibrated seeds' scores kept) when the total fits
-    ``budget_seconds``; otherwise return no scores and choose fast mode. A per-seed cost measured on a
-    small block is an upper bound for the blocks of ``batch_size`` seeds that follow (the sparse
-    matrix is read once per block, whatever its width; ~1.5× on CMeKG). The choice depends on the machine's speed:
-    it is recorded, never assumed."""
-    import time
+def exact_cost(walk: TransitionMatrix, num_seeds: int, *, alpha: float, tol: float, max_iter: int) -> dict:
+    """Exact mode's modelled cost for ``num_seeds`` seeds (module docstring, ``mode="auto"``): a pure
+    function of the graph and the settings. Returns ``seeds``, ``steps`` (the bound), ``walk_entries``
+    (nnz + entities), ``units`` and ``seconds`` (units × :data:`EXACT_SECONDS_PER_UNIT`)."""
+    steps = int(min(max_iter, math.floor(math.log(tol / 2.0) / math.log(1.0 - alpha)) + 2)) if tol < 2 else 1
+    entries = int(len(walk.pull_indices) + walk.num_nodes)
+    units = int(num_seeds) * steps * entries
+    return {"seeds": int(num_seeds), "steps": steps, "walk_entries": entries, "units": units,
+            "seconds_per_unit": EXACT_SECONDS_PER_UNIT, "seconds": units * EXACT_SECONDS_PER_UNIT}
 
-    from kgplm.kg._pepr_fast import _row_subset
 
-    if budget_seconds <= 0 or not len(seeds):
-        return None, {"mode": "fast" if len(seeds) else "exact", "exact_seconds_estimate": None}
-    rows = np.unique(np.linspace(0, len(seeds) - 1, min(calibration_seeds, len(seeds))).astype(np.int64))
-    sub_indptr, positions = _row_subset(indptr, rows)
-    started = time.perf_counter()
-    calibration = _exact_candidate_scores(walk, seeds[rows], sub_indptr, neighbors[positions],
-                                          **{**common, "show_progress": False})
-    spent = time.perf_counter() - started
-    estimate = spent / len(rows) * len(seeds)
-    choice = {"exact_seconds_estimate": round(estimate, 3)}
-    logger.info("PEPR auto: exact mode estimated at %.1f s for %d seeds (%.3f s per seed on %d), budget %.1f s",
-                estimate, len(seeds), spent / len(rows), len(rows), budget_seconds)
-    if estimate > budget_seconds:
-        return None, {**choice, "mode": "fast"}
-    rest = np.setdiff1d(np.arange(len(seeds)), rows)
-    scores = np.zeros(len(neighbors), dtype=np.float64)
-    scores[positions] = calibration
-    if len(rest):
-        rest_indptr, rest_positions = _row_subset(indptr, rest)
-        scores[rest_positions] = _exact_candidate_scores(walk, seeds[rest], rest_indptr, neighbors[rest_positions],
-                                                         **common)
-    return scores, {**choice, "mode": "exact"}
+def _auto_choice(walk, num_seeds, budget_seconds, *, alpha, tol, max_iter) -> dict:
+    """``mode="auto"``: exact when the modelled cost fits ``budget_seconds``, fast otherwise; no clock."""
+    cost = exact_cost(walk, num_seeds, alpha=alpha, tol=tol, max_iter=max_iter)
+    mode = "exact" if cost["seconds"] <= budget_seconds else "fast"
+    reason = (f"{mode}: exact mode modelled at {cost['seconds']:.3g} s ({cost['seeds']} seeds × ≤ {cost['steps']} "
+              f"steps × {cost['walk_entries']:,} walk entries × {EXACT_SECONDS_PER_UNIT:g} s) "
+              f"{'≤' if mode == 'exact' else '>'} budget {budget_seconds:g} s")
+    logger.info("PEPR auto: %s", reason)
+    return {"mode": mode, "exact_seconds_estimate": cost["seconds"], "exact_cost": cost, "mode_reason": reason}

@@ -7,6 +7,7 @@ See :mod:`kgplm.methods.registry` and the README's "Adding a method".
 """
 
 from kgplm.methods.registry import (
+    Ablation,
     Control,
     Endpoint,
     MethodContext,
@@ -30,4 +31,5 @@ from kgplm.methods import electra as _electra  # noqa: E402,F401  isort: skip
 from kgplm.methods import ehealth as _ehealth  # noqa: E402,F401  isort: skip
 from kgplm.methods import epplm as _epplm  # noqa: E402,F401  isort: skip
 
-__all__ = ["known_artefacts", "method_table", "claim_table", "Control", "Endpoint", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister"]
+__all__ = ["known_artefacts", "method_table", "claim_table", "Ablation", "Control", "Endpoint", "MethodContext",
+           "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister"]

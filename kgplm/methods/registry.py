@@ -22,7 +22,7 @@ from kgplm.text.masking import ENTITY_SCHEMES
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.models.encoding import Encoding
 
-__all__ = ["known_artefacts", "AttributionRow", "Control", "Endpoint", "DIRECTIONS", "MethodContext",
+__all__ = ["known_artefacts", "Ablation", "AttributionRow", "Control", "Endpoint", "DIRECTIONS", "MethodContext",
            "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister", "method_table", "claim_table"]
 
 def known_artefacts() -> list[str]:
@@ -81,6 +81,16 @@ class Endpoint:
         if self.comparison != "method vs its control":
             raise ConfigurationError(f"endpoint {self.task!r}: a primary endpoint compares the method with its "
                                      f"control, got comparison {self.comparison!r}")
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """An ablation that pre-trains with another masking scheme (and optionally other ``model_options``),
+    e.g. KeBioLM's −wem: whole-word instead of whole-word-and-entity masking. An ablation that only
+    changes model options is a plain mapping in ``MethodSpec.ablations``."""
+
+    masking: str | None = None
+    model_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,7 +195,8 @@ class MethodSpec:
         prepare_model: ``(model, context) -> None`` run once on a fresh model before
             pre-training (load KG tables, snapshot frozen targets …), or ``None``.
         control: the method's fair control (``None`` for a control itself).
-        ablations: name → ``model_options`` of each ablation the method offers.
+        ablations: name → ``model_options`` of each ablation the method offers, or an
+            :class:`Ablation` when it changes the masking (:meth:`ablation` reads either).
         evaluations: column name → :class:`MethodEvaluation`, the method's own evaluations of a
             pre-trained model (reported by ``benchmarks/replicate.py`` for the method, its
             control and its ablations).
@@ -213,7 +224,7 @@ class MethodSpec:
     derive_config: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     prepare_model: Callable[[Any, Any], None] | None = None
     control: Control | None = None
-    ablations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    ablations: Mapping[str, "Mapping[str, Any] | Ablation"] = field(default_factory=dict)
     evaluations: Mapping[str, MethodEvaluation] = field(default_factory=dict)
     primary_endpoints: tuple[Endpoint, ...] = ()
     results_version: int = 1
@@ -238,6 +249,13 @@ class MethodSpec:
         if any(not isinstance(evaluation, MethodEvaluation) for evaluation in self.evaluations.values()):
             raise ConfigurationError(f"method {self.name!r}: evaluations must map column names to MethodEvaluation "
                                      f"records")
+        from kgplm.text.masking import SCHEMES
+
+        bad_masking = {name: value.masking for name, value in self.ablations.items()
+                       if isinstance(value, Ablation) and value.masking not in (None, *SCHEMES)}
+        if bad_masking:
+            raise ConfigurationError(f"method {self.name!r}: ablations {bad_masking} name unknown masking schemes; "
+                                     f"known: {SCHEMES}")
         if self.kg_embedding not in (None, "transe", "transr"):
             raise ConfigurationError(f"method {self.name!r}: kg_embedding must be 'transe' or 'transr', "
                                      f"got {self.kg_embedding!r}")
@@ -269,6 +287,13 @@ class MethodSpec:
 
     def needs(self, artefact: str) -> bool:
         return artefact in self.artefacts
+
+    def ablation(self, name: str) -> Ablation:
+        """The ablation ``name`` as an :class:`Ablation` (masking ``None``: the method's default)."""
+        if name not in self.ablations:
+            raise ConfigurationError(f"method {self.name!r} has no ablation {name!r}; it offers {sorted(self.ablations)}")
+        value = self.ablations[name]
+        return value if isinstance(value, Ablation) else Ablation(model_options=dict(value))
 
 
 _REGISTRY: dict[str, MethodSpec] = {}

@@ -18,15 +18,16 @@ Units per scheme:
 * ``bert`` — each token (Devlin et al. 2019; per-token Bernoulli as in Hugging Face's collator).
 * ``whole_word`` — each word: the tokens that share a ``word_ids`` value (jieba words of the
   KG-aware :class:`~kgplm.text.segmentation.Segmenter`).
-* ``whole_entity`` — each linked mention as one unit plus every other token on its own (KeBioLM,
-  Yuan et al. 2021: whole entities masked at once; its 12% [MASK] / 1.5% random / 1.5% kept are
-  the defaults' 15% × 80/10/10). The KeBioLM code fills one token too many per span; spans here are
+* ``whole_entity`` — each linked mention as one unit plus every other token on its own (SMedBERT's
+  default and its control's). The KeBioLM code fills one token too many per span; spans here are
   end-exclusive token spans from the exact alignment.
 * ``word_entity`` — biomedical entity masking (Liu et al. 2022, EP-PLM §3.1): the text is a
   sequence of span units from word segmentation *and* entity recognition; each linked mention is
   one unit, and every jieba word (``word_ids``) outside the mentions is one unit (the tokens of a
   word that a mention cuts keep their word's unit). EP-PLM replaces a chosen unit with as many
   [MASK] tokens as it has (``mask_fraction=1``, ``random_fraction=0``: its methods set these).
+  KeBioLM (Yuan et al. 2021 §3.2: "we mask all tokens within a word or entity span") uses the same
+  units with BERT's 80/10/10 (its 12% [MASK] / 1.5% random / 1.5% kept are 15% × 80/10/10).
 * ``span`` — contiguous spans with lengths from a geometric distribution (p = 0.2, at most 10
   tokens), SpanBERT (Joshi et al. 2020), starting anywhere, until round(rate · n) tokens (at
   least one) are chosen.

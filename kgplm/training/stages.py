@@ -135,8 +135,9 @@ def _neighbor_table(run: RunDirectory, inputs: StageInputs):
     if inputs.held_out is not None:
         table = inputs.held_out.filter_neighbor_table(table)
     table.save(path)
-    # the mode actually used: "auto" resolves to "exact" or "fast" depending on the budget
+    # the mode actually used ("auto" resolves to "exact" or "fast" by the modelled cost) and why
     run.record_stage("pepr_mode_used", table.mode)
+    run.record_stage("pepr_mode_reason", table.config.get("mode_reason"))
     if mode == "auto":
         run.record_stage("pepr_exact_seconds_estimate", table.config.get("exact_seconds_estimate"))
     return table

@@ -27,6 +27,15 @@ SPANS = "smedbert: control + linked mention spans at fine-tuning"
 SHUFFLED = "smedbert: shuffled graph"
 
 
+def test_an_ablation_that_changes_the_masking_pre_trains_with_it():
+    rows = {row.name: row for row in replicate.plan_rows(["kebiolm"])}
+    wem = rows["kebiolm − no whole entity masking"]
+    assert wem.role == "ablation" and wem.pretraining.masking == "whole_word"
+    assert wem.pretraining.model_options == () and wem.pretraining != rows["kebiolm"].pretraining
+    assert rows["kebiolm"].pretraining.masking == "word_entity"
+    assert rows["kebiolm − frozen entities"].pretraining.masking == "word_entity"
+
+
 def test_rows_from_the_registry():
     rows = {row.name: row for row in replicate.plan_rows(["smedbert"])}
     assert list(rows)[:4] == ["smedbert", "smedbert − knowledge at fine-tuning", "smedbert − no hybrid attention",

@@ -301,7 +301,7 @@ def test_auto_mode_chooses_exact_within_the_budget_and_records_it(cmekg_subgraph
     assert none.mode == "fast" and none.config["mode_requested"] == "auto"
     np.testing.assert_array_equal(none.neighbors, fast.neighbors)
     tight = top_k_neighbors(store, seeds, k=10, mode="auto", budget_seconds=1e-9, show_progress=False)
-    assert tight.mode == "fast" and tight.config["exact_seconds_estimate"] > 1e-9  # calibrated, over budget
+    assert tight.mode == "fast" and tight.config["exact_seconds_estimate"] > 1e-9  # modelled, over budget
     loaded = NeighborTable.load(roomy.save(tmp_path / "auto.npz"))
     assert loaded.mode == "exact" and loaded.config == roomy.config
     assert exact.mode == "exact" and fast.mode == "fast"
@@ -309,3 +309,65 @@ def test_auto_mode_chooses_exact_within_the_budget_and_records_it(cmekg_subgraph
         top_k_neighbors(store, seeds, mode="auto", show_progress=False)
     with pytest.raises(ConfigurationError, match="one-hop"):
         top_k_neighbors(store, seeds, mode="auto", candidates="any", budget_seconds=1.0, show_progress=False)
+
+
+# -- mode="auto" decides from the graph, never from the clock ---------------------------------------------
+def _random_graph(num_entities: int = 120, num_edges: int = 600, seed: int = 0) -> KGStore:
+    rng = np.random.default_rng(seed)
+    heads, tails = rng.integers(num_entities, size=(2, num_edges))
+    return store_from_edges([(int(h), int(r), int(t)) for h, r, t in zip(heads, rng.integers(3, size=num_edges), tails)
+                             if h != t], num_entities)
+
+
+def test_auto_mode_cost_model_is_seeds_times_step_bound_times_walk_entries(caplog) -> None:
+    from kgplm.kg.pepr import EXACT_SECONDS_PER_UNIT, TransitionMatrix, exact_cost
+
+    store = _random_graph()
+    walk = TransitionMatrix.from_store(store)
+    # the step bound, counted by hand: the first step i with 2·(1 − α)^(i − 1) < tol
+    steps = next(i for i in range(1, 10_000) if 2 * 0.85 ** (i - 1) < 1e-6)
+    assert steps == 91
+    entries = len(walk.pull_indices) + store.num_entities
+    cost = exact_cost(walk, 37, alpha=0.15, tol=1e-6, max_iter=1000)
+    assert (cost["steps"], cost["walk_entries"], cost["units"]) == (steps, entries, 37 * steps * entries)
+    assert cost["seconds"] == pytest.approx(37 * steps * entries * EXACT_SECONDS_PER_UNIT, rel=1e-12)
+    assert exact_cost(walk, 37, alpha=0.15, tol=1e-6, max_iter=50)["steps"] == 50  # max_iter caps it
+    # the bound holds: an exact run from a uniform start converges within it (no max_iter warning)
+    with caplog.at_level("WARNING", logger="kgplm.kg.pepr"):
+        personalized_pagerank(store, [0, 5, 77], tol=1e-6, max_iter=steps)
+    assert "stopped at max_iter" not in caplog.text
+
+
+def test_auto_mode_decides_the_same_under_a_slow_clock(monkeypatch) -> None:
+    """A machine 10⁶ times slower (every clock read advances 1,000 s) takes the same decision and builds
+    the same table: the budget is compared with a modelled cost, not a measured one."""
+    import time
+
+    store = _random_graph()
+    seeds = np.arange(0, store.num_entities, 2)
+    budget = 1.0
+    from kgplm.kg.pepr import TransitionMatrix, exact_cost
+
+    modelled = exact_cost(TransitionMatrix.from_store(store), len(seeds), alpha=0.15, tol=1e-6, max_iter=1000)
+    assert modelled["seconds"] < budget  # the model puts this graph within the budget: exact
+    quiet = top_k_neighbors(store, seeds, k=5, mode="auto", budget_seconds=budget, show_progress=False)
+
+    clock = {"now": 0.0}
+
+    def slow(*_):
+        clock["now"] += 1000.0
+        return clock["now"]
+
+    for name in ("perf_counter", "monotonic", "time", "process_time"):
+        monkeypatch.setattr(time, name, slow)
+    loaded = top_k_neighbors(store, seeds, k=5, mode="auto", budget_seconds=budget, show_progress=False)
+    monkeypatch.undo()
+    assert quiet.mode == loaded.mode == "exact"
+    assert quiet.config == loaded.config and "≤ budget 1 s" in quiet.config["mode_reason"]
+    for column in ("neighbors", "relations", "directions", "scores"):
+        np.testing.assert_array_equal(getattr(quiet, column), getattr(loaded, column))
+    # the threshold is the model's: just under the modelled cost → fast, at it → exact
+    under = top_k_neighbors(store, seeds, k=5, mode="auto", budget_seconds=modelled["seconds"] * 0.999,
+                            show_progress=False)
+    at = top_k_neighbors(store, seeds, k=5, mode="auto", budget_seconds=modelled["seconds"], show_progress=False)
+    assert (under.mode, at.mode) == ("fast", "exact")

@@ -284,3 +284,104 @@ def test_save_load_round_trip_and_fine_tuning_encoder(tmp_path):
         hidden = encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
         expected = KEBIOLM_ENCODING.encode(loaded, batch["input_ids"], batch["attention_mask"]).last_hidden_state
     torch.testing.assert_close(hidden, expected)
+
+
+# -- masking: "all tokens within a word or entity span" (§3.2), and the −wem ablation -----------------------
+class _BertIds:
+    """The special ids a collator reads, laid out as BERT's ([PAD] 0, [CLS] 2, [SEP] 3, [MASK] 4)."""
+
+    pad_token_id, cls_token_id, sep_token_id, mask_token_id = 0, 2, 3, 4
+    all_special_ids = [0, 1, 2, 3, 4]
+
+    def __len__(self) -> int:
+        return 100
+
+
+#: [CLS] w0 w0 | w1 w1 w1 | w2 w2 | w3 | w4 w4 [SEP]; the linked mention [5, 8) covers w1's last token and w2
+_IDS = [2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 3]
+_WORD_IDS = [-1, 0, 0, 1, 1, 1, 2, 2, 3, 4, 4, -1]
+_MENTION = [5, 8]
+
+
+def _chosen_units(masking: str, units, draws: int = 300) -> dict:
+    """Mask the hand-made sequence ``draws`` times with KeBioLM's collator and ``masking``; assert every
+    unit is chosen whole or not at all and nothing else is chosen; return how often each unit was chosen."""
+    from kgplm.methods import MethodContext, get
+    from kgplm.training.trainer import example_seeds
+
+    context = MethodContext(config=tiny_config(), tokenizer=_BertIds(), store=None, masking=masking, seed=0)
+    collator = get("kebiolm").build_collator(context)
+    rows = {"input_ids": [_IDS], "word_ids": [_WORD_IDS], "mention_spans": [[_MENTION]], "mention_entity_ids": [[5]]}
+    counts = dict.fromkeys(units, 0)
+    for step in range(draws):
+        chosen = collator(rows, example_seeds(0, step, np.arange(1)))["labels"][0].numpy() >= 0
+        covered = np.zeros(len(_IDS), dtype=bool)
+        for start, end in units:
+            assert chosen[start:end].all() or not chosen[start:end].any(), (masking, step, (start, end), chosen)
+            counts[(start, end)] += int(chosen[start:end].all())
+            covered[start:end] = True
+        assert not chosen[~covered].any()  # [CLS], [SEP]
+    return counts
+
+
+def test_kebiolm_masks_whole_words_outside_mentions_and_whole_mentions():
+    from kgplm.methods import get
+
+    spec = get("kebiolm")
+    assert spec.default_masking == "word_entity" and spec.control.masking == "word_entity"
+    # units: w0, the part of w1 outside the mention, the mention, w3, w4
+    counts = _chosen_units(spec.default_masking, [(1, 3), (3, 5), (5, 8), (8, 9), (9, 11)])
+    assert all(count > 0 for count in counts.values()), counts  # every unit is chosen in some draw
+
+
+def test_kebiolm_wem_ablation_keeps_whole_word_masking_only():
+    from kgplm.methods import Ablation, get
+
+    spec = get("kebiolm")
+    ablation = spec.ablation("no_whole_entity_masking")
+    assert ablation == Ablation(masking="whole_word") and not ablation.model_options
+    # units: the words alone; the mention no longer holds w1's last token and w2 together
+    counts = _chosen_units(ablation.masking, [(1, 3), (3, 6), (6, 8), (8, 9), (9, 11)])
+    assert all(count > 0 for count in counts.values()), counts
+    assert spec.ablation("frozen_entities") == Ablation(model_options={"freeze_entity_embeddings": True})
+    with pytest.raises(ConfigurationError, match="no ablation 'nothing'"):
+        spec.ablation("nothing")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_mixed_precision_pre_training_and_own_detections_follow_fp32(dtype):
+    """Under CPU autocast (bf16 and fp16) the losses, the linking gradient of the entity table and the
+    inference pass on the model's own detections (the cloze probe's and fine-tuning's path) follow fp32.
+    Before the fix the fusion failed on an fp32 ← low-precision index_put, then the linking log-sum-exp's
+    backward on low-precision queries against the fp32 table."""
+    torch.manual_seed(0)
+    model = KebiolmForPreTraining(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    batch = tiny_batch()
+    labels = torch.full((2, 8), -100)
+    labels[0, 1:3] = batch["input_ids"][0, 1:3]
+    detection = torch.tensor([[-100, 1, 2, 0, 0, 1, 2, -100], [-100, 0, 0, -100, -100, -100, -100, -100]])
+
+    def run(low_precision: bool):
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=dtype, enabled=low_precision):
+            output = model(**batch, labels=labels, detection_labels=detection)
+        output.loss.backward()
+        return {k: v.detach() for k, v in output.losses.items()}, model.entity_memory.weight.grad.clone()
+
+    reference_losses, reference_grad = run(False)
+    losses, grad = run(True)
+    for key, value in reference_losses.items():
+        torch.testing.assert_close(losses[key], value, rtol=0.02, atol=0.01)
+    assert torch.isfinite(grad).all()
+    cosine = F.cosine_similarity(grad.flatten(), reference_grad.flatten(), dim=0)
+    assert cosine > 0.99, cosine
+    # inference on its own detections: every candidate token tagged B, so each is a mention and fused
+    with torch.no_grad():
+        model.entity_detection.weight.zero_()
+        model.entity_detection.bias.copy_(torch.tensor([0.0, 1.0, 0.0]))
+        text = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        plain = model.eval()(**text)
+        with torch.autocast("cpu", dtype=dtype):
+            mixed = model(**text)
+    assert plain.mention_vectors is not None and len(plain.mention_vectors) == 6 + 2  # 6 + 2 candidate tokens
+    torch.testing.assert_close(mixed.prediction_logits.float(), plain.prediction_logits, rtol=0.05, atol=0.05)

@@ -67,7 +67,9 @@ def test_rates_and_replacement_split(scheme):
 def test_kebiolm_rates_twelve_and_one_and_a_half_percent():
     ids, attention = batch(rows=128)
     maskable = ~torch.isin(ids, torch.tensor(SPECIAL))
-    masked, labels = masker("whole_entity", seed=3)(ids, attention_mask=attention, mention_spans=mention_spans_for(ids))
+    # KeBioLM's scheme: words and mentions whole (word_entity), BERT's 80/10/10 of the 15% chosen
+    masked, labels = masker("word_entity", seed=3)(ids, attention_mask=attention, word_ids=word_ids_for(ids),
+                                                   mention_spans=mention_spans_for(ids))
     tokens = maskable.sum().item()
     assert ((masked == MASK) & maskable).sum().item() / tokens == pytest.approx(0.12, abs=0.006)
     random = (labels != -100) & (masked != MASK) & (masked != ids)

@@ -13,7 +13,7 @@ from kgplm.methods.kebiolm.batching import KebiolmCollator
 from kgplm.methods.kebiolm.configuration import KebiolmConfig
 from kgplm.methods.kebiolm.modeling import KEBIOLM_ENCODING, KebiolmEncoding, KebiolmForPreTraining
 from kgplm.methods import endpoints
-from kgplm.methods.registry import Control, MethodSpec, register
+from kgplm.methods.registry import Ablation, Control, MethodSpec, register
 
 __all__ = ["KebiolmConfig", "KebiolmForPreTraining", "KebiolmEncoding", "KebiolmCollator", "SPEC"]
 
@@ -45,11 +45,14 @@ SPEC = register(MethodSpec(
     losses=("mlm", "ed", "el"),
     artefacts=frozenset({"kg_embeddings"}),
     kg_embedding="transe",
-    default_masking="whole_entity",
+    # §3.2 "we mask all tokens within a word or entity span": mentions whole, other words whole
+    default_masking="word_entity",
     prepare_model=prepare_model,
     primary_endpoints=endpoints.KEBIOLM,
-    control=Control("mlm", masking="whole_entity"),
+    control=Control("mlm", masking="word_entity"),
     ablations={"random_entity_init": {"entity_init": "random"},
                "frozen_entities": {"freeze_entity_embeddings": True},
-               "no_fusion_layers": {"fusion_layers": 0}},
+               "no_fusion_layers": {"fusion_layers": 0},
+               # §4.5 (a) −wem: "remove whole entity masking and retain whole word masking"
+               "no_whole_entity_masking": Ablation(masking="whole_word")},
 ))

@@ -1,6 +1,6 @@
 """KeBioLM's pre-training batches: the linker's mentions as gold detection tags and linking targets.
 
-After masking (whole-entity by default), each example's linked mentions become
+After masking (whole mentions and whole words by default, ``word_entity``), each example's linked mentions become
 
 * ``detection_labels`` (batch, length): B at a mention's first token, I over its other tokens, O on
   every other real token, −100 on [CLS], [SEP] and padding (never scored, never decoded);

@@ -24,9 +24,13 @@ Objectives (Eq. 6–10):
     L_MLM = −mean log p_M(x_i | x) over the masked tokens, p_M the MLM head on h^f (BERT's, tied)
     L_ED  = −mean log p(l_i | x) over the real tokens (special tokens and padding not scored)
     L_EL  = −mean over mentions of log exp(h'_m · e_gold) / Σ_{e_j ∈ E} exp(h'_m · e_j)
-Masking: whole-entity masking (``default_masking="whole_entity"``): 15% of units (a linked mention
-or a single token), of whose tokens 80% → [MASK], 10% → a random token, 10% kept — the paper's 12%
-/ 1.5% / 1.5% (:mod:`kgplm.text.masking`).
+Masking (§3.2, "we mask all tokens within a word or entity span"): ``default_masking="word_entity"``:
+each linked mention is one unit and every word outside the mentions (jieba words, ``word_ids``) is
+one unit; 15% of units are chosen, of whose tokens 80% → [MASK], 10% → a random token, 10% kept —
+the paper's 12% / 1.5% / 1.5% (:mod:`kgplm.text.masking`). The −wem ablation (§4.5 (a), registered
+as ``no_whole_entity_masking``) keeps whole-word masking and drops the entity units
+(``masking="whole_word"``). Until issue 27.10 KeBioLM used ``whole_entity``, which masks the
+tokens outside mentions one by one (a two-character word half masked), not as the paper does.
 
 Which mentions (the paper via EAE; its text does not spell it out): at pre-training the linker's
 mentions (:mod:`kgplm.text.linking`, at most ``max_mentions`` = 50 per sequence as in §4.1) are the
@@ -154,6 +158,9 @@ class EntityFusion(nn.Module):
                 mention_spans: torch.Tensor) -> torch.Tensor:
         token_mention, token_batch, token_position = mention_token_index(mention_batch, mention_spans)
         delta = self.linear(entity_vectors)[token_mention]  # (mention_tokens, d1)
+        # under autocast the linear layer answers in bf16/fp16 while the residual stream (LayerNorm's
+        # output) is fp32: the sum is taken in the stream's dtype, as BERT's own residual additions are
+        delta = delta.to(hidden.dtype)
         # out of place; overlapping mentions (not produced by the linker or the decoder) would both add
         return hidden.index_put((token_batch, token_position), delta, accumulate=True)
 

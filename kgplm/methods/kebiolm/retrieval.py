@@ -11,6 +11,12 @@ entities, so memory grows with mentions × chunk only:
 * :func:`chunked_logsumexp` is log Σ_j exp(q·e_j) as an autograd function whose backward
   recomputes each chunk's softmax instead of storing it: ∂/∂q = Σ_j p_j e_j, ∂/∂e_j = p_j q.
 * :func:`linking_loss` is Eq. 10 with the full (chunked) softmax, or a sampled / in-batch softmax.
+
+Precision: the search and the log-sum-exp run in fp32 with autocast off, whatever the caller's
+autocast (the queries h'_m come out of a linear layer in bf16/fp16 under mixed precision; the table
+is an fp32 parameter). A bf16 search would rank by scores rounded to 8 bits (ties among the top k),
+and the custom backward runs outside autocast, where bf16 queries against an fp32 table do not
+multiply at all. The gradient flows back through the cast to the queries' own dtype.
 """
 
 from __future__ import annotations
@@ -30,6 +36,17 @@ def top_k_by_dot_product(queries: torch.Tensor, table: torch.Tensor, k: int, chu
     by chunk; with ``with_logsumexp`` also log Σ_j exp(q · e_j) over every entity (n,) from the same
     pass (the full linking softmax's normaliser, handed to :func:`chunked_logsumexp`), else ``None``.
     """
+    dtype = _search_dtype(queries, table)
+    with torch.autocast(queries.device.type, enabled=False):
+        return _top_k(queries.to(dtype), table.to(dtype), k, chunk_size, with_logsumexp)
+
+
+def _search_dtype(queries: torch.Tensor, table: torch.Tensor) -> torch.dtype:
+    """fp32, or fp64 when either input is fp64: never below fp32 (see the module docstring)."""
+    return torch.promote_types(torch.promote_types(queries.dtype, table.dtype), torch.float32)
+
+
+def _top_k(queries, table, k, chunk_size, with_logsumexp):
     k = min(k, table.shape[0])
     best_scores = queries.new_empty(queries.shape[0], 0)
     best_ids = torch.empty(queries.shape[0], 0, dtype=torch.long, device=queries.device)
@@ -87,7 +104,10 @@ def chunked_logsumexp(queries: torch.Tensor, table: torch.Tensor, chunk_size: in
     ``known``: the value, when a pass over the same queries and table computed it already
     (:func:`top_k_by_dot_product` with ``with_logsumexp``); the forward pass is then skipped.
     """
-    return _ChunkedLogSumExp.apply(queries, table, chunk_size, known)
+    dtype = _search_dtype(queries, table)
+    with torch.autocast(queries.device.type, enabled=False):
+        return _ChunkedLogSumExp.apply(queries.to(dtype), table.to(dtype), chunk_size,
+                                       None if known is None else known.to(dtype))
 
 
 def linking_loss(queries: torch.Tensor, table: torch.Tensor, gold: torch.Tensor, *, softmax: str = "full",
