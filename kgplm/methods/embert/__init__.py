@@ -90,6 +90,8 @@ SPEC = register(MethodSpec(
     name="embert",
     summary="context-entity consistency (synonym vs random replacement), entity segmentation, bidirectional "
             "entity masking (adjective ↔ atomic terms); MLM + CECP + ES + BEM",
+    # 2: replacements in the mention's script, capped, no KG neighbours (27.13); linker defaults (29.1)
+    results_version=2,
     paper="Cai et al. (2021), EMBERT: A Pre-trained Language Model for Chinese Medical Text Mining, APWeb-WAIM",
     config_class=EmbertConfig,
     model_class=EmbertForPreTraining,
