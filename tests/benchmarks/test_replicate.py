@@ -13,6 +13,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from kgplm.methods import get
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import replicate  # noqa: E402
@@ -185,7 +187,7 @@ def test_a_bumped_results_version_changes_the_pretraining_and_cell_keys():
     assert all(a != b for a, b in zip(before, after))  # the control's cells belong to smedbert's family too
 
 
-VERSIONS = {"smedbert": 1, "mlm": 1}
+VERSIONS = {"smedbert": get("smedbert").results_version, "mlm": get("mlm").results_version}
 
 
 def _cells(row: str, task: str, correct_per_run: list[list[int]], seeds=(0, 1, 2), finetune_seeds=(0, 1),
@@ -345,7 +347,7 @@ def test_a_table_refuses_cells_of_another_results_version():
     [stale] = _cells("r", "cmedqq", [[1, 0]], (0,), (0,))
     stale["results_versions"] = {"mlm": 7}
     test = [PairExample(f"t{i}", "a", "b", "1") for i in range(2)]
-    with pytest.raises(ArtifactError, match=r"mlm \(registry: 1\)"):
+    with pytest.raises(ArtifactError, match=rf"mlm \(registry: {get('mlm').results_version}\)"):
         aggregate([row], budget, _measured([stale], test, test), commit="abc", device="cpu", seconds=0.0)
 
 
@@ -353,7 +355,7 @@ def test_ner_baselines_and_unit_count():
     budget = dataclasses.replace(replicate.Budget(), seeds=(0,), finetune_seeds=(0,), tasks={"cmedqaner": [None, 1]})
     row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
     test = [SpanExample(f"d{i}", "糖尿病患者", ((0, 3, "dis"),) * 1) for i in range(250)]
-    cell = {"row": "r", "seed": 0, "task": "cmedqaner", "finetune_seed": 0, "commit": "c", "results_versions": {"mlm": 1},
+    cell = {"row": "r", "seed": 0, "task": "cmedqaner", "finetune_seed": 0, "commit": "c", "results_versions": {"mlm": get("mlm").results_version},
             "outcomes": {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 250},  # every entity found
             "dev": {"score": 1.0, "constant": 0.0, "constant_prediction": "no entity (all-O)", "degenerate": False}}
     measured = {"cells": [cell], "splits": {"cmedqaner": {"train": test, "test": test}},
@@ -375,7 +377,7 @@ def test_the_linker_as_ner_baseline_row():
     row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
     test = [SpanExample(f"d{i}", "糖尿病患者", ((0, 3, "dis"),)) for i in range(4)] + [
         SpanExample("d4", "患者糖尿病", ((2, 5, "dis"),))]
-    cell = {"row": "r", "seed": 0, "task": "cmedqaner", "finetune_seed": 0, "commit": "c", "results_versions": {"mlm": 1},
+    cell = {"row": "r", "seed": 0, "task": "cmedqaner", "finetune_seed": 0, "commit": "c", "results_versions": {"mlm": get("mlm").results_version},
             "outcomes": {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 5},
             "dev": {"score": 1.0, "constant": 0.0, "constant_prediction": "no entity (all-O)", "degenerate": False}}
     measured = {"cells": [cell], "splits": {"cmedqaner": {"train": test, "test": test}},

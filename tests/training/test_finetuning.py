@@ -24,12 +24,23 @@ def one_hot(names: list[str], labels: list[str]) -> list[np.ndarray]:
 # -- item 3: long documents ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("task", ["cehrner", "cmedqaner"])
 def test_gold_tags_reach_f1_one_on_long_test_documents(task, tokenizer, tasks_root):
-    """The best reachable test F1 through encode → decode (was 0.54 for cEHRNER, 0.94 for cMedQANER at 128)."""
+    """The best reachable test F1 through encode → decode (was 0.54 for cEHRNER, 0.94 for cMedQANER at 128).
+
+    Tags sit on each word's first piece (issue 29.5), so a gold span that starts or ends inside a word (a
+    Latin or digit run such as "10mg" cut after "10": 3 of 632 in cMedQANER's test split) cannot be decoded:
+    recall is exactly the share of gold spans on word boundaries, and each such span costs at most one false
+    positive. Every other span comes back exactly."""
     spec, splits = get_task(task), load_task(task, tasks_root)
     encoder = TaskEncoder(spec, tokenizer, label_names=label_names_for(spec, splits["train"]), max_length=128)
     features = encoder.encode(splits["test"])
     result = score(encoder, splits["test"], features, gold_tag_outputs(encoder, features))
-    assert result["f1"] == pytest.approx(1.0), (result, encoder.statistics)
+    gold = sum(len(example.spans) for example in splits["test"])
+    unreachable = encoder.statistics["spans_not_on_word_boundaries"]
+    assert unreachable <= 0.01 * gold, encoder.statistics
+    assert result["recall"] == pytest.approx((gold - unreachable) / gold), (result, encoder.statistics)
+    assert result["precision"] >= (gold - unreachable) / gold - 1e-12
+    if unreachable == 0:
+        assert result["f1"] == pytest.approx(1.0), (result, encoder.statistics)
     assert all(len(f["input_ids"]) <= 128 for f in features)
     assert encoder.statistics["spans_truncated"] == 0
 
