@@ -376,6 +376,11 @@ class _Choices:
         return len(self._load())
 
 
+#: --device of the commands that train (train, finetune)
+TRAINING_DEVICE_HELP = ("auto (cuda when a GPU is visible, else cpu), cpu or cuda (under torchrun: each process's "
+                        "own GPU)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgplm", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -565,9 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", type=int, default=200)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto",
-                   help="auto (cuda when a GPU is visible, else cpu), cpu or cuda (under torchrun: each process's "
-                        "own GPU)")
+    p.add_argument("--device", default="auto", help=TRAINING_DEVICE_HELP)
     p.add_argument("--report-to", nargs="*", default=[], metavar="REPORTER",
                    help="tensorboard: write the losses, learning rate and metrics to OUT/tensorboard")
     p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no", metavar="PRECISION",
@@ -597,9 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fine-tune on the text alone (no linked mentions for a SMedBERT-like encoder)")
     p.add_argument("--mention-spans", action="store_true",
                    help="give the encoder the linked mention spans SMedBERT sees, as a learned span indicator")
-    p.add_argument("--device", default="auto",
-                   help="auto (cuda when a GPU is visible, else cpu), cpu or cuda (under torchrun: each process's "
-                        "own GPU)")
+    p.add_argument("--device", default="auto", help=TRAINING_DEVICE_HELP)
     p.add_argument("--report-to", nargs="*", default=[], metavar="REPORTER",
                    help="tensorboard: write each epoch's loss, learning rate and dev scores to OUT/tensorboard")
     p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no", metavar="PRECISION",
