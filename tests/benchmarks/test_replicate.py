@@ -136,7 +136,8 @@ CHANGED = {"steps": 800, "batch_size": 32, "learning_rate": 5e-4, "encoder": {"h
            "vocab_size": 4000, "facts": 10, "dialogues": 10, "kg_method": "transr", "entity_dim": 32, "kg_epochs": 3,
            "seeds": (5,), "finetune_seeds": (5,), "tasks": {"cmedqq": [100, 2]}, "max_eval_examples": 50,
            "finetune_learning_rate": 1e-4, "finetune_batch_size": 8, "finetune_max_length": 64,
-           "similarity_queries": 7, "similarity_pool": 70, "probes": 3, "bootstrap_resamples": 10, "smoke": True}
+           "similarity_queries": 7, "similarity_pool": 70, "probes": 3, "bootstrap_resamples": 10, "smoke": True,
+           "protocol": "scratch", "base_steps": 100, "base_batch_size": 8, "base_learning_rate": 1e-4}
 
 
 def _every_key(budget: replicate.Budget) -> dict:
