@@ -944,6 +944,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--protocol", choices=PROTOCOLS, help="continued (default): every row continues from one base "
                                                               "per family; scratch: from random weights")
     parser.add_argument("--base-steps", type=int, help="steps of each family's base (protocol continued)")
+    parser.add_argument("--bases-only", action="store_true",
+                        help="train (or find) the families' bases, print where they are and stop (protocol continued)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 with --smoke, which "
                                                     "is much faster than several on a loaded machine)")
@@ -993,6 +995,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         logger.warning("%d pre-training seeds: the primary endpoints need at least %d; they will be labelled "
                        "'too few seeds', not tested", len(budget.seeds), MIN_PRIMARY_SEEDS)
     started = time.perf_counter()
+    if args.bases_only:
+        shared = shared_inputs(work, budget, rows)
+        for pretraining in {base_pretraining(base_family(row.pretraining.method)) for row in rows}:
+            shared_corpus(shared, budget, pretraining)
+        for family, path in pretrain_bases(work, shared, budget, rows, args.device, args.jobs, threads).items():
+            print(f"{family} base: {path} (shared inputs {shared.kg.path}, commit {commit()})")
+        return
     measured = run_all(work, budget, rows, args.device, cells_root=cells_root, jobs=args.jobs, threads=threads,
                        max_new_cells=args.max_new_cells, intrinsic_columns=not args.primary)
     result = aggregate(rows, budget, measured, commit=commit(), device=f"{args.device}, {torch.get_num_threads()} "
