@@ -107,7 +107,7 @@ def _cmd_kg_embed(args: argparse.Namespace) -> int:
         embeddings.to_dglke(args.out, store)
     else:
         embeddings.save(args.out)
-    print(f"{embeddings!r}: {embeddings.config['triples_per_second']:,.0f} triples/s, final mean loss "
+    print(f"{embeddings!r}: {embeddings.timings['triples_per_second']:,.0f} triples/s, final mean loss "
           f"{embeddings.history[-1]['loss']:.4f}; saved ({args.format}) to {args.out}")
     if test is not None and len(test):
         sample = test[np.random.default_rng(args.seed).permutation(len(test))[: args.max_eval]]
