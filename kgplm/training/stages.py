@@ -339,7 +339,10 @@ def load_init_weights(model, init) -> dict[str, Any]:
         raise ConfigurationError(f"init_from {init.model_dir} shares no encoder tensor with a {type(model).__name__} "
                                  f"(its tensors: {sorted(reference)[:5]} …)")
     model.load_state_dict(loaded, strict=False)
-    new = sorted(name for name in ours if name not in loaded)
+    # a tied tensor (the MLM decoder is the word embeddings) was loaded under its other name: not new
+    tensors = model.state_dict(keep_vars=True)
+    loaded_storage = {tensors[name].data_ptr() for name in loaded}
+    new = sorted(name for name in ours if name not in loaded and tensors[name].data_ptr() not in loaded_storage)
     unused = sorted(name for name in reference if name not in loaded)
     digest = hashlib.sha256(init.weights.read_bytes()).hexdigest()
     logger.info("continued pre-training from %s: %d tensors loaded; newly initialised: %s; unused: %s",

@@ -59,6 +59,8 @@ def test_a_bert_style_method_continues_from_the_mlm_base(method, mlm_base, corpu
     assert record["loaded"] == len(shared)
     assert record["new"], "the method's own modules start fresh"
     assert set(record["new"]).isdisjoint(shared)
+    # the tied MLM decoder (the word embeddings) and its bias were loaded through their other names
+    assert not any(name.startswith("cls.predictions") for name in record["new"]), record["new"]
     # the base's vocabulary, not one trained anew
     assert ((run.output_dir / "tokenizer" / "vocab.txt").read_text(encoding="utf-8")
             == (mlm_base.output_dir / "tokenizer" / "vocab.txt").read_text(encoding="utf-8"))
