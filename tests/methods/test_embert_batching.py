@@ -308,3 +308,55 @@ def test_a_capped_entity_is_not_forced_in_by_the_at_least_one_rule():
     assert abs(capped - (0.015 + 0.985 * 0.1)) < 0.015, capped  # chosen at rate × keep, else kept with keep
     uncapped = sum(len(_at_least_one(np.array([4]), 0.15, rng, np.array([1.0]))) for _ in range(500)) / 500
     assert uncapped == 1.0
+
+
+#: Sentences of the toy graph's diseases and drugs (each names entities with synonyms in their own script).
+TINY_TEXTS = ["患者有糖尿病和高血压，三年前中风，现在服用二甲双胍和阿司匹林。",
+              "消渴的病人常见多饮多尿，糖尿病肾病会出现蛋白尿。",
+              "脑卒中以后偏瘫，医生说高血压要吃氨氯地平，糖尿病要控制。",
+              "感冒发烧头痛，吃了布洛芬；糖尿病患者用格华止。",
+              "stroke and hypertension: metformin for diabetes mellitus, DM with diabetic nephropathy."]
+
+
+def tiny_batches(toy, tmp_path, steps: int = 4, **options) -> list:
+    """Seeded EMBERT batches (SOP on, every replaceable mention replaced) of :data:`TINY_TEXTS`."""
+    from kgplm.training.trainer import example_seeds as seeds_of
+
+    store, tokenizer = toy["store"], toy["tokenizer"]
+    linker = EntityLinker(store)
+    dataset = build_corpus(TINY_TEXTS, store=store, tokenizer=tokenizer, output_dir=tmp_path / "corpus", linker=linker,
+                           whole_word=False, max_length=64, progress=False)
+    lexicon = _toy_lexicon(toy, frequencies=linker.count(TINY_TEXTS), neighbors=store.adjacency(symmetric=True),
+                           max_entity_share=1.0)
+    batcher = EmbertCollator(lexicon=lexicon, masker=Masker.from_tokenizer(tokenizer, "bert"),
+                             cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
+                             pad_token_id=tokenizer.pad_token_id, max_sequence_length=512, sentence_order=True,
+                             cecp_rate=1.0, **options)
+    rows = dataset[:]
+    return [batcher(rows, seeds_of(0, step, np.arange(len(TINY_TEXTS)))) for step in range(steps)]
+
+
+def batch_digest(batches) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for batch in batches:
+        for name in sorted(batch):
+            digest.update(name.encode() + batch[name].numpy().astype(np.int64).tobytes())
+        digest.update(repr(sorted(batch.target_counts.items())).encode())
+    return digest.hexdigest()
+
+
+#: :func:`batch_digest` of :func:`tiny_batches` with the default options, computed before ``cecp_negatives`` existed
+DEFAULT_BATCHES_SHA256 = "18b1433fac7063badda401779b22e84999c71102cc0bf64f3966b1c75cb814b8"
+
+
+def test_default_batches_are_those_before_the_negatives_option(toy, tmp_path):
+    """Issue 28.2 added ``cecp_negatives``; its default ("shipped") must build exactly the batches built before
+    it existed (the digest and the CECP labels below were computed on the code before the option)."""
+    batches = tiny_batches(toy, tmp_path)
+    assert [batch["cecp_labels"].tolist() for batch in batches] == [
+        [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0], [1, 0, 0, 0, 1, 1, 1, 0, 1, 1, 0], [1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1],
+        [0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1]]
+    assert batch_digest(batches) == DEFAULT_BATCHES_SHA256
+    assert batch_digest(tiny_batches(toy, tmp_path / "again", cecp_negatives="shipped")) == DEFAULT_BATCHES_SHA256
