@@ -360,3 +360,56 @@ def test_default_batches_are_those_before_the_negatives_option(toy, tmp_path):
         [0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1]]
     assert batch_digest(batches) == DEFAULT_BATCHES_SHA256
     assert batch_digest(tiny_batches(toy, tmp_path / "again", cecp_negatives="shipped")) == DEFAULT_BATCHES_SHA256
+
+
+def replacement_surfaces(batches) -> dict[int, list[tuple]]:
+    """label → the word pieces of every CECP replacement in ``batches`` (replaced mentions are never masked)."""
+    surfaces = {0: [], 1: []}
+    for batch in batches:
+        for row, (start, end), label in zip(batch["cecp_batch"].tolist(), batch["cecp_spans"].tolist(),
+                                            batch["cecp_labels"].tolist()):
+            surfaces[label].append(tuple(batch["input_ids"][row, start:end].tolist()))
+    return surfaces
+
+
+def test_fixed_surface_negatives_are_one_surface(toy, tmp_path):
+    """The positive control (``cecp_negatives="fixed_surface"``): every inconsistent replacement is the same
+    name — the first Chinese alias of the lowest-numbered entity that has one — never a name of the replaced
+    mention's entity; consistent replacements are the synonyms they are by default."""
+    store, tokenizer = toy["store"], toy["tokenizer"]
+    control = replacement_surfaces(tiny_batches(toy, tmp_path / "control", cecp_negatives="fixed_surface"))
+    shipped = replacement_surfaces(tiny_batches(toy, tmp_path / "shipped"))
+    lexicon = _toy_lexicon(toy)
+    entity, name = lexicon.fixed_surface
+    aliased = [e for e in range(store.num_entities)
+               if any(n != store.entity_name(e) and any("\u4e00" <= c <= "\u9fff" for c in n)
+                      for n in toy["thesaurus"].synonyms(e)[1:])]
+    assert entity == min(aliased)  # independent of the lexicon's pools: from the thesaurus' surfaces
+    fixed = tuple(tokenizer(lexicon.names[name], add_special_tokens=False)["input_ids"])
+    assert len(control[0]) >= 8 and set(control[0]) == {fixed}, control[0]
+    assert len(set(shipped[0])) >= 3 and len(set(control[1])) >= 3  # the default's negatives vary; synonyms still do
+    # never the replaced entity's own name: a mention of the fixed surface's entity gets no inconsistent draw
+    assert lexicon.fixed_inconsistent(entity) is None
+    assert lexicon.fixed_inconsistent(store.entity_id("感冒")) == (entity, name)
+
+
+def test_the_model_option_reaches_the_collator(toy):
+    """``kgplm.train(model_options={"cecp_negatives": ...})`` builds its collator through the method's record."""
+    from kgplm.methods import MethodContext, get
+    from kgplm.methods.embert import EmbertConfig
+
+    store = toy["store"]
+    artefacts = {"thesaurus": toy["thesaurus"], "entity_segments": toy["segments"],
+                 "entity_frequencies": np.ones(store.num_entities)}
+    for negatives in ("fixed_surface", "shipped"):
+        context = MethodContext(config=EmbertConfig(cecp_negatives=negatives), tokenizer=toy["tokenizer"], store=store,
+                                masking="bert", seed=0, artefacts=artefacts)
+        assert get("embert").build_collator(context).cecp_negatives == negatives
+
+
+def test_unknown_negatives_option_is_refused():
+    from kgplm.exceptions import ConfigurationError
+    from kgplm.methods.embert import EmbertConfig
+
+    with pytest.raises(ConfigurationError, match="cecp_negatives.*'fixed'"):
+        EmbertConfig(cecp_negatives="fixed").validate_tasks()
