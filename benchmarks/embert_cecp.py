@@ -35,7 +35,7 @@ method, as ``replicate.py --primary``). Run directories are keyed by every setti
 ``replicate.shared_inputs`` builds when it is missing.
 
     .venv/bin/python benchmarks/embert_cecp.py --base /work/run28-cache/base/mlm-<hash> [--work /work/run28-cache]
-        [--steps 800] [--held-out 4644] [--out benchmarks/.cache/embert_cecp] [--smoke --methods embert]
+        [--steps 800] [--held-out 2000] [--out benchmarks/.cache/embert_cecp] [--smoke --methods embert]
 """
 
 from __future__ import annotations
@@ -320,7 +320,7 @@ def main(argv=None) -> None:
     parser.add_argument("--methods", nargs="+", default=None,
                         help="the knowledge methods whose rows the base's replication run planned (default: all)")
     parser.add_argument("--steps", type=int, default=800)
-    parser.add_argument("--held-out", type=int, default=4644, help="consultations after the corpus' own")
+    parser.add_argument("--held-out", type=int, default=2000, help="consultations after the corpus' own")
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--smoke", action="store_true", help="replicate.SMOKE's budget (development only)")
     parser.add_argument("--out", type=Path, default=HERE / ".cache" / "embert_cecp")
