@@ -375,7 +375,10 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
         table = result["tables"][name]
         if not table["columns"]:
             continue
-        lines += [f"{subtitle} {TABLE_TITLES[name]}", "",
+        heading = TABLE_TITLES[name]
+        if name == "pre-trained" and "similarity queries" not in result["notes"]:
+            heading = "Pre-trained models, no fine-tuning: the methods' own evaluations (×100)"
+        lines += [f"{subtitle} {heading}", "",
                   "| row | " + " | ".join(table["columns"]) + " |", "|---|" + "---:|" * len(table["columns"])]
         for row in result["rows"]:
             cells = table["cells"].get(row["name"])

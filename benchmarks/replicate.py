@@ -523,17 +523,24 @@ BASES_RECORDS = ROOT / "results" / "bases"
 def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, device: str) -> Path:
     """The family's base encoder (cached in ``work``), trained once with :data:`BASE_SEED`; its recipe,
     the SHA-256 of its weights and its curves (MLM loss and accuracy, SOP loss and accuracy, or ELECTRA's
-    losses) go to ``BASES_RECORDS/<family>-<key hash>.json``. The same recipe on the same code and CPU
-    rebuilds the same weights (the SHA-256 checks it)."""
-    import hashlib
-
+    losses) go to ``BASES_RECORDS/<family>-<key hash>.json`` and the base itself (weights, config,
+    tokenizer, metrics; a few MB) to the directory of that name, so another machine continues from the
+    committed base instead of training it again (its weights' SHA-256 is checked against the record).
+    The same recipe on the same code and CPU rebuilds the same weights."""
     import kgplm
 
     key = base_key(budget, family, shared.kg.path.name)
     directory, done = cached_directory(work / "base", family, key)
     records = work / "bases" if budget.smoke else BASES_RECORDS  # a smoke run's records stay in its work directory
     record_path = records / f"{family}-{key_hash(key)}.json"
+    committed = record_path.with_suffix("")
+    if not done and (committed / "model" / "model.safetensors").is_file():
+        _restore_base(committed, directory, json.loads(record_path.read_text(encoding="utf-8")))
+        mark_done(directory, key)
+        done = True
     if done:
+        if record_path.is_file() and not (committed / "model" / "model.safetensors").is_file():
+            _export_base(directory, committed)
         return directory
     started, cpu_started = time.perf_counter(), time.process_time()
     recipe = base_pretraining(family)
@@ -545,7 +552,7 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
                          batch_size=budget.base_batch_size, learning_rate=budget.base_learning_rate,
                          log_every=max(1, budget.base_steps // 40), checkpoint_every=max(1, budget.base_steps // 4),
                          max_length=budget.max_length, seed=BASE_SEED, device=device, progress=False, **cached)
-    digest = hashlib.sha256((directory / "model" / "model.safetensors").read_bytes()).hexdigest()
+    digest = _sha256(directory / "model" / "model.safetensors")
     record = {"family": family, "recipe": key, "commit": commit(), "weights_sha256": digest,
               "seconds": round(time.perf_counter() - started), "cpu_seconds": round(time.process_time() - cpu_started),
               "rebuild": "benchmarks/replicate.py builds it (pretrain_base) from this recipe; the same code on the same "
@@ -557,7 +564,46 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
     temporary.replace(record_path)
     logger.info("base %s: %d steps in %.0f s, weights %s…", family, budget.base_steps, record["seconds"], digest[:12])
     mark_done(directory, key)
+    _export_base(directory, committed)
     return directory
+
+
+#: what a base directory needs to be continued from (``kgplm.train(init_from=...)``) and read back
+BASE_FILES = ("model", "tokenizer", "run_config.json", "metrics.jsonl")
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _export_base(directory: Path, committed: Path) -> None:
+    """Copy a trained base's model, tokenizer, config and curves beside its record (to be committed)."""
+    temporary = committed.with_name(committed.name + ".tmp")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    for name in BASE_FILES:
+        source = directory / name
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, temporary / name)
+    shutil.rmtree(committed, ignore_errors=True)
+    temporary.rename(committed)
+    logger.info("base exported to %s", committed)
+
+
+def _restore_base(committed: Path, directory: Path, record: dict) -> None:
+    """Put a committed base into the work directory, after checking its weights against its record."""
+    digest = _sha256(committed / "model" / "model.safetensors")
+    if digest != record["weights_sha256"]:
+        raise RuntimeError(f"{committed}: weights SHA-256 {digest} differs from its record's "
+                           f"{record['weights_sha256']}; delete the directory to train the base again")
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in BASE_FILES:
+        source, target = committed / name, directory / name
+        if target.exists():
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, target)
+    logger.info("base restored from %s (weights %s…)", committed, digest[:12])
 
 
 def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretraining, seed: int, device: str,

@@ -462,3 +462,26 @@ def test_a_primary_table_reads_only_each_rows_own_tasks():
     with pytest.raises(RuntimeError, match="no cell for row 'o'"):
         aggregate([method_row, control_row, other_row], budget, {**measured, "cells": cells[:-1]}, commit="abc",
                   device="cpu", seconds=1)
+
+
+def test_a_committed_base_is_restored_only_when_its_weights_match_the_record(tmp_path):
+    trained = tmp_path / "work" / "base" / "mlm-x"
+    (trained / "model").mkdir(parents=True)
+    (trained / "tokenizer").mkdir()
+    (trained / "model" / "model.safetensors").write_bytes(b"weights")
+    (trained / "model" / "config.json").write_text("{}")
+    (trained / "tokenizer" / "vocab.txt").write_text("[PAD]\n")
+    (trained / "run_config.json").write_text("{}")
+    (trained / "metrics.jsonl").write_text('{"step": 1}\n')
+    (trained / "checkpoint-5").mkdir()  # training state: not part of what is committed
+    committed = tmp_path / "results" / "bases" / "mlm-x"
+    replicate._export_base(trained, committed)
+    assert sorted(p.name for p in committed.iterdir()) == sorted(replicate.BASE_FILES)
+    record = {"weights_sha256": replicate._sha256(trained / "model" / "model.safetensors")}
+    restored = tmp_path / "other-machine" / "base" / "mlm-x"
+    replicate._restore_base(committed, restored, record)
+    for name in ("model/model.safetensors", "model/config.json", "tokenizer/vocab.txt", "metrics.jsonl"):
+        assert (restored / name).read_bytes() == (trained / name).read_bytes()
+    (committed / "model" / "model.safetensors").write_bytes(b"other weights")
+    with pytest.raises(RuntimeError, match="SHA-256"):
+        replicate._restore_base(committed, tmp_path / "third" / "base" / "mlm-x", record)
