@@ -223,10 +223,15 @@ def training_curve(directory: Path, targets: list[int]) -> list[dict]:
 
 
 def leaves_chance(curve: list[dict]) -> dict:
+    """The first log point above the chance band, and the first from which every later one is above it
+    (each point is a one-sided 2.5 % test: over 30 log points one stray point above is likely at chance,
+    a sustained run is not)."""
     above = [point["cecp_accuracy"] > 0.5 + point["chance_half_width"] for point in curve]
     first = next((index for index, flag in enumerate(above) if flag), None)
+    sustained = next((index for index in range(len(above)) if all(above[index:])), None)
     return {"first_step_above_chance": None if first is None else curve[first]["step"],
             "stays_above_after_it": None if first is None else all(above[first:]),
+            "above_from_step_on": None if sustained is None else curve[sustained]["step"],
             "log_points_above": int(sum(above)), "log_points": len(curve)}
 
 
@@ -292,9 +297,10 @@ def markdown(record: dict) -> str:
                   f"CPU {result['timing']['cpu_seconds']:.0f} s, wall {result['timing']['wall_seconds']:.0f} s (load "
                   f"average {', '.join(f'{v:.1f}' for v in result['timing']['load_average'])} at the end, shared "
                   f"machine); run {result['run']}. Training accuracy above the chance band first at "
-                  + (f"step {first} ({'stays above at every later log point' if verdict['stays_above_after_it'] else 'not at every later log point'}; "
-                     f"{verdict['log_points_above']} of {verdict['log_points']} log points above)." if first is not None
-                     else f"no log point ({verdict['log_points']} log points)."), "",
+                  + (f"step {first} ({verdict['log_points_above']} of {verdict['log_points']} log points above); "
+                     + (f"every log point from step {verdict['above_from_step_on']} on is above it."
+                        if verdict["above_from_step_on"] is not None else "the last log point is not above it.")
+                     if first is not None else f"no log point ({verdict['log_points']} log points)."), "",
                   "| step | CECP targets | cecp loss | cecp accuracy | chance band | mlm | es | bem |",
                   "|---|---|---|---|---|---|---|---|"]
         for point in result["curve"]:
@@ -354,9 +360,11 @@ def main(argv=None) -> None:
                                "held_out": evaluate_held_out(directory, shared, held_out_dataset)}
         held = record["arms"][arm]["held_out"]
         print(f"{arm}: held-out CECP loss {held['cecp']:.4f}, accuracy {held['cecp_accuracy']:.3f} on "
-              f"{held['targets']} targets (chance 0.5 ± {held['chance_half_width']:.3f}); training accuracy leaves "
-              f"chance at step {record['arms'][arm]['leaves_chance']['first_step_above_chance']}; "
-              f"CPU {timing['cpu_seconds']:.0f} s", flush=True)
+              f"{held['targets']} targets (chance 0.5 ± {held['chance_half_width']:.3f}); training accuracy first above "
+              f"chance at {record['arms'][arm]['leaves_chance']['first_step_above_chance']}; "
+              f"step {record['arms'][arm]['leaves_chance']['first_step_above_chance']}, above it from step "
+              f"{record['arms'][arm]['leaves_chance']['above_from_step_on']} on; CPU {timing['cpu_seconds']:.0f} s",
+              flush=True)
     stem = "embert_cecp-smoke" if args.smoke else "embert_cecp"
     write_atomic(args.results / f"{stem}.json", json.dumps(record, indent=1, ensure_ascii=False))
     write_atomic(args.results / f"{stem}.md", markdown(record))
