@@ -361,8 +361,7 @@ def main(argv=None) -> None:
         held = record["arms"][arm]["held_out"]
         print(f"{arm}: held-out CECP loss {held['cecp']:.4f}, accuracy {held['cecp_accuracy']:.3f} on "
               f"{held['targets']} targets (chance 0.5 ± {held['chance_half_width']:.3f}); training accuracy first above "
-              f"chance at {record['arms'][arm]['leaves_chance']['first_step_above_chance']}; "
-              f"step {record['arms'][arm]['leaves_chance']['first_step_above_chance']}, above it from step "
+              f"chance at step {record['arms'][arm]['leaves_chance']['first_step_above_chance']}, above it from step "
               f"{record['arms'][arm]['leaves_chance']['above_from_step_on']} on; CPU {timing['cpu_seconds']:.0f} s",
               flush=True)
     stem = "embert_cecp-smoke" if args.smoke else "embert_cecp"
