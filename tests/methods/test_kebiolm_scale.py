@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from kgplm.methods.kebiolm import KebiolmForPreTraining
 from kgplm.methods.kebiolm.retrieval import chunked_logsumexp, linking_loss, top_k_by_dot_product
 from kgplm.training.trainer import TrainerSettings, build_optimizer, optimizer_step
+from tests.methods.table_access import TableSizedAllocations
 from tests.methods.test_kebiolm import tiny_batch, tiny_config
 
 
@@ -77,26 +77,6 @@ def test_chunked_exact_softmax_equals_the_unchunked_one_under_autocast(dtype):
     torch.testing.assert_close(chunked_logsumexp(queries, table, 4), chunked_logsumexp(queries, table, 37))
 
 
-class _TableSizedAllocations(TorchDispatchMode):
-    """Records every op that makes a new tensor with one row per entity (a dense gradient, a mask or a
-    copy of the table); views of the table (slices, detach) are not new tensors."""
-
-    def __init__(self, num_entities: int) -> None:
-        super().__init__()
-        self.num_entities, self.seen = num_entities, []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        inputs = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
-        for tensor in torch.utils._pytree.tree_leaves(out):
-            if (isinstance(tensor, torch.Tensor) and tensor.ndim and tensor.shape[0] == self.num_entities
-                    and not tensor.is_sparse
-                    and all(tensor.untyped_storage().data_ptr() != a.untyped_storage().data_ptr()
-                            for a in inputs if not a.is_sparse)):
-                self.seen.append(str(func))
-        return out
-
-
 def _labels(batch):
     labels = torch.full((2, 8), -100)
     labels[0, 1:3] = batch["input_ids"][0, 1:3]
@@ -117,7 +97,7 @@ def test_sampled_pre_training_step_touches_only_the_rows_it_reads():
     settings = TrainerSettings(learning_rate=1e-2, weight_decay=0.01)
     optimizer = build_optimizer(model, settings)
     before = model.entity_memory.weight.detach().clone()
-    recorder = _TableSizedAllocations(num_entities)
+    recorder = TableSizedAllocations(num_entities)
     torch.manual_seed(1)
     with recorder:
         output = model(**batch, labels=labels, detection_labels=detection)
