@@ -128,3 +128,18 @@ def test_exact_softmax_keeps_dense_gradients_and_adamw():
     labels, detection = _labels(batch)
     model(**batch, labels=labels, detection_labels=detection).loss.backward()
     assert not model.entity_memory.weight.grad.is_sparse
+
+
+def test_the_approximate_softmax_logs_the_exact_linking_loss():
+    """``el_exact_loss`` under the sampled softmax is the exact model's L_EL for the same weights."""
+    torch.manual_seed(0)
+    sampled = KebiolmForPreTraining(tiny_config(num_entities=200, linking_softmax="sampled", linking_negatives=8))
+    exact = KebiolmForPreTraining(tiny_config(num_entities=200))
+    exact.load_state_dict(sampled.state_dict())
+    batch = tiny_batch()
+    labels, detection = _labels(batch)
+    torch.manual_seed(1)
+    approximate = sampled(**batch, labels=labels, detection_labels=detection)
+    reference = exact(**batch, labels=labels, detection_labels=detection)
+    torch.testing.assert_close(approximate.metrics["el_exact_loss"], reference.losses["el"].detach())
+    assert "el_exact_loss" not in reference.metrics

@@ -262,9 +262,10 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
                 mention_entity_ids: torch.Tensor | None = None,
                 detection_labels: torch.Tensor | None = None) -> PretrainingOutput:
         config = self.config
-        full_linking = mention_entity_ids is not None and config.linking_softmax == "full"
+        # the full softmax's normaliser comes from the search's pass over the table: L_EL's under the
+        # exact softmax, the exact value logged beside the approximate L_EL otherwise
         encoded = KEBIOLM_ENCODING.encode(self, input_ids, attention_mask, token_type_ids, mention_batch,
-                                          mention_spans, with_logsumexp=full_linking)
+                                          mention_spans, with_logsumexp=mention_entity_ids is not None)
         hidden, extras = encoded.last_hidden_state, encoded.extras
         prediction_logits = self.cls(hidden)  # (batch, length, vocab)
         output = PretrainingOutput(prediction_logits=prediction_logits, last_hidden_state=hidden,
@@ -276,7 +277,17 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
                                                       detection_labels.flatten()), config.ed_weight)
         if mention_entity_ids is not None and len(mention_entity_ids) and extras["mention_vectors"] is not None:
             output.add("el", self._linking_objective(extras, mention_entity_ids), config.el_weight)
+            if config.linking_softmax != "full":
+                output.metrics["el_exact_loss"] = self._exact_linking_loss(extras, mention_entity_ids)
         return output
+
+    @torch.no_grad()
+    def _exact_linking_loss(self, extras: dict, gold: torch.Tensor) -> torch.Tensor:
+        """Eq. 10's exact value (no gradient) from the search's normaliser: what an approximate
+        ``linking_softmax`` estimates, logged as ``el_exact_loss`` to watch the approximation."""
+        queries = extras["mention_vectors"].float()
+        gold_scores = (queries * self.entity_memory.weight[gold].float()).sum(-1)
+        return (extras["logsumexp"].float() - gold_scores).mean()
 
     def _linking_objective(self, extras: dict, gold: torch.Tensor) -> Objective:
         """Eq. 10; accuracy: the gold entity is the nearest of all (the retrieval's first row)."""
