@@ -302,6 +302,8 @@ def compare_linking_softmaxes(work: Path, *, steps: int = 150, batch_size: int =
 def _one(stage: str, size: int, seed: int) -> dict:
     if stage in ("transe", "transr"):
         triples = random_triples(size, TRIPLES_PER_ENTITY * size, seed=seed)
+        # for a cell cut at --limit-seconds: the parent reads the peak from /proc against this line
+        print(json.dumps({"rss_before": _status_bytes("VmRSS")}), flush=True)
         return transe_epoch(triples, num_entities=size, num_relations=NUM_RELATIONS, method=stage, seed=seed)
     if stage.startswith("kebiolm-"):
         return kebiolm_step(size, linking_softmax=stage.split("-", 1)[1], seed=seed)
@@ -310,7 +312,47 @@ def _one(stage: str, size: int, seed: int) -> dict:
     raise SystemExit(f"unknown stage {stage!r}")
 
 
+def _run_cell(stage: str, size: str, seed: int, limit: float | None) -> dict:
+    """One cell in its own process; past ``limit`` seconds the process is stopped and the row says so,
+    with the peak resident set it had reached (read from ``/proc/<pid>/status``) minus its resident set
+    before training."""
+    import tempfile
+    import threading
+
+    errors = tempfile.TemporaryFile("w+")  # not a pipe: a child that logs much must not block on it
+    process = subprocess.Popen([sys.executable, __file__, "--one", stage, size, "--seed", str(seed)],
+                               stdout=subprocess.PIPE, stderr=errors, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
+    reader.start()
+    started, peak = time.perf_counter(), 0
+    while process.poll() is None:
+        try:
+            with open(f"/proc/{process.pid}/status", encoding="ascii") as handle:
+                peak = max([peak] + [int(line.split()[1]) * 1024 for line in handle if line.startswith("VmHWM:")])
+        except OSError:
+            pass
+        if limit is not None and time.perf_counter() - started > limit:
+            process.kill()
+            process.wait()
+            reader.join(5)
+            before = next((json.loads(line)["rss_before"] for line in lines if "rss_before" in line), 0)
+            return {"stage": stage, "num_entities": parse_size(size), "partial_seconds": limit,
+                    "peak_rss_delta": peak - before}
+        time.sleep(0.5)
+    reader.join(5)
+    if process.returncode:
+        errors.seek(0)
+        return {"stage": stage, "num_entities": parse_size(size), "error": errors.read().strip()[-300:]}
+    return json.loads(lines[-1])
+
+
 def _row(result: dict) -> str:
+    if "error" in result:
+        return f"| {result['stage']} | {result['num_entities']:,} | failed: {result['error']} |"
+    if "partial_seconds" in result:
+        return (f"| {result['stage']} | {result['num_entities']:,} | stopped after {result['partial_seconds']:.0f} s "
+                f"(peak RSS Δ so far {result['peak_rss_delta'] / 2 ** 30:.2f} GiB) |")
     throughput = (f"{result['triples_per_second'] / 1e3:,.0f}k triples/s, "
                   f"{result['triples_per_cpu_second'] / 1e3:,.0f}k /CPU-s" if "triples_per_second" in result
                   else f"{result['mentions_per_second']:,.0f} mentions/s")
@@ -328,6 +370,8 @@ def main(argv=None) -> None:
     parser.add_argument("--one", nargs=2, metavar=("STAGE", "SIZE"), help=argparse.SUPPRESS)
     parser.add_argument("--compare-softmax", action="store_true")
     parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--limit-seconds", type=float, default=None,
+                        help="stop a cell after this many seconds and report the peak RSS it reached")
     parser.add_argument("--work", type=Path, default=ROOT / "benchmarks" / ".cache" / "scale_models")
     args = parser.parse_args(argv)
     if args.one:
@@ -344,12 +388,7 @@ def main(argv=None) -> None:
     for size in args.sizes:
         for stage in args.stages:
             # one process per cell: the resident set of one cell does not carry into the next
-            completed = subprocess.run([sys.executable, __file__, "--one", stage, size, "--seed", str(args.seed)],
-                                       capture_output=True, text=True)
-            if completed.returncode:
-                print(f"| {stage} | {size} | failed: {completed.stderr.strip().splitlines()[-1:]} |")
-                continue
-            print(_row(json.loads(completed.stdout.strip().splitlines()[-1])), flush=True)
+            print(_row(_run_cell(stage, size, args.seed, args.limit_seconds)), flush=True)
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -38,6 +38,22 @@ Choices and deviations, each stated here so that nobody has to read the code to 
   sparse ``SGD`` or ``Adagrad``. This is what makes 4M-triple graphs train in seconds per epoch.
 * TransR computes projections grouped by relation: the batch is sorted by relation and each group
   is one matrix product (no per-triple matrix gather).
+* Memory (issue 30.4). Training holds the tables, the optimiser's state for them, the triples as
+  given (the store's int32 array, memory-mapped when the store is: no int64 copy; a batch is cast
+  when it is drawn), one permutation of their indices per epoch (8 bytes a triple) and one batch:
+
+      bytes ≈ 4 · (1 + s) · (E·k + R·d + R·k·d) + 8 · T + (12 · T if the triples are in RAM) + batch
+
+  with s the optimiser's copies (2 for ``sparse_adam``, 1 for ``adagrad``, 0 for ``sgd``), E
+  entities of size k, R relations of size d (TransE: d = k, no R·k·d term), T triples. The
+  Bernoulli statistics sort one int64 key array once (8 bytes a triple, freed before the tables
+  exist); the final constraint pass works in place, a chunk of rows at a time, and the tables are
+  returned without a copy. TransR's projections are one (k × d) matrix per relation, R·k·d floats:
+  for UMLS-sized graphs (R in the hundreds, k = d = 100, a few MB a relation) they are negligible
+  next to the entity table, which sets the size: at E = 4M, k = 100 with Adam the tables take
+  4.8 GB (k = 200: 9.6 GB; with ``adagrad`` 6.4 GB). Sizing rule: pick k so that 4·(1+s)·E·k fits
+  the budget, and keep d ≪ E / R so that R·k·d stays a small share of E·k. A batch gathers the
+  projection rows of the relations it contains only (at most R·k·d floats).
 * Evaluation uses filtered ranks (Bordes et al. 2013) and, for ties, the *realistic* rank: the
   mean of the optimistic and the pessimistic rank (PyKEEN's default), so that a model that scores
   every entity the same does not look perfect.
