@@ -22,7 +22,7 @@ memory reads; what cost most was around the kernel (normalising with numpy and c
 document), not in it. Replacing the binary search below the root's children by a hash table of
 two-character prefixes made the kernel slower (the searched rows of frequent first characters
 stay in cache; the hash probes do not).
-""""""
+"""
 
 from __future__ import annotations
 
