@@ -22,12 +22,12 @@ from kgplm.text.segmentation import NAME_FREQUENCY, jieba_dictionary
 ASCII_ALNUM = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 # fragments names and texts are drawn from: words of jieba's dictionary and parts of them (恢复视力:
 # 复视 cuts a word), Latin words with their boundaries, capitals, full-width and compatibility forms
-# (Ⅱ is two codes, ㎎ two), hyphen variants, numbers, stop and qualifier words
+# (Ⅱ is two codes, ㎎ two, ㍻ is 平成: a name must not begin or end inside it), hyphen variants, numbers, stop and qualifier words
 FRAGMENTS = ["糖尿病", "2型糖尿病", "高血压", "头痛", "复视", "视力", "恢复", "恢复视力", "降低", "低头", "头部", "防止", "止痛",
              "痛风", "和安", "安定", "肿瘤", "肿瘤医院", "手术", "做手术", "感冒", "维生素B", "维生素B12", "MRI", "mri", "ＭＲＩ",
              "MRIs", "AS", "as", "ALL", "All", "all", "Ⅱ型", "II型", "I型", "㎎", "mg", "COVID-19", "covid 19", "COVID‐19",
              "hearing loss", "hearing-loss", "Hearing–Loss", "277000", "1.5", "severe", "Severe asthma", "asthma",
-             "İstanbul", "B12", "B1", "型", "病", "的", "了", "患者", "检查"]
+             "İstanbul", "B12", "B1", "型", "病", "的", "了", "患者", "检查", "㍻", "平成", "成人", "平", "成", "㈠", "一)"]
 SEPARATORS = ["", "", "", " ", "，", "。", "-", "x", "2", "\n", "\x00"]
 
 
