@@ -292,7 +292,7 @@ class EntityLinker:
         if words:
             word_weight[[node[w] for w in words]] = np.log(np.fromiter(words.values(), float, len(words))) - math.log(total)
         self._automaton = (_kernels.root_table(child_ptr, child_codes),
-                           _kernels.node_table(child_ptr, terminal, terminal_capital), child_codes, word_weight)
+                           _kernels.node_table(child_ptr, terminal, terminal_capital, word_weight), child_codes)
         self._name_weight = math.log(NAME_FREQUENCY) - math.log(total)
         self._unknown_weight = -math.log(total)
         tables = _character_tables()
@@ -360,8 +360,10 @@ class EntityLinker:
             capacity *= 4
         if len(texts) == 1:
             return [(matches[0, :count], matches[1, :count], matches[2, :count])]
-        bounds = np.cumsum(counts).tolist()
-        return list(zip(*(np.split(row, bounds) for row in matches)))[:len(texts)]
+        bounds = [0, *np.cumsum(counts).tolist()]
+        starts, ends, entries = matches[0], matches[1], matches[2]
+        # slices, not np.split: its per-piece overhead was a fifth of the matching time on short documents
+        return [(starts[low:high], ends[low:high], entries[low:high]) for low, high in zip(bounds, bounds[1:])]
 
     def best_entities(self, entries: np.ndarray) -> np.ndarray:
         """The top-ranked entity of each match entry of :meth:`find` (what :meth:`link` reports)."""
