@@ -317,7 +317,9 @@ class EntityLinker:
     def find(self, text: str, *, nested: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(starts, ends, entries)`` arrays of the matches in ``text`` (character offsets; entries index
         ``patterns``)."""
-        return next(self.find_many([text], nested=nested))
+        if not isinstance(text, str):
+            raise ConfigurationError(f"find() takes a str, got {type(text).__name__}")
+        return self._find_batch([text], nested)[0]
 
     def find_many(self, texts: Iterable[str], *, nested: bool | None = None
                   ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -328,7 +330,7 @@ class EntityLinker:
         characters = 0
         for text in texts:
             if not isinstance(text, str):
-                raise ConfigurationError(f"find() takes a str, got {type(text).__name__}")
+                raise ConfigurationError(f"find_many() takes str texts, got a {type(text).__name__}")
             batch.append(text)
             characters += len(text)
             if characters >= self.BATCH_CHARACTERS:
