@@ -261,3 +261,13 @@ def test_a_documents_matches_do_not_depend_on_the_documents_batched_with_it():
     expected = [[], [], [(0, 2, 1)], [], [(0, 2, 1), (2, 4, 2)]]
     assert [[(m.start, m.end, m.entity_id) for m in linker.link(text)] for text in texts[1:]] == expected[1:]
     assert [[(m.start, m.end, m.entity_id) for m in mentions] for mentions in linker.link_many(texts)][1:] == expected[1:]
+
+
+def test_find_and_find_many_take_only_strings():
+    from kgplm.exceptions import ConfigurationError
+
+    linker = EntityLinker(names={"糖尿病": [0]}, word_boundaries=None)
+    with pytest.raises(ConfigurationError, match="find_many.*bytes"):
+        list(linker.find_many(["糖尿病", b"bytes"]))
+    with pytest.raises(ConfigurationError, match="find.*list"):
+        linker.find(["糖尿病"])
