@@ -485,3 +485,13 @@ def test_a_committed_base_is_restored_only_when_its_weights_match_the_record(tmp
     (committed / "model" / "model.safetensors").write_bytes(b"other weights")
     with pytest.raises(RuntimeError, match="SHA-256"):
         replicate._restore_base(committed, tmp_path / "third" / "base" / "mlm-x", record)
+
+
+def test_a_worker_stops_when_its_runner_is_gone(monkeypatch):
+    exits = []
+    parents = iter([100, 100, 1, 1])  # the first read is the parent at start; then re-parented to init
+    monkeypatch.setattr(replicate.os, "getppid", lambda: next(parents))
+    monkeypatch.setattr(replicate.os, "_exit", exits.append)
+    thread = replicate.exit_with_parent(interval=0.01)
+    thread.join(timeout=5)
+    assert exits == [1] and not thread.is_alive()
