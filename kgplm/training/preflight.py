@@ -160,10 +160,19 @@ def check_init_from(source, *, text_model, tokenizer) -> InitFrom:
                                               f"vocabulary they were trained with); pass tokenizer=")
     from kgplm.text.tokenization import load_tokenizer
 
-    size = len(load_tokenizer(tokenizer_dir))
-    if size != config.get("vocab_size"):
+    given = load_tokenizer(tokenizer_dir)
+    if len(given) != config.get("vocab_size"):
         raise ConfigurationError(f"init_from's model has a vocabulary of {config.get('vocab_size')}, the tokenizer "
-                                 f"{tokenizer_dir} one of {size}")
+                                 f"{tokenizer_dir} one of {len(given)}")
+    own_dir = model_dir.parent / "tokenizer"
+    if tokenizer is not None and _has_tokenizer(own_dir):
+        # the same size is not the same vocabulary: every row of the embedding table must mean the same piece
+        own = load_tokenizer(own_dir).get_vocab()
+        differing = sorted(piece for piece, index in given.get_vocab().items() if own.get(piece) != index)
+        if differing:
+            raise ConfigurationError(f"the tokenizer {tokenizer_dir} numbers {len(differing)} pieces differently from "
+                                     f"the vocabulary init_from's model was trained with ({own_dir}), e.g. "
+                                     f"{differing[:5]}; pass that tokenizer or none")
     return InitFrom(model_dir, weights, tokenizer_dir, fields)
 
 

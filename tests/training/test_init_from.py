@@ -104,5 +104,15 @@ def test_bad_init_from_fails_before_anything_is_written(mlm_base, corpus, tmp_pa
     build_vocab(["患者主诉头痛三天"], vocab_size=12, min_frequency=1, output_dir=tmp_path / "small", show_progress=False)
     with pytest.raises(ConfigurationError, match="vocabulary"):
         _continued("smedbert", mlm_base, corpus, tmp_path / "c", tokenizer=str(tmp_path / "small"))
-    for name in "abc":
+    # the same size, other pieces: two tokens of the base's vocabulary swapped
+    pieces = (mlm_base.output_dir / "tokenizer" / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    pieces[10], pieces[11] = pieces[11], pieces[10]
+    (tmp_path / "swapped").mkdir()
+    (tmp_path / "swapped" / "vocab.txt").write_text("\n".join(pieces) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match="numbers 2 pieces differently"):
+        _continued("smedbert", mlm_base, corpus, tmp_path / "d", tokenizer=str(tmp_path / "swapped"))
+    # the base's own tokenizer passed explicitly is accepted (benchmarks/replicate.py passes the shared one)
+    _continued("mlm", mlm_base, corpus, tmp_path / "e", tokenizer=str(mlm_base.output_dir / "tokenizer"),
+               model_options={"use_sop": True})
+    for name in "abcd":
         assert not (tmp_path / name / "run_config.json").exists()
