@@ -49,6 +49,24 @@ def _hash_slices(blob, starts, ends):  # pragma: no cover - compiled
     return hashes
 
 
+@numba.njit(cache=True, nogil=True)
+def _gather_separated(blob, starts, ends):  # pragma: no cover - compiled
+    """``blob[starts[0]:ends[0]] + NUL + blob[starts[1]:ends[1]] + NUL + …`` (no NUL after the last)."""
+    total = 0
+    for i in range(starts.shape[0]):
+        total += ends[i] - starts[i] + 1
+    out = np.empty(max(total - 1, 0), dtype=np.uint8)
+    cursor = 0
+    for i in range(starts.shape[0]):
+        if i:
+            out[cursor] = 0
+            cursor += 1
+        for position in range(starts[i], ends[i]):
+            out[cursor] = blob[position]
+            cursor += 1
+    return out
+
+
 def hash_strings(blob: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """FNV-1a hashes of the byte slices ``blob[starts[i]:ends[i]]`` (uint64)."""
     if not len(starts):
@@ -72,21 +90,22 @@ def _table_slices(table: StringTable, ids: np.ndarray) -> tuple[np.ndarray, np.n
 def _casefold_hashes(table: StringTable, ids: np.ndarray) -> np.ndarray:
     """Hashes of ``table[i].casefold()`` for ``i`` in ``ids``, a chunk of texts per pass (no string per text held)."""
     blob, offsets = table.buffers()
+    blob = np.asarray(blob, dtype=np.uint8)
     hashes = np.empty(len(ids), dtype=np.uint64)
     for first in range(0, len(ids), _CHUNK):
         chunk = np.asarray(ids[first:first + _CHUNK], dtype=np.int64)
         starts, ends = np.asarray(offsets[chunk]), np.asarray(offsets[chunk + 1])
-        pieces = [np.asarray(blob[s:e]) for s, e in zip(starts.tolist(), ends.tolist())]
-        joined = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
-        if (joined == 0).any():  # a text with a NUL: fold one by one (NUL is the separator below)
-            folded = [bytes(piece).decode("utf-8").casefold().encode("utf-8") for piece in pieces]
+        separated = _gather_separated(blob, starts, ends) if len(chunk) else np.zeros(0, np.uint8)
+        if np.count_nonzero(separated == 0) != len(chunk) - 1:  # a text holds a NUL, the separator: one by one
+            folded = [bytes(blob[s:e]).decode("utf-8").casefold().encode("utf-8")
+                      for s, e in zip(starts.tolist(), ends.tolist())]
             data = np.frombuffer(b"".join(folded), dtype=np.uint8)
             lengths = np.fromiter(map(len, folded), dtype=np.int64, count=len(folded))
             folded_ends = np.cumsum(lengths)
             hashes[first:first + len(chunk)] = hash_strings(data, folded_ends - lengths, folded_ends)
             continue
-        separated = b"\x00".join(bytes(piece) for piece in pieces)  # casefold never makes or removes a NUL
-        data = np.frombuffer(separated.decode("utf-8").casefold().encode("utf-8"), dtype=np.uint8)
+        # casefold never makes or removes a NUL, so the folded texts stay NUL-separated
+        data = np.frombuffer(separated.tobytes().decode("utf-8").casefold().encode("utf-8"), dtype=np.uint8)
         folded_ends = np.concatenate([np.flatnonzero(data == 0), [len(data)]]).astype(np.int64)
         folded_starts = np.concatenate([[0], folded_ends[:-1] + 1]).astype(np.int64)
         hashes[first:first + len(chunk)] = hash_strings(data, folded_starts, folded_ends)

@@ -48,17 +48,21 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import sys
 import unicodedata
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from kgplm.exceptions import ConfigurationError
+from kgplm.kg.strings import StringTable
 from kgplm.text import _linking_kernels as _kernels
 from kgplm.text import linking_filters as _filters
+from kgplm.text.linking_persistence import CandidateTable, load_linker_arrays, save_linker_arrays
 
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
@@ -217,20 +221,19 @@ class EntityLinker:
         self.nested = nested
         self.word_boundaries = word_boundaries
         self.hyphen_variants = hyphen_variants
-        surfaces = store.name_index() if names is None else {k: list(v) for k, v in names.items()}
         allowed = _filters.allowed_entities(store, entity_types, roots) if store is not None else None
         degree = None
         if store is not None:
             out_degree, in_degree = store.degrees()
             degree = out_degree + in_degree
-        kept = [surface.strip() for surface in surfaces if "\x00" not in surface]
-        kept_entities = [surfaces[surface] for surface in surfaces if "\x00" not in surface]
+        kept, kept_entities = self._dictionary(store, names)
         # normalise every name in one pass (joined by NUL, which no kept name contains)
         normalized = self._normalize_names(kept)
         stop = set(self._normalize_names(sorted(_filters.resolve_stop_words(stop_words))))
         any_case: dict[str, list[int]] = {}
         capitals: dict[str, list[int]] = {}  # abbreviations: matched only where the text is in capitals
         for name, pattern, entities in zip(kept, normalized, kept_entities):
+            entities = entities.tolist() if isinstance(entities, np.ndarray) else list(entities)
             if len(pattern) < min_length or (exclude_numeric and _filters.has_no_letter(pattern)):
                 continue
             if allowed is not None:
@@ -251,12 +254,84 @@ class EntityLinker:
         if store is not None:
             ambiguous = {entity for entities in entities_of if len(entities) > 1 for entity in entities}
             display_names = {entity: normalize_for_matching(store.entity_name(entity)) for entity in ambiguous}
-        self._candidates = [self._rank_candidates(pattern, entities, degree, display_names)
-                            for pattern, entities in zip(self.patterns, entities_of)]
-        self._best_entity = np.array([ranked[0] for ranked in self._candidates], dtype=np.int64)
+        self._candidates = CandidateTable.from_rows([self._rank_candidates(pattern, entities, degree, display_names)
+                                                     for pattern, entities in zip(self.patterns, entities_of)])
+        del entities_of, display_names
+        self._best_entity = self._candidates.best()
         self._build_automaton(any_case, capitals, kept)
         self.num_names = len(set(self.patterns))
+        self.patterns = StringTable.from_strings(self.patterns)  # one UTF-8 blob, not a str per pattern
+        self._settings = {"min_length": min_length, "nested": nested, "word_boundaries": word_boundaries,
+                          "case_sensitive_abbreviations": case_sensitive_abbreviations,
+                          "stop_words": stop_words if stop_words is None or isinstance(stop_words, str)
+                          else sorted(stop_words), "exclude_numeric": exclude_numeric,
+                          "hyphen_variants": hyphen_variants,
+                          "entity_types": None if entity_types is None else sorted(entity_types),
+                          "roots": None if roots is None else [str(root) for root in roots],
+                          "names": "store" if names is None else "explicit"}
         logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[1]))
+
+    @staticmethod
+    def _dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | None) -> tuple[list[str], list]:
+        """The surfaces (stripped; a surface holding a NUL is left out) and each one's entities. From the
+        store's compact name index (no dict of every name is built: :meth:`KGStore.name_lookup`)."""
+        if names is not None:
+            kept = [surface for surface in names if "\x00" not in surface]
+            return [surface.strip() for surface in kept], [list(names[surface]) for surface in kept]
+        lookup = store.name_lookup()
+        indptr, owners = lookup.owner_csr()
+        surfaces, entities = [], []
+        for key, text in enumerate(lookup.keys()):
+            if "\x00" not in text:
+                surfaces.append(text.strip())
+                entities.append(owners[indptr[key] : indptr[key + 1]])
+        return surfaces, entities
+
+    # -- persistence ----------------------------------------------------------------------------
+    def save(self, directory: "str | os.PathLike") -> Path:
+        """Write the linker (patterns, ranked candidates, trie) as ``.npy`` arrays and a JSON manifest,
+        atomically; :meth:`load` memory-maps them (:mod:`kgplm.text.linking_persistence`)."""
+        store = self.store
+        manifest = {"settings": self._settings, "num_names": self.num_names, "name_weight": self._name_weight,
+                    "unknown_weight": self._unknown_weight,
+                    "store": None if store is None else {"source": store.source, "num_entities": store.num_entities,
+                                                         "num_triples": store.num_triples}}
+        directory = save_linker_arrays(directory, manifest, self._pattern_table(), self._candidates,
+                                       self._best_entity, self._automaton)
+        logger.info("saved the entity linker (%d names) to %s", self.num_names, directory)
+        return directory
+
+    @classmethod
+    def load(cls, directory: "str | os.PathLike", *, store: "KGStore | None" = None, mmap: bool = True) -> "EntityLinker":
+        """A linker saved by :meth:`save`; its arrays are memory-mapped (read from disk only where matching
+        touches them) unless ``mmap=False``. ``store``, when given, must be the store it was built from
+        (same source and counts); :meth:`count` needs it or ``num_entities``."""
+        manifest, patterns, candidates, best_entity, automaton = load_linker_arrays(directory, mmap)
+        recorded = manifest.get("store")
+        if store is not None and recorded is not None:
+            found = {"source": store.source, "num_entities": store.num_entities, "num_triples": store.num_triples}
+            if found != recorded:
+                raise ConfigurationError(f"the linker saved at {directory} was built from a store with {recorded}, "
+                                         f"not this one ({found})")
+        settings = manifest["settings"]
+        linker = cls.__new__(cls)
+        linker.store = store
+        linker.min_length = settings["min_length"]
+        linker.nested = settings["nested"]
+        linker.word_boundaries = settings["word_boundaries"]
+        linker.hyphen_variants = settings["hyphen_variants"]
+        linker.patterns = patterns
+        linker._candidates = candidates
+        linker._best_entity = best_entity
+        linker._automaton = automaton
+        linker._name_weight = float(manifest["name_weight"])
+        linker._unknown_weight = float(manifest["unknown_weight"])
+        linker.num_names = int(manifest["num_names"])
+        linker._settings = settings
+        return linker
+
+    def _pattern_table(self) -> StringTable:
+        return self.patterns if isinstance(self.patterns, StringTable) else StringTable.from_strings(self.patterns)
 
     def _normalize_names(self, names: list[str]) -> list[str]:
         """``names`` as the linker matches them (one pass, joined by NUL, which no kept name contains)."""
