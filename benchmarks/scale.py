@@ -5,7 +5,8 @@ set (benchmarks/synthetic_umls.py, seed 0) is generated once under ``benchmarks/
 then every stage runs in its own Python process, so that its peak RSS (``ru_maxrss``) is its own,
 and reports wall time, CPU time (user + sys: the machine is shared, so wall time is inflated by
 other work) and a throughput. Later stages read what earlier ones saved (the store, the linker).
-Prints one Markdown table, the growth exponent of each cost between consecutive sizes (the slope of
+Each stage's figures are kept under ``benchmarks/.cache/scale-SIZE/results/COMMIT/`` and reused by a
+later run at the same commit (never for a tree with uncommitted changes). Prints one Markdown table, the growth exponent of each cost between consecutive sizes (the slope of
 log cost against log number of concepts: 1 is linear), the commit and the load average.
 
 Stages ``transe``, ``kebiolm`` and ``smedbert`` come from ``benchmarks/scale_models.py`` (issue
@@ -26,9 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CACHE = Path(__file__).resolve().parent / ".cache"
-STAGES = ("import", "save", "load", "name_index", "pepr", "transe", "linker_build", "linker_load", "linker_link",
+STAGES = ("import", "save", "load", "name_index", "pepr", "pepr_recall", "transe", "linker_build", "linker_load", "linker_link",
           "kebiolm", "smedbert")
 MODEL_STAGES = {"transe": "transe_epoch", "kebiolm": "kebiolm_step", "smedbert": "smedbert_step"}
+#: contested seeds whose fast PEPR rows are checked against exact PEPR (power iteration, tol 1e-8)
+RECALL_SEEDS = 32
 #: text linked per size for the MB/s figure (the same generator for every size)
 TEXT_MB = 8
 
@@ -36,7 +39,7 @@ TEXT_MB = 8
 def _paths(size: str) -> dict[str, Path]:
     root = CACHE / f"umls-{size}"
     return {"rrf": root, "store": CACHE / f"scale-{size}" / "store", "linker": CACHE / f"scale-{size}" / "linker",
-            "text": CACHE / f"scale-{size}" / "text.txt", "copy": CACHE / f"scale-{size}" / "store-copy"}
+            "text": CACHE / f"scale-{size}" / "text.txt", "pepr": CACHE / f"scale-{size}" / "pepr.npz", "copy": CACHE / f"scale-{size}" / "store-copy"}
 
 
 def _store(paths):
@@ -103,10 +106,30 @@ def run_stage(stage: str, size: str) -> dict:
 
         store = _store(paths)
         table = top_k_neighbors(store, None, k=10, mode="auto", budget_seconds=120, show_progress=False)
+        table.save(paths["pepr"])
         config = table.config
         return {"count": store.num_entities, "unit": "seeds",
                 "note": f"mode {config['mode']} ({config['mode_reason']}); {config.get('num_contested', 0):,} "
                         f"contested, refined {config.get('num_refined')}"}
+    if stage == "pepr_recall":
+        import numpy as np
+
+        from kgplm.kg.pepr import NeighborTable, _one_hop_candidates, personalized_pagerank
+
+        store = _store(paths)
+        table = NeighborTable.load(paths["pepr"])
+        indptr, neighbors, _, _ = _one_hop_candidates(store, np.arange(store.num_entities))
+        contested = np.flatnonzero(np.diff(indptr) > 10)
+        sample = np.sort(np.random.default_rng(0).choice(contested, min(RECALL_SEEDS, len(contested)), replace=False))
+        exact = personalized_pagerank(store, sample, tol=1e-8, batch_size=16, jump=table.config["jump"])
+        recalls = []
+        for row, seed in enumerate(sample.tolist()):
+            candidates = neighbors[indptr[seed] : indptr[seed + 1]]
+            kth = np.sort(exact[row, candidates])[-10]
+            chosen = table.neighbors[table.row_of(seed)]
+            recalls.append(float(np.mean(exact[row, chosen[chosen >= 0]] >= kth * (1 - 1e-6))))
+        return {"count": len(sample), "unit": "seeds", "note": f"fast PEPR contested recall@10 {np.mean(recalls):.4f} "
+                f"(min {np.min(recalls):.2f}) on {len(sample)} contested seeds vs exact (tol 1e-8)"}
     if stage == "linker_build":
         from kgplm.text.linking import EntityLinker
 
@@ -153,9 +176,22 @@ def _models_available() -> bool:
     return (Path(__file__).resolve().parent / "scale_models.py").is_file()
 
 
-def measure(stage: str, size: str, timeout: float) -> dict:
+def measure(stage: str, size: str, timeout: float, commit: str) -> dict:
+    """The stage's figures at ``commit``: measured once in a child process, then read from
+    ``benchmarks/.cache/scale-SIZE/results/COMMIT/STAGE.json`` (a dirty tree is never reused)."""
     if stage in MODEL_STAGES and not _models_available():
         return {"missing": "not measured at this commit (benchmarks/scale_models.py absent)"}
+    record = CACHE / f"scale-{size}" / "results" / commit / f"{stage}.json"
+    if record.is_file() and "dirty" not in commit:
+        return json.loads(record.read_text(encoding="utf-8"))
+    result = _measure_in_child(stage, size, timeout)
+    if "missing" not in result:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(result), encoding="utf-8")
+    return result
+
+
+def _measure_in_child(stage: str, size: str, timeout: float) -> dict:
     command = [sys.executable, __file__, "--stage", stage, "--size", size]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     print(f"  {size} {stage} ...", file=sys.stderr, flush=True)
@@ -204,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     for size in args.sizes:
         _ensure_rrf(size)
         for stage in args.stages:
-            results[stage, size] = measure(stage, size, args.timeout)
+            results[stage, size] = measure(stage, size, args.timeout, commit)
     load_after = os.getloadavg()
     concepts = {size: synthetic_umls.parse_size(size) for size in args.sizes}
     print(f"benchmarks/scale.py at commit {commit}; UMLS-shaped sets of {', '.join(args.sizes)} concepts "

@@ -227,13 +227,14 @@ class EntityLinker:
             out_degree, in_degree = store.degrees()
             degree = out_degree + in_degree
         kept, kept_entities = self._dictionary(store, names)
+        # what Segmenter's add_word does to jieba's total: every name it adds counts NAME_FREQUENCY
+        segmenter_names = sum(len(n) >= 2 and not _SPACE.search(n) for n in kept)
         # normalise every name in one pass (joined by NUL, which no kept name contains)
         normalized = self._normalize_names(kept)
         stop = set(self._normalize_names(sorted(_filters.resolve_stop_words(stop_words))))
         any_case: dict[str, list[int]] = {}
         capitals: dict[str, list[int]] = {}  # abbreviations: matched only where the text is in capitals
         for name, pattern, entities in zip(kept, normalized, kept_entities):
-            entities = entities.tolist() if isinstance(entities, np.ndarray) else list(entities)
             if len(pattern) < min_length or (exclude_numeric and _filters.has_no_letter(pattern)):
                 continue
             if allowed is not None:
@@ -246,6 +247,7 @@ class EntityLinker:
             abbreviation = case_sensitive_abbreviations and written_in_capitals
             bucket = (capitals if abbreviation else any_case).setdefault(pattern, [])
             bucket.extend(entity for entity in entities if entity not in bucket)
+        del kept, normalized, kept_entities  # millions of strings at UMLS size: freed before the trie is built
         for pattern, entities in capitals.items():  # in capitals, the other names of the same letters count too
             entities.extend(entity for entity in any_case.get(pattern, ()) if entity not in entities)
         self.patterns = list(any_case) + list(capitals)
@@ -258,7 +260,7 @@ class EntityLinker:
                                                      for pattern, entities in zip(self.patterns, entities_of)])
         del entities_of, display_names
         self._best_entity = self._candidates.best()
-        self._build_automaton(any_case, capitals, kept)
+        self._build_automaton(any_case, capitals, segmenter_names)
         self.num_names = len(set(self.patterns))
         self.patterns = StringTable.from_strings(self.patterns)  # one UTF-8 blob, not a str per pattern
         self._settings = {"min_length": min_length, "nested": nested, "word_boundaries": word_boundaries,
@@ -272,20 +274,20 @@ class EntityLinker:
         logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[1]))
 
     @staticmethod
-    def _dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | None) -> tuple[list[str], list]:
-        """The surfaces (stripped; a surface holding a NUL is left out) and each one's entities. From the
-        store's compact name index (no dict of every name is built: :meth:`KGStore.name_lookup`)."""
+    def _dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | None) -> tuple[list[str], Iterable]:
+        """The surfaces (stripped; a surface holding a NUL is left out) and each one's entities, read one by
+        one. From the store's compact name index (no dict of every name is built: :meth:`KGStore.name_lookup`)."""
         if names is not None:
             kept = [surface for surface in names if "\x00" not in surface]
             return [surface.strip() for surface in kept], [list(names[surface]) for surface in kept]
         lookup = store.name_lookup()
-        indptr, owners = lookup.owner_csr()
-        surfaces, entities = [], []
+        rows = CandidateTable(*lookup.owner_csr())
+        surfaces, keys = [], []
         for key, text in enumerate(lookup.keys()):
             if "\x00" not in text:
                 surfaces.append(text.strip())
-                entities.append(owners[indptr[key] : indptr[key + 1]])
-        return surfaces, entities
+                keys.append(key)
+        return surfaces, map(rows.__getitem__, keys)
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, directory: "str | os.PathLike") -> Path:
@@ -340,8 +342,9 @@ class EntityLinker:
             joined = joined.translate(_HYPHEN_TO_SPACE)
         return joined.split("\x00") if names else []
 
-    def _build_automaton(self, any_case: dict[str, list[int]], capitals: dict[str, list[int]], names: list[str]):
-        """The trie over names (and the segmentation dictionary's words) with its per-node arrays."""
+    def _build_automaton(self, any_case: dict[str, list[int]], capitals: dict[str, list[int]], segmenter_names: int):
+        """The trie over names (and the segmentation dictionary's words) with its per-node arrays;
+        ``segmenter_names``: how many names the segmenter adds to jieba's dictionary."""
         from kgplm.text.segmentation import NAME_FREQUENCY, jieba_dictionary
 
         words: dict[str, int] = {}
@@ -351,8 +354,7 @@ class EntityLinker:
             for word, frequency in zip(self._normalize_names(list(frequencies)), frequencies.values()):
                 if frequency > 0:
                     words[word] = max(frequency, words.get(word, 0))
-            # what Segmenter's add_word does to jieba's total: every name it adds counts NAME_FREQUENCY
-            total += NAME_FREQUENCY * sum(len(n) >= 2 and not _SPACE.search(n) for n in names)
+            total += NAME_FREQUENCY * segmenter_names
         strings = list(dict.fromkeys([*any_case, *capitals, *words]))
         child_ptr, child_codes, child_nodes, node_of = _kernels.build_trie(strings)
         node = dict(zip(strings, node_of.tolist()))
