@@ -5,8 +5,9 @@ set (benchmarks/synthetic_umls.py, seed 0) is generated once under ``benchmarks/
 then every stage runs in its own Python process, so that its peak RSS (``ru_maxrss``) is its own,
 and reports wall time, CPU time (user + sys: the machine is shared, so wall time is inflated by
 other work) and a throughput. Later stages read what earlier ones saved (the store, the linker).
-Each stage's figures are kept under ``benchmarks/.cache/scale-SIZE/results/COMMIT/`` and reused by a
-later run at the same commit (never for a tree with uncommitted changes). Prints one Markdown table, the growth exponent of each cost between consecutive sizes (the slope of
+Each stage's figures are recorded under ``benchmarks/.cache/scale-SIZE/results/COMMIT/`` and reused by
+a later run at the same commit (never for a tree with uncommitted changes); ``--reuse`` takes the
+newest record at any commit and the cell names that commit. Prints one Markdown table, the growth exponent of each cost between consecutive sizes (the slope of
 log cost against log number of concepts: 1 is linear), the commit and the load average.
 
 Stages ``transe``, ``kebiolm`` and ``smedbert`` come from ``benchmarks/scale_models.py`` (issue
@@ -168,7 +169,14 @@ def _child(stage: str, size: str) -> None:
     began_wall, began_cpu = time.perf_counter(), time.process_time()
     result = run_stage(stage, size)
     wall, cpu = time.perf_counter() - began_wall, time.process_time() - began_cpu
-    result.update(wall=wall, cpu=cpu, peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6)
+    result.update(wall=wall, cpu=cpu, peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+                  load_average=os.getloadavg()[0])
+    from _runs import code_version
+
+    result["commit"] = code_version()
+    record = _record(size, result["commit"], stage)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(result), encoding="utf-8")
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -176,19 +184,24 @@ def _models_available() -> bool:
     return (Path(__file__).resolve().parent / "scale_models.py").is_file()
 
 
-def measure(stage: str, size: str, timeout: float, commit: str) -> dict:
-    """The stage's figures at ``commit``: measured once in a child process, then read from
-    ``benchmarks/.cache/scale-SIZE/results/COMMIT/STAGE.json`` (a dirty tree is never reused)."""
+def _record(size: str, commit: str, stage: str) -> Path:
+    return CACHE / f"scale-{size}" / "results" / commit / f"{stage}.json"
+
+
+def measure(stage: str, size: str, timeout: float, commit: str, reuse: bool) -> dict:
+    """The stage's figures: measured in a child process (which records them under
+    ``benchmarks/.cache/scale-SIZE/results/COMMIT/STAGE.json``), or read from the record made at
+    ``commit``; with ``reuse``, from the newest record at any commit (the cell then names it)."""
     if stage in MODEL_STAGES and not _models_available():
         return {"missing": "not measured at this commit (benchmarks/scale_models.py absent)"}
-    record = CACHE / f"scale-{size}" / "results" / commit / f"{stage}.json"
+    record = _record(size, commit, stage)
     if record.is_file() and "dirty" not in commit:
         return json.loads(record.read_text(encoding="utf-8"))
-    result = _measure_in_child(stage, size, timeout)
-    if "missing" not in result:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps(result), encoding="utf-8")
-    return result
+    if reuse:
+        older = sorted((CACHE / f"scale-{size}" / "results").glob(f"*/{stage}.json"), key=lambda p: p.stat().st_mtime)
+        if older:
+            return json.loads(older[-1].read_text(encoding="utf-8"))
+    return _measure_in_child(stage, size, timeout)
 
 
 def _measure_in_child(stage: str, size: str, timeout: float) -> dict:
@@ -227,6 +240,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stage", help=argparse.SUPPRESS)
     parser.add_argument("--size", help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a stage may take")
+    parser.add_argument("--reuse", action="store_true",
+                        help="take a stage's figures from its newest record at any commit (the cell names the commit)")
+    parser.add_argument("--skip", nargs="*", default=[], metavar="STAGE@SIZE", help="cells not run")
+    parser.add_argument("--skip-reason", default="skipped", help="what the skipped cells say")
     args = parser.parse_args(argv)
     if args.stage:
         _child(args.stage, args.size)
@@ -240,7 +257,10 @@ def main(argv: list[str] | None = None) -> None:
     for size in args.sizes:
         _ensure_rrf(size)
         for stage in args.stages:
-            results[stage, size] = measure(stage, size, args.timeout, commit)
+            if f"{stage}@{size}" in args.skip:
+                results[stage, size] = {"missing": f"not run: {args.skip_reason}"}
+                continue
+            results[stage, size] = measure(stage, size, args.timeout, commit, args.reuse)
     load_after = os.getloadavg()
     concepts = {size: synthetic_umls.parse_size(size) for size in args.sizes}
     print(f"benchmarks/scale.py at commit {commit}; UMLS-shaped sets of {', '.join(args.sizes)} concepts "
@@ -258,8 +278,10 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             cpu = result.get("seconds_override", result["cpu"])
             rate = result["count"] / cpu if cpu > 0 else float("inf")
+            measured_at = "" if result.get("commit") == commit else f" (at {result.get('commit')})"
             cells.append(f"{_format_seconds(result['wall'])} wall, {_format_seconds(result['cpu'])} CPU, "
-                         f"{result['peak_rss_gb']:.2f} GB; {rate:,.1f} {result['unit']}/CPU-s; {result.get('note', '')}")
+                         f"{result['peak_rss_gb']:.2f} GB; {rate:,.1f} {result['unit']}/CPU-s; {result.get('note', '')}; "
+                         f"load {result.get('load_average', float('nan')):.1f}{measured_at}")
         print(f"| {stage} | " + " | ".join(cells) + " |")
     if len(args.sizes) > 1:
         print("\nGrowth exponents (slope of log cost against log concepts between consecutive sizes; CPU time, "

@@ -2,7 +2,7 @@
 
 A dict of every name and alias costs one Python string, one list and one dict slot per name:
 about 250 bytes each, 4 GB for UMLS's 16 million strings. Here the names stay in the store's UTF-8
-:class:`~kgplm.kg.strings.StringTable` and the index is a handful of integer arrays (about 40
+:class:`~kgplm.kg.strings.StringTable` and the index is a handful of integer arrays (about 50
 bytes a name):
 
 * **keys**: the distinct texts, in the order a dict filled label by label would hold them (the
