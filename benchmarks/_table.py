@@ -80,6 +80,8 @@ def _cells_by_task(rows, budget, cells) -> dict[str, dict[str, list[dict]]]:
     for task in budget.tasks:
         ids = None
         for row in rows:
+            if not row.fine_tunes(task):  # the primary table fine-tunes each row on its endpoints' tasks only
+                continue
             ordered = []
             for seed in budget.seeds:
                 for finetune_seed in budget.finetune_seeds:
@@ -104,6 +106,33 @@ def _check_versions(rows, cells) -> None:
 
     methods = {row.pretraining.method for row in rows} | {row.group for row in rows if row.group}
     check_versions(cells, {method: get(method).results_version for method in methods})
+
+
+def _intrinsic(measured: dict, tables: dict, baselines: dict, notes: dict, add) -> None:
+    """The pre-trained models' similarity and cloze-probe columns (absent from the primary table)."""
+    probe = measured["probe"]
+    intrinsic_columns = [f"similarity {name} Acc@1" for name in measured["similarity_sizes"]]
+    # the probe's primary columns are the queries the model-free baseline misses (hard), seen and unseen in
+    # the pre-training text; the queries it answers (easy) are reported apart
+    probe_groups = {"probe hard seen": probe.hard & probe.seen, "probe hard unseen": probe.hard & ~probe.seen,
+                    "probe easy": ~probe.hard}
+    intrinsic_columns += list(probe_groups)
+    tables["pre-trained"]["columns"] = intrinsic_columns
+    for row, outcomes in measured["intrinsic"].items():
+        columns = {f"similarity {name} Acc@1": [o[name] for o in outcomes] for name in measured["similarity_sizes"]}
+        if all("probe" in o for o in outcomes):
+            probe_hits = np.asarray([o["probe"] for o in outcomes], dtype=bool)  # (seeds, probes)
+            columns.update({column: probe_hits[:, mask] for column, mask in probe_groups.items()})
+        for column, hits in columns.items():
+            hits = np.asarray(hits, dtype=np.float64)
+            if hits.shape[1]:
+                add("pre-trained", column, row, _summary(hits.mean(1)))
+    for name in measured["similarity_sizes"]:
+        baselines["pre-trained"].setdefault("chance", {})[f"similarity {name} Acc@1"] = 1 / SIMILARITY_CANDIDATES
+    baselines["pre-trained"].setdefault("chance", {}).update(
+        {column: float(probe.chance[mask].mean()) if mask.any() else None for column, mask in probe_groups.items()})
+    notes["similarity queries"] = measured["similarity_sizes"]
+    notes["probes"] = {column.removeprefix("probe "): int(mask.sum()) for column, mask in probe_groups.items()}
 
 
 def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds: float) -> dict:
@@ -173,29 +202,8 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
             baselines[table].setdefault(LINKER_AS_NER, {})[column] = float(linker_as_ner(
                 splits["train"], test_examples, measured["link"])["f1"])
 
-    probe = measured["probe"]
-    intrinsic_columns = [f"similarity {name} Acc@1" for name in measured["similarity_sizes"]]
-    # the probe's primary columns are the queries the model-free baseline misses (hard), seen and unseen in
-    # the pre-training text; the queries it answers (easy) are reported apart
-    probe_groups = {"probe hard seen": probe.hard & probe.seen, "probe hard unseen": probe.hard & ~probe.seen,
-                    "probe easy": ~probe.hard}
-    intrinsic_columns += list(probe_groups)
-    tables["pre-trained"]["columns"] = intrinsic_columns
-    for row, outcomes in measured["intrinsic"].items():
-        columns = {f"similarity {name} Acc@1": [o[name] for o in outcomes] for name in measured["similarity_sizes"]}
-        if all("probe" in o for o in outcomes):
-            probe_hits = np.asarray([o["probe"] for o in outcomes], dtype=bool)  # (seeds, probes)
-            columns.update({column: probe_hits[:, mask] for column, mask in probe_groups.items()})
-        for column, hits in columns.items():
-            hits = np.asarray(hits, dtype=np.float64)
-            if hits.shape[1]:
-                add("pre-trained", column, row, _summary(hits.mean(1)))
-    for name in measured["similarity_sizes"]:
-        baselines["pre-trained"].setdefault("chance", {})[f"similarity {name} Acc@1"] = 1 / SIMILARITY_CANDIDATES
-    baselines["pre-trained"].setdefault("chance", {}).update(
-        {column: float(probe.chance[mask].mean()) if mask.any() else None for column, mask in probe_groups.items()})
-    notes["similarity queries"] = measured["similarity_sizes"]
-    notes["probes"] = {column.removeprefix("probe "): int(mask.sum()) for column, mask in probe_groups.items()}
+    if measured["probe"] is not None:
+        _intrinsic(measured, tables, baselines, notes, add)
 
     for column, (method, evaluation) in measured["own_columns"].items():
         tables["pre-trained"]["columns"].append(column)
@@ -219,7 +227,7 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
             "results_versions": {method: version for c in measured["cells"]
                                  for method, version in c["results_versions"].items()},
             "tables": tables, "baselines": baselines, "families": families,
-            "degenerate_runs": degenerate_runs,
+            "degenerate_runs": degenerate_runs, "bases": measured.get("bases", {}),
             "fine_tuned_runs": len(measured["cells"]), "notes": notes}
 
 
@@ -358,12 +366,19 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
               f"{result['seconds']} s in all ("
               + ", ".join(f"{k} {v} s" for k, v in result["timings"].items()) + "). Results versions: "
               + ", ".join(f"{k} {v}" for k, v in sorted(result.get("results_versions", {}).items())) + ".", "",
-              f"Budget: {result['budget_text']}.", "", PROTOCOL, ""]
+              f"Budget: {result['budget_text']}.", ""]
+    if result.get("bases"):
+        lines += ["Bases (protocol continued): " + ", ".join(sorted(result["bases"])) + "; each base's recipe, the "
+                  "SHA-256 of its weights and its curves are in `benchmarks/results/bases/`.", ""]
+    lines += [PROTOCOL, ""]
     for name in ("fine-tuned", "pre-trained", "secondary"):
         table = result["tables"][name]
         if not table["columns"]:
             continue
-        lines += [f"{subtitle} {TABLE_TITLES[name]}", "",
+        heading = TABLE_TITLES[name]
+        if name == "pre-trained" and "similarity queries" not in result["notes"]:
+            heading = "Pre-trained models, no fine-tuning: the methods' own evaluations (×100)"
+        lines += [f"{subtitle} {heading}", "",
                   "| row | " + " | ".join(table["columns"]) + " |", "|---|" + "---:|" * len(table["columns"])]
         for row in result["rows"]:
             cells = table["cells"].get(row["name"])
@@ -405,8 +420,10 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
                          f"{entry['degenerate'] or ''} |")
         lines.append("")
     notes = result["notes"]
-    lines += ["Test sets: " + "; ".join(f"{column}: {text}" for column, text in notes["test units"].items()) + ".",
-              "Similarity queries per set: " + ", ".join(f"{k} {v}" for k, v in notes["similarity queries"].items())
+    lines += ["Test sets: " + "; ".join(f"{column}: {text}" for column, text in notes["test units"].items()) + "."]
+    if "similarity queries" not in notes:
+        return "\n".join(lines + [""])
+    lines += ["Similarity queries per set: " + ", ".join(f"{k} {v}" for k, v in notes["similarity queries"].items())
               + "; probe queries (seen/unseen: stated in the pre-training text or not; easy: answered by the "
                 "model-free baseline, the slot's most frequent fillers among the other facts): "
               + ", ".join(f"{group} {count}" for group, count in notes["probes"].items()) + ".", ""]

@@ -8,7 +8,7 @@ Both runs compute *every* artefact themselves — vocabulary, linked corpus, PEP
 other (``tests/training/test_distributed.py`` hands the 2-process run the 1-process run's artefacts, so
 it cannot see a default that reads the machine). The 2-process run splits the global batch of 8 into
 2 ranks × 2 micro-batches of 2. Prints the commit, the PEPR decision each run recorded, whether the
-neighbour tables and KG embeddings are identical, and per step the largest relative difference of
+vocabularies, neighbour tables and KG embeddings are identical, and per step the largest relative difference of
 any logged loss against the DDP tolerance of ``test_distributed.py`` (1e-5). Run directories are
 keyed by the settings and the commit (``benchmarks/.cache/ddp_agreement/<key>``); the machine's load
 average is printed beside the wall times.
@@ -98,14 +98,15 @@ def compare(one: Path, two: Path) -> dict:
         embeddings.append({f.name + ":" + k: v for f in files for k, v in load_file(str(f)).items()})
     same_embeddings = embeddings[0].keys() == embeddings[1].keys() and all(
         np.array_equal(embeddings[0][k], embeddings[1][k]) for k in embeddings[0])
+    same_vocabulary = (one / "tokenizer" / "vocab.txt").read_bytes() == (two / "tokenizer" / "vocab.txt").read_bytes()
     records = [[json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()] for path in (one, two)]
     steps = []
     for a, b in zip(*records):
         worst = max(((abs(b[k] - a[k]) / max(abs(a[k]), 1e-12), k) for k in a if k != "step" and k in b),
                     default=(0.0, ""))
         steps.append({"step": a["step"], "largest_relative_difference": worst[0], "at": worst[1]})
-    return {"stages": stages, "same_neighbor_table": same_table, "same_kg_embeddings": same_embeddings,
-            "steps": steps}
+    return {"stages": stages, "same_vocabulary": same_vocabulary, "same_neighbor_table": same_table,
+            "same_kg_embeddings": same_embeddings, "steps": steps}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,13 +140,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; runs found in the cache are not re-timed)")
     for name, stages in zip(("1 process", "2 processes"), result["stages"]):
         print(f"{name}: PEPR {stages.get('pepr_mode_used')} — {stages.get('pepr_mode_reason')}")
-    print(f"neighbour tables identical: {result['same_neighbor_table']}; KG embeddings identical: "
-          f"{result['same_kg_embeddings']}\n")
+    print(f"vocabularies identical: {result['same_vocabulary']}; neighbour tables identical: "
+          f"{result['same_neighbor_table']}; KG embeddings identical: {result['same_kg_embeddings']}\n")
     print("| step | largest relative loss difference | where | within 1e-5 |\n|---|---|---|---|")
     for row in result["steps"]:
         print(f"| {row['step']} | {row['largest_relative_difference']:.2e} | {row['at']} | "
               f"{'yes' if row['largest_relative_difference'] <= TOLERANCE else 'NO'} |")
-    agree = (result["same_neighbor_table"] and result["same_kg_embeddings"]
+    agree = (result["same_vocabulary"] and result["same_neighbor_table"] and result["same_kg_embeddings"]
              and all(r["largest_relative_difference"] <= TOLERANCE for r in result["steps"]))
     (work / "result.json").write_text(json.dumps({"settings": settings, **result}, indent=1, default=str))
     return 0 if agree else 1

@@ -117,10 +117,10 @@ def main() -> None:
         filter_triples = store.triples
         common = dict(dim=args.dim, epochs=epochs, batch_size=batch_size, triples=train, progress=False, seed=0)
         transe = train_kg_embeddings(store, method="transe", lr=0.01, **common)
-        report(name, "kgplm TransE (L1)", epochs, transe.config["triples_per_second"],
+        report(name, "kgplm TransE (L1)", epochs, transe.timings["triples_per_second"],
                transe.evaluate(test, filter_triples=filter_triples, progress=False))
         transr = train_kg_embeddings(store, method="transr", lr=0.01, initialize_from=transe, **common)
-        report(name, "kgplm TransR (from TransE)", epochs, transr.config["triples_per_second"],
+        report(name, "kgplm TransR (from TransE)", epochs, transr.timings["triples_per_second"],
                transr.evaluate(test, filter_triples=filter_triples, progress=False))
         if umls is None:
             continue
@@ -146,9 +146,9 @@ def main() -> None:
         subset = store.triples[np.random.default_rng(0).choice(store.num_triples, 1_000_000, replace=False)]
         for method in ("transe", "transr"):
             result = train_kg_embeddings(store, method=method, dim=100, epochs=1, triples=subset, progress=False)
-            rows.append(("synthetic", f"kgplm {method} (1M triples)", 1, result.config["triples_per_second"],
+            rows.append(("synthetic", f"kgplm {method} (1M triples)", 1, result.timings["triples_per_second"],
                          float("nan"), float("nan"), float("nan")))
-            print(f"  synthetic {method}: {result.config['triples_per_second']:,.0f} triples/s", flush=True)
+            print(f"  synthetic {method}: {result.timings['triples_per_second']:,.0f} triples/s", flush=True)
 
     print("\n| dataset | model | epochs | training triples/s | filtered MRR | Hits@1 | Hits@10 |")
     print("|---|---|---|---|---|---|---|")

@@ -56,6 +56,7 @@ import logging
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -100,10 +101,23 @@ class Budget:
     probes: int = 500
     bootstrap_resamples: int = 10_000
     smoke: bool = False
+    #: "continued": every row continues pre-training for ``steps`` from one base encoder per family (MLM +
+    #: SOP for the BERT-style methods, ELECTRA for the ELECTRA-style ones; :data:`BASE_RECIPES`), as the
+    #: papers continue from BERT, PubMedBERT or ELECTRA; "scratch": every row trains from random weights
+    protocol: str = "continued"
+    base_steps: int = 2000
+    base_batch_size: int = 32
+    base_learning_rate: float = 5e-4
 
     def describe(self) -> str:
         encoder = self.encoder
-        return (f"pre-training {self.steps} steps × batch {self.batch_size} (lr {self.learning_rate:g}) of an encoder "
+        protocol = (f"continued pre-training (protocol \"continued\"): one base per family, trained once with seed 0 "
+                    f"for {self.base_steps} steps × batch {self.base_batch_size} (lr {self.base_learning_rate:g}) on "
+                    f"the same text and vocabulary (MLM + SOP with token masking for the BERT-style methods and their "
+                    f"controls, ELECTRA for the ELECTRA-style ones), then every row continues from its family's base "
+                    f"with its own seed for " if self.protocol == "continued" else
+                    "every row pre-trained from random weights (protocol \"scratch\"): ")
+        return (protocol + f"pre-training {self.steps} steps × batch {self.batch_size} (lr {self.learning_rate:g}) of an encoder "
                 f"with hidden {encoder['hidden_size']}, {encoder['num_hidden_layers']} layers, max length "
                 f"{self.max_length}, an in-domain WordPiece vocabulary of {self.vocab_size}, on {self.facts} CMeKG "
                 f"facts written as sentences + {self.dialogues} medical dialogues; KG embeddings "
@@ -126,7 +140,9 @@ SMOKE = Budget(steps=30, batch_size=8, learning_rate=2e-3,
                kg_epochs=1, seeds=(0, 1, 2), finetune_seeds=(0,),
                tasks={"cmedqaner": [120, 1], "cehrner": [40, 1], "cmedqq": [200, 1], "chip-sts": [200, 1]},
                max_eval_examples=60, finetune_learning_rate=2e-3, finetune_batch_size=32, finetune_max_length=64,
-               similarity_queries=60, probes=60, bootstrap_resamples=1000, smoke=True)
+               similarity_queries=60, probes=60, bootstrap_resamples=1000, smoke=True, base_steps=20, base_batch_size=8,
+               base_learning_rate=2e-3)
+PROTOCOLS = ("continued", "scratch")
 
 
 from _cells import key_hash  # noqa: E402,F401  (one hash for cache directories and cells)
@@ -196,6 +212,10 @@ class Row:
     control: str | None = None
     encoder_inputs: bool = True
     finetune_options: tuple[tuple[str, object], ...] = ()  # other kgplm.finetune arguments (an attribution row's)
+    tasks: tuple[str, ...] | None = None  # the fine-tuning tasks of this row (None: every task of the budget)
+
+    def fine_tunes(self, task: str) -> bool:
+        return self.tasks is None or task in self.tasks
 
 
 def _ablation_label(name: str) -> str:
@@ -216,12 +236,28 @@ def control_row_name(name: str, spec) -> str:
 EXTRA_ROWS: list = []
 
 
-def plan_rows(methods: Sequence[str] | None = None) -> list[Row]:
+def plan_rows(methods: Sequence[str] | None = None, *, primary: bool = False) -> list[Row]:
     """The table's rows from the registry (module docstring); ``methods`` restricts the knowledge methods.
 
     Per knowledge method: the method (compared with its control), "− knowledge at fine-tuning" when the
     method feeds its encoder extra inputs at fine-tuning, every ablation (both compared with the
-    *method*: does the module contribute?), the rows of :data:`EXTRA_ROWS`, and its control."""
+    *method*: does the module contribute?), the rows of :data:`EXTRA_ROWS`, and its control.
+
+    ``primary``: the primary table — per method its row, its control, "− knowledge at fine-tuning" and
+    its attribution rows, each fine-tuned only on the method's primary-endpoint tasks; no ablations,
+    no extra rows, no reference row."""
+    rows = _all_rows(methods, primary=primary)
+    if not primary:
+        return rows
+    from kgplm.evaluation.tasks import task_names
+    from kgplm.methods import get
+
+    known = set(task_names())
+    return [dataclasses.replace(row, tasks=tuple(e.task for e in get(row.group).primary_endpoints if e.task in known))
+            for row in rows]
+
+
+def _all_rows(methods: Sequence[str] | None, *, primary: bool) -> list[Row]:
     from kgplm.methods import available, get
 
     rows = []
@@ -237,16 +273,16 @@ def plan_rows(methods: Sequence[str] | None = None) -> list[Row]:
         if spec.finetuning_inputs is not None:
             rows.append(Row(f"{name} − knowledge at fine-tuning", "no knowledge at fine-tuning", own, name,
                             name, encoder_inputs=False))
-        for ablation_name in spec.ablations:  # each compared with the method: does the module contribute?
+        for ablation_name in () if primary else spec.ablations:  # each compared with the method
             ablation = spec.ablation(ablation_name)
             rows.append(Row(f"{name} − {_ablation_label(ablation_name)}", "ablation",
                             Pretraining.of(name, ablation.masking, ablation.model_options), name, name))
         control_pretraining = Pretraining.of(control.method, control.masking, control.model_options)
         rows.extend(attribution_rows(name, spec, control_row, control_pretraining))
-        for builder in EXTRA_ROWS:
+        for builder in () if primary else EXTRA_ROWS:
             rows.extend(builder(name, spec, method_row, control_row))
         rows.append(Row(control_row, "control", control_pretraining, name))
-    if "mlm" in available():
+    if "mlm" in available() and not primary:
         rows.append(Row("mlm (token masking, no SOP)", "reference", Pretraining.of("mlm")))
     names = [row.name for row in rows]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -431,13 +467,46 @@ PRETRAINING_FIELDS = ("steps", "batch_size", "learning_rate", "encoder", "max_le
 FINETUNING_FIELDS = ("max_eval_examples", "finetune_learning_rate", "finetune_batch_size", "finetune_max_length")
 
 
+#: The budget fields a base encoder depends on (with its family's recipe and the shared inputs).
+BASE_FIELDS = ("base_steps", "base_batch_size", "base_learning_rate", "encoder", "max_length", "vocab_size", "facts",
+               "dialogues")
+#: The base encoder of each family (protocol "continued"): what every row of the family continues from.
+BASE_RECIPES = {"mlm": ("mlm", None, {"use_sop": True}), "electra": ("electra", None, {})}
+BASE_SEED = 0
+
+
+def base_family(method: str) -> str:
+    """``"electra"`` for the methods built on ELECTRA's generator/discriminator pair, else ``"mlm"``."""
+    from kgplm.methods import get
+    from kgplm.models.electra import KgplmForReplacedTokenDetection
+
+    return "electra" if issubclass(get(method).model_class, KgplmForReplacedTokenDetection) else "mlm"
+
+
+def base_pretraining(family: str) -> Pretraining:
+    method, masking, options = BASE_RECIPES[family]
+    return Pretraining.of(method, masking, options)
+
+
+def base_key(budget: Budget, family: str, shared_name: str) -> dict:
+    from kgplm.methods import get
+
+    recipe = base_pretraining(family)
+    return {"family": family, **recipe.key(), "seed": BASE_SEED, "shared": shared_name,
+            "results_version": get(recipe.method).results_version,
+            **{name: getattr(budget, name) for name in BASE_FIELDS}}
+
+
 def pretraining_key(budget: Budget, pretraining: Pretraining, seed: int, shared_name: str) -> dict:
     from kgplm.methods import get
 
-    return {**pretraining.key(), "seed": seed, "shared": shared_name,
-            "results_version": get(pretraining.method).results_version,
-            "method_data": evaluation_method_data(pretraining.method),
-            **{name: getattr(budget, name) for name in PRETRAINING_FIELDS}}
+    key = {**pretraining.key(), "seed": seed, "shared": shared_name,
+           "results_version": get(pretraining.method).results_version,
+           "method_data": evaluation_method_data(pretraining.method),
+           **{name: getattr(budget, name) for name in PRETRAINING_FIELDS}}
+    if budget.protocol == "continued":  # the scratch protocol's keys stay what they were
+        key.update(protocol="continued", base=base_key(budget, base_family(pretraining.method), shared_name))
+    return key
 
 
 def finetuning_key(budget: Budget, pretrained: str, task: str, seed: int, encoder_inputs: bool,
@@ -448,17 +517,112 @@ def finetuning_key(budget: Budget, pretrained: str, task: str, seed: int, encode
     return {**key, "finetune_options": dict(options)} if options else key
 
 
-def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretraining, seed: int, device: str) -> Path:
+#: where each base's recipe, weights' SHA-256 and curves are recorded (committed; :func:`pretrain_base`)
+BASES_RECORDS = ROOT / "results" / "bases"
+
+
+def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, device: str) -> Path:
+    """The family's base encoder (cached in ``work``), trained once with :data:`BASE_SEED`; its recipe,
+    the SHA-256 of its weights and its curves (MLM loss and accuracy, SOP loss and accuracy, or ELECTRA's
+    losses) go to ``BASES_RECORDS/<family>-<key hash>.json`` and the base itself (weights, config,
+    tokenizer, metrics; a few MB) to the directory of that name, so another machine continues from the
+    committed base instead of training it again (its weights' SHA-256 is checked against the record).
+    The same recipe on the same code and CPU rebuilds the same weights."""
+    import kgplm
+
+    key = base_key(budget, family, shared.kg.path.name)
+    directory, done = cached_directory(work / "base", family, key)
+    records = work / "bases" if budget.smoke else BASES_RECORDS  # a smoke run's records stay in its work directory
+    record_path = records / f"{family}-{key_hash(key)}.json"
+    committed = record_path.with_suffix("")
+    if not done and (committed / "model" / "model.safetensors").is_file():
+        _restore_base(committed, directory, json.loads(record_path.read_text(encoding="utf-8")))
+        mark_done(directory, key)
+        done = True
+    if done:
+        if record_path.is_file() and not (committed / "model" / "model.safetensors").is_file():
+            _export_base(directory, committed)
+        return directory
+    started, cpu_started = time.perf_counter(), time.process_time()
+    recipe = base_pretraining(family)
+    cached = prepopulate(shared, budget, recipe, directory)
+    result = kgplm.train(recipe.method, graph=shared.graph, corpus=shared.corpus, output_dir=directory,
+                         text_model=dict(budget.encoder), tokenizer=shared.tokenizer, vocab_size=budget.vocab_size,
+                         masking=recipe.masking, model_options=dict(recipe.model_options), kg_method=budget.kg_method,
+                         entity_dim=budget.entity_dim, kg_epochs=budget.kg_epochs, max_steps=budget.base_steps,
+                         batch_size=budget.base_batch_size, learning_rate=budget.base_learning_rate,
+                         log_every=max(1, budget.base_steps // 40), checkpoint_every=max(1, budget.base_steps // 4),
+                         max_length=budget.max_length, seed=BASE_SEED, device=device, progress=False, **cached)
+    digest = _sha256(directory / "model" / "model.safetensors")
+    record = {"family": family, "recipe": key, "commit": commit(), "weights_sha256": digest,
+              "seconds": round(time.perf_counter() - started), "cpu_seconds": round(time.process_time() - cpu_started),
+              "rebuild": "benchmarks/replicate.py builds it (pretrain_base) from this recipe; the same code on the same "
+                         "CPU gives the same weights_sha256",
+              "curve": result.metrics}
+    records.mkdir(parents=True, exist_ok=True)
+    temporary = record_path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+    temporary.replace(record_path)
+    logger.info("base %s: %d steps in %.0f s, weights %s…", family, budget.base_steps, record["seconds"], digest[:12])
+    mark_done(directory, key)
+    _export_base(directory, committed)
+    return directory
+
+
+#: what a base directory needs to be continued from (``kgplm.train(init_from=...)``) and read back
+BASE_FILES = ("model", "tokenizer", "run_config.json", "metrics.jsonl")
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _export_base(directory: Path, committed: Path) -> None:
+    """Copy a trained base's model, tokenizer, config and curves beside its record (to be committed)."""
+    temporary = committed.with_name(committed.name + ".tmp")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    for name in BASE_FILES:
+        source = directory / name
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, temporary / name)
+    shutil.rmtree(committed, ignore_errors=True)
+    temporary.rename(committed)
+    logger.info("base exported to %s", committed)
+
+
+def _restore_base(committed: Path, directory: Path, record: dict) -> None:
+    """Put a committed base into the work directory, after checking its weights against its record."""
+    digest = _sha256(committed / "model" / "model.safetensors")
+    if digest != record["weights_sha256"]:
+        raise RuntimeError(f"{committed}: weights SHA-256 {digest} differs from its record's "
+                           f"{record['weights_sha256']}; delete the directory to train the base again")
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in BASE_FILES:
+        source, target = committed / name, directory / name
+        if target.exists():
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, target)
+    logger.info("base restored from %s (weights %s…)", committed, digest[:12])
+
+
+def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretraining, seed: int, device: str,
+             base: Path | None = None) -> Path:
+    """One row configuration's pre-training; under the continued protocol it starts from ``base``."""
     import kgplm
 
     key = pretraining_key(budget, pretraining, seed, shared.kg.path.name)
     directory, done = cached_directory(work / "pretrain", f"{pretraining.method}-s{seed}", key)
     if done:
         return directory
+    if (budget.protocol == "continued") != (base is not None):
+        raise RuntimeError(f"protocol {budget.protocol!r} with base {base}")
     started = time.perf_counter()
     cached = prepopulate(shared, budget, pretraining, directory)
+    start = {"init_from": str(base)} if base is not None else {"text_model": dict(budget.encoder)}
     result = kgplm.train(pretraining.method, graph=shared.graph, corpus=shared.corpus, output_dir=directory,
-                         text_model=dict(budget.encoder), tokenizer=shared.tokenizer, vocab_size=budget.vocab_size,
+                         **start, tokenizer=shared.tokenizer, vocab_size=budget.vocab_size,
                          masking=pretraining.masking, model_options=dict(pretraining.model_options),
                          kg_method=budget.kg_method, entity_dim=budget.entity_dim, kg_epochs=budget.kg_epochs,
                          max_steps=budget.steps, batch_size=budget.batch_size, learning_rate=budget.learning_rate,
@@ -569,7 +733,10 @@ INTRINSIC_FIELDS = ("similarity_queries", "similarity_pool", "probes")
 
 def run_key(budget: Budget) -> dict:
     """What every cell of a run shares (names ``<cells>/<run key>/``): pre-training and fine-tuning settings."""
-    return {name: getattr(budget, name) for name in (*PRETRAINING_FIELDS, *FINETUNING_FIELDS)}
+    key = {name: getattr(budget, name) for name in (*PRETRAINING_FIELDS, *FINETUNING_FIELDS)}
+    if budget.protocol == "continued":
+        key.update(protocol=budget.protocol, **{name: getattr(budget, name) for name in BASE_FIELDS})
+    return key
 
 
 def run_directory_name(budget: Budget) -> str:
@@ -595,9 +762,29 @@ def cell_job(budget: Budget, row: Row, seed: int, task: str, finetune_seed: int,
 _CELL_CONTEXT: dict = {}
 
 
+def exit_with_parent(interval: float = 5.0) -> threading.Thread:
+    """Stop this worker process when the runner that started it is gone: a killed runner's pool workers
+    otherwise keep training, orphaned, and hold the machine's cores (seen here: two bases trained on for
+    45 minutes after their runner was killed)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:  # re-parented: the runner died
+                logger.warning("the runner (process %d) is gone; this worker stops", parent)
+                os._exit(1)
+                return  # never reached in a process (a test's stand-in for os._exit returns)
+            time.sleep(interval)
+
+    thread = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
+    thread.start()
+    return thread
+
+
 def _init_cell_worker(work: str, budget: dict, device: str, threads: int | None) -> None:
     import torch
 
+    exit_with_parent()
     if threads:
         torch.set_num_threads(threads)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -633,11 +820,14 @@ def dev_record(dev_score: float, constant: dict) -> dict:
 
 
 def _pretrain_job(item) -> Path:
-    pretraining, seed = item
+    pretraining, seed, base = item
     context = _CELL_CONTEXT
     if "shared" not in context:
         context["shared"] = shared_inputs(context["work"], context["budget"], context["rows"])
-    return pretrain(context["work"], context["shared"], context["budget"], pretraining, seed, context["device"])
+    if pretraining is None:  # a base: ``seed`` is the family's name
+        return pretrain_base(context["work"], context["shared"], context["budget"], seed, context["device"])
+    return pretrain(context["work"], context["shared"], context["budget"], pretraining, seed, context["device"],
+                    base)
 
 
 def _init_pretrain_worker(work: str, budget: dict, device: str, threads: int | None, rows) -> None:
@@ -645,76 +835,160 @@ def _init_pretrain_worker(work: str, budget: dict, device: str, threads: int | N
     _CELL_CONTEXT["rows"] = rows
 
 
-def pretrain_all(work: Path, shared: Shared, budget: Budget, rows: Sequence[Row], device: str, jobs: int,
-                 threads: int | None) -> dict[Pretraining, list[Path]]:
-    """Every distinct pre-training configuration × seed, in ``jobs`` processes (each run cached in ``--work``)."""
-    items = list(dict.fromkeys((row.pretraining, seed) for row in rows for seed in budget.seeds))
-    if jobs == 1:
-        paths = [pretrain(work, shared, budget, pretraining, seed, device) for pretraining, seed in items]
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+def pretrain_bases(work: Path, shared: Shared, budget: Budget, rows: Sequence[Row], device: str, jobs: int,
+                   threads: int | None) -> dict[str, Path]:
+    """Protocol "continued": the base of every family the rows need, in up to ``jobs`` processes (cached)."""
+    if budget.protocol != "continued":
+        return {}
+    families = sorted({base_family(row.pretraining.method) for row in rows})
+    paths = _run_pretraining([(None, family, None) for family in families], work, shared, budget, rows, device,
+                             min(jobs, len(families)), threads)
+    return dict(zip(families, paths))
 
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_init_pretrain_worker,
-                                 initargs=(str(work), dataclasses.asdict(budget), device, threads, list(rows))) as pool:
-            paths = list(pool.map(_pretrain_job, items))
+
+def _run_pretraining(items: list, work: Path, shared: Shared, budget: Budget, rows: Sequence[Row], device: str,
+                     jobs: int, threads: int | None) -> list[Path]:
+    if jobs <= 1:
+        return [_pretrain_here(item, work, shared, budget, device) for item in items]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_init_pretrain_worker,
+                             initargs=(str(work), dataclasses.asdict(budget), device, threads, list(rows))) as pool:
+        return list(pool.map(_pretrain_job, items))
+
+
+def _pretrain_here(item, work: Path, shared: Shared, budget: Budget, device: str) -> Path:
+    pretraining, seed, base = item
+    if pretraining is None:
+        return pretrain_base(work, shared, budget, seed, device)
+    return pretrain(work, shared, budget, pretraining, seed, device, base)
+
+
+def pretrain_all(work: Path, shared: Shared, budget: Budget, rows: Sequence[Row], device: str, jobs: int,
+                 threads: int | None, seeds: Sequence[int] | None = None,
+                 bases: dict[str, Path] | None = None) -> dict[Pretraining, list[Path]]:
+    """Every distinct pre-training configuration × seed (``seeds``, default the budget's), in ``jobs``
+    processes (each run cached in ``--work``); under the continued protocol each starts from its family's
+    base in ``bases``."""
+    seeds = budget.seeds if seeds is None else seeds
+    bases = bases or {}
+    items = list(dict.fromkeys((row.pretraining, seed, bases.get(base_family(row.pretraining.method)))
+                               for row in rows for seed in seeds))
+    paths = _run_pretraining(items, work, shared, budget, rows, device, jobs, threads)
     runs: dict[Pretraining, list[Path]] = {}
-    for (pretraining, _), path in zip(items, paths):
+    for (pretraining, _, _), path in zip(items, paths):
         runs.setdefault(pretraining, []).append(path)
     return runs
 
 
 # -- the whole run ------------------------------------------------------------------------------------------
 def run_all(work: Path, budget: Budget, rows: Sequence[Row], device: str, *, cells_root: Path, jobs: int = 1,
-            threads: int | None = None, max_new_cells: int | None = None) -> dict:
+            threads: int | None = None, max_new_cells: int | None = None, intrinsic_columns: bool = True) -> dict:
     """Every measurement of the table, as the raw material :func:`_table.aggregate` summarises: the shared
-    inputs, every pre-training (``jobs`` processes), every cell (read from ``cells_root`` where it exists,
-    else computed in ``jobs`` processes and written as it finishes), the pre-trained models' own measurements."""
+    inputs, the bases (protocol "continued"), then seed by seed every pre-training (``jobs`` processes), its
+    cells (read from ``cells_root`` where they exist, else computed in ``jobs`` processes and written as each
+    finishes) and the methods' own evaluations (written beside the cells), so a run stopped after k seeds
+    keeps k whole seeds; last the pre-trained models' similarity and probe measurements
+    (``intrinsic_columns``)."""
     from _cells import run_cells
-    from _probe import HeldOutProbe
     from kgplm.evaluation.tasks import load_task
-    from kgplm.text.tokenization import load_tokenizer
 
     started = time.perf_counter()
     shared = shared_inputs(work, budget, rows)
     for pretraining in dict.fromkeys(row.pretraining for row in rows):
         shared_corpus(shared, budget, pretraining)  # built here, before worker processes read them
+    if budget.protocol == "continued":
+        for family in {base_family(row.pretraining.method) for row in rows}:
+            shared_corpus(shared, budget, base_pretraining(family))
     corpus_lines = shared.corpus.read_text(encoding="utf-8").splitlines()
     timings = {"shared inputs": time.perf_counter() - started}
+    bases = pretrain_bases(work, shared, budget, rows, device, jobs, threads)
+    timings["bases"] = time.perf_counter() - started - sum(timings.values())
 
-    runs = pretrain_all(work, shared, budget, rows, device, jobs, threads)
-    timings["pre-training"] = time.perf_counter() - started - sum(timings.values())
+    runs: dict[Pretraining, list[Path]] = {}
+    cells, own = [], {}
+    timings.update({"pre-training": 0.0, "fine-tuning": 0.0, "own evaluations": 0.0})
+    budget_left = max_new_cells
+    for seed in budget.seeds:  # seed-major: a stopped run holds whole seeds
+        mark = time.perf_counter()
+        for pretraining, paths in pretrain_all(work, shared, budget, rows, device, jobs, threads, seeds=[seed],
+                                               bases=bases).items():
+            runs.setdefault(pretraining, []).extend(paths)
+        timings["pre-training"] += time.perf_counter() - mark
+        mark = time.perf_counter()
+        seed_jobs = [cell_job(budget, row, seed, task, finetune_seed, shared.kg.path.name, runs[row.pretraining][-1])
+                     for row in rows for task in budget.tasks if row.fine_tunes(task)
+                     for finetune_seed in budget.finetune_seeds]
+        missing = sum(not job.path(cells_root).is_file() for job in seed_jobs)
+        cells += run_cells(seed_jobs, compute_cell, cells_root, commit=commit(), workers=jobs, max_new=budget_left,
+                           initializer=_init_cell_worker,
+                           initargs=(str(work), dataclasses.asdict(budget), device, threads))
+        if budget_left is not None:
+            budget_left -= missing
+        timings["fine-tuning"] += time.perf_counter() - mark
+        mark = time.perf_counter()
+        for column, values in own_evaluations(work, budget, rows, runs, device, cells_root, shared.kg.path.name,
+                                              seed).items():
+            for row_name, value in values.items():
+                own.setdefault(column, {}).setdefault(row_name, []).append(value)
+        timings["own evaluations"] += time.perf_counter() - mark
 
-    cell_jobs = [cell_job(budget, row, seed, task, finetune_seed, shared.kg.path.name, run)
-                 for row in rows for seed, run in zip(budget.seeds, runs[row.pretraining])
-                 for task in budget.tasks for finetune_seed in budget.finetune_seeds]
-    cells = run_cells(cell_jobs, compute_cell, cells_root, commit=commit(), workers=jobs, max_new=max_new_cells,
-                      initializer=_init_cell_worker, initargs=(str(work), dataclasses.asdict(budget), device, threads))
-    timings["fine-tuning"] = time.perf_counter() - started - sum(timings.values())
+    measured = {"cells": cells, "own": own, "own_columns": method_evaluation_columns(rows),
+                "splits": {task: load_task(task, SHARED / "tasks") for task in budget.tasks},
+                "intrinsic": {}, "similarity_sizes": {}, "probe": None}
+    if intrinsic_columns:
+        from _probe import HeldOutProbe
+        from kgplm.text.tokenization import load_tokenizer
 
-    similarity_sets = similarity_sets_for(work, shared, budget, corpus_lines)
-    probe = HeldOutProbe(shared.store, load_tokenizer(shared.tokenizer), corpus_lines, max_probes=budget.probes)
-    intrinsic_outcomes = {row.name: [intrinsic(work, budget, run, similarity_sets, probe, device)
-                                     for run in runs[row.pretraining]]
-                          for row in rows if row.role != "no knowledge at fine-tuning"}
-    own = {}
-    for column, (method, evaluation) in method_evaluation_columns(rows).items():
-        method_runs = runs[next(row.pretraining for row in rows if row.name == method)]
-        for row in rows:
-            if row.group == method and row.role != "no knowledge at fine-tuning":
-                own.setdefault(column, {})[row.name] = [own_evaluation(work, run, method_run, column, evaluation, device)
-                                                        for run, method_run in zip(runs[row.pretraining], method_runs)]
-    timings["probes and own evaluations"] = time.perf_counter() - started - sum(timings.values())
-
-    splits = {task: load_task(task, SHARED / "tasks") for task in budget.tasks}
+        mark = time.perf_counter()
+        similarity_sets = similarity_sets_for(work, shared, budget, corpus_lines)
+        probe = HeldOutProbe(shared.store, load_tokenizer(shared.tokenizer), corpus_lines, max_probes=budget.probes)
+        measured.update(intrinsic={row.name: [intrinsic(work, budget, run, similarity_sets, probe, device)
+                                              for run in runs[row.pretraining]]
+                                   for row in rows if row.role != "no knowledge at fine-tuning"},
+                        similarity_sizes={name: len(queries) for name, queries in similarity_sets.items()},
+                        probe=probe)
+        timings["probes"] = time.perf_counter() - mark
     from kgplm.evaluation.baselines import linked_spans
     from kgplm.text.linking import EntityLinker
 
-    return {"link": linked_spans(EntityLinker(shared.store), shared.store),  # the linker-as-NER baseline's
-            "cells": cells, "splits": splits, "intrinsic": intrinsic_outcomes, "own": own,
-            "similarity_sizes": {name: len(queries) for name, queries in similarity_sets.items()},
-            "probe": probe, "own_columns": method_evaluation_columns(rows), "timings": timings}
+    measured.update(link=linked_spans(EntityLinker(shared.store), shared.store),  # the linker-as-NER baseline's
+                    timings=timings, bases={family: str(path) for family, path in bases.items()})
+    return measured
+
+
+def own_evaluations(work: Path, budget: Budget, rows: Sequence[Row], runs: dict, device: str, cells_root: Path,
+                    shared_name: str, seed: int) -> dict[str, dict[str, float]]:
+    """column → row → the methods' own evaluations (``MethodSpec.evaluations``) of ``seed``'s pre-trained
+    models; each value is also written as a small JSON beside the cells (``cells_root/own/``), keyed like a
+    cell, and read from there when present, so it survives the work directory."""
+    from _cells import key_hash as hash_of
+    from _cells import read_cell, write_cell
+
+    values: dict[str, dict[str, float]] = {}
+    for column, (method, evaluation) in method_evaluation_columns(rows).items():
+        method_pretraining = next(row.pretraining for row in rows if row.name == method)
+        for row in rows:
+            if row.group != method or row.role == "no knowledge at fine-tuning":
+                continue
+            key = {"column": column, "row": row.name,
+                   "pretraining": pretraining_key(budget, row.pretraining, seed, shared_name),
+                   "method_pretraining": pretraining_key(budget, method_pretraining, seed, shared_name),
+                   "results_versions": results_versions(row)}
+            path = cells_root / "own" / "".join(c if c.isalnum() else "-" for c in f"{column}-{row.name}")[:80] / (
+                f"s{seed}-{hash_of(key)}.json")
+            if path.is_file():
+                value = read_cell(path)["value"]
+            else:
+                value = own_evaluation(work, runs[row.pretraining][-1], runs[method_pretraining][-1], column,
+                                       evaluation, device)
+                write_cell(path, {"format": 1, "row": row.name, "seed": seed, "task": column, "finetune_seed": None,
+                                  "key": key, "results_versions": key["results_versions"], "commit": commit(),
+                                  "value": value})
+            values.setdefault(column, {})[row.name] = value
+    return values
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -730,6 +1004,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--tasks", nargs="+", help="fine-tuning tasks (default: the four headline tasks); a task "
                                                    "with < 200 test units goes to the secondary table")
     parser.add_argument("--methods", nargs="+", help="only these knowledge methods (default: every registered one)")
+    parser.add_argument("--primary", action="store_true",
+                        help="the primary table: per method its row, its control, − knowledge at fine-tuning and its "
+                             "attribution rows, fine-tuned on its primary endpoints' tasks only; no ablations, no "
+                             "similarity or probe columns")
+    parser.add_argument("--protocol", choices=PROTOCOLS, help="continued (default): every row continues from one base "
+                                                              "per family; scratch: from random weights")
+    parser.add_argument("--base-steps", type=int, help="steps of each family's base (protocol continued)")
+    parser.add_argument("--bases-only", action="store_true",
+                        help="train (or find) the families' bases, print where they are and stop (protocol continued)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 with --smoke, which "
                                                     "is much faster than several on a loaded machine)")
@@ -757,6 +1040,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         overrides["seeds"] = tuple(args.seeds)
     if args.finetune_seeds:
         overrides["finetune_seeds"] = tuple(args.finetune_seeds)
+    if args.protocol:
+        overrides["protocol"] = args.protocol
+    if args.base_steps:
+        overrides["base_steps"] = args.base_steps
     if args.kg_method:
         overrides["kg_method"] = None if args.kg_method == "own" else args.kg_method
     if args.tasks:
@@ -764,20 +1051,31 @@ def main(argv: Sequence[str] | None = None) -> None:
     budget = dataclasses.replace(budget, **overrides)
     work = args.work or ROOT / ".cache" / ("replicate-smoke" if budget.smoke else "replicate")
     work.mkdir(parents=True, exist_ok=True)
-    rows = plan_rows(args.methods)
+    rows = plan_rows(args.methods, primary=args.primary)
+    if args.primary and not args.tasks:  # the tasks of the rows' endpoints
+        needed = {task for row in rows for task in row.tasks}
+        budget = dataclasses.replace(budget, tasks={task: limits for task, limits in budget.tasks.items()
+                                                    if task in needed})
     cells_root = (args.cells or (work / "cells" if budget.smoke else ROOT / "results" / "cells")) / run_directory_name(
         budget)
     if not budget.smoke and len(budget.seeds) < MIN_PRIMARY_SEEDS:
         logger.warning("%d pre-training seeds: the primary endpoints need at least %d; they will be labelled "
                        "'too few seeds', not tested", len(budget.seeds), MIN_PRIMARY_SEEDS)
     started = time.perf_counter()
+    if args.bases_only:
+        shared = shared_inputs(work, budget, rows)
+        for pretraining in {base_pretraining(base_family(row.pretraining.method)) for row in rows}:
+            shared_corpus(shared, budget, pretraining)
+        for family, path in pretrain_bases(work, shared, budget, rows, args.device, args.jobs, threads).items():
+            print(f"{family} base: {path} (shared inputs {shared.kg.path}, commit {commit()})")
+        return
     measured = run_all(work, budget, rows, args.device, cells_root=cells_root, jobs=args.jobs, threads=threads,
-                       max_new_cells=args.max_new_cells)
+                       max_new_cells=args.max_new_cells, intrinsic_columns=not args.primary)
     result = aggregate(rows, budget, measured, commit=commit(), device=f"{args.device}, {torch.get_num_threads()} "
                                                                         f"torch threads",
                        seconds=time.perf_counter() - started)
     args.results.mkdir(parents=True, exist_ok=True)
-    stem = "replicate-smoke" if budget.smoke else "replicate"
+    stem = "replicate" + ("-primary" if args.primary else "") + ("-smoke" if budget.smoke else "")
     (args.results / f"{stem}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
     markdown = render_markdown(result)
     (args.results / f"{stem}.md").write_text(markdown, encoding="utf-8")

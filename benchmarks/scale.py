@@ -157,9 +157,18 @@ def run_stage(stage: str, size: str) -> dict:
         return {"count": megabytes, "unit": "MB", "seconds_override": cpu,
                 "note": f"{megabytes / cpu:.2f} MB per CPU-second; {len(mentions):,} mentions"}
     if stage in MODEL_STAGES:
-        import scale_models  # noqa: F401  (benchmarks/scale_models.py, issue 30.4-30.5)
+        import scale_models  # benchmarks/scale_models.py (issue 30.4-30.5): its figures, this stage's process
 
-        return getattr(scale_models, MODEL_STAGES[stage])(_store(paths))
+        store = _store(paths)
+        if stage == "transe":
+            figures = scale_models.transe_epoch(store)
+            return {"count": store.num_triples, "unit": "triples",
+                    "note": f"one TransE epoch: {figures['triples_per_cpu_second']:,.0f} triples per CPU-second"}
+        step = scale_models.kebiolm_step if stage == "kebiolm" else scale_models.smedbert_step
+        figures = step(store.num_entities)
+        return {"count": 1, "unit": "steps", "note": f"a step with {store.num_entities:,} entities: "
+                f"{figures['seconds']:.2f} s wall, {figures['step_cpu_seconds']:.2f} s CPU "
+                "(the stage's time includes building the model and the optimiser)"}
     raise SystemExit(f"unknown stage {stage!r}")
 
 

@@ -76,6 +76,7 @@ def train(
     output_dir: str | os.PathLike,
     text_model: str | os.PathLike | dict | None = None,
     tokenizer: str | os.PathLike | None = None,
+    init_from: str | os.PathLike | None = None,
     kg_embeddings: str | os.PathLike | None = None,
     neighbor_table: str | os.PathLike | None = None,
     graph_shuffle_seed: int | None = None,
@@ -131,6 +132,14 @@ def train(
             ``tokenizer`` is given) or a dict of BERT config fields.
         tokenizer: a tokenizer directory, ``vocab.txt`` or hub id; default: the text model's, else a
             WordPiece vocabulary of ``vocab_size`` trained on the corpus.
+        init_from: continued pre-training from a kgplm pre-training run (its directory, or its
+            ``model/``): the run's encoder sizes and tokenizer are used and every tensor this
+            method's model shares with it by name and shape is loaded (embeddings, encoder, the MLM
+            and SOP heads; for the ELECTRA family the generator and the replaced-token head); the
+            method's own modules start fresh from ``seed``. ``text_model`` must then be ``None``.
+            The source and its weights' SHA-256 are recorded under ``stages.init_from``. This is how
+            the papers train (continuing from BERT, PubMedBERT or ELECTRA), and how
+            ``benchmarks/replicate.py`` continues every row from one base per family.
         kg_embeddings, neighbor_table: cached artefacts (a :class:`KGEmbeddings` directory, a PEPR
             ``.npz``); by default computed when the method needs them: PEPR top-``num_neighbors``
             of every mentioned entity (``pepr_mode``: ``"auto"`` computes it exactly when exact mode's
@@ -193,7 +202,7 @@ def train(
     from kgplm.models.card import write_model_card
     from kgplm.text.masking import SCHEMES
     from kgplm.training import distributed, stages
-    from kgplm.training.preflight import check_train_inputs
+    from kgplm.training.preflight import check_init_from, check_train_inputs
     from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import RunDirectory
     from kgplm.training.trainer import TrainerSettings, train_loop
@@ -234,9 +243,13 @@ def train(
         with context.main_first("preparing the run's artefacts"):
             # every input is checked before anything is written (a failed call leaves nothing that blocks
             # its corrected call)
+            init = None if init_from is None else check_init_from(init_from, text_model=text_model,
+                                                                  tokenizer=tokenizer)
             prepared = check_train_inputs(spec, graph=stages.cached_graph(run, graph), corpus=corpus,
-                                          corpus_options=dict(corpus_options or {}), text_model=text_model,
-                                          tokenizer=tokenizer, model_options=dict(model_options or {}),
+                                          corpus_options=dict(corpus_options or {}),
+                                          text_model=text_model if init is None else init.text_fields,
+                                          tokenizer=tokenizer if init is None else init.tokenizer,
+                                          model_options=dict(model_options or {}),
                                           masking=masking, max_length=max_length, exclude_triples=exclude_triples,
                                           progress=progress and main)
             if main:
@@ -266,10 +279,15 @@ def train(
         model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=prepared.text_model,
                                                model_options=dict(model_options or {}), max_length=max_length,
                                                entity_dim=entity_dim, artefacts=inputs.artefacts)
+        if init is not None:
+            loaded = stages.load_init_weights(model, init)
+            if main:
+                run.record_stage("init_from", loaded)
         if main:
             stages.record_model_length(run, tokenizer_object, model.config.max_position_embeddings)
         method_context = MethodContext(config=model.config, tokenizer=tokenizer_object, store=store, masking=masking,
-                                       seed=seed, text_model_dir=checkpoint, artefacts=inputs.artefacts)
+                                       seed=seed, text_model_dir=checkpoint if init is None else init.model_dir,
+                                       artefacts=inputs.artefacts)
         if spec.prepare_model is not None:
             spec.prepare_model(model, method_context)
         collator = spec.build_collator(method_context)

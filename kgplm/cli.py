@@ -107,7 +107,7 @@ def _cmd_kg_embed(args: argparse.Namespace) -> int:
         embeddings.to_dglke(args.out, store)
     else:
         embeddings.save(args.out)
-    print(f"{embeddings!r}: {embeddings.config['triples_per_second']:,.0f} triples/s, final mean loss "
+    print(f"{embeddings!r}: {embeddings.timings['triples_per_second']:,.0f} triples/s, final mean loss "
           f"{embeddings.history[-1]['loss']:.4f}; saved ({args.format}) to {args.out}")
     if test is not None and len(test):
         sample = test[np.random.default_rng(args.seed).permutation(len(test))[: args.max_eval]]
@@ -234,7 +234,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
             text_model = json.loads(text_model)
         corpus_options = {"columns": args.columns} if args.columns else None
         result = kgplm.train(args.method, graph=args.graph, corpus=args.corpus, output_dir=args.out,
-                             text_model=text_model, tokenizer=args.tokenizer, kg_embeddings=args.kg_embeddings,
+                             text_model=text_model, tokenizer=args.tokenizer, init_from=args.init_from,
+                             kg_embeddings=args.kg_embeddings,
                              neighbor_table=args.pepr, pepr_mode=args.pepr_mode,
                              pepr_budget_seconds=args.pepr_budget_seconds, corpus_options=corpus_options,
                              vocab_size=args.vocab_size,
@@ -535,6 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a Hugging Face hub id (org/name[@revision]), a local BERT directory, or a JSON dict of "
                         "config fields")
     p.add_argument("--tokenizer", default=None)
+    p.add_argument("--init-from", default=None,
+                   help="continued pre-training: a kgplm pre-training run directory whose encoder, heads and "
+                        "tokenizer this run starts from (instead of --text-model)")
     p.add_argument("--kg-embeddings", default=None, help="KGEmbeddings directory to reuse")
     p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to reuse")
     p.add_argument("--pepr-mode", default="auto", choices=["auto", "exact", "fast"],

@@ -77,7 +77,7 @@ def embed_knowledge_graph(store, work_dir: Path, *, epochs: int = 5, num_evaluat
     train, test = split_triples(store.triples, test_fraction=0.05, seed=0)
     embeddings = train_kg_embeddings(store, method="transe", dim=100, epochs=epochs, triples=train, seed=0)
     losses = " → ".join(f"{row['loss']:.4f}" for row in embeddings.history)
-    print(f"{len(train):,} training triples at {embeddings.config['triples_per_second']:,.0f} triples/s; "
+    print(f"{len(train):,} training triples at {embeddings.timings['triples_per_second']:,.0f} triples/s; "
           f"mean loss per epoch {losses}")
     sample = test[np.random.default_rng(0).permutation(len(test))[:num_evaluated]]
     metrics = embeddings.evaluate(sample, filter_triples=store.triples)

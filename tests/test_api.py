@@ -101,10 +101,32 @@ def test_pepr_auto_mode_is_exact_within_the_budget_and_recorded(toy_run, toy_cor
     assert stages["pepr_mode_used"] == "fast"
 
 
-def test_the_same_call_on_a_slower_machine_builds_identical_artefacts(toy_corpus, tmp_path, monkeypatch):
-    """pepr_mode="auto" (the default) decides from the graph: a machine whose clock runs 10⁶ times faster
-    (every perf_counter / process_time read advances 1,000 s: a heavily loaded machine) builds the same
-    neighbour table, the same model and the same losses, and records the same reason."""
+def _file_hashes(directory: Path) -> dict[str, str]:
+    import hashlib
+
+    return {path.relative_to(directory).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+@pytest.fixture(scope="module")
+def toy_corpus_with_latin(toy_corpus, tmp_path_factory) -> Path:
+    """The toy notes plus lines of Latin abbreviations as often as each other: the vocabulary learnt from
+    it has count ties to break (tokenizers' trainer broke them in hash-map order)."""
+    rng = random.Random(1)
+    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 5))) for _ in range(40)]
+    latin = [f"复查{' '.join(words[i:i + 4])}指标" for i in range(0, 40, 4)] * 3
+    path = tmp_path_factory.mktemp("corpus_latin") / "notes.txt"
+    path.write_text(toy_corpus.read_text(encoding="utf-8") + "\n" + "\n".join(latin), encoding="utf-8")
+    return path
+
+
+def test_the_same_call_on_a_slower_machine_builds_identical_artefacts(toy_corpus_with_latin, tmp_path, monkeypatch):
+    """The same call, once under a clock 10⁶ times faster (every perf_counter / process_time / time read
+    advances 1,000 s: a heavily loaded machine), writes byte-identical artefacts: vocabulary (learnt from a
+    corpus with count ties), graph store, PEPR table (pepr_mode="auto" decides from the graph and records
+    the same reason), KG embeddings, corpus shards, checkpoint, model and metrics. The one difference
+    allowed: run_config.json's ``output_dir`` (the two runs are written to two directories). There is no
+    log file in a run directory; TensorBoard events (off by default) would be logs and are not written here."""
     import time
 
     from safetensors.numpy import load_file
@@ -112,7 +134,7 @@ def test_the_same_call_on_a_slower_machine_builds_identical_artefacts(toy_corpus
     from kgplm.kg.pepr import NeighborTable
 
     arguments = dict(max_steps=3, log_every=1, checkpoint_every=3)
-    quiet = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "quiet", **arguments))
+    quiet = kgplm.train("smedbert", **toy_arguments(toy_corpus_with_latin, tmp_path / "quiet", **arguments))
     clock = {"now": 0.0}
 
     def slow(*_):
@@ -121,7 +143,8 @@ def test_the_same_call_on_a_slower_machine_builds_identical_artefacts(toy_corpus
 
     monkeypatch.setattr(time, "perf_counter", slow)
     monkeypatch.setattr(time, "process_time", slow)
-    loaded = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "loaded", **arguments))
+    monkeypatch.setattr(time, "time", slow)
+    loaded = kgplm.train("smedbert", **toy_arguments(toy_corpus_with_latin, tmp_path / "loaded", **arguments))
     monkeypatch.undo()
     assert clock["now"] > 0  # the slow clock was read
     stages_of = [json.loads((run.output_dir / "run_config.json").read_text())["stages"] for run in (quiet, loaded)]
@@ -135,6 +158,20 @@ def test_the_same_call_on_a_slower_machine_builds_identical_artefacts(toy_corpus
     assert weights[0].keys() == weights[1].keys()
     assert all(np.array_equal(weights[0][name], weights[1][name]) for name in weights[0])
     assert quiet.metrics == loaded.metrics
+
+    hashes = [_file_hashes(run.output_dir) for run in (quiet, loaded)]
+    assert sorted(hashes[0]) == sorted(hashes[1])
+    for expected in ("tokenizer/tokenizer.json", "tokenizer/vocab.txt", "kg/neighbors.npz", "kg/transe/config.json",
+                     "kg/transe/embeddings.safetensors", "model/model.safetensors", "metrics.jsonl",
+                     "checkpoints/step-0000003/model.safetensors", "checkpoints/step-0000003/trainer_state.json"):
+        assert expected in hashes[0], expected
+    assert any(name.startswith("corpus/shards/") and name.endswith(".arrow") for name in hashes[0])
+    assert any(token.isascii() and len(token) > 2 for token in (quiet.output_dir / "tokenizer" / "vocab.txt")
+               .read_text(encoding="utf-8").split())  # merges were learnt: the ties were there to break
+    differing = sorted(name for name in hashes[0] if hashes[0][name] != hashes[1][name])
+    assert differing == ["run_config.json"]
+    configs = [json.loads((run.output_dir / "run_config.json").read_text()) for run in (quiet, loaded)]
+    assert configs[0].pop("output_dir") != configs[1].pop("output_dir") and configs[0] == configs[1]
 
 
 def test_a_shuffled_graph_run_builds_pepr_on_the_shuffled_graph_and_records_it(toy_run, toy_corpus, tmp_path):

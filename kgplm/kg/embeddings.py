@@ -38,6 +38,22 @@ Choices and deviations, each stated here so that nobody has to read the code to 
   sparse ``SGD`` or ``Adagrad``. This is what makes 4M-triple graphs train in seconds per epoch.
 * TransR computes projections grouped by relation: the batch is sorted by relation and each group
   is one matrix product (no per-triple matrix gather).
+* Memory (issue 30.4). Training holds the tables, the optimiser's state for them, the triples as
+  given (the store's int32 array, memory-mapped when the store is: no int64 copy; a batch is cast
+  when it is drawn), one permutation of their indices per epoch (8 bytes a triple) and one batch:
+
+      bytes ≈ 4 · (1 + s) · (E·k + R·d + R·k·d) + 8 · T + (12 · T if the triples are in RAM) + batch
+
+  with s the optimiser's copies (2 for ``sparse_adam``, 1 for ``adagrad``, 0 for ``sgd``), E
+  entities of size k, R relations of size d (TransE: d = k, no R·k·d term), T triples. The
+  Bernoulli statistics sort one int64 key array once (8 bytes a triple, freed before the tables
+  exist); the final constraint pass works in place, a chunk of rows at a time, and the tables are
+  returned without a copy. TransR's projections are one (k × d) matrix per relation, R·k·d floats:
+  for UMLS-sized graphs (R in the hundreds, k = d = 100, a few MB a relation) they are negligible
+  next to the entity table, which sets the size: at E = 4M, k = 100 with Adam the tables take
+  4.8 GB (k = 200: 9.6 GB; with ``adagrad`` 6.4 GB). Sizing rule: pick k so that 4·(1+s)·E·k fits
+  the budget, and keep d ≪ E / R so that R·k·d stays a small share of E·k. A batch gathers the
+  projection rows of the relations it contains only (at most R·k·d floats).
 * Evaluation uses filtered ranks (Bordes et al. 2013) and, for ties, the *realistic* rank: the
   mean of the optimistic and the pessimistic rank (PyKEEN's default), so that a model that scores
   every entity the same does not look perfect.
@@ -220,12 +236,20 @@ class _RowTable:
             update = gradient
         self.weight.index_add_(0, rows, update, alpha=-self.lr)
 
+    def release_optimizer_state(self) -> None:
+        """Drop the optimiser's moments (two table copies for Adam) once training is over."""
+        self.state = []
+
     @torch.no_grad()
-    def apply_constraint_everywhere(self) -> None:
-        if self.constraint == _kernels.CONSTRAINT_UNIT_SPHERE:
-            self.weight.copy_(F.normalize(self.weight, dim=1, eps=0.0).nan_to_num_(0.0))
-        elif self.constraint == _kernels.CONSTRAINT_UNIT_BALL:
-            self.weight.copy_(_clamp_to_unit_ball(self.weight))
+    def apply_constraint_everywhere(self, rows_per_chunk: int = 65536) -> None:
+        """Project every row onto the constraint set, in place, a chunk of rows at a time (no
+        temporary copy of the table)."""
+        for start in range(0, self.weight.shape[0], rows_per_chunk):
+            chunk = self.weight[start:start + rows_per_chunk]
+            if self.constraint == _kernels.CONSTRAINT_UNIT_SPHERE:
+                chunk.copy_(F.normalize(chunk, dim=1, eps=0.0).nan_to_num_(0.0))
+            elif self.constraint == _kernels.CONSTRAINT_UNIT_BALL:
+                chunk.copy_(_clamp_to_unit_ball(chunk))
 
 # -- the result object ------------------------------------------------------------------------------
 @dataclass
@@ -235,7 +259,9 @@ class KGEmbeddings:
     ``entity_embeddings`` (num_entities, entity_dim), ``relation_embeddings`` (num_relations,
     relation_dim) and, for TransR, ``projections`` (num_relations, entity_dim, relation_dim) with
     h_r = h @ projections[r]. ``config`` holds the training arguments that replay the run, and
-    ``history`` the mean loss per epoch.
+    ``history`` the mean loss per epoch. ``timings`` (``training_seconds``, ``triples_per_second``)
+    is how long training took on this machine: kept on the object and logged, never saved, so two
+    identical trainings save byte-identical directories.
     """
 
     method: str
@@ -246,6 +272,7 @@ class KGEmbeddings:
     config: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, float]] = field(default_factory=list)
     store_fingerprint: str | None = None
+    timings: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -784,14 +811,62 @@ def rank_triples(embeddings: KGEmbeddings, triples, *, side: Literal["head", "ta
 
 # -- training --------------------------------------------------------------------------------------
 def _bernoulli_head_probabilities(triples: np.ndarray, num_relations: int) -> np.ndarray:
-    """Per relation, tph / (tph + hpt): the probability of corrupting the head (Wang et al. 2014)."""
+    """Per relation, tph / (tph + hpt): the probability of corrupting the head (Wang et al. 2014).
+
+    tph = the relation's triples / its distinct heads, hpt = its triples / its distinct tails;
+    relations without triples keep 1/2. The distinct (relation, head) and (relation, tail) pairs are
+    counted on one int64 key array sorted in place (8 bytes a triple), not with a mask per relation.
+    """
+    triples = np.asarray(triples)
+    rows_per_relation = np.bincount(triples[:, 1], minlength=num_relations)
+    present = np.flatnonzero(rows_per_relation)
+    distinct = []
+    for column in (0, 2):
+        base = int(triples[:, column].max(initial=0)) + 1
+        keys = triples[:, 1].astype(np.int64)
+        keys *= base
+        keys += triples[:, column]
+        keys.sort()  # grouped by relation, each relation's entities ascending
+        first = np.ones(len(keys), dtype=bool)  # the first row of each distinct (relation, entity)
+        np.not_equal(keys[1:], keys[:-1], out=first[1:])
+        keys //= base  # the relation of each row, ascending
+        starts = np.searchsorted(keys, present, side="left")
+        ends = np.searchsorted(keys, present, side="right")
+        counts = np.zeros(num_relations, dtype=np.int64)
+        counts[present] = [np.count_nonzero(first[start:end]) for start, end in zip(starts, ends)]
+        distinct.append(counts)
+        del keys, first
+    heads, tails = distinct
     probabilities = np.full(num_relations, 0.5)
-    for relation in np.unique(triples[:, 1]):
-        rows = triples[triples[:, 1] == relation]
-        tails_per_head = len(rows) / len(np.unique(rows[:, 0]))
-        heads_per_tail = len(rows) / len(np.unique(rows[:, 2]))
+    for relation in present:
+        tails_per_head = int(rows_per_relation[relation]) / int(heads[relation])
+        heads_per_tail = int(rows_per_relation[relation]) / int(tails[relation])
         probabilities[relation] = tails_per_head / (tails_per_head + heads_per_tail)
     return probabilities
+
+
+def _training_triples(triples, num_entities: int, num_relations: int) -> np.ndarray:
+    """The (n, 3) id array to train on, without a copy when it already is an integer numpy array
+    (the store's int32 triples, memory-mapped or not): a batch is cast to int64 when it is drawn.
+    Ids are checked with column reductions (no fancy-indexed copy)."""
+    if isinstance(triples, torch.Tensor):
+        triples = triples.numpy()
+    if _is_labelled(triples):
+        raise ConfigurationError("the triples hold labels (strings), not ids; map them with "
+                                 "triples_to_ids(triples, store)")
+    triples = np.asarray(triples)
+    if triples.dtype.kind not in "iu":
+        triples = np.asarray(triples, dtype=np.int64)
+    if triples.ndim != 2 or triples.shape[1] != 3:
+        raise ConfigurationError(f"triples must have shape (n, 3) of (head, relation, tail) ids; got "
+                                 f"{tuple(triples.shape)}")
+    if len(triples):
+        low, high = triples.min(axis=0), triples.max(axis=0)
+        if min(int(low[0]), int(low[2])) < 0 or max(int(high[0]), int(high[2])) >= num_entities:
+            raise ConfigurationError(f"triples hold entity ids outside 0..{num_entities - 1}")
+        if int(low[1]) < 0 or int(high[1]) >= num_relations:
+            raise ConfigurationError(f"triples hold relation ids outside 0..{num_relations - 1}")
+    return triples
 
 
 def train_kg_embeddings(
@@ -855,9 +930,11 @@ def train_kg_embeddings(
         backend = "numba" if device.type == "cpu" else "torch"
     if backend == "numba" and device.type != "cpu":
         raise ConfigurationError(f"backend='numba' runs on CPU tables; device={str(device)!r} needs backend='torch'")
-    train = np.asarray(store.triples if triples is None else triples, dtype=np.int64)
-    train_tensor = _as_triples(train, store.num_entities, store.num_relations)
-    if len(train_tensor) == 0:
+    # the store's int32 triples as they are (memory-mapped when the store is): an epoch holds them,
+    # the tables and one batch (cast to int64 when drawn), and a permutation of the triples' indices
+    train = _training_triples(store.triples if triples is None else triples, store.num_entities,
+                              store.num_relations)
+    if len(train) == 0:
         store.require_links("training KG embeddings (TransE, TransR)")
         raise ConfigurationError("no training triples")
     config = {"method": method, "dim": dim, "relation_dim": relation_dim, "epochs": epochs,
@@ -865,6 +942,11 @@ def train_kg_embeddings(
               "negative_sampling": negative_sampling, "optimizer": optimizer, "backend": backend, "seed": seed,
               "num_training_triples": int(len(train)),
               "initialized_from": None if initialize_from is None else initialize_from.config.get("method", "given")}
+
+    # before the tables exist: the statistics' sort buffer (8 bytes a triple) is freed by then
+    head_probability = torch.as_tensor(
+        _bernoulli_head_probabilities(train, store.num_relations) if negative_sampling == "bernoulli"
+        else np.full(store.num_relations, 0.5), dtype=torch.float32)
 
     # -- initial tables (TransE: uniform ±6/√k, entities on the unit sphere; TransR: M_r = I)
     generator = torch.Generator().manual_seed(seed)
@@ -896,18 +978,16 @@ def train_kg_embeddings(
                              constraint=_kernels.CONSTRAINT_NONE, use_kernels=use_kernels))
     tables = [table for table in (entities, relations, projections) if table is not None]
 
-    head_probability = torch.as_tensor(
-        _bernoulli_head_probabilities(train, store.num_relations) if negative_sampling == "bernoulli"
-        else np.full(store.num_relations, 0.5), dtype=torch.float32)
-    num_batches = math.ceil(len(train_tensor) / batch_size)
+    num_batches = math.ceil(len(train) / batch_size)
     history: list[dict[str, float]] = []
     bar = tqdm(total=epochs * num_batches, desc=f"{method} training", unit="batch", disable=not progress)
     started = time.perf_counter()
     for epoch in range(epochs):
-        permutation = torch.randperm(len(train_tensor), generator=generator)
+        permutation = torch.randperm(len(train), generator=generator).numpy()
         epoch_loss = torch.zeros((), dtype=torch.float64, device=device)  # read back once per epoch
         for batch_index in range(num_batches):
-            positives = train_tensor[permutation[batch_index * batch_size:(batch_index + 1) * batch_size]]  # (b, 3)
+            rows = permutation[batch_index * batch_size:(batch_index + 1) * batch_size]
+            positives = torch.from_numpy(train[rows].astype(np.int64, copy=False))  # (b, 3)
             count = len(positives)
             negatives = positives.repeat_interleave(num_negatives, dim=0)  # (b·n, 3)
             corrupt_head = torch.rand(len(negatives), generator=generator) < head_probability[negatives[:, 1]]
@@ -946,17 +1026,23 @@ def train_kg_embeddings(
             bar.update(1)
             if progress and batch_index % 20 == 0:
                 bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss):.4f}")
-        history.append({"epoch": epoch + 1, "loss": float(epoch_loss) / len(train_tensor)})
+        history.append({"epoch": epoch + 1, "loss": float(epoch_loss) / len(train)})
         logger.info("%s epoch %d: mean loss %.5f", method, epoch + 1, history[-1]["loss"])
     bar.close()
     elapsed = time.perf_counter() - started
-    config["training_seconds"] = round(elapsed, 3)
-    config["triples_per_second"] = round(epochs * len(train_tensor) / max(elapsed, 1e-9), 1)
+    # wall time depends on the machine and its load: logged and kept on the object, out of the saved config
+    timings = {"training_seconds": round(elapsed, 3),
+               "triples_per_second": round(epochs * len(train) / max(elapsed, 1e-9), 1)}
+    logger.info("%s trained in %.1f s (%s triples/s)", method, timings["training_seconds"],
+                f"{timings['triples_per_second']:,.0f}")
+    for table in tables:
+        table.release_optimizer_state()  # the moments are not returned: free them before the last pass
     for table in (entities, relations):
         # the saved tables satisfy the constraints, whichever rows the last batches touched
         table.apply_constraint_everywhere()
+    # the tables are handed over, not copied (this function holds no other reference to them)
     return KGEmbeddings(
-        method=method, entity_embeddings=entities.weight.cpu().clone(),
-        relation_embeddings=relations.weight.cpu().clone(),
-        projections=None if projections is None else projections.weight.cpu().view(-1, dim, relation_dim).clone(),
-        norm=norm, config=config, history=history, store_fingerprint=store_fingerprint(store))
+        method=method, entity_embeddings=entities.weight.cpu(),
+        relation_embeddings=relations.weight.cpu(),
+        projections=None if projections is None else projections.weight.cpu().view(-1, dim, relation_dim),
+        norm=norm, config=config, history=history, store_fingerprint=store_fingerprint(store), timings=timings)

@@ -24,7 +24,8 @@ __all__ = ["SPEC"]
 SPEC = register(MethodSpec(
     name="electra",
     summary="plain ELECTRA: generator MLM + discriminator replaced-token detection (the ELECTRA-family control)",
-    results_version=2,  # 2: as eHealth's control it corrupts two views (issue 26.6); the linker's defaults (29.1)
+    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner (issue 27.8)
+    results_version=3,  # 2: as eHealth's control it corrupts two views (issue 26.6); the linker's defaults (29.1)
     paper="Clark et al. (2020), ELECTRA: Pre-training Text Encoders as Discriminators Rather Than Generators, ICLR",
     config_class=ElectraConfig,
     model_class=KgplmForReplacedTokenDetection,

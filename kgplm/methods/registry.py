@@ -146,8 +146,9 @@ class MethodContext:
     """What ``kgplm.train`` hands a method's ``build_collator`` and ``prepare_model``.
 
     ``artefacts`` holds what the method's stages produced, by artefact name (the standard ones are
-    also properties: absent ones are ``None``); ``text_model_dir`` is the BERT checkpoint the
-    encoder started from (``None`` for an encoder trained from scratch).
+    also properties: absent ones are ``None``); ``text_model_dir`` is the checkpoint the
+    encoder started from: a BERT checkpoint (``text_model``) or a kgplm model (``init_from``);
+    ``None`` for an encoder trained from scratch.
     """
 
     config: Any

@@ -1,18 +1,27 @@
 """Numba kernels behind :mod:`kgplm.text.linking`: a character trie walked from every position.
 
-The trie is stored in CSR form, built by :func:`build_trie`; the kernels read it packed (:func:`node_table`):
-``nodes[n]`` holds node ``n``'s children range ``CHILD_START:CHILD_END`` in ``children``, rows of
-(code point, child node) sorted by code and found by binary search, then ``TERMINAL``: the
-dictionary entry ending at ``n`` (any case) or -1, and ``TERMINAL_CAPITAL``: the entry to use
-instead when the matched text is all capital letters (short abbreviations match only in capitals)
-or -1. The root's children are also in ``root_children``, indexed by code point.
-``word_weight[n]`` is the log-probability of the node's string as a word of the segmentation
-dictionary (``-inf`` when it is none).
+The trie is stored in CSR form, built by :func:`build_trie` with its nodes numbered breadth-first;
+the kernels read it packed (:func:`node_table`, one :data:`NODE_ROW` record per node): ``nodes[n]``
+holds node ``n``'s children range ``child_start:child_end`` in ``children``, the children's code
+points sorted ascending and found by binary search (the child at ``children[k]`` is node
+``k + 1``), then ``terminal``: the dictionary entry ending at ``n`` (any case) or -1,
+``terminal_capital``: the entry to use instead when the matched text is all capital letters
+(short abbreviations match only in capitals) or -1, and ``word_weight``: the log-probability of
+the node's string as a word of the segmentation dictionary (``-inf`` when it is none). The root's
+children are also in ``root_children``, indexed by code point.
 
-The text arrives normalised, one code per element, with per-code flags: ``alnum`` (a Latin letter
-or digit), ``char_start`` / ``char_end`` (the code begins / ends one source character: a character
-such as ``Ⅱ`` normalises to two codes, and a match must not begin or end inside it) and ``capital``
-(its source character is a capital letter).
+:func:`link_documents` takes many documents' code points at once (one call per batch: a call per
+short document cost more than its matching) and normalises each document into codes with per-code
+flags: ``alnum`` (a Latin letter or digit), ``char_start`` / ``char_end`` (the code begins / ends one
+source character: a character such as ``Ⅱ`` normalises to two codes, and a match must not begin or
+end inside it) and ``capital`` (its source character is a capital letter); each document is then
+matched alone.
+
+Measured on the dialogue corpus (``benchmarks/linking.py``): a walk step is a few dependent
+memory reads; what cost most was around the kernel (normalising with numpy and calling it per
+document), not in it. Replacing the binary search below the root's children by a hash table of
+two-character prefixes made the kernel slower (the searched rows of frequent first characters
+stay in cache; the hash probes do not).
 """
 
 from __future__ import annotations
@@ -20,11 +29,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["find_matches", "build_trie", "root_table", "node_table", "LONGEST", "NESTED", "BEST_PATH"]
+__all__ = ["link_documents", "build_trie", "root_table", "node_table", "NODE_ROW", "LONGEST", "NESTED", "BEST_PATH"]
 
 LONGEST, NESTED, BEST_PATH = 0, 1, 2
-#: the columns of the per-node table ``nodes`` (one 16-byte row per node: a trie step reads one cache line)
-CHILD_START, CHILD_END, TERMINAL, TERMINAL_CAPITAL = 0, 1, 2, 3
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -38,13 +45,13 @@ def _child(node, code, nodes, children):  # pragma: no cover - compiled
     """The child of a non-root ``node`` by ``code`` (binary search), or -1. The walks look the first
     character up with :func:`_root_child` before their loop: a root test inside this function cost
     ~3x the whole no-match step (measured on a 260k-character text)."""
-    low = nodes[node, CHILD_START]
-    high = nodes[node, CHILD_END] - 1
+    low = nodes[node].child_start
+    high = nodes[node].child_end - 1
     while low <= high:
         middle = (low + high) >> 1
-        value = children[middle, 0]
+        value = children[middle]
         if value == code:
-            return children[middle, 1]
+            return middle + 1
         if value < code:
             low = middle + 1
         else:
@@ -69,9 +76,9 @@ def _entry(node, cursor, alnum, char_end, all_capital, nodes):  # pragma: no cov
     may end there (inside a character's codes, or a Latin word goes on)."""
     if not char_end[cursor - 1] or (alnum[cursor - 1] and cursor < alnum.shape[0] and alnum[cursor]):
         return -2
-    if all_capital and nodes[node, TERMINAL_CAPITAL] >= 0:
-        return nodes[node, TERMINAL_CAPITAL]
-    return nodes[node, TERMINAL]
+    if all_capital and nodes[node].terminal_capital >= 0:
+        return nodes[node].terminal_capital
+    return nodes[node].terminal
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -96,9 +103,11 @@ def _longest_at(position, limit, codes, alnum, char_end, capital, root_children,
 
 
 @numba.njit(cache=True, nogil=True)
-def find_matches(codes, alnum, char_start, char_end, capital, root_children, nodes, children, word_weight, name_weight,
-                 unknown_weight, mode, starts, ends, entries):  # pragma: no cover - compiled
-    """Fill ``starts/ends/entries`` with matches in ``codes``; return their count, or -1 when full.
+def _match_document(codes, alnum, char_start, char_end, capital, root_children, nodes, children, name_weight, unknown_weight, mode, best, choice_end, choice_entry, starts, ends,
+                    entries, count):  # pragma: no cover - compiled
+    """Append the matches in one document's ``codes`` to ``starts/ends/entries`` from ``count`` on; return the
+    new count, or -1 when the arrays are full. ``best``, ``choice_end``, ``choice_entry``: scratch of at
+    least ``len(codes) + 1`` elements.
 
     A match (and a word) must begin at a character start that does not continue a Latin word
     (``alnum`` before and at its start) and end at a character end that a Latin word does not
@@ -108,25 +117,17 @@ def find_matches(codes, alnum, char_start, char_end, capital, root_children, nod
     * ``NESTED``: every match, by start then longest first;
     * ``BEST_PATH``: the matches on the best segmentation of the text, jieba's route: the path of
       words maximising Σ log-probability, where a dictionary entry counts ``name_weight``, any other
-      word its ``word_weight`` and a character that starts no word ``unknown_weight``; ties go to
+      word its node's ``word_weight`` and a character that starts no word ``unknown_weight``; ties go to
       the longer word. A name that would cut a word of a better path (恢复视力 → 复视) is not on it;
       names inside a path word that is no name (肿瘤 in 肿瘤医院, 手术 in 做手术) are matched
-      leftmost-longest within that word, so they respect its boundaries.
+      leftmost-longest within that word, so they respect its boundaries. The route's sums start at
+      0 at the document's end, so a document's mentions do not depend on the documents linked with it.
     """
     size = codes.shape[0]
-    count = 0
-    best = np.zeros(size + 1)
-    choice_end = np.zeros(size + 1, dtype=np.int64)
-    choice_entry = np.full(size + 1, -1, dtype=np.int64)
-    if mode == BEST_PATH:
-        positions = np.arange(size - 1, -1, -1)
-    else:
-        positions = np.arange(size)
-    position_index = 0
+    best[size] = 0.0
     skip_to = 0
-    while position_index < size:
-        position = positions[position_index]
-        position_index += 1
+    for index in range(size):
+        position = size - 1 - index if mode == BEST_PATH else index
         if not char_start[position]:
             continue
         if mode == LONGEST and position < skip_to:
@@ -158,7 +159,7 @@ def find_matches(codes, alnum, char_start, char_end, capital, root_children, nod
             entry = _entry(node, cursor, alnum, char_end, all_capital, nodes)
             if entry != -2:  # -2: no match may end here
                 if mode == BEST_PATH:
-                    weight = name_weight if entry >= 0 else word_weight[node]
+                    weight = name_weight if entry >= 0 else nodes[node].word_weight
                     if weight > -np.inf and weight + best[cursor] >= best[position]:
                         best[position] = weight + best[cursor]
                         choice_end[position] = cursor
@@ -209,6 +210,69 @@ def find_matches(codes, alnum, char_start, char_end, capital, root_children, nod
 
 
 @numba.njit(cache=True, nogil=True)
+def _normalize_document(raw, single, length, expansion_start, expansions, capital_of, alnum_of, codes, source,
+                        char_start, char_end, capital, alnum):  # pragma: no cover - compiled
+    """Write the normalised codes of the characters ``raw`` and their flags (module docstring) into the
+    scratch arrays; return the number of codes. ``source[k]``: the character code ``k`` comes from."""
+    size = 0
+    for character in range(raw.shape[0]):
+        point = raw[character]
+        pieces = length[point]
+        for within in range(pieces):
+            code = single[point] if pieces == 1 else expansions[expansion_start[point] + within]
+            codes[size] = code
+            source[size] = character
+            char_start[size] = within == 0
+            char_end[size] = within == pieces - 1
+            capital[size] = capital_of[point]
+            alnum[size] = alnum_of[code]
+            size += 1
+    return size
+
+
+@numba.njit(cache=True, nogil=True)
+def link_documents(raw, document_starts, single, length, expansion_start, expansions, capital_of, alnum_of,
+                   root_children, nodes, children, name_weight, unknown_weight, mode, matches, document_counts):  # pragma: no cover - compiled
+    """Match every document of ``raw`` (code points, document ``d`` at ``document_starts[d]:document_starts[d + 1]``)
+    in one call: normalise it (per-character tables of :mod:`kgplm.text.linking`), match it alone
+    (:func:`_match_document`) and write its matches as character offsets within it; ``document_counts[d]``
+    gets its number of matches. ``matches``: (3, capacity) rows of match starts, ends and entries. Returns the
+    total, or -1 when ``matches`` is full."""
+    starts, ends, entries = matches[0], matches[1], matches[2]
+    documents = document_starts.shape[0] - 1
+    longest = 0
+    for document in range(documents):
+        codes_of = 0
+        for character in range(document_starts[document], document_starts[document + 1]):
+            codes_of += length[raw[character]]
+        longest = max(longest, codes_of)
+    codes = np.empty(longest, dtype=np.int32)
+    source = np.empty(longest, dtype=np.int64)
+    char_start = np.empty(longest, dtype=np.bool_)
+    char_end = np.empty(longest, dtype=np.bool_)
+    capital = np.empty(longest, dtype=np.bool_)
+    alnum = np.empty(longest, dtype=np.bool_)
+    best = np.empty(longest + 1)
+    choice_end = np.empty(longest + 1, dtype=np.int64)
+    choice_entry = np.empty(longest + 1, dtype=np.int64)
+    count = 0
+    for document in range(documents):
+        size = _normalize_document(raw[document_starts[document]:document_starts[document + 1]], single, length,
+                                   expansion_start, expansions, capital_of, alnum_of, codes, source, char_start,
+                                   char_end, capital, alnum)
+        first = count
+        count = _match_document(codes[:size], alnum[:size], char_start[:size], char_end[:size], capital[:size],
+                                root_children, nodes, children, name_weight, unknown_weight, mode, best, choice_end, choice_entry, starts, ends, entries, count)
+        if count < 0:
+            return -1
+        for match in range(first, count):  # codes → characters of the document
+            starts[match] = source[starts[match]]
+            ends[match] = source[ends[match] - 1] + 1
+        document_counts[document] = count - first
+    return count
+
+
+@numba.njit(cache=True, nogil=True)
 def _trie_nodes(flat, offsets, order, max_length):  # pragma: no cover - compiled
     """Parents and codes of the trie nodes (root 0 excluded) of the strings ``flat[offsets[i]:offsets[i+1]]``
     inserted in the sorted ``order``, and the node each string ends at."""
@@ -238,11 +302,32 @@ def _trie_nodes(flat, offsets, order, max_length):  # pragma: no cover - compile
     return parents[:count], codes[:count], node_of
 
 
-def build_trie(patterns: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """CSR trie arrays of distinct ``patterns`` and ``node_of``: the node where pattern i ends.
+@numba.njit(cache=True, nogil=True)
+def _breadth_first_order(child_ptr, child_nodes):  # pragma: no cover - compiled
+    """The nodes in breadth-first order from the root, siblings in code order."""
+    order = np.empty(child_ptr.shape[0] - 1, dtype=np.int64)
+    order[0] = 0
+    head, tail = 0, 1
+    while head < tail:
+        node = order[head]
+        head += 1
+        for child in range(child_ptr[node], child_ptr[node + 1]):
+            order[tail] = child_nodes[child]
+            tail += 1
+    return order
+
+
+def build_trie(patterns: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The trie of distinct ``patterns``: ``child_ptr``, ``child_codes`` (CSR: node n's children have the codes
+    ``child_codes[child_ptr[n]:child_ptr[n + 1]]``, ascending, and the ids ``child_ptr[n] + 1 ...``) and
+    ``node_of``, the node where pattern i ends.
 
     Patterns are inserted in sorted order, so each one only adds the nodes after its longest
-    common prefix with the previous pattern, and siblings come out in code-point order.
+    common prefix with the previous pattern, and siblings come out in code-point order. The nodes
+    are then numbered breadth-first: a node's children get consecutive ids (the id is the
+    position in ``child_codes`` + 1, so no array of child ids is needed) and the short prefixes,
+    which every text position walks through, lie together in memory; numbered depth-first (the
+    insertion order) they were spread over the whole table and every step missed the cache.
     """
     lengths = np.fromiter(map(len, patterns), dtype=np.int64, count=len(patterns))
     offsets = np.zeros(len(patterns) + 1, dtype=np.int64)
@@ -254,27 +339,40 @@ def build_trie(patterns: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     by_parent = np.argsort(parents_array, kind="stable")  # children of a node stay in code order
     child_ptr = np.zeros(num_nodes + 1, dtype=np.int64)
     child_ptr[1:] = np.cumsum(np.bincount(parents_array, minlength=num_nodes))
-    child_codes = codes[by_parent]
-    child_nodes = (by_parent + 1).astype(np.int32)
-    return child_ptr, child_codes, child_nodes, node_of
+    breadth_first = _breadth_first_order(child_ptr, (by_parent + 1).astype(np.int64))
+    renumbered = np.empty(num_nodes, dtype=np.int64)
+    renumbered[breadth_first] = np.arange(num_nodes)
+    fanout = np.diff(child_ptr)[breadth_first]
+    new_ptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(fanout, out=new_ptr[1:])
+    # the children rows of the old nodes, in breadth-first order of their parents
+    rows = np.repeat(child_ptr[breadth_first] - new_ptr[:-1], fanout) + np.arange(num_nodes - 1)
+    return new_ptr, codes[by_parent][rows].astype(np.int32), renumbered[node_of]
 
 
-def node_table(child_ptr: np.ndarray, terminal: np.ndarray, terminal_capital: np.ndarray) -> np.ndarray:
-    """``(nodes, 4)`` int32 rows ``CHILD_START, CHILD_END, TERMINAL, TERMINAL_CAPITAL``: what a trie step reads,
-    side by side in memory (separate arrays cost a cache miss each)."""
+#: one row of the node table: what a trie step reads, side by side in memory (separate arrays cost a cache
+#: miss each; the word weight in the row made the kernel ~4 % faster than a separate array)
+NODE_ROW = np.dtype([("child_start", np.int32), ("child_end", np.int32), ("terminal", np.int32),
+                     ("terminal_capital", np.int32), ("word_weight", np.float64)], align=True)
+
+
+def node_table(child_ptr: np.ndarray, terminal: np.ndarray, terminal_capital: np.ndarray,
+               word_weight: np.ndarray) -> np.ndarray:
+    """``(nodes,)`` :data:`NODE_ROW` records: children range, terminal entries and word weight of each node."""
     if len(child_ptr) - 1 >= 2**31:
         raise ValueError(f"a trie of {len(child_ptr) - 1:,} nodes does not fit int32 node ids")
-    table = np.empty((len(terminal), 4), dtype=np.int32)
-    table[:, CHILD_START] = child_ptr[:-1]
-    table[:, CHILD_END] = child_ptr[1:]
-    table[:, TERMINAL] = terminal
-    table[:, TERMINAL_CAPITAL] = terminal_capital
+    table = np.empty(len(terminal), dtype=NODE_ROW)
+    table["child_start"] = child_ptr[:-1]
+    table["child_end"] = child_ptr[1:]
+    table["terminal"] = terminal
+    table["terminal_capital"] = terminal_capital
+    table["word_weight"] = word_weight
     return table
 
 
-def root_table(child_ptr: np.ndarray, child_codes: np.ndarray, child_nodes: np.ndarray) -> np.ndarray:
+def root_table(child_ptr: np.ndarray, child_codes: np.ndarray) -> np.ndarray:
     """The root's children by code point (−1: none), up to the largest first character."""
-    codes, nodes = child_codes[child_ptr[0]: child_ptr[1]], child_nodes[child_ptr[0]: child_ptr[1]]
+    codes = child_codes[child_ptr[0]: child_ptr[1]]
     table = np.full(int(codes.max()) + 1 if len(codes) else 0, -1, dtype=np.int32)
-    table[codes] = nodes
+    table[codes] = np.arange(child_ptr[0], child_ptr[1], dtype=np.int32) + 1
     return table

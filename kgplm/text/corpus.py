@@ -160,11 +160,11 @@ def _neighbor_rows(table: "NeighborTable | None", store: "KGStore", entity_ids: 
     }
 
 
-def _encode_document(document: Document, *, tokenizer, linker, segmenter, table, store, primary_types,
-                     max_length: int, stride: int, counts: np.ndarray, statistics: dict[str, int]
-                     ) -> list[dict[str, Any]]:
+def _encode_document(document: Document, mentions: tuple[np.ndarray, np.ndarray, np.ndarray], *, tokenizer, linker,
+                     segmenter, table, store, primary_types, max_length: int, stride: int, counts: np.ndarray,
+                     statistics: dict[str, int]) -> list[dict[str, Any]]:
+    """The examples of one document; ``mentions``: the linker's ``find`` of its text."""
     text = document.text
-    mentions = linker.find(text)
     starts, ends, entries = mentions
     entity_ids = linker.best_entities(entries)
     np.add.at(counts, entity_ids, 1)
@@ -287,8 +287,9 @@ def build_corpus(
         counts = np.zeros(store.num_entities, dtype=np.int64)
         statistics = {"documents": len(documents), "chunks": 0, "mentions_in_text": 0, "mentions_in_examples": 0}
         examples: list[dict[str, Any]] = []
-        for document in documents:
-            examples += _encode_document(document, tokenizer=tokenizer, linker=linker, segmenter=segmenter,
+        found = linker.find_many([document.text for document in documents])  # one kernel call per batch
+        for document, mentions in zip(documents, found):
+            examples += _encode_document(document, mentions, tokenizer=tokenizer, linker=linker, segmenter=segmenter,
                                          table=neighbor_table, store=store, primary_types=primary_types,
                                          max_length=max_length, stride=stride, counts=counts,
                                          statistics=statistics)

@@ -160,8 +160,7 @@ def common_names(linker: "EntityLinker", texts: Iterable[str], share: float) -> 
         raise ConfigurationError(f"common_word_share must be in (0, 1], got {share}")
     documents = np.zeros(len(linker.patterns), dtype=np.int64)
     count = 0
-    for text in texts:
-        _, _, entries = linker.find(text, nested=False)
+    for _, _, entries in linker.find_many(texts, nested=False):
         documents[np.unique(entries)] += 1
         count += 1
     if count == 0:

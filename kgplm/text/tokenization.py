@@ -112,25 +112,27 @@ def build_vocab(
     kept (Chinese needs thousands). With ``output_dir`` the tokenizer is saved there
     (``save_pretrained``: ``tokenizer.json`` and config) and a ``vocab.txt`` is written beside it.
 
-    Known limit on reproducibility: the ``tokenizers`` WordPiece trainer (a BPE trainer) numbers its
-    ``##`` continuing-subword pieces in hash-map order and breaks count ties by those numbers, so two
-    identical calls can return different vocabularies (measured here: 3 of 4 calls on a small mixed
-    Chinese/English corpus differed from the first; upstream huggingface/tokenizers issue 1794, fix
-    proposed in pull request 2066). Until that lands, pass a saved tokenizer (``kgplm.train(tokenizer=…)``,
-    as ``benchmarks/replicate.py`` does for every row) where artefacts must be identical across runs.
+    Deterministic: the vocabulary is learnt by :func:`kgplm.text.wordpiece_trainer.learn_wordpiece`
+    (BPE merges with a ``##`` prefix, every tie broken by a stated order), so the same corpus and
+    settings give the same tokens with the same ids in any process and on any machine. Ids: the
+    special tokens, then the single characters by code point, then the ``##`` characters by code
+    point, then the merged pieces in the order they were learnt. (``tokenizers``' own WordPiece
+    trainer breaks count ties in hash-map order and is not used: huggingface/tokenizers issue 1794.)
     """
-    from tokenizers import models, trainers
+    from tokenizers import models
+
+    from kgplm.text.wordpiece_trainer import count_words, learn_wordpiece
 
     if vocab_size < len(SPECIAL_TOKENS) + 1:
         raise ConfigurationError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
     if min_frequency < 1:
         raise ConfigurationError(f"min_frequency must be at least 1, got {min_frequency}")
-    tokenizer = wordpiece_pipeline(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100),
+    pipeline = wordpiece_pipeline(models.WordPiece(unk_token="[UNK]"), lowercase=lowercase)
+    word_counts = count_words(_iter_texts(corpus), pipeline, show_progress=show_progress)
+    learnt = learn_wordpiece(word_counts, vocab_size, special_tokens=SPECIAL_TOKENS, min_frequency=min_frequency,
+                             limit_alphabet=limit_alphabet, show_progress=show_progress)
+    tokenizer = wordpiece_pipeline(models.WordPiece(learnt.as_dict(), unk_token="[UNK]", max_input_chars_per_word=100),
                                    lowercase=lowercase)
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=list(SPECIAL_TOKENS), limit_alphabet=limit_alphabet,
-                                        continuing_subword_prefix="##", show_progress=show_progress)
-    tokenizer.train_from_iterator(_iter_texts(corpus), trainer=trainer)
     logger.info("trained a WordPiece vocabulary of %d pieces", tokenizer.get_vocab_size())
     fast = _finish(tokenizer)
     if output_dir is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, load_model, save_file
 
 from kgplm._io import atomic_directory
 from kgplm.exceptions import ArtifactError
@@ -34,13 +34,32 @@ def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
     return done[-1] if done else None
 
 
+def _model_tensors(model) -> dict[str, torch.Tensor]:
+    """The model's state with each tied tensor once, under the first of its names in sorted order (the
+    name ``safetensors.torch.save_model`` keeps; ``load_model`` re-ties the others).
+
+    Not ``save_model`` itself: it records every dropped name as a key of the file's metadata, which
+    safetensors writes in hash-map order, so the same model saved twice could differ byte-wise."""
+    tensors: dict[str, torch.Tensor] = {}
+    seen: set[tuple] = set()
+    state = model.state_dict()
+    for name in sorted(state):
+        tensor = state[name]
+        identity = (tensor.device, tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
+                    tuple(tensor.stride()), tensor.dtype)
+        if identity not in seen:
+            seen.add(identity)
+            tensors[name] = tensor.contiguous()
+    return tensors
+
+
 def save_checkpoint(output_dir: Path, model, optimizer, scheduler, state: dict[str, Any], keep: int,
                     grad_scaler=None) -> Path:
     directory = output_dir / "checkpoints"
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"step-{state['step']:07d}"
     with atomic_directory(target) as temporary:
-        save_model(model, str(temporary / "model.safetensors"))
+        save_file(_model_tensors(model), str(temporary / "model.safetensors"), metadata={"format": "pt"})
         optimizer_state = optimizer.state_dict()
         tensors = {f"state.{index}.{key}": value.contiguous() for index, slots in optimizer_state["state"].items()
                    for key, value in slots.items()}

@@ -10,7 +10,9 @@ call that fails leaves nothing behind that blocks its corrected call (issue 29.2
 * the graph, which is opened (a graph is required unless the method and masking read none:
   :meth:`kgplm.methods.MethodSpec.needs_graph`);
 * the corpus: the file exists, reads as UTF-8 in its format and holds at least one document;
-* ``exclude_triples``: the file exists.
+* ``exclude_triples``: the file exists;
+* ``init_from`` (continued pre-training): a kgplm pre-training run (or its ``model/`` directory)
+  whose weights, encoder sizes and tokenizer the new run starts from (:func:`check_init_from`).
 
 Hub ids: ``"org/name"`` or ``"org/name@revision"`` (a branch, tag or commit). The download honours
 ``HF_HUB_CACHE`` (the cache) and ``HF_HUB_OFFLINE=1`` (read the cache only; no network), read when
@@ -28,7 +30,8 @@ from typing import Any
 
 from kgplm.exceptions import ConfigurationError, DataFormatError, MissingFileError
 
-__all__ = ["resolve_pretrained", "PreparedInputs", "check_train_inputs", "text_fields", "HUB_FILES"]
+__all__ = ["resolve_pretrained", "PreparedInputs", "check_train_inputs", "text_fields", "HUB_FILES",
+           "InitFrom", "check_init_from"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +116,55 @@ def text_fields(text_model, argument: str = "text_model") -> tuple[dict[str, Any
     for key in ("architectures", "model_type", "transformers_version", "_name_or_path"):
         fields.pop(key, None)
     return fields, directory
+
+
+@dataclass(frozen=True)
+class InitFrom:
+    """A kgplm pre-trained model to continue from: its ``model/`` directory, its weights file, its
+    tokenizer directory and the BERT fields of its config (the encoder's sizes)."""
+
+    model_dir: Path
+    weights: Path
+    tokenizer: Path
+    text_fields: dict[str, Any]
+
+
+def check_init_from(source, *, text_model, tokenizer) -> InitFrom:
+    """Resolve ``kgplm.train(init_from=...)``: a pre-training run directory (``model/`` and
+    ``tokenizer/`` inside) or its ``model/`` directory (the tokenizer beside it). The encoder's sizes
+    are the model's, so ``text_model`` must be ``None``; a given ``tokenizer`` must have its vocabulary
+    size."""
+    from transformers import BertConfig
+
+    path = Path(source)
+    model_dir = path / "model" if (path / "model" / "config.json").is_file() else path
+    weights = model_dir / "model.safetensors"
+    if not (model_dir / "config.json").is_file() or not weights.is_file():
+        raise MissingFileError(path, "init_from: a kgplm pre-training run directory (holding model/config.json and "
+                                     "model/model.safetensors, as kgplm.train writes) or its model/ directory")
+    if text_model is not None:
+        raise ConfigurationError(f"init_from={str(source)!r} gives the encoder (its sizes and weights); text_model "
+                                 f"must be None, got {text_model!r}")
+    import json
+
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    if "method" not in config:
+        raise ConfigurationError(f"{model_dir / 'config.json'} is not a kgplm model's config (no 'method' field); "
+                                 f"continue from a Hugging Face BERT checkpoint with text_model= instead")
+    bert_fields = set(BertConfig().to_dict()) - {"architectures", "model_type", "transformers_version",
+                                                 "_name_or_path", "vocab_size", "pad_token_id"}
+    fields = {name: config[name] for name in sorted(bert_fields) if name in config}
+    tokenizer_dir = Path(tokenizer) if tokenizer is not None else model_dir.parent / "tokenizer"
+    if not _has_tokenizer(tokenizer_dir):
+        raise MissingFileError(tokenizer_dir, f"the tokenizer of init_from={str(source)!r} (its weights need the "
+                                              f"vocabulary they were trained with); pass tokenizer=")
+    from kgplm.text.tokenization import load_tokenizer
+
+    size = len(load_tokenizer(tokenizer_dir))
+    if size != config.get("vocab_size"):
+        raise ConfigurationError(f"init_from's model has a vocabulary of {config.get('vocab_size')}, the tokenizer "
+                                 f"{tokenizer_dir} one of {size}")
+    return InitFrom(model_dir, weights, tokenizer_dir, fields)
 
 
 def _has_tokenizer(directory: Path) -> bool:

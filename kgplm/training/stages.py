@@ -320,6 +320,36 @@ def build_model(spec, store, tokenizer, *, text_model, model_options: dict, max_
     return model, checkpoint
 
 
+def load_init_weights(model, init) -> dict[str, Any]:
+    """Continued pre-training: load every tensor of a kgplm model (``init``, a
+    :class:`kgplm.training.preflight.InitFrom`) whose name and shape ``model`` shares — embeddings,
+    encoder, and the heads both have (MLM, SOP, ELECTRA's generator and replaced-token head) — and
+    keep ``model``'s fresh initialisation for the rest (the method's own modules). Refuses a
+    checkpoint that gives none of the encoder. Returns what ``run_config.json`` records under
+    ``stages.init_from``: the weights' SHA-256 and the tensors loaded, new and unused."""
+    import hashlib
+
+    from safetensors.torch import load_file
+
+    reference = load_file(str(init.weights))
+    ours = model.state_dict()
+    loaded = {name: tensor for name, tensor in reference.items()
+              if name in ours and tuple(ours[name].shape) == tuple(tensor.shape)}
+    if not any(".encoder." in name or name.startswith("encoder.") for name in loaded):
+        raise ConfigurationError(f"init_from {init.model_dir} shares no encoder tensor with a {type(model).__name__} "
+                                 f"(its tensors: {sorted(reference)[:5]} …)")
+    model.load_state_dict(loaded, strict=False)
+    # a tied tensor (the MLM decoder is the word embeddings) was loaded under its other name: not new
+    tensors = model.state_dict(keep_vars=True)
+    loaded_storage = {tensors[name].data_ptr() for name in loaded}
+    new = sorted(name for name in ours if name not in loaded and tensors[name].data_ptr() not in loaded_storage)
+    unused = sorted(name for name in reference if name not in loaded)
+    digest = hashlib.sha256(init.weights.read_bytes()).hexdigest()
+    logger.info("continued pre-training from %s: %d tensors loaded; newly initialised: %s; unused: %s",
+                init.model_dir, len(loaded), new, unused)
+    return {"path": str(init.model_dir), "sha256": digest, "loaded": len(loaded), "new": new, "unused": unused}
+
+
 #: Hugging Face ``BertForPreTraining`` parameter names → kgplm's (the NSP head warm-starts SOP's).
 BERT_CHECKPOINT_RENAMES = (("cls.seq_relationship.", "sop."),)
 

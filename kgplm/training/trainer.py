@@ -67,6 +67,7 @@ from kgplm.training.checkpoints import (
 )
 from kgplm.training.distributed import DistributedContext, current
 from kgplm.training.loader import StepBatches, example_seeds, step_loader
+from kgplm.training.optimizer import RowwiseAdamW, clip_grad_norm
 from kgplm.training.precision import autocast, check_mixed_precision, grad_scaler
 
 __all__ = ["TrainerSettings", "train_loop", "latest_checkpoint", "step_seed", "example_seeds", "build_optimizer",
@@ -132,15 +133,19 @@ def _linear_schedule(warmup_steps: int, max_steps: int):
 
 
 def build_optimizer(model: torch.nn.Module, settings) -> torch.optim.Optimizer:
-    """AdamW over the trainable parameters; ``settings`` has ``learning_rate`` and ``weight_decay``."""
+    """AdamW over the trainable parameters; ``settings`` has ``learning_rate`` and ``weight_decay``.
+
+    :class:`~kgplm.training.optimizer.RowwiseAdamW` is ``torch.optim.AdamW`` for dense gradients; a
+    parameter whose gradient is sparse (KeBioLM's entity table under the sampled linking softmax)
+    gets AdamW's update on the rows its gradient names only (lazy rows, see that module)."""
     decay, no_decay = [], []
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
             continue
         # biases and LayerNorm weights are not decayed (BERT)
         (no_decay if parameter.ndim < 2 or "norm" in name.lower() else decay).append(parameter)
-    return torch.optim.AdamW([{"params": decay, "weight_decay": settings.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=settings.learning_rate)
+    return RowwiseAdamW([{"params": decay, "weight_decay": settings.weight_decay},
+                         {"params": no_decay, "weight_decay": 0.0}], lr=settings.learning_rate)
 
 
 def wrap_data_parallel(model: torch.nn.Module, context: DistributedContext) -> torch.nn.Module:
@@ -281,7 +286,7 @@ def optimizer_step(optimizer, trainable, max_grad_norm: float, scaler, step: int
     if scaler is not None:
         scaler.unscale_(optimizer)
     if max_grad_norm:
-        torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm)
+        clip_grad_norm(trainable, max_grad_norm)  # torch's clip_grad_norm_, sparse gradients accepted
     if scaler is None:
         optimizer.step()
         return

@@ -136,7 +136,8 @@ CHANGED = {"steps": 800, "batch_size": 32, "learning_rate": 5e-4, "encoder": {"h
            "vocab_size": 4000, "facts": 10, "dialogues": 10, "kg_method": "transr", "entity_dim": 32, "kg_epochs": 3,
            "seeds": (5,), "finetune_seeds": (5,), "tasks": {"cmedqq": [100, 2]}, "max_eval_examples": 50,
            "finetune_learning_rate": 1e-4, "finetune_batch_size": 8, "finetune_max_length": 64,
-           "similarity_queries": 7, "similarity_pool": 70, "probes": 3, "bootstrap_resamples": 10, "smoke": True}
+           "similarity_queries": 7, "similarity_pool": 70, "probes": 3, "bootstrap_resamples": 10, "smoke": True,
+           "protocol": "scratch", "base_steps": 100, "base_batch_size": 8, "base_learning_rate": 1e-4}
 
 
 def _every_key(budget: replicate.Budget) -> dict:
@@ -389,3 +390,108 @@ def test_the_linker_as_ner_baseline_row():
     baseline = result["baselines"]["secondary"][_table.LINKER_AS_NER]
     # four documents right, "患者糖尿病" wrong twice over (a missed gold, a false (0, 3)): P = R = 4/5
     assert baseline["cMedQANER F1"] == pytest.approx(0.8)
+
+
+# -- issue 28: the primary table and the continued-pre-training protocol ----------------------------------------
+def test_the_primary_plan_holds_each_method_its_control_and_attribution_rows_on_its_endpoints_tasks():
+    rows = replicate.plan_rows(primary=True)
+    by_group: dict[str, list] = {}
+    for row in rows:
+        by_group.setdefault(row.group, []).append(row)
+    assert None not in by_group  # no reference row
+    for method, group in by_group.items():
+        spec = get(method)
+        roles = sorted(row.role for row in group)
+        expected = ["control", "method"] + ["attribution"] * len(spec.attribution_rows) + (
+            ["no knowledge at fine-tuning"] if spec.finetuning_inputs is not None else [])
+        assert roles == sorted(expected), method
+        tasks = tuple(e.task for e in spec.primary_endpoints if e.task != "PAP AUC")
+        assert all(row.tasks == tasks for row in group), method
+    assert [r.tasks for r in rows if r.group == "epplm"] == [("chip-sts",)] * 2  # its PAP endpoint is an evaluation
+    full = {row.name for row in replicate.plan_rows()}
+    assert {row.name for row in rows} < full  # the ablations and the reference row are left out
+    assert not any(row.role == "ablation" for row in rows)
+
+
+def test_each_method_continues_from_its_familys_base():
+    assert {m: replicate.base_family(m) for m in ("mlm", "smedbert", "kebiolm", "embert", "electra", "ehealth",
+                                                  "epplm")} == {
+        "mlm": "mlm", "smedbert": "mlm", "kebiolm": "mlm", "embert": "mlm", "electra": "electra",
+        "ehealth": "electra", "epplm": "electra"}
+    budget = replicate.Budget()
+    assert budget.protocol == "continued"
+    key = replicate.pretraining_key(budget, replicate.Pretraining("ehealth", "whole_word"), 3, "s")
+    assert key["base"]["family"] == "electra" and key["base"]["seed"] == replicate.BASE_SEED
+    assert key["base"] == replicate.base_key(budget, "electra", "s")
+    # the base does not depend on the row's seed: every row of a family continues from the same one
+    assert replicate.pretraining_key(budget, replicate.Pretraining("ehealth", "whole_word"), 4, "s")["base"] == key[
+        "base"]
+    scratch = dataclasses.replace(budget, protocol="scratch")
+    assert "base" not in replicate.pretraining_key(scratch, replicate.Pretraining("ehealth", "whole_word"), 3, "s")
+    assert replicate.run_directory_name(scratch) != replicate.run_directory_name(budget)
+    assert "continued pre-training" in budget.describe() and "from random weights" in scratch.describe()
+
+
+def test_a_primary_table_reads_only_each_rows_own_tasks():
+    """Two tasks; the method and control fine-tune on cmedqq only, a reference row on cmedic only:
+    no cell is demanded for the pairs that were never planned, and the cells appear only where measured."""
+    budget = dataclasses.replace(replicate.Budget(), seeds=(0, 1, 2), finetune_seeds=(0, 1),
+                                 tasks={"cmedqq": [None, 1], "cmedic": [None, 1]}, bootstrap_resamples=50)
+    method_row = replicate.Row("m", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c",
+                               tasks=("cmedqq",))
+    control_row = replicate.Row("c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert",
+                                tasks=("cmedqq",))
+    other_row = replicate.Row("o", "reference", replicate.Pretraining("mlm", "bert"), tasks=("cmedic",))
+    right, wrong = [[1, 1, 1, 1]] * 6, [[0, 0, 0, 0]] * 6
+    cells = _cells("m", "cmedqq", right) + _cells("c", "cmedqq", wrong) + _cells("o", "cmedic", right)
+    test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
+    train = [PairExample(f"r{i}", "a", "b", label) for i, label in enumerate(["1", "1", "0"])]
+    measured = _measured(cells, test, train)
+    measured["splits"]["cmedic"] = {"train": train, "test": test}
+    measured["probe"] = None  # the primary table has no probe or similarity columns
+    result = aggregate([method_row, control_row, other_row], budget, measured, commit="abc", device="cpu", seconds=1)
+    table = result["tables"]["secondary"]["cells"]
+    assert set(table["m"]) == set(table["c"]) == {"cMedQQ acc"}
+    assert len(table["o"]) == 1 and "cMedQQ acc" not in table["o"]
+    assert result["tables"]["pre-trained"]["columns"] == []
+    [primary] = result["families"]["smedbert"]["primary"]
+    assert primary["difference"] == 1.0
+    markdown = render_markdown(result)
+    assert "Similarity queries" not in markdown and "| m | " not in markdown and "| **m** | 100.0 ± 0.0 | — |" in markdown
+    # a row planned on a task whose cell is missing still fails loudly
+    with pytest.raises(RuntimeError, match="no cell for row 'o'"):
+        aggregate([method_row, control_row, other_row], budget, {**measured, "cells": cells[:-1]}, commit="abc",
+                  device="cpu", seconds=1)
+
+
+def test_a_committed_base_is_restored_only_when_its_weights_match_the_record(tmp_path):
+    trained = tmp_path / "work" / "base" / "mlm-x"
+    (trained / "model").mkdir(parents=True)
+    (trained / "tokenizer").mkdir()
+    (trained / "model" / "model.safetensors").write_bytes(b"weights")
+    (trained / "model" / "config.json").write_text("{}")
+    (trained / "tokenizer" / "vocab.txt").write_text("[PAD]\n")
+    (trained / "run_config.json").write_text("{}")
+    (trained / "metrics.jsonl").write_text('{"step": 1}\n')
+    (trained / "checkpoint-5").mkdir()  # training state: not part of what is committed
+    committed = tmp_path / "results" / "bases" / "mlm-x"
+    replicate._export_base(trained, committed)
+    assert sorted(p.name for p in committed.iterdir()) == sorted(replicate.BASE_FILES)
+    record = {"weights_sha256": replicate._sha256(trained / "model" / "model.safetensors")}
+    restored = tmp_path / "other-machine" / "base" / "mlm-x"
+    replicate._restore_base(committed, restored, record)
+    for name in ("model/model.safetensors", "model/config.json", "tokenizer/vocab.txt", "metrics.jsonl"):
+        assert (restored / name).read_bytes() == (trained / name).read_bytes()
+    (committed / "model" / "model.safetensors").write_bytes(b"other weights")
+    with pytest.raises(RuntimeError, match="SHA-256"):
+        replicate._restore_base(committed, tmp_path / "third" / "base" / "mlm-x", record)
+
+
+def test_a_worker_stops_when_its_runner_is_gone(monkeypatch):
+    exits = []
+    parents = iter([100, 100, 1, 1])  # the first read is the parent at start; then re-parented to init
+    monkeypatch.setattr(replicate.os, "getppid", lambda: next(parents))
+    monkeypatch.setattr(replicate.os, "_exit", exits.append)
+    thread = replicate.exit_with_parent(interval=0.01)
+    thread.join(timeout=5)
+    assert exits == [1] and not thread.is_alive()

@@ -272,6 +272,36 @@ def test_save_load_round_trip_is_exact(tmp_path, composition_store):
     assert not list(tmp_path.glob(".emb.tmp-*"))
 
 
+def _file_hashes(directory):
+    import hashlib
+
+    return {path.relative_to(directory).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def test_two_identical_trainings_save_byte_identical_directories(tmp_path, composition_store, monkeypatch):
+    """No clock in the artefact: the second training runs under a clock 100 times faster (a loaded
+    machine); timings are logged and kept on the object (``timings``), not saved."""
+    import time
+
+    for name in ("first", "second"):
+        if name == "second":
+            real = time.perf_counter
+            start = real()
+            monkeypatch.setattr(time, "perf_counter", lambda: start + 100 * (real() - start))
+        transe = train_kg_embeddings(composition_store, dim=6, epochs=2, batch_size=8, seed=3, progress=False)
+        transr = train_kg_embeddings(composition_store, method="transr", dim=6, relation_dim=4, epochs=2,
+                                     batch_size=8, seed=3, initialize_from=transe, progress=False)
+        transe.save(tmp_path / name / "transe")
+        transr.save(tmp_path / name / "transr")
+        assert transe.timings["training_seconds"] > 0 and transr.timings["triples_per_second"] > 0
+    first, second = _file_hashes(tmp_path / "first"), _file_hashes(tmp_path / "second")
+    assert sorted(first) == ["transe/config.json", "transe/embeddings.safetensors", "transr/config.json",
+                             "transr/embeddings.safetensors"]
+    assert first == second
+    assert "seconds" not in (tmp_path / "first" / "transe" / "config.json").read_text()
+
+
 def test_loading_for_another_store_names_both_shapes(tmp_path, composition_store):
     emb = _random_embeddings("transe", 7, 2)
     emb.save(tmp_path / "emb")

@@ -127,17 +127,14 @@ def test_full_linking_loss_is_cross_entropy_over_every_entity():
     torch.testing.assert_close(torch.autograd.grad(reused, (queries, table)), expected)
 
 
-def test_in_batch_and_sampled_linking_losses():
+def test_in_batch_linking_loss():
     generator = torch.Generator().manual_seed(5)
     queries, table = torch.randn(4, 8, generator=generator), torch.randn(50, 8, generator=generator)
     gold = torch.tensor([7, 3, 7, 40])
     candidates = torch.tensor([3, 7, 40])  # the distinct golds
     expected = F.cross_entropy(queries @ table[candidates].T, torch.tensor([1, 0, 1, 2]))
     torch.testing.assert_close(linking_loss(queries, table, gold, softmax="in_batch"), expected)
-    torch.manual_seed(0)
-    sampled = linking_loss(queries, table, gold, softmax="sampled", num_negatives=50)
-    full = linking_loss(queries, table, gold, softmax="full")
-    assert torch.isfinite(sampled) and sampled <= full + 1e-6  # a subset of the full softmax's denominator
+    # the sampled softmax (retrieved + in-batch + log-Q corrected draws): tests/methods/test_kebiolm_scale.py
 
 
 def test_entity_representation_is_attention_over_the_k_nearest():

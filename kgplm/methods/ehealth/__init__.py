@@ -35,7 +35,8 @@ SPEC = register(MethodSpec(
     name="ehealth",
     summary="ELECTRA generator/discriminator; RTD + multi-token selection (k=5) + contrastive sequence prediction "
             "(τ=0.07); whole-word masking",
-    results_version=2,  # 2: MTS target-counted (27.5), two-view control and no_csp (26.6), linker defaults (29.1)
+    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner (issue 27.8)
+    results_version=3,  # 2: MTS target-counted (27.5), two-view control and no_csp (26.6), linker defaults (29.1)
     paper="Wang et al. (2021), Building Chinese Biomedical Language Models via Multi-Level Text Discrimination "
           "(eHealth), arXiv:2110.07244",
     config_class=EhealthConfig,

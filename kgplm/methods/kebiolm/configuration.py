@@ -23,9 +23,12 @@ class KebiolmConfig(KgplmConfig):
       softmax, so memory grows with mentions × chunk, not mentions × all entities.
     * ``entity_init``: ``"transe"`` (the paper) or ``"random"`` (the "+rand" ablation).
     * ``freeze_entity_embeddings``: keep the entity table fixed (the "+frz" ablation).
-    * ``linking_softmax``: ``"full"`` (Eq. 10 over every entity, chunked, exact), ``"sampled"``
-      (the golds of the batch and ``linking_negatives`` uniform draws) or ``"in_batch"`` (the golds
-      of the batch only) for very large tables.
+    * ``linking_softmax``: ``"full"`` (Eq. 10 over every entity, chunked, exact; the default),
+      ``"sampled"`` (an approximation: each mention's ``num_retrieved`` retrieved entities and the
+      batch's golds exactly, the rest estimated from ``linking_negatives`` uniform draws with the
+      log-Q correction; see :mod:`kgplm.methods.kebiolm.retrieval`) or ``"in_batch"`` (the golds of
+      the batch only) for very large tables. Both approximations give the table a sparse gradient,
+      updated row-wise by the pre-training optimiser.
     * ``max_mentions`` (50): linked mentions per sequence kept at pre-training, the first by position.
     * ``ed_weight``, ``el_weight``: weights of L_ED and L_EL (the paper sums them: 1 and 1).
     """

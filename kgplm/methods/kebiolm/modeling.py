@@ -49,9 +49,17 @@ Deviations and choices
   scores every entity with a full linear layer, memory (batch · mentions × entities). The top-k is
   exact; the k selected entities' scores are recomputed with gradients, so the query and the
   retrieved rows are trained through e'_m (the selection itself is discrete). L_EL's full
-  softmax is exact; its normaliser comes from the search's own pass over the table and its
-  backward recomputes each chunk. ``linking_softmax="sampled"`` or
-  ``"in_batch"`` is a documented approximation for very large tables.
+  softmax is exact (the default); its normaliser comes from the search's own pass over the table and its
+  backward recomputes each chunk, so no (mentions × entities) matrix is held at once.
+  ``linking_softmax="sampled"`` is an approximation for very large tables on small hardware (issue
+  30.5): each mention's k retrieved entities and the batch's golds scored exactly, the other
+  entities estimated from uniform draws with the log-Q correction,
+      L̂_EL = mean_m [ log( Σ_{j ∈ D_m} e^{s_j} + Σ_{r_i ∉ D_m} e^{s_{r_i} − log(R/|E|)} ) − s_gold ]
+  (the equation and its bias in :mod:`.retrieval`); ``"in_batch"`` scores the batch's golds only.
+  Under either approximation the table's gradient is sparse (the rows read) and the pre-training
+  optimiser updates those rows only, lazily (:mod:`kgplm.training.optimizer`: untouched rows keep
+  their value and moments, no weight decay), where the exact softmax's dense gradient has AdamW
+  rewrite every row on every step. The top-k search still reads the whole table (chunked, no gradient).
 * Losses are means (over masked tokens, scored tokens, mentions) instead of the paper's sums, so
   that the three terms do not scale with batch composition; ``ed_weight``/``el_weight`` (1, 1)
   keep the paper's unweighted sum of the means.
@@ -104,6 +112,9 @@ class EntityMemory(nn.Module):
             self.weight = nn.Parameter(table)
         self.num_retrieved = config.num_retrieved
         self.chunk_size = config.retrieval_chunk_size
+        #: read the retrieved rows through a sparse-gradient lookup (set by the pre-training model
+        #: under an approximate linking softmax: the table's gradient is then sparse over the rows read)
+        self.sparse_gradients = False
         self.reset_parameters()
 
     @torch.no_grad()
@@ -128,7 +139,10 @@ class EntityMemory(nn.Module):
         _, retrieved, normaliser = top_k_by_dot_product(mention_vectors.detach(), self.weight.detach(),
                                                         self.num_retrieved, self.chunk_size,
                                                         with_logsumexp=with_logsumexp)
-        vectors = self.weight[retrieved]  # (m, k, d_e)
+        if self.sparse_gradients:
+            vectors = F.embedding(retrieved, self.weight, sparse=True)  # (m, k, d_e)
+        else:
+            vectors = self.weight[retrieved]  # (m, k, d_e)
         scores = torch.einsum("md,mkd->mk", mention_vectors, vectors)
         weights = torch.softmax(scores, dim=-1)
         return retrieved, weights, torch.einsum("mk,mkd->md", weights, vectors), normaliser
@@ -236,6 +250,9 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
     def __init__(self, config: KebiolmConfig) -> None:
         super().__init__(config)
         KEBIOLM_ENCODING.build(self, config, pooler=False)
+        # the approximate softmaxes touch a few rows of the table: their gradient is sparse, and the
+        # trainer's RowwiseAdamW updates those rows only (pre-training only: fine-tuning stays dense)
+        self.entity_memory.sparse_gradients = config.linking_softmax != "full"
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
 
@@ -245,9 +262,10 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
                 mention_entity_ids: torch.Tensor | None = None,
                 detection_labels: torch.Tensor | None = None) -> PretrainingOutput:
         config = self.config
-        full_linking = mention_entity_ids is not None and config.linking_softmax == "full"
+        # the full softmax's normaliser comes from the search's pass over the table: L_EL's under the
+        # exact softmax, the exact value logged beside the approximate L_EL otherwise
         encoded = KEBIOLM_ENCODING.encode(self, input_ids, attention_mask, token_type_ids, mention_batch,
-                                          mention_spans, with_logsumexp=full_linking)
+                                          mention_spans, with_logsumexp=mention_entity_ids is not None)
         hidden, extras = encoded.last_hidden_state, encoded.extras
         prediction_logits = self.cls(hidden)  # (batch, length, vocab)
         output = PretrainingOutput(prediction_logits=prediction_logits, last_hidden_state=hidden,
@@ -259,13 +277,24 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
                                                       detection_labels.flatten()), config.ed_weight)
         if mention_entity_ids is not None and len(mention_entity_ids) and extras["mention_vectors"] is not None:
             output.add("el", self._linking_objective(extras, mention_entity_ids), config.el_weight)
+            if config.linking_softmax != "full":
+                output.metrics["el_exact_loss"] = self._exact_linking_loss(extras, mention_entity_ids)
         return output
+
+    @torch.no_grad()
+    def _exact_linking_loss(self, extras: dict, gold: torch.Tensor) -> torch.Tensor:
+        """Eq. 10's exact value (no gradient) from the search's normaliser: what an approximate
+        ``linking_softmax`` estimates, logged as ``el_exact_loss`` to watch the approximation."""
+        queries = extras["mention_vectors"].float()
+        gold_scores = (queries * self.entity_memory.weight[gold].float()).sum(-1)
+        return (extras["logsumexp"].float() - gold_scores).mean()
 
     def _linking_objective(self, extras: dict, gold: torch.Tensor) -> Objective:
         """Eq. 10; accuracy: the gold entity is the nearest of all (the retrieval's first row)."""
         config = self.config
         loss = linking_loss(extras["mention_vectors"], self.entity_memory.weight, gold,
                             softmax=config.linking_softmax, chunk_size=config.retrieval_chunk_size,
-                            num_negatives=config.linking_negatives, logsumexp=extras["logsumexp"])
+                            num_negatives=config.linking_negatives, logsumexp=extras["logsumexp"],
+                            retrieved=extras["retrieved_ids"], sparse=self.entity_memory.sparse_gradients)
         accuracy = (extras["retrieved_ids"][:, 0] == gold).float().mean()
         return Objective(loss, accuracy.detach(), len(gold))

@@ -12,6 +12,26 @@ entities, so memory grows with mentions × chunk only:
   recomputes each chunk's softmax instead of storing it: ∂/∂q = Σ_j p_j e_j, ∂/∂e_j = p_j q.
 * :func:`linking_loss` is Eq. 10 with the full (chunked) softmax, or a sampled / in-batch softmax.
 
+The sampled softmax (``linking_softmax="sampled"``, an approximation for tables too large to score
+whole on every step; the default stays the exact one). For mention m with gold entity g, the exact
+Eq. 10 is L_m = log Z_m − s_g, Z_m = Σ_{j ∈ E} exp(s_j), s_j = h'_m · e_j. Split E into a set D_m
+scored exactly — the mention's k retrieved entities (Eq. 3's top-k, hard negatives) and the gold
+entities of the batch (in-batch, g among them) — and the rest, estimated from R entities r_1..r_R
+drawn uniformly with replacement (shared by the batch), each draw that falls into D_m discarded
+("accidental hits"):
+
+    Ẑ_m = Σ_{j ∈ D_m} exp(s_j) + Σ_{i : r_i ∉ D_m} exp(s_{r_i} − log(R · q)),   q = 1/|E|
+    L̂_m = log Ẑ_m − s_g
+
+− log(R·q) is the sampling (log-Q) correction of Bengio & Senécal (2008) / Jean et al. (2015): R·q is
+each entity's expected count among the draws, so the second sum is an unbiased estimate of
+Σ_{j ∉ D_m} exp(s_j) and E[Ẑ_m] = Z_m. L̂_m is a consistent but biased estimate of L_m (the log of
+an unbiased estimate is biased low, by Jensen) and its gradient is an approximation of Eq. 10's,
+which reaches every entity; Ẑ_m = Z_m exactly when D_m covers every entity. Its gradient is sparse
+in the table: only the rows of D_m and of the draws get one, so the table can be updated row-wise
+(:class:`kgplm.training.optimizer.RowwiseAdamW`). ``"in_batch"`` scores the batch's golds only
+(no correction, no estimate of the rest).
+
 Precision: the search and the log-sum-exp run in fp32 with autocast off, whatever the caller's
 autocast (the queries h'_m come out of a linear layer in bf16/fp16 under mixed precision; the table
 is an fp32 parameter). A bf16 search would rank by scores rounded to 8 bits (ties among the top k),
@@ -20,6 +40,8 @@ multiply at all. The gradient flows back through the cast to the queries' own dt
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -112,22 +134,51 @@ def chunked_logsumexp(queries: torch.Tensor, table: torch.Tensor, chunk_size: in
 
 def linking_loss(queries: torch.Tensor, table: torch.Tensor, gold: torch.Tensor, *, softmax: str = "full",
                  chunk_size: int = 16384, num_negatives: int = 4096,
-                 logsumexp: torch.Tensor | None = None) -> torch.Tensor:
+                 logsumexp: torch.Tensor | None = None, retrieved: torch.Tensor | None = None,
+                 sparse: bool = False) -> torch.Tensor:
     """Mean over mentions of −log softmax(h'_m · e)_gold (Eq. 10).
 
-    ``softmax``: ``"full"`` — over every entity (exact, chunked); ``"sampled"`` — over the batch's
-    gold entities and ``num_negatives`` entities drawn uniformly (shared by the batch; with a
-    uniform proposal the log-Q correction is a constant and cancels); ``"in_batch"`` — over the
-    batch's gold entities only. Both approximations make the gradient sparse in the table.
-    ``logsumexp``: the full softmax's normaliser when the retrieval computed it already.
+    ``softmax``: ``"full"`` — over every entity (exact, chunked); ``"sampled"`` — the estimate of the
+    module docstring: each mention's ``retrieved`` entities (m, k) and the batch's golds scored
+    exactly, the rest estimated from ``num_negatives`` uniform draws with the log-Q correction;
+    ``"in_batch"`` — over the batch's gold entities only. ``logsumexp``: the full softmax's
+    normaliser when the retrieval computed it already. ``sparse``: the approximations read the table
+    through a sparse-gradient lookup (the table's gradient is then a sparse tensor over those rows).
     """
     if softmax == "full":
         gold_scores = (queries * table[gold]).sum(-1)  # (mentions,)
         return (chunked_logsumexp(queries, table, chunk_size, logsumexp) - gold_scores).mean()
-    candidates = gold
     if softmax == "sampled":
-        draws = torch.randint(table.shape[0], (num_negatives,), device=gold.device)
-        candidates = torch.cat([gold, draws])
-    candidates = torch.unique(candidates)  # sorted, so the gold's column is a binary search away
-    logits = queries @ table[candidates].T  # (mentions, candidates)
+        return _sampled_linking_loss(queries, table, gold, retrieved, num_negatives, sparse)
+    candidates = torch.unique(gold)  # sorted, so the gold's column is a binary search away
+    logits = queries @ F.embedding(candidates, table, sparse=sparse).T  # (mentions, candidates)
     return F.cross_entropy(logits, torch.searchsorted(candidates, gold))
+
+
+def _sampled_linking_loss(queries: torch.Tensor, table: torch.Tensor, gold: torch.Tensor,
+                          retrieved: torch.Tensor | None, num_negatives: int, sparse: bool) -> torch.Tensor:
+    """mean_m (log Ẑ_m − s_gold) of the module docstring; memory mentions × (k + golds + draws)."""
+    num_mentions, num_entities = len(gold), table.shape[0]
+    golds = torch.unique(gold)
+    exact = golds.expand(num_mentions, -1)
+    if retrieved is not None:
+        exact = torch.cat([retrieved, exact], 1)
+    exact = exact.sort(dim=1).values  # D_m per row, ascending, with repeats
+    repeated = torch.zeros_like(exact, dtype=torch.bool)
+    repeated[:, 1:] = exact[:, 1:] == exact[:, :-1]  # each entity of D_m counted once
+    draws = torch.randint(num_entities, (num_negatives,), device=gold.device)
+    slots = torch.searchsorted(exact, draws.expand(num_mentions, -1).contiguous()).clamp(max=exact.shape[1] - 1)
+    accidental = exact.gather(1, slots) == draws  # (mentions, draws): the draw is in D_m
+    dtype = _search_dtype(queries, table)
+
+    def rows(ids: torch.Tensor) -> torch.Tensor:  # gathered, then cast: never a cast copy of the table
+        return F.embedding(ids, table, sparse=sparse).to(dtype)
+
+    with torch.autocast(queries.device.type, enabled=False):
+        queries = queries.to(dtype)
+        exact_scores = torch.einsum("md,mcd->mc", queries, rows(exact))  # (mentions, |D_m| with repeats)
+        draw_scores = queries @ rows(draws).T - math.log(num_negatives / num_entities)  # log-Q corrected
+        scores = torch.cat([exact_scores.masked_fill(repeated, float("-inf")),
+                            draw_scores.masked_fill(accidental, float("-inf"))], 1)
+        gold_scores = (queries * rows(gold)).sum(-1)
+        return (torch.logsumexp(scores, 1) - gold_scores).mean()

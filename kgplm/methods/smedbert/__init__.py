@@ -62,7 +62,8 @@ SPEC = register(MethodSpec(
     summary="mention-neighbour hybrid attention (PEPR neighbours, TransR); MLM + SOP + MNeM + MMeM",
     # 2: MNeM entity copy path closed, R-GCN per-mention subgraphs (27.1, 27.3), PEPR auto from a cost model
     # (27.8), linker defaults (29.1)
-    results_version=2,
+    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner (issue 27.8)
+    results_version=3,
     paper="Zhang et al. (2021), SMedBERT: A Knowledge-Enhanced Pre-trained Language Model with Structured "
           "Semantics for Medical Text Mining, ACL",
     config_class=SmedbertConfig,
