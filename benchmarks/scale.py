@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a stage may take")
     parser.add_argument("--reuse", action="store_true",
                         help="take a stage's figures from its newest record at any commit (the cell names the commit)")
-    parser.add_argument("--skip", nargs="*", default=[], metavar="STAGE@SIZE", help="cells not run")
+    parser.add_argument("--skip", nargs="*", default=[], metavar="STAGE@SIZE", help="cells not run, each STAGE@SIZE or STAGE@SIZE=why")
     parser.add_argument("--skip-reason", default="skipped", help="what the skipped cells say")
     args = parser.parse_args(argv)
     if args.stage:
@@ -261,13 +261,14 @@ def main(argv: list[str] | None = None) -> None:
     import synthetic_umls
 
     commit = code_version()
+    skipped = dict((cell.split("=", 1) + [""])[:2] for cell in args.skip)  # STAGE@SIZE[=why]
     load_before = os.getloadavg()
     results: dict[tuple[str, str], dict] = {}
     for size in args.sizes:
         _ensure_rrf(size)
         for stage in args.stages:
-            if f"{stage}@{size}" in args.skip:
-                results[stage, size] = {"missing": f"not run: {args.skip_reason}"}
+            if f"{stage}@{size}" in skipped:
+                results[stage, size] = {"missing": f"not run: {skipped[f'{stage}@{size}'] or args.skip_reason}"}
                 continue
             results[stage, size] = measure(stage, size, args.timeout, commit, args.reuse)
     load_after = os.getloadavg()
