@@ -308,3 +308,108 @@ def test_a_capped_entity_is_not_forced_in_by_the_at_least_one_rule():
     assert abs(capped - (0.015 + 0.985 * 0.1)) < 0.015, capped  # chosen at rate × keep, else kept with keep
     uncapped = sum(len(_at_least_one(np.array([4]), 0.15, rng, np.array([1.0]))) for _ in range(500)) / 500
     assert uncapped == 1.0
+
+
+#: Sentences of the toy graph's diseases and drugs (each names entities with synonyms in their own script).
+TINY_TEXTS = ["患者有糖尿病和高血压，三年前中风，现在服用二甲双胍和阿司匹林。",
+              "消渴的病人常见多饮多尿，糖尿病肾病会出现蛋白尿。",
+              "脑卒中以后偏瘫，医生说高血压要吃氨氯地平，糖尿病要控制。",
+              "感冒发烧头痛，吃了布洛芬；糖尿病患者用格华止。",
+              "stroke and hypertension: metformin for diabetes mellitus, DM with diabetic nephropathy."]
+
+
+def tiny_batches(toy, tmp_path, steps: int = 4, **options) -> list:
+    """Seeded EMBERT batches (SOP on, every replaceable mention replaced) of :data:`TINY_TEXTS`."""
+    from kgplm.training.trainer import example_seeds as seeds_of
+
+    store, tokenizer = toy["store"], toy["tokenizer"]
+    linker = EntityLinker(store)
+    dataset = build_corpus(TINY_TEXTS, store=store, tokenizer=tokenizer, output_dir=tmp_path / "corpus", linker=linker,
+                           whole_word=False, max_length=64, progress=False)
+    lexicon = _toy_lexicon(toy, frequencies=linker.count(TINY_TEXTS), neighbors=store.adjacency(symmetric=True),
+                           max_entity_share=1.0)
+    batcher = EmbertCollator(lexicon=lexicon, masker=Masker.from_tokenizer(tokenizer, "bert"),
+                             cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
+                             pad_token_id=tokenizer.pad_token_id, max_sequence_length=512, sentence_order=True,
+                             cecp_rate=1.0, **options)
+    rows = dataset[:]
+    return [batcher(rows, seeds_of(0, step, np.arange(len(TINY_TEXTS)))) for step in range(steps)]
+
+
+def batch_digest(batches) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for batch in batches:
+        for name in sorted(batch):
+            digest.update(name.encode() + batch[name].numpy().astype(np.int64).tobytes())
+        digest.update(repr(sorted(batch.target_counts.items())).encode())
+    return digest.hexdigest()
+
+
+#: :func:`batch_digest` of :func:`tiny_batches` with the default options, computed before ``cecp_negatives`` existed
+DEFAULT_BATCHES_SHA256 = "18b1433fac7063badda401779b22e84999c71102cc0bf64f3966b1c75cb814b8"
+
+
+def test_default_batches_are_those_before_the_negatives_option(toy, tmp_path):
+    """Issue 28.2 added ``cecp_negatives``; its default ("shipped") must build exactly the batches built before
+    it existed (the digest and the CECP labels below were computed on the code before the option)."""
+    batches = tiny_batches(toy, tmp_path)
+    assert [batch["cecp_labels"].tolist() for batch in batches] == [
+        [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0], [1, 0, 0, 0, 1, 1, 1, 0, 1, 1, 0], [1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1],
+        [0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1]]
+    assert batch_digest(batches) == DEFAULT_BATCHES_SHA256
+    assert batch_digest(tiny_batches(toy, tmp_path / "again", cecp_negatives="shipped")) == DEFAULT_BATCHES_SHA256
+
+
+def replacement_surfaces(batches) -> dict[int, list[tuple]]:
+    """label → the word pieces of every CECP replacement in ``batches`` (replaced mentions are never masked)."""
+    surfaces = {0: [], 1: []}
+    for batch in batches:
+        for row, (start, end), label in zip(batch["cecp_batch"].tolist(), batch["cecp_spans"].tolist(),
+                                            batch["cecp_labels"].tolist()):
+            surfaces[label].append(tuple(batch["input_ids"][row, start:end].tolist()))
+    return surfaces
+
+
+def test_fixed_surface_negatives_are_one_surface(toy, tmp_path):
+    """The positive control (``cecp_negatives="fixed_surface"``): every inconsistent replacement is the same
+    name — the first Chinese alias of the lowest-numbered entity that has one — never a name of the replaced
+    mention's entity; consistent replacements are the synonyms they are by default."""
+    store, tokenizer = toy["store"], toy["tokenizer"]
+    control = replacement_surfaces(tiny_batches(toy, tmp_path / "control", cecp_negatives="fixed_surface"))
+    shipped = replacement_surfaces(tiny_batches(toy, tmp_path / "shipped"))
+    lexicon = _toy_lexicon(toy)
+    entity, name = lexicon.fixed_surface
+    aliased = [e for e in range(store.num_entities)
+               if any(n != store.entity_name(e) and any("\u4e00" <= c <= "\u9fff" for c in n)
+                      for n in toy["thesaurus"].synonyms(e)[1:])]
+    assert entity == min(aliased)  # independent of the lexicon's pools: from the thesaurus' surfaces
+    fixed = tuple(tokenizer(lexicon.names[name], add_special_tokens=False)["input_ids"])
+    assert len(control[0]) >= 8 and set(control[0]) == {fixed}, control[0]
+    assert len(set(shipped[0])) >= 3 and len(set(control[1])) >= 3  # the default's negatives vary; synonyms still do
+    # never the replaced entity's own name: a mention of the fixed surface's entity gets no inconsistent draw
+    assert lexicon.fixed_inconsistent(entity) is None
+    assert lexicon.fixed_inconsistent(store.entity_id("感冒")) == (entity, name)
+
+
+def test_the_model_option_reaches_the_collator(toy):
+    """``kgplm.train(model_options={"cecp_negatives": ...})`` builds its collator through the method's record."""
+    from kgplm.methods import MethodContext, get
+    from kgplm.methods.embert import EmbertConfig
+
+    store = toy["store"]
+    artefacts = {"thesaurus": toy["thesaurus"], "entity_segments": toy["segments"],
+                 "entity_frequencies": np.ones(store.num_entities)}
+    for negatives in ("fixed_surface", "shipped"):
+        context = MethodContext(config=EmbertConfig(cecp_negatives=negatives), tokenizer=toy["tokenizer"], store=store,
+                                masking="bert", seed=0, artefacts=artefacts)
+        assert get("embert").build_collator(context).cecp_negatives == negatives
+
+
+def test_unknown_negatives_option_is_refused():
+    from kgplm.exceptions import ConfigurationError
+    from kgplm.methods.embert import EmbertConfig
+
+    with pytest.raises(ConfigurationError, match="cecp_negatives.*'fixed'"):
+        EmbertConfig(cecp_negatives="fixed").validate_tasks()

@@ -78,7 +78,7 @@ def build_collator(context) -> EmbertCollator:
                             neighbors=context.store.adjacency(symmetric=True),
                             max_entity_share=config.cecp_max_entity_share)
     return EmbertCollator(lexicon=lexicon, use_cecp=config.use_cecp, use_es=config.use_es, use_bem=config.use_bem,
-                          cecp_rate=config.cecp_rate, bem_rate=config.bem_rate,
+                          cecp_rate=config.cecp_rate, cecp_negatives=config.cecp_negatives, bem_rate=config.bem_rate,
                           bem_max_positions=config.bem_max_positions,
                           max_sequence_length=config.max_position_embeddings,
                           masker=Masker.from_tokenizer(tokenizer, context.masking, seed=context.seed),

@@ -23,10 +23,13 @@ spliced in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
 
+from kgplm.exceptions import ConfigurationError
+from kgplm.methods.embert.configuration import CECP_NEGATIVES
 from kgplm.training.collator import Batch, PretrainingCollator, PretrainingExample
 
 __all__ = ["EntityLexicon", "EmbertExample", "EmbertCollator"]
@@ -189,6 +192,32 @@ class EntityLexicon:
             weights = np.ones(len(entities))
         return entities, np.cumsum(weights)
 
+    @cached_property
+    def fixed_surface(self) -> tuple[int, int] | None:
+        """``(entity, name)`` of the positive control's one inconsistent surface (``cecp_negatives="fixed_surface"``):
+        the first alias (by name row) in Chinese characters of the lowest-numbered entity that has one
+        (in Latin letters when no entity has a Chinese alias; None without aliases). Chosen from the
+        lexicon alone, so the same graph and tokenizer always give the same surface."""
+        for script in (HAN, LATIN):
+            pool = self._pools[None, script][0]
+            if len(pool):
+                entity = int(pool[0])
+                start, end = self.entity_ptr[entity], self.entity_ptr[entity + 1]
+                rows = self.entity_names[start:end][self.is_alias[start:end]
+                                                    & (self.script[self.entity_names[start:end]] == script)]
+                return entity, int(rows.min())
+        return None
+
+    def fixed_inconsistent(self, entity: int) -> tuple[int, int] | None:
+        """The positive control's inconsistent replacement of ``entity``: always :attr:`fixed_surface`, in any
+        script; None when that surface names ``entity`` itself (or one of its names tokenizes the same),
+        when it would be consistent."""
+        fixed = self.fixed_surface
+        if fixed is None or fixed[0] == entity or \
+                int(self.canonical[fixed[1]]) in set(self.canonical[self.entity_rows(entity)].tolist()):
+            return None
+        return fixed
+
     def lookup(self, ids: np.ndarray) -> int:
         """The name whose word pieces are ``ids`` (−1 when no KG name tokenizes so)."""
         return self._by_tokens.get(_key(ids), -1)
@@ -293,13 +322,19 @@ class EmbertCollator(PretrainingCollator):
         lexicon: the :class:`EntityLexicon` of the run.
         use_cecp, use_es, use_bem: which tasks get targets.
         cecp_rate, bem_rate, bem_max_positions: as in :class:`~kgplm.methods.embert.EmbertConfig`.
+        cecp_negatives: ``"shipped"`` (the method's inconsistent draws, :meth:`EntityLexicon.other_entity`)
+            or ``"fixed_surface"``, the diagnostic positive control whose inconsistent replacements are all
+            one surface (:meth:`EntityLexicon.fixed_inconsistent`) — not the paper's method.
         max_sequence_length: replacements never make a sequence longer (the position embeddings).
     """
 
     def __init__(self, *, lexicon: EntityLexicon, use_cecp: bool = True, use_es: bool = True, use_bem: bool = True,
-                 cecp_rate: float = 0.15, bem_rate: float = 0.15, bem_max_positions: int = 64,
-                 max_sequence_length: int = 512, **options) -> None:
+                 cecp_rate: float = 0.15, cecp_negatives: str = "shipped", bem_rate: float = 0.15,
+                 bem_max_positions: int = 64, max_sequence_length: int = 512, **options) -> None:
+        if cecp_negatives not in CECP_NEGATIVES:
+            raise ConfigurationError(f"cecp_negatives must be one of {CECP_NEGATIVES}, got {cecp_negatives!r}")
         super().__init__(**options)
+        self.cecp_negatives = cecp_negatives
         self.lexicon = lexicon
         self.use_cecp, self.use_es, self.use_bem = use_cecp, use_es, use_bem
         self.cecp_rate, self.bem_rate = cecp_rate, bem_rate
@@ -339,7 +374,8 @@ class EmbertCollator(PretrainingCollator):
                 drawn: tuple[int, int] | None = (entity, int(candidates[rng.integers(len(candidates))]))
                 label = 1
             else:
-                drawn = lexicon.other_entity(entity, rng, scripts[mention])
+                drawn = lexicon.fixed_inconsistent(entity) if self.cecp_negatives == "fixed_surface" \
+                    else lexicon.other_entity(entity, rng, scripts[mention])
                 label = 0
             if drawn is None:
                 continue

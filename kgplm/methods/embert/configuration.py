@@ -5,7 +5,10 @@ from __future__ import annotations
 from kgplm.exceptions import ConfigurationError
 from kgplm.models.configuration import KgplmConfig
 
-__all__ = ["EmbertConfig"]
+__all__ = ["EmbertConfig", "CECP_NEGATIVES"]
+
+#: How CECP's inconsistent replacements are drawn: the method's own draws, or the positive control's one surface.
+CECP_NEGATIVES = ("shipped", "fixed_surface")
 
 
 class EmbertConfig(KgplmConfig):
@@ -19,6 +22,13 @@ class EmbertConfig(KgplmConfig):
       ``cecp_max_tokens``: the longest replacement, in tokens. ``cecp_max_entity_share``: the
       most that any one entity's corpus frequency may weigh in choosing the replaced mentions and
       the replacing entities (water-filling cap; 1 turns it off).
+    * ``cecp_negatives``: how inconsistent replacements are drawn. ``"shipped"`` (default, the method): a
+      non-display name of another entity of the mention's type and script, by capped corpus frequency
+      (:meth:`~kgplm.methods.embert.batching.EntityLexicon.other_entity`). ``"fixed_surface"``: every
+      inconsistent replacement is one and the same name
+      (:meth:`~kgplm.methods.embert.batching.EntityLexicon.fixed_inconsistent`), so the surface alone gives
+      the label away — a diagnostic *positive control* that CECP's head, positions and labels can learn
+      (issue 28.2, ``benchmarks/embert_cecp.py``), not the paper's method.
     * ``bem_rate``: the probability that a long mention with an atomic/adjective split is a
       bidirectional-masking target (at least one per sequence that has one).
       ``bem_position_dim`` (200) and ``bem_max_positions``: the relative position embedding p.
@@ -27,7 +37,7 @@ class EmbertConfig(KgplmConfig):
     """
 
     method_fields = ("use_cecp", "use_es", "use_bem", "cecp_weight", "es_weight", "bem_weight", "cecp_rate",
-                     "cecp_max_tokens", "cecp_max_entity_share", "bem_rate", "bem_position_dim", "bem_max_positions", "use_sop")
+                     "cecp_max_tokens", "cecp_max_entity_share", "cecp_negatives", "bem_rate", "bem_position_dim", "bem_max_positions", "use_sop")
 
     def __init__(
         self,
@@ -41,6 +51,7 @@ class EmbertConfig(KgplmConfig):
         cecp_rate: float = 0.15,
         cecp_max_tokens: int = 16,
         cecp_max_entity_share: float = 0.05,
+        cecp_negatives: str = "shipped",
         bem_rate: float = 0.15,
         bem_position_dim: int = 200,
         bem_max_positions: int = 64,
@@ -57,6 +68,7 @@ class EmbertConfig(KgplmConfig):
         self.cecp_rate = cecp_rate
         self.cecp_max_tokens = cecp_max_tokens
         self.cecp_max_entity_share = cecp_max_entity_share
+        self.cecp_negatives = cecp_negatives
         self.bem_rate = bem_rate
         self.bem_position_dim = bem_position_dim
         self.bem_max_positions = bem_max_positions
@@ -70,6 +82,8 @@ class EmbertConfig(KgplmConfig):
                 raise ConfigurationError(f"{name} must be in [0, 1], got {value}")
         if not 0.0 < self.cecp_max_entity_share <= 1.0:
             raise ConfigurationError(f"cecp_max_entity_share must be in (0, 1], got {self.cecp_max_entity_share}")
+        if self.cecp_negatives not in CECP_NEGATIVES:
+            raise ConfigurationError(f"cecp_negatives must be one of {CECP_NEGATIVES}, got {self.cecp_negatives!r}")
         for name in ("cecp_max_tokens", "bem_position_dim", "bem_max_positions"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

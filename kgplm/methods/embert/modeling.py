@@ -116,7 +116,10 @@ replacements all share one surface learns to > 90% in 150 steps, and on a toy co
 entity is named twice and the second mention is replaced, so that only the context fixes the
 label, the tiny encoder leaves chance (held-out accuracy on 512 sequences, chance 0.5 ± 0.022:
 2 entities × 200 steps 1.00, 4 × 400 0.94; at half those steps 0.58 and 0.54, still near chance;
-the fixed-surface control 1.00 at 150 steps).
+the fixed-surface control 1.00 at 150 steps). On real text the same control is
+``model_options={"cecp_negatives": "fixed_surface"}`` (every inconsistent replacement one surface; a
+diagnostic, not the paper's method); ``benchmarks/embert_cecp.py`` trains it beside the shipped
+negatives, both continued from the replication run's MLM base (issue 28.2).
 """
 
 from __future__ import annotations
