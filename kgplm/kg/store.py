@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -41,6 +41,7 @@ from kgplm.exceptions import (
 )
 from kgplm.kg import importers
 from kgplm.kg.curie import curie_candidates
+from kgplm.kg.name_index import IriIndex, NameIndex
 from kgplm.kg.strings import StringTable
 from kgplm.kg.vocabulary import LABEL_ROLES, NAME_ROLES, local_name
 
@@ -110,9 +111,9 @@ class KGStore:
         self._arrays = arrays
         self._entity_iris = entity_iris
         self._strings = strings
-        self._iri_index: dict[str, int] | None = None
-        self._name_index: dict[str, list[int]] | None = None
-        self._casefold_index: dict[str, list[int]] | None = None
+        self._iri_index: IriIndex | None = None
+        self._name_lookup: NameIndex | None = None
+        self._name_index: dict[str, list[int]] | None = None  # name_index()'s dict, built only when asked for
         self._relation_lookup: dict[str, int] | None = None
         self._graph = None
         self._neighbor_tables: dict[str, Any] = {}
@@ -363,26 +364,17 @@ class KGStore:
             yield entity, names[predicate], self._strings[value]
 
     # -- lookup ---------------------------------------------------------------------------
-    def _build_name_indexes(self) -> None:
-        names: dict[str, list[int]] = defaultdict(list)
-        indptr = np.asarray(self._arrays["label_indptr"])
-        owners = np.repeat(np.arange(self.num_entities, dtype=np.int64), np.diff(indptr))
-        strings = self._strings
-        string_ids = np.asarray(self._arrays["label_strings"])
-        for owner, string_id in zip(owners.tolist(), string_ids.tolist()):
-            bucket = names[strings[string_id]]
-            if not bucket or bucket[-1] != owner:
-                bucket.append(owner)
-        for entity in np.flatnonzero(np.asarray(self._arrays["name_label"]) < 0).tolist():
-            names[local_name(self._entity_iris[entity])].append(entity)
-        casefolded: dict[str, list[int]] = defaultdict(list)
-        for text, owners_ in names.items():
-            for owner in owners_:
-                bucket = casefolded[text.casefold()]
-                if owner not in bucket:
-                    bucket.append(owner)
-        self._name_index = dict(names)
-        self._casefold_index = dict(casefolded)
+    def _names(self) -> NameIndex:
+        """The compact name index (:mod:`kgplm.kg.name_index`), built on first use."""
+        if self._name_lookup is None:
+            label_indptr = np.asarray(self._arrays["label_indptr"])
+            unlabelled = np.flatnonzero(np.asarray(self._arrays["name_label"]) < 0)
+            self._name_lookup = NameIndex.build(
+                self._strings, label_indptr, np.asarray(self._arrays["label_strings"]), unlabelled,
+                [local_name(self._entity_iris[entity]) for entity in unlabelled.tolist()])
+            logger.debug("name index of %r: %d names, %.1f MB", self, len(self._name_lookup),
+                         self._name_lookup.nbytes / 1e6)
+        return self._name_lookup
 
     def name_index(self) -> dict[str, list[int]]:
         """Every name and alias (any language) → the ids of the entities that carry it.
@@ -390,25 +382,30 @@ class KGStore:
         Entities without a label appear under their IRI's local name. Built once, then cached.
         """
         if self._name_index is None:
-            self._build_name_indexes()
+            self._name_index = self._names().to_dict()
         return self._name_index
+
+    def name_lookup(self) -> NameIndex:
+        """The compact index behind :meth:`entity_ids` (names and aliases in integer arrays; no object per
+        name): what readers of millions of names (the entity linker) use instead of :meth:`name_index`."""
+        return self._names()
 
     def entity_ids(self, name_or_iri: str) -> list[int]:
         """Every entity whose IRI, compact id (a CURIE such as ``HP:0001250``, an OBO id ``HP_0001250``,
         a UMLS CUI: :mod:`kgplm.kg.curie`), name or alias is ``name_or_iri`` (exact, then case-insensitive)."""
         if self._iri_index is None:
-            self._iri_index = {iri: i for i, iri in enumerate(self._entity_iris)}
-            self._iri_index.update(self._manifest.get("merged_iris", {}))  # merged nodes resolve to their entity
-        if name_or_iri in self._iri_index:
-            return [self._iri_index[name_or_iri]]
+            self._iri_index = IriIndex(self._entity_iris, self._manifest.get("merged_iris", {}))
+        entity = self._iri_index.get(name_or_iri)
+        if entity is not None:
+            return [entity]
         for iri in curie_candidates(name_or_iri, self.prefixes):  # HP:0001250, MONDO_0005148, C0011849
-            if iri in self._iri_index:
-                return [self._iri_index[iri]]
-        if self._name_index is None:
-            self._build_name_indexes()
-        found = self._name_index.get(name_or_iri)
+            entity = self._iri_index.get(iri)
+            if entity is not None:
+                return [entity]
+        names = self._names()
+        found = names.exact(name_or_iri)
         if found is None:
-            found = self._casefold_index.get(name_or_iri.casefold(), [])
+            found = names.casefolded(name_or_iri)
         # entities whose display name matches come first
         return sorted(found, key=lambda e: (self.entity_name(e) != name_or_iri, e))
 
@@ -424,7 +421,7 @@ class KGStore:
             return self._check_entity(name_or_iri)
         found = self.entity_ids(name_or_iri)
         if not found:
-            raise UnknownEntityError.with_suggestions(name_or_iri, self._name_index.keys())
+            raise UnknownEntityError.with_suggestions(name_or_iri, self._names().keys())
         if len(found) > 1:
             exact = [e for e in found if self.entity_name(e) == name_or_iri]
             if len(exact) == 1:

@@ -59,6 +59,10 @@ class StringTable(Sequence[str]):
         for start, end in zip(offsets[:-1], offsets[1:]):
             yield data[start:end].decode("utf-8")
 
+    def buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(blob, offsets)``: string ``i`` is ``blob[offsets[i]:offsets[i + 1]]`` in UTF-8 (read-only views)."""
+        return self._blob, self._offsets
+
     def to_list(self) -> list[str]:
         return list(self)
 

@@ -48,17 +48,21 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from kgplm.exceptions import ConfigurationError
+from kgplm.kg.strings import StringTable
 from kgplm.text import _linking_kernels as _kernels
 from kgplm.text import linking_filters as _filters
+from kgplm.text.linking_persistence import CandidateTable, load_linker_arrays, save_linker_arrays
 
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
@@ -220,14 +224,14 @@ class EntityLinker:
         self.nested = nested
         self.word_boundaries = word_boundaries
         self.hyphen_variants = hyphen_variants
-        surfaces = store.name_index() if names is None else {k: list(v) for k, v in names.items()}
         allowed = _filters.allowed_entities(store, entity_types, roots) if store is not None else None
         degree = None
         if store is not None:
             out_degree, in_degree = store.degrees()
             degree = out_degree + in_degree
-        kept = [surface.strip() for surface in surfaces if "\x00" not in surface]
-        kept_entities = [surfaces[surface] for surface in surfaces if "\x00" not in surface]
+        kept, kept_entities = self._dictionary(store, names)
+        # what Segmenter's add_word does to jieba's total: every name it adds counts NAME_FREQUENCY
+        segmenter_names = sum(len(n) >= 2 and not _SPACE.search(n) for n in kept)
         # normalise every name in one pass (joined by NUL, which no kept name contains)
         normalized = self._normalize_names(kept)
         stop = set(self._normalize_names(sorted(_filters.resolve_stop_words(stop_words))))
@@ -246,6 +250,7 @@ class EntityLinker:
             abbreviation = case_sensitive_abbreviations and written_in_capitals
             bucket = (capitals if abbreviation else any_case).setdefault(pattern, [])
             bucket.extend(entity for entity in entities if entity not in bucket)
+        del kept, normalized, kept_entities  # millions of strings at UMLS size: freed before the trie is built
         for pattern, entities in capitals.items():  # in capitals, the other names of the same letters count too
             entities.extend(entity for entity in any_case.get(pattern, ()) if entity not in entities)
         self.patterns = list(any_case) + list(capitals)
@@ -254,12 +259,85 @@ class EntityLinker:
         if store is not None:
             ambiguous = {entity for entities in entities_of if len(entities) > 1 for entity in entities}
             display_names = {entity: normalize_for_matching(store.entity_name(entity)) for entity in ambiguous}
-        self._candidates = [self._rank_candidates(pattern, entities, degree, display_names)
-                            for pattern, entities in zip(self.patterns, entities_of)]
-        self._best_entity = np.array([ranked[0] for ranked in self._candidates], dtype=np.int64)
-        self._build_automaton(any_case, capitals, kept)
+        self._candidates = CandidateTable.from_rows([self._rank_candidates(pattern, entities, degree, display_names)
+                                                     for pattern, entities in zip(self.patterns, entities_of)])
+        del entities_of, display_names
+        self._best_entity = self._candidates.best()
+        self._build_automaton(any_case, capitals, segmenter_names)
         self.num_names = len(set(self.patterns))
+        self.patterns = StringTable.from_strings(self.patterns)  # one UTF-8 blob, not a str per pattern
+        self._settings = {"min_length": min_length, "nested": nested, "word_boundaries": word_boundaries,
+                          "case_sensitive_abbreviations": case_sensitive_abbreviations,
+                          "stop_words": stop_words if stop_words is None or isinstance(stop_words, str)
+                          else sorted(stop_words), "exclude_numeric": exclude_numeric,
+                          "hyphen_variants": hyphen_variants,
+                          "entity_types": None if entity_types is None else sorted(entity_types),
+                          "roots": None if roots is None else [str(root) for root in roots],
+                          "names": "store" if names is None else "explicit"}
         logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[1]))
+
+    @staticmethod
+    def _dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | None) -> tuple[list[str], Iterable]:
+        """The surfaces (stripped; a surface holding a NUL is left out) and each one's entities, read one by
+        one. From the store's compact name index (no dict of every name is built: :meth:`KGStore.name_lookup`)."""
+        if names is not None:
+            kept = [surface for surface in names if "\x00" not in surface]
+            return [surface.strip() for surface in kept], [list(names[surface]) for surface in kept]
+        lookup = store.name_lookup()
+        rows = CandidateTable(*lookup.owner_csr())
+        surfaces, keys = [], []
+        for key, text in enumerate(lookup.keys()):
+            if "\x00" not in text:
+                surfaces.append(text.strip())
+                keys.append(key)
+        return surfaces, map(rows.__getitem__, keys)
+
+    # -- persistence ----------------------------------------------------------------------------
+    def save(self, directory: "str | os.PathLike") -> Path:
+        """Write the linker (patterns, ranked candidates, trie) as ``.npy`` arrays and a JSON manifest,
+        atomically; :meth:`load` memory-maps them (:mod:`kgplm.text.linking_persistence`)."""
+        store = self.store
+        manifest = {"settings": self._settings, "num_names": self.num_names, "name_weight": self._name_weight,
+                    "unknown_weight": self._unknown_weight,
+                    "store": None if store is None else {"source": store.source, "num_entities": store.num_entities,
+                                                         "num_triples": store.num_triples}}
+        directory = save_linker_arrays(directory, manifest, self._pattern_table(), self._candidates,
+                                       self._best_entity, self._automaton)
+        logger.info("saved the entity linker (%d names) to %s", self.num_names, directory)
+        return directory
+
+    @classmethod
+    def load(cls, directory: "str | os.PathLike", *, store: "KGStore | None" = None, mmap: bool = True) -> "EntityLinker":
+        """A linker saved by :meth:`save`; its arrays are memory-mapped (read from disk only where matching
+        touches them) unless ``mmap=False``. ``store``, when given, must be the store it was built from
+        (same source and counts); :meth:`count` needs it or ``num_entities``."""
+        manifest, patterns, candidates, best_entity, automaton = load_linker_arrays(directory, mmap)
+        recorded = manifest.get("store")
+        if store is not None and recorded is not None:
+            found = {"source": store.source, "num_entities": store.num_entities, "num_triples": store.num_triples}
+            if found != recorded:
+                raise ConfigurationError(f"the linker saved at {directory} was built from a store with {recorded}, "
+                                         f"not this one ({found})")
+        settings = manifest["settings"]
+        linker = cls.__new__(cls)
+        linker.store = store
+        linker.min_length = settings["min_length"]
+        linker.nested = settings["nested"]
+        linker.word_boundaries = settings["word_boundaries"]
+        linker.hyphen_variants = settings["hyphen_variants"]
+        linker.patterns = patterns
+        linker._candidates = candidates
+        linker._best_entity = best_entity
+        linker._automaton = automaton
+        linker._name_weight = float(manifest["name_weight"])
+        linker._unknown_weight = float(manifest["unknown_weight"])
+        linker.num_names = int(manifest["num_names"])
+        linker._settings = settings
+        linker._set_kernel_tables()
+        return linker
+
+    def _pattern_table(self) -> StringTable:
+        return self.patterns if isinstance(self.patterns, StringTable) else StringTable.from_strings(self.patterns)
 
     def _normalize_names(self, names: list[str]) -> list[str]:
         """``names`` as the linker matches them (one pass, joined by NUL, which no kept name contains)."""
@@ -268,8 +346,9 @@ class EntityLinker:
             joined = joined.translate(_HYPHEN_TO_SPACE)
         return joined.split("\x00") if names else []
 
-    def _build_automaton(self, any_case: dict[str, list[int]], capitals: dict[str, list[int]], names: list[str]):
-        """The trie over names (and the segmentation dictionary's words) with its per-node arrays."""
+    def _build_automaton(self, any_case: dict[str, list[int]], capitals: dict[str, list[int]], segmenter_names: int):
+        """The trie over names (and the segmentation dictionary's words) with its per-node arrays;
+        ``segmenter_names``: how many names the segmenter adds to jieba's dictionary."""
         from kgplm.text.segmentation import NAME_FREQUENCY, jieba_dictionary
 
         words: dict[str, int] = {}
@@ -279,8 +358,7 @@ class EntityLinker:
             for word, frequency in zip(self._normalize_names(list(frequencies)), frequencies.values()):
                 if frequency > 0:
                     words[word] = max(frequency, words.get(word, 0))
-            # what Segmenter's add_word does to jieba's total: every name it adds counts NAME_FREQUENCY
-            total += NAME_FREQUENCY * sum(len(n) >= 2 and not _SPACE.search(n) for n in names)
+            total += NAME_FREQUENCY * segmenter_names
         strings = list(dict.fromkeys([*any_case, *capitals, *words]))
         child_ptr, child_codes, node_of = _kernels.build_trie(strings)
         node = dict(zip(strings, node_of.tolist()))
@@ -295,8 +373,11 @@ class EntityLinker:
                            _kernels.node_table(child_ptr, terminal, terminal_capital, word_weight), child_codes)
         self._name_weight = math.log(NAME_FREQUENCY) - math.log(total)
         self._unknown_weight = -math.log(total)
+        self._set_kernel_tables()
+
+    def _set_kernel_tables(self) -> None:
+        """What every kernel call takes besides the text: the per-character tables and the automaton."""
         tables = _character_tables()
-        # what every kernel call takes besides the text: the per-character tables and the automaton
         self._kernel_tables = (
             tables.single_spaced if self.hyphen_variants else tables.single, tables.length, tables.expansion_start,
             tables.expansions_spaced if self.hyphen_variants else tables.expansions, tables.capital, tables.alnum,
