@@ -159,6 +159,18 @@ def _text_batch(generator, batch_size: int, length: int, vocab_size: int, mentio
                 token_type_ids=torch.zeros(batch_size, length, dtype=torch.long), labels=labels), mention_batch, spans
 
 
+def _measure_steps(build, batch: dict, steps: int, seed: int, mentions: int, result: dict) -> dict:
+    """Build the model (seeded) and time its steps inside :func:`measured`; seconds per step and mentions/s."""
+    import torch
+
+    with measured(result):
+        torch.manual_seed(seed)
+        _time_steps(build(), batch, steps, result)
+    result["seconds"] = result.pop("step_seconds")
+    result["mentions_per_second"] = mentions / result["seconds"]
+    return result
+
+
 def _time_steps(model, batch: dict, steps: int, result: dict) -> None:
     """Build the optimiser, run one step inside the measured block (the caller's), then time ``steps``."""
     import torch
@@ -205,15 +217,9 @@ def kebiolm_step(num_entities: int, *, linking_softmax: str = "full", entity_dim
                      tags_from_spans(length, spans[mention_batch == row].numpy(), valid) for row in range(batch_size)])))
     result = {"stage": f"kebiolm-{linking_softmax}", "num_entities": num_entities, "entity_dim": entity_dim,
               "mentions": len(spans)}
-    with measured(result):
-        torch.manual_seed(seed)
-        config = KebiolmConfig(vocab_size=vocab_size, num_entities=num_entities, entity_dim=entity_dim,
-                               linking_softmax=linking_softmax, **TINY_TEXT_ENCODER)
-        model = KebiolmForPreTraining(config)
-        _time_steps(model, batch, steps, result)
-    result["seconds"] = result.pop("step_seconds")
-    result["mentions_per_second"] = len(spans) / result["seconds"]
-    return result
+    return _measure_steps(lambda: KebiolmForPreTraining(KebiolmConfig(
+        vocab_size=vocab_size, num_entities=num_entities, entity_dim=entity_dim, linking_softmax=linking_softmax,
+        **TINY_TEXT_ENCODER)), batch, steps, seed, len(spans), result)
 
 
 def smedbert_step(num_entities: int, *, entity_dim: int = 64, batch_size: int = 8, length: int = 128,
@@ -247,16 +253,10 @@ def smedbert_step(num_entities: int, *, entity_dim: int = 64, batch_size: int = 
         mnem_log_q=-torch.rand(mnem_edges, negatives + 1, generator=generator) - 5)
     result = {"stage": "smedbert", "num_entities": num_entities, "entity_dim": entity_dim, "mentions": len(spans),
               "neighbour_edges": edges}
-    with measured(result):
-        torch.manual_seed(seed)
-        config = SmedbertConfig(vocab_size=vocab_size, num_entities=num_entities, num_relations=num_relations,
-                                num_entity_types=8, entity_dim=entity_dim, relation_dim=entity_dim,
-                                mnem_num_negatives=negatives, **TINY_TEXT_ENCODER)
-        model = SmedbertForPreTraining(config)
-        _time_steps(model, batch, steps, result)
-    result["seconds"] = result.pop("step_seconds")
-    result["mentions_per_second"] = len(spans) / result["seconds"]
-    return result
+    return _measure_steps(lambda: SmedbertForPreTraining(SmedbertConfig(
+        vocab_size=vocab_size, num_entities=num_entities, num_relations=num_relations, num_entity_types=8,
+        entity_dim=entity_dim, relation_dim=entity_dim, mnem_num_negatives=negatives, **TINY_TEXT_ENCODER)),
+        batch, steps, seed, len(spans), result)
 
 
 # -- the sampled softmax against the exact one on CMeKG --------------------------------------------
