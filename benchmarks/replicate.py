@@ -543,6 +543,7 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
         if record_path.is_file() and not (committed / "model" / "model.safetensors").is_file():
             _export_base(directory, committed)
         return directory
+    resumed_from_step = resumed_step(directory)  # the times below cover only the steps after it
     started, cpu_started = time.perf_counter(), time.process_time()
     recipe = base_pretraining(family)
     cached = prepopulate(shared, budget, recipe, directory)
@@ -556,6 +557,7 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
     digest = _sha256(directory / "model" / "model.safetensors")
     record = {"family": family, "recipe": key, "commit": commit(), "weights_sha256": digest,
               "seconds": round(time.perf_counter() - started), "cpu_seconds": round(time.process_time() - cpu_started),
+              "timed_steps": budget.base_steps - resumed_from_step, "resumed_from_step": resumed_from_step,
               "rebuild": "benchmarks/replicate.py builds it (pretrain_base) from this recipe; the same code on the same "
                          "CPU gives the same weights_sha256",
               "curve": result.metrics}
@@ -567,6 +569,15 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
     mark_done(directory, key)
     _export_base(directory, committed)
     return directory
+
+
+def resumed_step(directory: Path) -> int:
+    """The step a run stopped part-way in ``directory`` resumes from (its last checkpoint), 0 when none."""
+    from kgplm.training.checkpoints import latest_checkpoint
+
+    checkpoint = latest_checkpoint(directory)
+    return 0 if checkpoint is None else int(json.loads((checkpoint / "trainer_state.json").read_text(
+        encoding="utf-8"))["step"])
 
 
 #: what a base directory needs to be continued from (``kgplm.train(init_from=...)``) and read back

@@ -5,6 +5,7 @@ hand computations and scipy."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 from pathlib import Path
@@ -485,6 +486,17 @@ def test_a_committed_base_is_restored_only_when_its_weights_match_the_record(tmp
     (committed / "model" / "model.safetensors").write_bytes(b"other weights")
     with pytest.raises(RuntimeError, match="SHA-256"):
         replicate._restore_base(committed, tmp_path / "third" / "base" / "mlm-x", record)
+
+
+def test_a_base_records_the_step_it_resumed_from(tmp_path):
+    """A base stopped part-way is timed only after its last checkpoint: its record says from which step."""
+    assert replicate.resumed_step(tmp_path) == 0
+    for step in (500, 1000):
+        checkpoint = tmp_path / "checkpoints" / f"step-{step:07d}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "trainer_state.json").write_text(json.dumps({"step": step}))
+    (tmp_path / "checkpoints" / "step-0001500").mkdir()  # being written (no state yet): not resumable
+    assert replicate.resumed_step(tmp_path) == 1000
 
 
 def test_a_worker_stops_when_its_runner_is_gone(monkeypatch):
