@@ -90,8 +90,10 @@ class Budget:
     kg_epochs: int = 2
     seeds: tuple[int, ...] = (0, 1, 2)
     finetune_seeds: tuple[int, ...] = (0, 1)
+    #: task: [max train examples, epochs] or [max train examples, epochs, learning rate] (without one: the
+    #: ``finetune_learning_rate``); measured on the bases with ``benchmarks/finetune_budget.py``
     tasks: dict = field(default_factory=lambda: {"cmedqaner": [800, 4], "cehrner": [None, 4], "cmedqq": [2000, 2],
-                                                 "chip-sts": [2000, 2]})  # task: [max train examples, epochs]
+                                                 "chip-sts": [2000, 2]})
     max_eval_examples: int | None = None
     finetune_learning_rate: float = 5e-4
     finetune_batch_size: int = 32
@@ -109,6 +111,14 @@ class Budget:
     base_batch_size: int = 32
     base_learning_rate: float = 5e-4
 
+    def task_budget(self, task: str) -> tuple[int | None, int, float]:
+        """(max train examples, epochs, learning rate) of fine-tuning on ``task``."""
+        limit, epochs, *rate = self.tasks[task]
+        if len(rate) > 1:
+            raise ValueError(f"Budget.tasks[{task!r}] = {self.tasks[task]}: expected [examples, epochs] or "
+                             f"[examples, epochs, learning rate]")
+        return limit, epochs, float(rate[0]) if rate else self.finetune_learning_rate
+
     def describe(self) -> str:
         encoder = self.encoder
         protocol = (f"continued pre-training (protocol \"continued\"): one base per family, trained once with seed 0 "
@@ -125,8 +135,9 @@ class Budget:
                 f"pre-training seeds {list(self.seeds)}, fine-tuning seeds {list(self.finetune_seeds)} "
                 f"(lr {self.finetune_learning_rate:g}, batch {self.finetune_batch_size}, max length "
                 f"{self.finetune_max_length}; " + ", ".join(
-                    f"{task} {limit or 'all'} train examples × {epochs} epochs" for task, (limit, epochs)
-                    in self.tasks.items())
+                    f"{task} {limit or 'all'} train examples × {epochs} epochs"
+                    + (f" (lr {rate:g})" if rate != self.finetune_learning_rate else "")
+                    for task, (limit, epochs, rate) in ((task, self.task_budget(task)) for task in self.tasks))
                 + f"; dev/test {'all' if self.max_eval_examples is None else self.max_eval_examples} examples); "
                 f"{self.similarity_queries} similarity queries per set (hard negatives from {self.similarity_pool} "
                 f"same-type entities), {self.probes} probes; "
@@ -511,9 +522,10 @@ def pretraining_key(budget: Budget, pretraining: Pretraining, seed: int, shared_
 
 def finetuning_key(budget: Budget, pretrained: str, task: str, seed: int, encoder_inputs: bool,
                    options: tuple = ()) -> dict:
-    limit, epochs = budget.tasks[task]
+    limit, epochs, learning_rate = budget.task_budget(task)
     key = {"pretrained": pretrained, "task": task, "seed": seed, "encoder_inputs": encoder_inputs,
-           "max_train_examples": limit, "epochs": epochs, **{name: getattr(budget, name) for name in FINETUNING_FIELDS}}
+           "max_train_examples": limit, "epochs": epochs, **{name: getattr(budget, name) for name in FINETUNING_FIELDS},
+           "finetune_learning_rate": learning_rate}  # the task's own, where it has one
     return {**key, "finetune_options": dict(options)} if options else key
 
 
@@ -654,7 +666,7 @@ def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encode
     import kgplm
     from _outcomes import scored_outcomes
 
-    limit, epochs = budget.tasks[task]
+    limit, epochs, learning_rate = budget.task_budget(task)
     key = finetuning_key(budget, run.name, task, seed, encoder_inputs, options)
     directory, done = cached_directory(work / "finetune", f"{task}-f{seed}{'' if encoder_inputs else '-text'}"
                                        f"{'-' + '-'.join(name for name, _ in options) if options else ''}", key)
@@ -662,7 +674,7 @@ def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encode
     if done:
         return json.loads(outcomes_path.read_text(encoding="utf-8")), directory
     result = kgplm.finetune(model=run, task=task, data_dir=SHARED / "tasks", output_dir=directory, epochs=epochs,
-                            batch_size=budget.finetune_batch_size, learning_rate=budget.finetune_learning_rate,
+                            batch_size=budget.finetune_batch_size, learning_rate=learning_rate,
                             max_length=budget.finetune_max_length, max_train_examples=limit,
                             max_eval_examples=budget.max_eval_examples, seed=seed, encoder_inputs=encoder_inputs,
                             device=device, progress=False, **dict(options))

@@ -171,6 +171,23 @@ def test_every_setting_that_changes_a_result_changes_a_cache_or_cell_key():
     assert "max_length" in replicate.corpus_key(budget, False, False)
 
 
+def test_a_task_may_have_its_own_fine_tuning_learning_rate():
+    """Pair tasks and NER want different learning rates on the same base (finetune_budget.py): a task's own
+    rate is its fine-tuning key's rate; a task without one keeps the budget's and its key."""
+    budget = replicate.Budget(tasks={"cmedqq": [2000, 3, 2e-3], "cmedqaner": [800, 4]}, finetune_learning_rate=5e-4)
+    assert budget.task_budget("cmedqq") == (2000, 3, 2e-3)
+    assert budget.task_budget("cmedqaner") == (800, 4, 5e-4)
+    assert replicate.finetuning_key(budget, "r", "cmedqq", 0, True)["finetune_learning_rate"] == 2e-3
+    same = dataclasses.replace(budget, tasks={"cmedqq": [2000, 3], "cmedqaner": [800, 4]}, finetune_learning_rate=2e-3)
+    assert replicate.finetuning_key(same, "r", "cmedqq", 0, True) == replicate.finetuning_key(budget, "r", "cmedqq", 0,
+                                                                                               True)
+    assert replicate.finetuning_key(budget, "r", "cmedqaner", 0, True)["finetune_learning_rate"] == 5e-4
+    assert "cmedqq 2000 train examples × 3 epochs (lr 0.002)" in budget.describe()
+    assert "cmedqaner 800 train examples × 4 epochs;" in budget.describe()  # the budget's rate: not repeated
+    with pytest.raises(ValueError, match="expected"):
+        replicate.Budget(tasks={"cmedqq": [2000, 3, 2e-3, 1]}).task_budget("cmedqq")
+
+
 def test_a_bumped_results_version_changes_the_pretraining_and_cell_keys():
     budget = replicate.Budget()
     row = replicate.Row("smedbert", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
