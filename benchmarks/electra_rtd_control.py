@@ -9,12 +9,14 @@ out of training, how well D's logit separates replaced from original tokens (ROC
 * ``uniform``: 15 % of the real tokens replaced by tokens drawn uniformly from the vocabulary (minus the
   special tokens), with no generator involved.
 
-Corpora: ``synthetic`` — a low-entropy grammar of 24 characters (each character has two possible
-successors, so a uniform replacement almost always breaks a transition that D can see); ``dialogues`` —
-the Chinese medical dialogues of the shared data; or a path to a text file (one document per line).
-The last ``--held-out`` lines are held out of training.
+Corpora: ``topics`` — every line draws its characters from one of six disjoint sets of eight, so a
+replacement from another set is out of place anywhere in the line (content; the positive control);
+``chain`` — a first-order chain over 24 characters with two successors each, so a replacement breaks the
+transitions with its neighbours (position: a tiny encoder first has to learn to look at its neighbours);
+``dialogues`` — the Chinese medical dialogues of the shared data; or a path to a text file (one document
+per line). The last ``--held-out`` lines are held out of training.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/electra_rtd_control.py --corpus synthetic --steps 300
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/electra_rtd_control.py --corpus topics --steps 300 --learning-rate 2e-3
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/electra_rtd_control.py --corpus dialogues --steps 300 \\
         --rtd-weight 1 --generator-size 0.25 --learning-rate 1e-3
 

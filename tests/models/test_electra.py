@@ -245,4 +245,5 @@ def test_the_discriminator_learns_a_detectable_corruption():
         optimizer.zero_grad()
         output.loss.backward()
         optimizer_step(optimizer, trainable, 1.0, None, step)
-    assert held_out_auc(model) > 0.9
+    auc = held_out_auc(model)
+    assert auc > 0.9, auc
