@@ -7,7 +7,9 @@ out of training, how well D's logit separates replaced from original tokens (ROC
 * ``generator``: the diagnostic's corruption — 15 % of the real tokens chosen, 85 % of those replaced by
   [MASK], G's samples put in (``model.corrupt``); replaced = sample ≠ original;
 * ``uniform``: 15 % of the real tokens replaced by tokens drawn uniformly from the vocabulary (minus the
-  special tokens), with no generator involved.
+  special tokens), with no generator involved;
+* ``unigram``: 15 % of the real tokens replaced by tokens drawn from the held-out text's own tokens (its
+  unigram distribution): rare tokens no longer give a replacement away, so vocabularies of two sizes compare.
 
 Corpora: ``topics`` — every line draws its characters from one of six disjoint sets of eight, so a
 replacement from another set is out of place anywhere in the line (content; the positive control);
@@ -119,6 +121,14 @@ def detection_scores(model, tokenizer, lines: list[str], *, max_length: int = 64
     swapped[picks] = allowed[torch.randint(len(allowed), (int(picks.sum()),), generator=generator)]
     logits = model(swapped, attention).prediction_logits
     out["uniform"] = _summary((swapped != ids)[scored].numpy(), logits[scored].numpy())
+    # frequency-matched: the replacements are drawn from the text's own tokens (its unigram distribution), so
+    # rare, barely trained embeddings do not give them away and two vocabulary sizes compare
+    pool = ids[real]
+    shuffled = ids.clone()
+    picks = (torch.rand(ids.shape, generator=generator) < 0.15) & real
+    shuffled[picks] = pool[torch.randint(len(pool), (int(picks.sum()),), generator=generator)]
+    logits = model(shuffled, attention).prediction_logits
+    out["unigram"] = _summary((shuffled != ids)[scored].numpy(), logits[scored].numpy())
     return out
 
 
