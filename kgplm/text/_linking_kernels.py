@@ -1,15 +1,16 @@
 """Numba kernels behind :mod:`kgplm.text.linking`: a character trie walked from every position.
 
 The trie is stored in CSR form, built by :func:`build_trie` with its nodes numbered breadth-first;
-the kernels read it packed (one :data:`NODE_ROW` record per node): ``nodes[n]``
-holds node ``n``'s children range ``child_start:child_end`` in ``children``, the children's code
-points sorted ascending and found by binary search (the child at ``children[k]`` is node
-``k + 1``), then ``terminal``: the dictionary entry ending at ``n`` (any case) or -1,
-``terminal_capital``: the entry to use instead when the matched text is all capital letters
-(short abbreviations match only in capitals) or -1. A node whose string is a word of the
-segmentation dictionary but no any-case entry has ``terminal = -3 - w``: its log-probability as a
-word is ``word_weights[w]`` (a node that is an entry counts as a name, whatever its word weight).
-The root's children are also in ``root_children``, indexed by code point.
+the kernels read it packed (one 8-byte :data:`NODE_ROW` record per node, and one more closing the
+table): node ``n``'s children are ``children[nodes[n].child_start:nodes[n + 1].child_start]``, their
+code points sorted ascending and found by binary search (the child at ``children[k]`` is node
+``k + 1``). A node where a dictionary entry or a segmentation word ends has a ``slot``, its row of
+``terminals``: ``terminals[slot, 0]``, the entry ending there (any case), or ``-3 - w`` when none but
+the node's string is word ``w`` of the segmentation dictionary (log-probability
+``word_weights[w]``; a node that is an entry counts as a name, whatever its word weight), or -1;
+``terminals[slot, 1]``, the entry to use instead when the matched text is all capital letters
+(short abbreviations match only in capitals) or -1. The root's children are also in
+``root_children``, indexed by code point.
 
 :func:`link_documents` takes many documents' code points at once (one call per batch: a call per
 short document cost more than its matching) and normalises each document into codes with per-code
@@ -49,7 +50,7 @@ def _child(node, code, nodes, children):  # pragma: no cover - compiled
     character up with :func:`_root_child` before their loop: a root test inside this function cost
     ~3x the whole no-match step (measured on a 260k-character text)."""
     low = nodes[node].child_start
-    high = nodes[node].child_end - 1
+    high = nodes[node + 1].child_start - 1  # the next row starts where this one's children end
     while low <= high:
         middle = (low + high) >> 1
         value = children[middle]
@@ -74,19 +75,23 @@ def _emit(starts, ends, entries, count, start, end, entry):  # pragma: no cover 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _entry(node, cursor, alnum, char_end, all_capital, nodes):  # pragma: no cover - compiled
+def _entry(node, cursor, alnum, char_end, all_capital, nodes, terminals):  # pragma: no cover - compiled
     """The entry the text matched up to ``cursor`` (trie ``node``) ends; -1 when none, ``-3 - w`` when none but
     the node is word ``w`` of the segmentation dictionary, -2 when no match may end there (inside a
     character's codes, or a Latin word goes on)."""
     if not char_end[cursor - 1] or (alnum[cursor - 1] and cursor < alnum.shape[0] and alnum[cursor]):
         return -2
-    if all_capital and nodes[node].terminal_capital >= 0:
-        return nodes[node].terminal_capital
-    return nodes[node].terminal
+    slot = nodes[node].slot
+    if slot < 0:
+        return -1
+    if all_capital and terminals[slot, 1] >= 0:
+        return terminals[slot, 1]
+    return terminals[slot, 0]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _longest_at(position, limit, codes, alnum, char_end, capital, root_children, nodes, children):  # pragma: no cover
+def _longest_at(position, limit, codes, alnum, char_end, capital, root_children, nodes, children,
+                terminals):  # pragma: no cover - compiled
     """(end, entry) of the longest dictionary entry at ``position`` ending by ``limit``; (-1, -1) when none."""
     cursor = position
     all_capital = True
@@ -96,7 +101,7 @@ def _longest_at(position, limit, codes, alnum, char_end, capital, root_children,
     while node >= 0:
         all_capital = all_capital and capital[cursor]
         cursor += 1
-        entry = _entry(node, cursor, alnum, char_end, all_capital, nodes)
+        entry = _entry(node, cursor, alnum, char_end, all_capital, nodes, terminals)
         if entry >= 0:
             best_end = cursor
             best_entry = entry
@@ -107,7 +112,7 @@ def _longest_at(position, limit, codes, alnum, char_end, capital, root_children,
 
 
 @numba.njit(cache=True, nogil=True)
-def _match_document(codes, alnum, char_start, char_end, capital, root_children, nodes, children, word_weights,
+def _match_document(codes, alnum, char_start, char_end, capital, root_children, nodes, children, terminals, word_weights,
                     name_weight, unknown_weight, mode, best, choice_end, choice_entry, starts, ends, entries,
                     count):  # pragma: no cover - compiled
     """Append the matches in one document's ``codes`` to ``starts/ends/entries`` from ``count`` on; return the
@@ -147,7 +152,8 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
         if alnum[position] and position > 0 and alnum[position - 1]:
             continue
         if mode == LONGEST:
-            end, entry = _longest_at(position, size, codes, alnum, char_end, capital, root_children, nodes, children)
+            end, entry = _longest_at(position, size, codes, alnum, char_end, capital, root_children, nodes, children,
+                                     terminals)
             if entry >= 0:
                 count = _emit(starts, ends, entries, count, position, end, entry)
                 if count < 0:
@@ -161,7 +167,7 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
         while node >= 0:
             all_capital = all_capital and capital[cursor]
             cursor += 1
-            entry = _entry(node, cursor, alnum, char_end, all_capital, nodes)
+            entry = _entry(node, cursor, alnum, char_end, all_capital, nodes, terminals)
             if entry != -2:  # -2: no match may end here
                 if mode == BEST_PATH:
                     if entry >= 0:
@@ -207,7 +213,7 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
             while inner < word_end:
                 if char_start[inner] and not (alnum[inner] and inner > 0 and alnum[inner - 1]):
                     end, entry = _longest_at(inner, word_end, codes, alnum, char_end, capital, root_children, nodes,
-                                             children)
+                                             children, terminals)
                     if entry >= 0:
                         count = _emit(starts, ends, entries, count, inner, end, entry)
                         if count < 0:
@@ -242,7 +248,7 @@ def _normalize_document(raw, single, length, expansion_start, expansions, capita
 
 @numba.njit(cache=True, nogil=True)
 def link_documents(raw, document_starts, single, length, expansion_start, expansions, capital_of, alnum_of,
-                   root_children, nodes, children, word_weights, name_weight, unknown_weight, mode, matches,
+                   root_children, nodes, children, terminals, word_weights, name_weight, unknown_weight, mode, matches,
                    document_counts):  # pragma: no cover - compiled
     """Match every document of ``raw`` (code points, document ``d`` at ``document_starts[d]:document_starts[d + 1]``)
     in one call: normalise it (per-character tables of :mod:`kgplm.text.linking`), match it alone
@@ -273,7 +279,8 @@ def link_documents(raw, document_starts, single, length, expansion_start, expans
                                    char_end, capital, alnum)
         first = count
         count = _match_document(codes[:size], alnum[:size], char_start[:size], char_end[:size], capital[:size],
-                                root_children, nodes, children, word_weights, name_weight, unknown_weight, mode, best,
+                                root_children, nodes, children, terminals, word_weights, name_weight, unknown_weight,
+                                mode, best,
                                 choice_end, choice_entry, starts, ends, entries, count)
         if count < 0:
             return -1
@@ -301,22 +308,22 @@ def build_trie(patterns: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     first = _trie.distinct(flat, offsets, order)
     strings = order[first]
     lcp, per_depth = _trie.trie_levels(flat, offsets, strings)
-    rows = np.zeros((int(per_depth.sum()), 2), dtype=np.int64)
-    children = np.empty(len(rows) - 1, dtype=np.int32)
+    rows = np.zeros((int(per_depth.sum()) + 1, 2), dtype=np.int64)
+    children = np.empty(len(rows) - 2, dtype=np.int32)
     node_of_string = np.empty(len(strings), dtype=np.int64)
     _trie.fill_trie(flat, offsets, strings, lcp, per_depth, rows, children, node_of_string)
     node_of = np.empty(len(patterns), dtype=np.int64)
     node_of[order] = node_of_string[np.cumsum(first) - 1]
-    child_ptr = np.append(rows[:, 0], rows[-1, 1])
+    child_ptr = rows[:, 0]
     return child_ptr, children, node_of
 
 
-#: one row of the node table: what a trie step reads, side by side in memory (separate arrays cost a cache
-#: miss each). 16 bytes: at UMLS scale (52.8M nodes for 1M concepts) a row is most of the linker's memory;
-#: the segmentation words' weights (float64, ~350k of jieba's words) moved out of the row into
-#: ``word_weights``, found through ``terminal`` (issue 30.6)
-NODE_ROW = np.dtype([("child_start", np.int32), ("child_end", np.int32), ("terminal", np.int32),
-                     ("terminal_capital", np.int32)], align=True)
+#: one row of the node table: what every trie step reads. ``nodes[n + 1].child_start`` ends node ``n``'s children (a
+#: last row closes the table), and ``slot`` (or -1) is the node's row of ``terminals``: its any-case entry
+#: (or ``-3 - w``: word ``w`` of the segmentation dictionary, or -1) and its capitals entry (or -1). Most
+#: nodes end no name, so 8 bytes a node instead of 24 (issue 30.6: 53M nodes at 1M UMLS concepts); the
+#: extra read of ``terminals`` happens only where a name or word ends
+NODE_ROW = np.dtype([("child_start", np.int32), ("slot", np.int32)], align=True)
 
 
 def word_of(terminal: int) -> int:
@@ -326,7 +333,7 @@ def word_of(terminal: int) -> int:
 
 def root_table(nodes: np.ndarray, children: np.ndarray) -> np.ndarray:
     """The root's children by code point (−1: none), up to the largest first character."""
-    first, last = int(nodes[0]["child_start"]), int(nodes[0]["child_end"])
+    first, last = int(nodes[0]["child_start"]), int(nodes[1]["child_start"])
     codes = children[first:last]
     table = np.full(int(codes.max()) + 1 if len(codes) else 0, -1, dtype=np.int32)
     table[codes] = np.arange(first, last, dtype=np.int32) + 1

@@ -195,8 +195,9 @@ def trie_levels(flat, offsets, strings):  # pragma: no cover - compiled
 @numba.njit(cache=True, nogil=True)
 def fill_trie(flat, offsets, strings, lcp, per_depth, rows, children, node_of):  # pragma: no cover - compiled
     """Write the trie of the sorted distinct ``strings``: ``children[k]``, the code of node ``k + 1``;
-    ``rows[n, 0:2]``, node ``n``'s children range in ``children``; ``node_of[r]``, the node where string ``r``
-    ends (``lcp`` and ``per_depth`` from :func:`trie_levels`)."""
+    ``rows[n, 0]``, where node ``n``'s children begin in ``children`` (``rows[n + 1, 0]``: where they end;
+    ``rows`` has a row more than the trie has nodes); ``node_of[r]``, the node where string ``r`` ends
+    (``lcp`` and ``per_depth`` from :func:`trie_levels`)."""
     depths = per_depth.shape[0]
     cursor = np.zeros(depths, dtype=np.int64)  # the next id at each depth
     total = 0
@@ -217,14 +218,14 @@ def fill_trie(flat, offsets, strings, lcp, per_depth, rows, children, node_of): 
             node = cursor[depth]
             cursor[depth] += 1
             children[node - 1] = code
-            rows[path[depth - 1], 1] += 1  # fanout, made a range below
+            rows[path[depth - 1], 0] += 1  # fanout, made the start of the children below
             path[depth] = node
         node_of[r] = path[depth]
     running = 0
     for node in range(rows.shape[0]):
+        fanout = rows[node, 0]
         rows[node, 0] = running
-        running += rows[node, 1]
-        rows[node, 1] = running
+        running += fanout
 
 
 @numba.njit(cache=True, nogil=True)

@@ -244,7 +244,7 @@ class EntityLinker:
                           "entity_types": None if entity_types is None else sorted(entity_types),
                           "roots": None if roots is None else [str(root) for root in roots],
                           "names": "store" if names is None else "explicit"}
-        logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[1]))
+        logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[1]) - 1)
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, directory: "str | os.PathLike") -> Path:

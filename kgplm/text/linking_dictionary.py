@@ -18,8 +18,9 @@ a 1M-concept UMLS-shaped store (3.8M strings, 52.8M trie nodes) peaked at 6.24 G
   distinct entities of its names (a capitals entry also gets those of the any-case names of the
   same letters), ranked by the linker's rule (own display name, then degree, then id) with one
   ``np.lexsort`` over (entry, entity) pairs;
-* the trie is built level by level into its final arrays (:mod:`kgplm.text._linking_trie`): 16
-  bytes a node plus 4 for its code, and no node-sized intermediate.
+* the trie is built level by level into its final arrays (:mod:`kgplm.text._linking_trie`): 8
+  bytes a node plus 4 for its code, 8 more for each node where a name or word ends, and no
+  node-sized intermediate.
 
 ``tests/text/test_linking_dictionary.py`` checks every array against a plain dict-and-list
 reference build on random name sets.
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numba
 import numpy as np
 
+from kgplm._memory import release_free_heap
 from kgplm.kg.strings import StringTable
 from kgplm.text import _linking_trie as _trie
 from kgplm.text import linking_filters as _filters
@@ -61,7 +63,7 @@ ANY_CASE, CAPITALS, WORD = 0, 1, 2  # the kinds of strings sorted together
 class LinkerDictionary(NamedTuple):
     patterns: StringTable  # entry → its normalised pattern
     candidates: CandidateTable  # entry → its entities, best first
-    automaton: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # root_children, nodes, children, word_weights
+    automaton: tuple[np.ndarray, ...]  # root_children, nodes, children, terminals, word_weights
     num_names: int  # distinct patterns
     name_weight: float
     unknown_weight: float
@@ -105,6 +107,7 @@ def _name_source(store: "KGStore | None", names: dict[str, Iterable[int]] | None
         owners = np.fromiter((entity for row in rows for entity in row), dtype=np.int64, count=int(indptr[-1]))
         return (lambda first, last: surfaces[first:last]), len(surfaces), indptr, owners
     lookup = store.name_lookup()
+    release_free_heap()  # what building the index freed: the trie arrays allocated later never reuse it
     indptr, owners = lookup.owner_csr()
     return (lambda first, last: [lookup.key(key) for key in range(first, last)]), len(lookup), indptr, owners
 
@@ -153,11 +156,11 @@ def _runs(flat, offsets, order, kinds, values):  # pragma: no cover - compiled
     count = 0
     for k in range(order.shape[0]):
         count += first[k]
-    representative = np.empty(count, dtype=np.int64)
-    first_any = np.full(count, -1, dtype=np.int64)
-    first_capital = np.full(count, -1, dtype=np.int64)
+    representative = np.empty(count, dtype=np.int32)
+    first_any = np.full(count, -1, dtype=np.int32)
+    first_capital = np.full(count, -1, dtype=np.int32)
     frequency = np.zeros(count, dtype=np.int64)
-    run_of = np.empty(order.shape[0], dtype=np.int64)
+    run_of = np.empty(order.shape[0], dtype=np.int32)
     run = -1
     for k in range(order.shape[0]):
         item = order[k]
@@ -307,9 +310,9 @@ def build_dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | 
     any_runs = any_runs[np.argsort(first_any[any_runs], kind="stable")]
     capital_runs = np.flatnonzero(first_capital >= 0)
     capital_runs = capital_runs[np.argsort(first_capital[capital_runs], kind="stable")]
-    entry_any = np.full(len(representative), -1, dtype=np.int64)
+    entry_any = np.full(len(representative), -1, dtype=np.int32)
     entry_any[any_runs] = np.arange(len(any_runs))
-    entry_capital = np.full(len(representative), -1, dtype=np.int64)
+    entry_capital = np.full(len(representative), -1, dtype=np.int32)
     entry_capital[capital_runs] = len(any_runs) + np.arange(len(capital_runs))
     entry_runs = np.concatenate([any_runs, capital_runs])
     num_entries = len(entry_runs)
@@ -329,23 +332,30 @@ def build_dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | 
     del pair_entries, pair_entities, degree
     blob, blob_offsets = _trie.gather_strings(flat, offsets, representative[entry_runs])
     patterns = StringTable(blob, blob_offsets)
+    del entry_runs
+    # what each run's node holds: its any-case entry, else -3 - w for a word w (runs in sorted order), else -1;
+    # its capitals entry or -1
+    word_runs = np.flatnonzero((frequency > 0) & (entry_any < 0))
+    word_weights = np.log(frequency[word_runs].astype(float)) - math.log(total)
+    run_terminal = entry_any
+    run_terminal[word_runs] = -3 - np.arange(len(word_runs), dtype=np.int32)
+    del frequency, word_runs, entry_any
     lcp, per_depth = _trie.trie_levels(flat, offsets, representative)
     num_nodes = int(per_depth.sum())
     if num_nodes >= 2**31:
         raise ValueError(f"a trie of {num_nodes:,} nodes does not fit int32 node ids")
-    nodes = np.zeros(num_nodes, dtype=NODE_ROW)
-    rows = nodes.view(np.int32).reshape(num_nodes, 4)
+    nodes = np.zeros(num_nodes + 1, dtype=NODE_ROW)  # a last row closes the table
     children = np.empty(num_nodes - 1, dtype=np.int32)
-    node_of = np.empty(len(representative), dtype=np.int64)
-    _trie.fill_trie(flat, offsets, representative, lcp, per_depth, rows, children, node_of)
+    node_of = np.empty(len(representative), dtype=np.int32)
+    _trie.fill_trie(flat, offsets, representative, lcp, per_depth, nodes.view(np.int32).reshape(num_nodes + 1, 2),
+                    children, node_of)
     del flat, offsets, lcp, representative
-    rows[:, 2:] = -1
-    rows[node_of[entry_any >= 0], 2] = entry_any[entry_any >= 0]
-    rows[node_of[entry_capital >= 0], 3] = entry_capital[entry_capital >= 0]
-    # a word that is no any-case entry: terminal -3 - w, its weight word_weights[w] (runs in sorted order)
-    word_runs = np.flatnonzero((frequency > 0) & (entry_any < 0))
-    rows[node_of[word_runs], 2] = -3 - np.arange(len(word_runs))
-    word_weights = np.log(frequency[word_runs].astype(float)) - math.log(total)
-    automaton = (root_table(nodes, children), nodes, children, word_weights)
+    # a slot (row of terminals) for each node where an entry or a word ends, in sorted order of the strings
+    slot_runs = np.flatnonzero((run_terminal != -1) | (entry_capital >= 0))
+    nodes["slot"] = -1
+    nodes["slot"][node_of[slot_runs]] = np.arange(len(slot_runs), dtype=np.int32)
+    terminals = np.stack([run_terminal[slot_runs], entry_capital[slot_runs]], axis=1).astype(np.int32)
+    del node_of, run_terminal, entry_capital, slot_runs
+    automaton = (root_table(nodes, children), nodes, children, terminals, word_weights)
     return LinkerDictionary(patterns, candidates, automaton, num_names, math.log(NAME_FREQUENCY) - math.log(total),
                             -math.log(total))

@@ -136,20 +136,25 @@ def check_against_reference(linker: EntityLinker, directory: Path, store, names,
         assert built._candidates[:] == rows
         assert built.best_entities(np.arange(len(rows))).tolist() == [row[0] for row in rows]
         assert built.num_names == len(set(patterns))
-        root_children, nodes, children, word_weights = built._automaton
+        root_children, nodes, children, terminals, word_weights = built._automaton
         order, codes, ranges = reference_trie(expected_nodes)
+        assert len(nodes) == len(order) + 1  # a last row closes the table
         assert children.tolist() == codes
-        assert list(zip(nodes["child_start"].tolist(), nodes["child_end"].tolist())) == ranges
+        starts = nodes["child_start"].tolist()
+        assert list(zip(starts[:-1], starts[1:])) == ranges
         node_of = {text: node for node, text in enumerate(order)}
         assert root_children.tolist() == [node_of.get(chr(code), -1) for code in range(len(root_children))]
         assert len(root_children) == (max(codes[ranges[0][0]:ranges[0][1]]) + 1 if ranges[0][1] else 0)
+        slots = nodes["slot"].tolist()
+        assert slots[-1] == -1 and sorted(slot for slot in slots if slot >= 0) == list(range(len(terminals)))
         for node, text in enumerate(order):
             terminal, capital, weight = expected_nodes.get(text, (-1, -1, None))
-            found = int(nodes["terminal"][node])
-            assert (max(found, -1), int(nodes["terminal_capital"][node])) == (terminal, capital), text
+            found, found_capital = terminals[slots[node]].tolist() if slots[node] >= 0 else (-1, -1)
+            assert (max(found, -1), found_capital) == (terminal, capital), text
             if terminal < 0:  # an entry's node counts as a name; any other word node carries its weight
                 word = kernels.word_of(found)
                 assert (word_weights[word] if word >= 0 else None) == weight, text
+            assert slots[node] < 0 or (found, found_capital) != (-1, -1), text  # a slot only where something ends
         assert len(word_weights) == sum(t < 0 and w is not None for t, _, w in expected_nodes.values())
         assert (built._name_weight, built._unknown_weight) == (name_weight, unknown_weight)
 
@@ -229,5 +234,5 @@ def test_build_trie_gives_each_string_its_node() -> None:
     child_ptr, codes, node_of = kernels.build_trie(strings)
     order, expected_codes, ranges = reference_trie(strings)
     assert codes.tolist() == expected_codes
-    assert child_ptr.tolist() == [start for start, _ in ranges] + [ranges[-1][1]]
+    assert child_ptr.tolist() == [start for start, _ in ranges] + [ranges[-1][1]]  # the last entry closes the table
     assert [order[node] for node in node_of.tolist()] == strings
