@@ -34,7 +34,7 @@ method, as ``replicate.py --primary``). Run directories are keyed by every setti
 (``_runs.run_directory``) under ``--out``; nothing is written into ``--work`` beyond what
 ``replicate.shared_inputs`` builds when it is missing.
 
-    .venv/bin/python benchmarks/embert_cecp.py --base /work/run28-cache/base/mlm-<hash> [--work /work/run28-cache]
+    .venv/bin/python benchmarks/embert_cecp.py --base <work>/base/mlm-<hash> [--work <replicate.py's --work>]
         [--steps 800] [--held-out 2000] [--out benchmarks/.cache/embert_cecp] [--smoke --methods embert]
 """
 
@@ -77,7 +77,7 @@ def check_base(base: Path, shared) -> dict:
     config_path = base / "model" / "config.json"
     if not config_path.is_file():
         raise ConfigurationError(f"--base {base}: no model/config.json (expected a kgplm pre-training run directory, "
-                                 f"e.g. /work/run28-cache/base/mlm-<hash>)")
+                                 f"e.g. <replicate.py's --work>/base/mlm-<hash>)")
     config = json.loads(config_path.read_text(encoding="utf-8"))
     if config.get("method") != "mlm":
         raise ConfigurationError(f"--base {base}: {config_path} has method {config.get('method')!r}; EMBERT continues "
@@ -321,8 +321,9 @@ def write_atomic(path: Path, text: str) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", type=Path, required=True, help="a kgplm pre-training run of the mlm family")
-    parser.add_argument("--work", type=Path, default=Path("/work/run28-cache"),
-                        help="the replication run's work directory (its shared inputs; read, built only if missing)")
+    parser.add_argument("--work", type=Path, default=replicate.ROOT / ".cache" / "replicate",
+                        help="the replication run's work directory (its shared inputs; read, built only if missing; "
+                             "default: replicate.py's own)")
     parser.add_argument("--methods", nargs="+", default=None,
                         help="the knowledge methods whose rows the base's replication run planned (default: all)")
     parser.add_argument("--steps", type=int, default=800)

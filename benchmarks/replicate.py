@@ -90,8 +90,14 @@ class Budget:
     kg_epochs: int = 2
     seeds: tuple[int, ...] = (0, 1, 2)
     finetune_seeds: tuple[int, ...] = (0, 1)
-    tasks: dict = field(default_factory=lambda: {"cmedqaner": [800, 4], "cehrner": [None, 4], "cmedqq": [2000, 2],
-                                                 "chip-sts": [2000, 2]})  # task: [max train examples, epochs]
+    #: task: [max train examples, epochs] or [max train examples, epochs, learning rate] (without one: the
+    #: ``finetune_learning_rate``); measured on the bases with ``benchmarks/finetune_budget.py``
+    #: (2026-11-25, fine-tuning seed 0 on the two bases: cMedQQ 2000 × 3 at 2e-3 reached dev 55.7 vs constant 50.4,
+    #: at 5e-4 and 5e-3 it stayed constant; cMedQANER 800 × 4 reached 11.0 at 5e-4 and 0.0 at 2e-3; CHIP-STS
+    #: learnt on the MLM base at 2000 × 3, 2e-3 (dev 46.9 vs 33.6) and on the ELECTRA base at none of 2000–4000 ×
+    #: 2–3, 1e-3–5e-3: benchmarks/results/finetune_budget.jsonl)
+    tasks: dict = field(default_factory=lambda: {"cmedqaner": [800, 4], "cehrner": [None, 4], "cmedqq": [2000, 3, 2e-3],
+                                                 "chip-sts": [2000, 3, 2e-3]})
     max_eval_examples: int | None = None
     finetune_learning_rate: float = 5e-4
     finetune_batch_size: int = 32
@@ -109,6 +115,14 @@ class Budget:
     base_batch_size: int = 32
     base_learning_rate: float = 5e-4
 
+    def task_budget(self, task: str) -> tuple[int | None, int, float]:
+        """(max train examples, epochs, learning rate) of fine-tuning on ``task``."""
+        limit, epochs, *rate = self.tasks[task]
+        if len(rate) > 1:
+            raise ValueError(f"Budget.tasks[{task!r}] = {self.tasks[task]}: expected [examples, epochs] or "
+                             f"[examples, epochs, learning rate]")
+        return limit, epochs, float(rate[0]) if rate else self.finetune_learning_rate
+
     def describe(self) -> str:
         encoder = self.encoder
         protocol = (f"continued pre-training (protocol \"continued\"): one base per family, trained once with seed 0 "
@@ -125,8 +139,9 @@ class Budget:
                 f"pre-training seeds {list(self.seeds)}, fine-tuning seeds {list(self.finetune_seeds)} "
                 f"(lr {self.finetune_learning_rate:g}, batch {self.finetune_batch_size}, max length "
                 f"{self.finetune_max_length}; " + ", ".join(
-                    f"{task} {limit or 'all'} train examples × {epochs} epochs" for task, (limit, epochs)
-                    in self.tasks.items())
+                    f"{task} {limit or 'all'} train examples × {epochs} epochs"
+                    + (f" (lr {rate:g})" if rate != self.finetune_learning_rate else "")
+                    for task, (limit, epochs, rate) in ((task, self.task_budget(task)) for task in self.tasks))
                 + f"; dev/test {'all' if self.max_eval_examples is None else self.max_eval_examples} examples); "
                 f"{self.similarity_queries} similarity queries per set (hard negatives from {self.similarity_pool} "
                 f"same-type entities), {self.probes} probes; "
@@ -511,9 +526,10 @@ def pretraining_key(budget: Budget, pretraining: Pretraining, seed: int, shared_
 
 def finetuning_key(budget: Budget, pretrained: str, task: str, seed: int, encoder_inputs: bool,
                    options: tuple = ()) -> dict:
-    limit, epochs = budget.tasks[task]
+    limit, epochs, learning_rate = budget.task_budget(task)
     key = {"pretrained": pretrained, "task": task, "seed": seed, "encoder_inputs": encoder_inputs,
-           "max_train_examples": limit, "epochs": epochs, **{name: getattr(budget, name) for name in FINETUNING_FIELDS}}
+           "max_train_examples": limit, "epochs": epochs, **{name: getattr(budget, name) for name in FINETUNING_FIELDS},
+           "finetune_learning_rate": learning_rate}  # the task's own, where it has one
     return {**key, "finetune_options": dict(options)} if options else key
 
 
@@ -543,6 +559,7 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
         if record_path.is_file() and not (committed / "model" / "model.safetensors").is_file():
             _export_base(directory, committed)
         return directory
+    resumed_from_step = resumed_step(directory)  # the times below cover only the steps after it
     started, cpu_started = time.perf_counter(), time.process_time()
     recipe = base_pretraining(family)
     cached = prepopulate(shared, budget, recipe, directory)
@@ -556,6 +573,7 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
     digest = _sha256(directory / "model" / "model.safetensors")
     record = {"family": family, "recipe": key, "commit": commit(), "weights_sha256": digest,
               "seconds": round(time.perf_counter() - started), "cpu_seconds": round(time.process_time() - cpu_started),
+              "timed_steps": budget.base_steps - resumed_from_step, "resumed_from_step": resumed_from_step,
               "rebuild": "benchmarks/replicate.py builds it (pretrain_base) from this recipe; the same code on the same "
                          "CPU gives the same weights_sha256",
               "curve": result.metrics}
@@ -567,6 +585,15 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
     mark_done(directory, key)
     _export_base(directory, committed)
     return directory
+
+
+def resumed_step(directory: Path) -> int:
+    """The step a run stopped part-way in ``directory`` resumes from (its last checkpoint), 0 when none."""
+    from kgplm.training.checkpoints import latest_checkpoint
+
+    checkpoint = latest_checkpoint(directory)
+    return 0 if checkpoint is None else int(json.loads((checkpoint / "trainer_state.json").read_text(
+        encoding="utf-8"))["step"])
 
 
 #: what a base directory needs to be continued from (``kgplm.train(init_from=...)``) and read back
@@ -643,7 +670,7 @@ def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encode
     import kgplm
     from _outcomes import scored_outcomes
 
-    limit, epochs = budget.tasks[task]
+    limit, epochs, learning_rate = budget.task_budget(task)
     key = finetuning_key(budget, run.name, task, seed, encoder_inputs, options)
     directory, done = cached_directory(work / "finetune", f"{task}-f{seed}{'' if encoder_inputs else '-text'}"
                                        f"{'-' + '-'.join(name for name, _ in options) if options else ''}", key)
@@ -651,7 +678,7 @@ def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encode
     if done:
         return json.loads(outcomes_path.read_text(encoding="utf-8")), directory
     result = kgplm.finetune(model=run, task=task, data_dir=SHARED / "tasks", output_dir=directory, epochs=epochs,
-                            batch_size=budget.finetune_batch_size, learning_rate=budget.finetune_learning_rate,
+                            batch_size=budget.finetune_batch_size, learning_rate=learning_rate,
                             max_length=budget.finetune_max_length, max_train_examples=limit,
                             max_eval_examples=budget.max_eval_examples, seed=seed, encoder_inputs=encoder_inputs,
                             device=device, progress=False, **dict(options))

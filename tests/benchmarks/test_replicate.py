@@ -5,6 +5,7 @@ hand computations and scipy."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 from pathlib import Path
@@ -168,6 +169,23 @@ def test_every_setting_that_changes_a_result_changes_a_cache_or_cell_key():
     shorter = dataclasses.replace(budget, max_length=64)
     assert replicate.corpus_key(shorter, True, False) != replicate.corpus_key(budget, True, False)
     assert "max_length" in replicate.corpus_key(budget, False, False)
+
+
+def test_a_task_may_have_its_own_fine_tuning_learning_rate():
+    """Pair tasks and NER want different learning rates on the same base (finetune_budget.py): a task's own
+    rate is its fine-tuning key's rate; a task without one keeps the budget's and its key."""
+    budget = replicate.Budget(tasks={"cmedqq": [2000, 3, 2e-3], "cmedqaner": [800, 4]}, finetune_learning_rate=5e-4)
+    assert budget.task_budget("cmedqq") == (2000, 3, 2e-3)
+    assert budget.task_budget("cmedqaner") == (800, 4, 5e-4)
+    assert replicate.finetuning_key(budget, "r", "cmedqq", 0, True)["finetune_learning_rate"] == 2e-3
+    same = dataclasses.replace(budget, tasks={"cmedqq": [2000, 3], "cmedqaner": [800, 4]}, finetune_learning_rate=2e-3)
+    assert replicate.finetuning_key(same, "r", "cmedqq", 0, True) == replicate.finetuning_key(budget, "r", "cmedqq", 0,
+                                                                                               True)
+    assert replicate.finetuning_key(budget, "r", "cmedqaner", 0, True)["finetune_learning_rate"] == 5e-4
+    assert "cmedqq 2000 train examples × 3 epochs (lr 0.002)" in budget.describe()
+    assert "cmedqaner 800 train examples × 4 epochs;" in budget.describe()  # the budget's rate: not repeated
+    with pytest.raises(ValueError, match="expected"):
+        replicate.Budget(tasks={"cmedqq": [2000, 3, 2e-3, 1]}).task_budget("cmedqq")
 
 
 def test_a_bumped_results_version_changes_the_pretraining_and_cell_keys():
@@ -485,6 +503,17 @@ def test_a_committed_base_is_restored_only_when_its_weights_match_the_record(tmp
     (committed / "model" / "model.safetensors").write_bytes(b"other weights")
     with pytest.raises(RuntimeError, match="SHA-256"):
         replicate._restore_base(committed, tmp_path / "third" / "base" / "mlm-x", record)
+
+
+def test_a_base_records_the_step_it_resumed_from(tmp_path):
+    """A base stopped part-way is timed only after its last checkpoint: its record says from which step."""
+    assert replicate.resumed_step(tmp_path) == 0
+    for step in (500, 1000):
+        checkpoint = tmp_path / "checkpoints" / f"step-{step:07d}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "trainer_state.json").write_text(json.dumps({"step": step}))
+    (tmp_path / "checkpoints" / "step-0001500").mkdir()  # being written (no state yet): not resumable
+    assert replicate.resumed_step(tmp_path) == 1000
 
 
 def test_a_worker_stops_when_its_runner_is_gone(monkeypatch):
