@@ -4,13 +4,19 @@ The trie is stored in CSR form, built by :func:`build_trie` with its nodes numbe
 the kernels read it packed (one 8-byte :data:`NODE_ROW` record per node, and one more closing the
 table): node ``n``'s children are ``children[nodes[n].child_start:nodes[n + 1].child_start]``, their
 code points sorted ascending and found by binary search (the child at ``children[k]`` is node
-``k + 1``). A node where a dictionary entry or a segmentation word ends has a ``slot``, its row of
-``terminals``: ``terminals[slot, 0]``, the entry ending there (any case), or ``-3 - w`` when none but
-the node's string is word ``w`` of the segmentation dictionary (log-probability
-``word_weights[w]``; a node that is an entry counts as a name, whatever its word weight), or -1;
-``terminals[slot, 1]``, the entry to use instead when the matched text is all capital letters
-(short abbreviations match only in capitals) or -1. The root's children are also in
-``root_children``, indexed by code point.
+``k + 1``). ``nodes[n].terminal`` says what ends at ``n``:
+
+* ``e >= 0``: dictionary entry ``e`` (any case), and no capitals-only entry;
+* ``-1``: nothing;
+* ``-3 - k`` with ``k < len(word_weights)``: no entry, but the node's string is a word of the
+  segmentation dictionary with log-probability ``word_weights[k]`` (the words' distinct
+  frequencies, so the table is a few KB and stays in cache);
+* ``-3 - len(word_weights) - x``: the node has an entry to use when the matched text is all capital
+  letters (short abbreviations match only in capitals), ``capitals[x, 1]``, and ``capitals[x, 0]`` is
+  its any-case value in the three forms above.
+
+A node that is an entry counts as a name, whatever its word weight. The root's children are also
+in ``root_children``, indexed by code point.
 
 :func:`link_documents` takes many documents' code points at once (one call per batch: a call per
 short document cost more than its matching) and normalises each document into codes with per-code
@@ -33,7 +39,7 @@ import numpy as np
 
 from kgplm.text import _linking_trie as _trie
 
-__all__ = ["link_documents", "build_trie", "root_table", "NODE_ROW", "LONGEST", "NESTED", "BEST_PATH", "word_of"]
+__all__ = ["link_documents", "build_trie", "root_table", "node_terminals", "NODE_ROW", "LONGEST", "NESTED", "BEST_PATH"]
 
 LONGEST, NESTED, BEST_PATH = 0, 1, 2
 
@@ -75,23 +81,22 @@ def _emit(starts, ends, entries, count, start, end, entry):  # pragma: no cover 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _entry(node, cursor, alnum, char_end, all_capital, nodes, terminals):  # pragma: no cover - compiled
+def _entry(node, cursor, alnum, char_end, all_capital, nodes, capitals, word_weights):  # pragma: no cover - compiled
     """The entry the text matched up to ``cursor`` (trie ``node``) ends; -1 when none, ``-3 - w`` when none but
     the node is word ``w`` of the segmentation dictionary, -2 when no match may end there (inside a
     character's codes, or a Latin word goes on)."""
     if not char_end[cursor - 1] or (alnum[cursor - 1] and cursor < alnum.shape[0] and alnum[cursor]):
         return -2
-    slot = nodes[node].slot
-    if slot < 0:
-        return -1
-    if all_capital and terminals[slot, 1] >= 0:
-        return terminals[slot, 1]
-    return terminals[slot, 0]
+    terminal = nodes[node].terminal
+    if terminal >= -1 or -3 - terminal < word_weights.shape[0]:  # an entry, nothing, or a word
+        return terminal
+    row = -3 - word_weights.shape[0] - terminal  # a capitals-only entry ends here too
+    return capitals[row, 1] if all_capital else capitals[row, 0]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _longest_at(position, limit, codes, alnum, char_end, capital, root_children, nodes, children,
-                terminals):  # pragma: no cover - compiled
+def _longest_at(position, limit, codes, alnum, char_end, capital, root_children, nodes, children, capitals,
+                word_weights):  # pragma: no cover - compiled
     """(end, entry) of the longest dictionary entry at ``position`` ending by ``limit``; (-1, -1) when none."""
     cursor = position
     all_capital = True
@@ -101,7 +106,7 @@ def _longest_at(position, limit, codes, alnum, char_end, capital, root_children,
     while node >= 0:
         all_capital = all_capital and capital[cursor]
         cursor += 1
-        entry = _entry(node, cursor, alnum, char_end, all_capital, nodes, terminals)
+        entry = _entry(node, cursor, alnum, char_end, all_capital, nodes, capitals, word_weights)
         if entry >= 0:
             best_end = cursor
             best_entry = entry
@@ -112,7 +117,7 @@ def _longest_at(position, limit, codes, alnum, char_end, capital, root_children,
 
 
 @numba.njit(cache=True, nogil=True)
-def _match_document(codes, alnum, char_start, char_end, capital, root_children, nodes, children, terminals, word_weights,
+def _match_document(codes, alnum, char_start, char_end, capital, root_children, nodes, children, capitals, word_weights,
                     name_weight, unknown_weight, mode, best, choice_end, choice_entry, starts, ends, entries,
                     count):  # pragma: no cover - compiled
     """Append the matches in one document's ``codes`` to ``starts/ends/entries`` from ``count`` on; return the
@@ -153,7 +158,7 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
             continue
         if mode == LONGEST:
             end, entry = _longest_at(position, size, codes, alnum, char_end, capital, root_children, nodes, children,
-                                     terminals)
+                                     capitals, word_weights)
             if entry >= 0:
                 count = _emit(starts, ends, entries, count, position, end, entry)
                 if count < 0:
@@ -167,7 +172,7 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
         while node >= 0:
             all_capital = all_capital and capital[cursor]
             cursor += 1
-            entry = _entry(node, cursor, alnum, char_end, all_capital, nodes, terminals)
+            entry = _entry(node, cursor, alnum, char_end, all_capital, nodes, capitals, word_weights)
             if entry != -2:  # -2: no match may end here
                 if mode == BEST_PATH:
                     if entry >= 0:
@@ -213,7 +218,7 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
             while inner < word_end:
                 if char_start[inner] and not (alnum[inner] and inner > 0 and alnum[inner - 1]):
                     end, entry = _longest_at(inner, word_end, codes, alnum, char_end, capital, root_children, nodes,
-                                             children, terminals)
+                                             children, capitals, word_weights)
                     if entry >= 0:
                         count = _emit(starts, ends, entries, count, inner, end, entry)
                         if count < 0:
@@ -248,7 +253,7 @@ def _normalize_document(raw, single, length, expansion_start, expansions, capita
 
 @numba.njit(cache=True, nogil=True)
 def link_documents(raw, document_starts, single, length, expansion_start, expansions, capital_of, alnum_of,
-                   root_children, nodes, children, terminals, word_weights, name_weight, unknown_weight, mode, matches,
+                   root_children, nodes, children, capitals, word_weights, name_weight, unknown_weight, mode, matches,
                    document_counts):  # pragma: no cover - compiled
     """Match every document of ``raw`` (code points, document ``d`` at ``document_starts[d]:document_starts[d + 1]``)
     in one call: normalise it (per-character tables of :mod:`kgplm.text.linking`), match it alone
@@ -279,7 +284,7 @@ def link_documents(raw, document_starts, single, length, expansion_start, expans
                                    char_end, capital, alnum)
         first = count
         count = _match_document(codes[:size], alnum[:size], char_start[:size], char_end[:size], capital[:size],
-                                root_children, nodes, children, terminals, word_weights, name_weight, unknown_weight,
+                                root_children, nodes, children, capitals, word_weights, name_weight, unknown_weight,
                                 mode, best,
                                 choice_end, choice_entry, starts, ends, entries, count)
         if count < 0:
@@ -319,16 +324,26 @@ def build_trie(patterns: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 #: one row of the node table: what every trie step reads. ``nodes[n + 1].child_start`` ends node ``n``'s children (a
-#: last row closes the table), and ``slot`` (or -1) is the node's row of ``terminals``: its any-case entry
-#: (or ``-3 - w``: word ``w`` of the segmentation dictionary, or -1) and its capitals entry (or -1). Most
-#: nodes end no name, so 8 bytes a node instead of 24 (issue 30.6: 53M nodes at 1M UMLS concepts); the
-#: extra read of ``terminals`` happens only where a name or word ends
-NODE_ROW = np.dtype([("child_start", np.int32), ("slot", np.int32)], align=True)
+#: last row closes the table); ``terminal`` (module docstring) what ends at the node. 8 bytes a node instead of 24
+#: (issue 30.6: 53M nodes at 1M UMLS concepts): the word weights are a table of the words' distinct
+#: frequencies and the rare capitals-only entries a table of their own, so a step reads one row, as before
+NODE_ROW = np.dtype([("child_start", np.int32), ("terminal", np.int32)], align=True)
 
 
-def word_of(terminal: int) -> int:
-    """The word index a node's ``terminal`` field encodes (``-3 - w``), or -1 when it encodes none."""
-    return -3 - terminal if terminal <= -3 else -1
+def node_terminals(nodes: np.ndarray, capitals: np.ndarray, word_weights: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(entry, capitals_entry, word)`` of every node, each -1 where none: what ``terminal`` encodes, unpacked
+    (for tests and inspection; the kernels read ``terminal`` directly)."""
+    terminal = np.asarray(nodes["terminal"], dtype=np.int64)
+    classes = len(word_weights)
+    row = -3 - classes - terminal
+    has_capital = row >= 0
+    any_case = terminal.copy()
+    any_case[has_capital] = capitals[row[has_capital], 0]
+    capital = np.full(len(terminal), -1, dtype=np.int64)
+    capital[has_capital] = capitals[row[has_capital], 1]
+    word = np.where(any_case <= -3, -3 - any_case, -1)
+    return np.maximum(any_case, -1), capital, word
 
 
 def root_table(nodes: np.ndarray, children: np.ndarray) -> np.ndarray:

@@ -19,8 +19,7 @@ a 1M-concept UMLS-shaped store (3.8M strings, 52.8M trie nodes) peaked at 6.24 G
   same letters), ranked by the linker's rule (own display name, then degree, then id) with one
   ``np.lexsort`` over (entry, entity) pairs;
 * the trie is built level by level into its final arrays (:mod:`kgplm.text._linking_trie`): 8
-  bytes a node plus 4 for its code, 8 more for each node where a name or word ends, and no
-  node-sized intermediate.
+  bytes a node plus 4 for its code, and no node-sized intermediate.
 
 ``tests/text/test_linking_dictionary.py`` checks every array against a plain dict-and-list
 reference build on random name sets.
@@ -63,7 +62,7 @@ ANY_CASE, CAPITALS, WORD = 0, 1, 2  # the kinds of strings sorted together
 class LinkerDictionary(NamedTuple):
     patterns: StringTable  # entry → its normalised pattern
     candidates: CandidateTable  # entry → its entities, best first
-    automaton: tuple[np.ndarray, ...]  # root_children, nodes, children, terminals, word_weights
+    automaton: tuple[np.ndarray, ...]  # root_children, nodes, children, capitals, word_weights
     num_names: int  # distinct patterns
     name_weight: float
     unknown_weight: float
@@ -333,13 +332,18 @@ def build_dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | 
     blob, blob_offsets = _trie.gather_strings(flat, offsets, representative[entry_runs])
     patterns = StringTable(blob, blob_offsets)
     del entry_runs
-    # what each run's node holds: its any-case entry, else -3 - w for a word w (runs in sorted order), else -1;
-    # its capitals entry or -1
-    word_runs = np.flatnonzero((frequency > 0) & (entry_any < 0))
-    word_weights = np.log(frequency[word_runs].astype(float)) - math.log(total)
+    # what each run's node holds (_linking_kernels' NODE_ROW): its any-case entry, else -3 - k for a word of
+    # frequency class k, else -1; runs with a capitals-only entry point to their row of `capitals` instead
+    classes, word_class = np.unique(frequency[frequency > 0], return_inverse=True)
+    word_weights = np.log(classes.astype(float)) - math.log(total)
     run_terminal = entry_any
-    run_terminal[word_runs] = -3 - np.arange(len(word_runs), dtype=np.int32)
-    del frequency, word_runs, entry_any
+    is_word = (frequency > 0) & (entry_any < 0)
+    run_terminal[is_word] = -3 - word_class.reshape(-1)[is_word[frequency > 0]]
+    del frequency, word_class, is_word, entry_any
+    capital_runs = np.flatnonzero(entry_capital >= 0)
+    capitals = np.stack([run_terminal[capital_runs], entry_capital[capital_runs]], axis=1).astype(np.int32)
+    run_terminal[capital_runs] = -3 - len(classes) - np.arange(len(capital_runs), dtype=np.int32)
+    del capital_runs, entry_capital
     lcp, per_depth = _trie.trie_levels(flat, offsets, representative)
     num_nodes = int(per_depth.sum())
     if num_nodes >= 2**31:
@@ -350,12 +354,9 @@ def build_dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | 
     _trie.fill_trie(flat, offsets, representative, lcp, per_depth, nodes.view(np.int32).reshape(num_nodes + 1, 2),
                     children, node_of)
     del flat, offsets, lcp, representative
-    # a slot (row of terminals) for each node where an entry or a word ends, in sorted order of the strings
-    slot_runs = np.flatnonzero((run_terminal != -1) | (entry_capital >= 0))
-    nodes["slot"] = -1
-    nodes["slot"][node_of[slot_runs]] = np.arange(len(slot_runs), dtype=np.int32)
-    terminals = np.stack([run_terminal[slot_runs], entry_capital[slot_runs]], axis=1).astype(np.int32)
-    del node_of, run_terminal, entry_capital, slot_runs
-    automaton = (root_table(nodes, children), nodes, children, terminals, word_weights)
+    nodes["terminal"] = -1
+    nodes["terminal"][node_of] = run_terminal
+    del node_of, run_terminal
+    automaton = (root_table(nodes, children), nodes, children, capitals, word_weights)
     return LinkerDictionary(patterns, candidates, automaton, num_names, math.log(NAME_FREQUENCY) - math.log(total),
                             -math.log(total))

@@ -22,7 +22,7 @@ from kgplm.kg.strings import StringTable
 
 __all__ = ["CandidateTable", "LINKER_FORMAT_VERSION", "save_linker_arrays", "load_linker_arrays"]
 
-#: 2: 8-byte trie node rows with the terminal entries and segmentation words' weights in their own arrays (issue 30.6)
+#: 2: 8-byte trie node rows; capitals-only entries and the segmentation words' weights in their own arrays (issue 30.6)
 LINKER_FORMAT_VERSION = 2
 
 

@@ -136,7 +136,7 @@ def check_against_reference(linker: EntityLinker, directory: Path, store, names,
         assert built._candidates[:] == rows
         assert built.best_entities(np.arange(len(rows))).tolist() == [row[0] for row in rows]
         assert built.num_names == len(set(patterns))
-        root_children, nodes, children, terminals, word_weights = built._automaton
+        root_children, nodes, children, capitals, word_weights = built._automaton
         order, codes, ranges = reference_trie(expected_nodes)
         assert len(nodes) == len(order) + 1  # a last row closes the table
         assert children.tolist() == codes
@@ -145,17 +145,16 @@ def check_against_reference(linker: EntityLinker, directory: Path, store, names,
         node_of = {text: node for node, text in enumerate(order)}
         assert root_children.tolist() == [node_of.get(chr(code), -1) for code in range(len(root_children))]
         assert len(root_children) == (max(codes[ranges[0][0]:ranges[0][1]]) + 1 if ranges[0][1] else 0)
-        slots = nodes["slot"].tolist()
-        assert slots[-1] == -1 and sorted(slot for slot in slots if slot >= 0) == list(range(len(terminals)))
+        assert nodes["terminal"][-1] == -1
+        entry, capital, word = (array_.tolist() for array_ in kernels.node_terminals(nodes[:-1], capitals, word_weights))
         for node, text in enumerate(order):
-            terminal, capital, weight = expected_nodes.get(text, (-1, -1, None))
-            found, found_capital = terminals[slots[node]].tolist() if slots[node] >= 0 else (-1, -1)
-            assert (max(found, -1), found_capital) == (terminal, capital), text
+            terminal, capital_terminal, weight = expected_nodes.get(text, (-1, -1, None))
+            assert (entry[node], capital[node]) == (terminal, capital_terminal), text
             if terminal < 0:  # an entry's node counts as a name; any other word node carries its weight
-                word = kernels.word_of(found)
-                assert (word_weights[word] if word >= 0 else None) == weight, text
-            assert slots[node] < 0 or (found, found_capital) != (-1, -1), text  # a slot only where something ends
-        assert len(word_weights) == sum(t < 0 and w is not None for t, _, w in expected_nodes.values())
+                assert (word_weights[word[node]] if word[node] >= 0 else None) == weight, text
+        assert len(capitals) == sum(c >= 0 for _, c, _ in expected_nodes.values())
+        # one weight per distinct word frequency, ascending (log is increasing)
+        assert word_weights.tolist() == sorted({w for _, _, w in expected_nodes.values() if w is not None})
         assert (built._name_weight, built._unknown_weight) == (name_weight, unknown_weight)
 
 
