@@ -541,8 +541,9 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
     """The family's base encoder (cached in ``work``), trained once with :data:`BASE_SEED`; its recipe,
     the SHA-256 of its weights and its curves (MLM loss and accuracy, SOP loss and accuracy, or ELECTRA's
     losses) go to ``BASES_RECORDS/<family>-<key hash>.json`` and the base itself (weights, config,
-    tokenizer, metrics; a few MB) to the directory of that name, so another machine continues from the
-    committed base instead of training it again (its weights' SHA-256 is checked against the record).
+    tokenizer, metrics; the weights are git-ignored) to the directory of that name, so a machine that has
+    them continues from that base instead of training it again (its weights' SHA-256 is checked against
+    the record).
     The same recipe on the same code and CPU rebuilds the same weights."""
     import kgplm
 

@@ -99,7 +99,6 @@ class _Tables(NamedTuple):
     alnum: np.ndarray
     single_spaced: np.ndarray  # ``single`` with every hyphen a space (``hyphen_variants``)
     expansions_spaced: np.ndarray  # ``expansions`` with every hyphen a space
-    hyphens: np.ndarray  # the hyphen codes
 
 
 _TABLES: _Tables | None = None
@@ -144,7 +143,7 @@ def _character_tables() -> _Tables:
         expansion_codes = np.asarray(expansions, dtype=np.int32)
         expansions_spaced = np.where(np.isin(expansion_codes, hyphens), np.int32(32), expansion_codes)
         _TABLES = _Tables(single, length, expansion_start, expansion_codes, capital, alnum, single_spaced,
-                          expansions_spaced, hyphens)
+                          expansions_spaced)
     return _TABLES
 
 
@@ -157,12 +156,12 @@ class _Normalized(NamedTuple):
     alnum: np.ndarray
 
 
-def _normalize(text: str, hyphens_to_spaces: bool = False) -> _Normalized:
-    """``text`` as codes with their flags; ``hyphens_to_spaces``: every hyphen (after NFKC) is a space."""
+def _normalize(text: str) -> _Normalized:
+    """``text`` as codes with their flags (the kernels normalise linked text themselves, from the same tables)."""
     raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
     tables = _character_tables()
     lengths = tables.length[raw]
-    single = tables.single_spaced if hyphens_to_spaces else tables.single
+    single = tables.single
     if (lengths == 1).all():
         codes = single[raw]
         every = np.ones(len(codes), dtype=np.bool_)
@@ -172,8 +171,6 @@ def _normalize(text: str, hyphens_to_spaces: bool = False) -> _Normalized:
     within = np.arange(len(source)) - first[source]
     expanded = tables.expansions[np.minimum(tables.expansion_start[raw][source] + within,
                                             max(len(tables.expansions) - 1, 0))]
-    if hyphens_to_spaces:
-        expanded = np.where(np.isin(expanded, tables.hyphens), np.int32(32), expanded)
     codes = np.where(lengths[source] == 1, single[raw][source], expanded).astype(np.int32)
     return _Normalized(codes, source, within == 0, within == lengths[source] - 1, tables.capital[raw][source],
                        tables.alnum[codes])
