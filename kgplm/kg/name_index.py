@@ -270,9 +270,11 @@ class NameIndex:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the index's own arrays (the store's strings excluded; the hash tables built when first asked)."""
-        return (self._key_refs.nbytes + self._owner_indptr.nbytes + self._owners.nbytes + self._exact.nbytes
-                + self._folded.nbytes + sum(part.nbytes for part in self._extra.buffers()))
+        """Bytes of the index's own arrays (the store's strings excluded), counting the hash tables built so far:
+        asking the size builds none (the store logs it after every build)."""
+        tables = [table for table in (self._exact_table, self._folded_table) if table is not None]
+        return (self._key_refs.nbytes + self._owner_indptr.nbytes + self._owners.nbytes
+                + sum(table.nbytes for table in tables) + sum(part.nbytes for part in self._extra.buffers()))
 
 
 class IriIndex:
