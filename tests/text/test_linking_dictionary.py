@@ -235,3 +235,14 @@ def test_build_trie_gives_each_string_its_node() -> None:
     assert codes.tolist() == expected_codes
     assert child_ptr.tolist() == [start for start, _ in ranges] + [ranges[-1][1]]  # the last entry closes the table
     assert [order[node] for node in node_of.tolist()] == strings
+
+
+def test_child_codes_take_two_bytes_unless_a_name_leaves_the_basic_plane() -> None:
+    """The trie's child codes are 16-bit when every name is in the Basic Multilingual Plane (issue 30.6:
+    107 MB less at 1M concepts) and 32-bit when one is not, which still links."""
+    plain = EntityLinker(names={"头痛": [0], "fever": [1]}, word_boundaries=None)
+    wide = EntityLinker(names={"头痛": [0], "𠀀痛": [1], "\U0010fffd痛": [2]}, word_boundaries=None)
+    assert plain._automaton[2].dtype == np.uint16 and wide._automaton[2].dtype == np.int32
+    assert [(m.surface, m.entity_id) for m in plain.link("头痛, fever")] == [("头痛", 0), ("fever", 1)]
+    assert [(m.surface, m.entity_id) for m in wide.link("头痛、𠀀痛、\U0010fffd痛、\u0000痛")] == [
+        ("头痛", 0), ("𠀀痛", 1), ("\U0010fffd痛", 2)]
