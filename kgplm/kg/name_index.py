@@ -146,8 +146,10 @@ class NameIndex:
         self._num_string_keys = num_string_keys
         self._owner_indptr = owner_indptr
         self._owners = owners
-        self._exact = _SortedHashes(self._key_hashes(casefold=False))
-        self._folded = _SortedHashes(self._key_hashes(casefold=True))
+        # the hash tables are built on the first lookup: readers of every key (the entity linker) need neither,
+        # and the case-folded one costs a pass of Python strings over every name (issue 30.6)
+        self._exact_table: _SortedHashes | None = None
+        self._folded_table: _SortedHashes | None = None
 
     @classmethod
     def build(cls, strings: StringTable, label_indptr: np.ndarray, label_strings: np.ndarray,
@@ -196,6 +198,18 @@ class NameIndex:
                             else 0, keys - len(string_keys))
         return cls(strings, extra, key_refs.astype(np.int64), int(is_string.sum()), owner_indptr,
                    pair_owners.astype(np.int32))
+
+    @property
+    def _exact(self) -> _SortedHashes:
+        if self._exact_table is None:
+            self._exact_table = _SortedHashes(self._key_hashes(casefold=False))
+        return self._exact_table
+
+    @property
+    def _folded(self) -> _SortedHashes:
+        if self._folded_table is None:
+            self._folded_table = _SortedHashes(self._key_hashes(casefold=True))
+        return self._folded_table
 
     def _key_hashes(self, casefold: bool) -> np.ndarray:
         parts = []
@@ -256,9 +270,11 @@ class NameIndex:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the index's own arrays (the store's strings excluded)."""
-        return (self._key_refs.nbytes + self._owner_indptr.nbytes + self._owners.nbytes + self._exact.nbytes
-                + self._folded.nbytes + sum(part.nbytes for part in self._extra.buffers()))
+        """Bytes of the index's own arrays (the store's strings excluded), counting the hash tables built so far:
+        asking the size builds none (the store logs it after every build)."""
+        tables = [table for table in (self._exact_table, self._folded_table) if table is not None]
+        return (self._key_refs.nbytes + self._owner_indptr.nbytes + self._owners.nbytes
+                + sum(table.nbytes for table in tables) + sum(part.nbytes for part in self._extra.buffers()))
 
 
 class IriIndex:

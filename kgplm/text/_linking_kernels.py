@@ -1,14 +1,22 @@
 """Numba kernels behind :mod:`kgplm.text.linking`: a character trie walked from every position.
 
 The trie is stored in CSR form, built by :func:`build_trie` with its nodes numbered breadth-first;
-the kernels read it packed (:func:`node_table`, one :data:`NODE_ROW` record per node): ``nodes[n]``
-holds node ``n``'s children range ``child_start:child_end`` in ``children``, the children's code
-points sorted ascending and found by binary search (the child at ``children[k]`` is node
-``k + 1``), then ``terminal``: the dictionary entry ending at ``n`` (any case) or -1,
-``terminal_capital``: the entry to use instead when the matched text is all capital letters
-(short abbreviations match only in capitals) or -1, and ``word_weight``: the log-probability of
-the node's string as a word of the segmentation dictionary (``-inf`` when it is none). The root's
-children are also in ``root_children``, indexed by code point.
+the kernels read it packed (one 8-byte :data:`NODE_ROW` record per node, and one more closing the
+table): node ``n``'s children are ``children[nodes[n].child_start:nodes[n + 1].child_start]``, their
+code points sorted ascending and found by binary search (the child at ``children[k]`` is node
+``k + 1``). ``nodes[n].terminal`` says what ends at ``n``:
+
+* ``e >= 0``: dictionary entry ``e`` (any case), and no capitals-only entry;
+* ``-1``: nothing;
+* ``-3 - k`` with ``k < len(word_weights)``: no entry, but the node's string is a word of the
+  segmentation dictionary with log-probability ``word_weights[k]`` (the words' distinct
+  frequencies, so the table is a few KB and stays in cache);
+* ``-3 - len(word_weights) - x``: the node has an entry to use when the matched text is all capital
+  letters (short abbreviations match only in capitals), ``capitals[x, 1]``, and ``capitals[x, 0]`` is
+  its any-case value in the three forms above.
+
+A node that is an entry counts as a name, whatever its word weight. The root's children are also
+in ``root_children``, indexed by code point.
 
 :func:`link_documents` takes many documents' code points at once (one call per batch: a call per
 short document cost more than its matching) and normalises each document into codes with per-code
@@ -29,7 +37,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["link_documents", "build_trie", "root_table", "node_table", "NODE_ROW", "LONGEST", "NESTED", "BEST_PATH"]
+from kgplm.text import _linking_trie as _trie
+
+__all__ = ["link_documents", "build_trie", "root_table", "node_terminals", "NODE_ROW", "LONGEST", "NESTED", "BEST_PATH"]
 
 LONGEST, NESTED, BEST_PATH = 0, 1, 2
 
@@ -46,7 +56,7 @@ def _child(node, code, nodes, children):  # pragma: no cover - compiled
     character up with :func:`_root_child` before their loop: a root test inside this function cost
     ~3x the whole no-match step (measured on a 260k-character text)."""
     low = nodes[node].child_start
-    high = nodes[node].child_end - 1
+    high = nodes[node + 1].child_start - 1  # the next row starts where this one's children end
     while low <= high:
         middle = (low + high) >> 1
         value = children[middle]
@@ -71,18 +81,22 @@ def _emit(starts, ends, entries, count, start, end, entry):  # pragma: no cover 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _entry(node, cursor, alnum, char_end, all_capital, nodes):  # pragma: no cover - compiled
-    """The entry the text matched up to ``cursor`` (trie ``node``) ends; -1 when none, -2 when no match
-    may end there (inside a character's codes, or a Latin word goes on)."""
+def _entry(node, cursor, alnum, char_end, all_capital, nodes, capitals, word_weights):  # pragma: no cover - compiled
+    """The entry the text matched up to ``cursor`` (trie ``node``) ends; -1 when none, ``-3 - w`` when none but
+    the node is word ``w`` of the segmentation dictionary, -2 when no match may end there (inside a
+    character's codes, or a Latin word goes on)."""
     if not char_end[cursor - 1] or (alnum[cursor - 1] and cursor < alnum.shape[0] and alnum[cursor]):
         return -2
-    if all_capital and nodes[node].terminal_capital >= 0:
-        return nodes[node].terminal_capital
-    return nodes[node].terminal
+    terminal = nodes[node].terminal
+    if terminal >= -1 or -3 - terminal < word_weights.shape[0]:  # an entry, nothing, or a word
+        return terminal
+    row = -3 - word_weights.shape[0] - terminal  # a capitals-only entry ends here too
+    return capitals[row, 1] if all_capital else capitals[row, 0]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _longest_at(position, limit, codes, alnum, char_end, capital, root_children, nodes, children):  # pragma: no cover
+def _longest_at(position, limit, codes, alnum, char_end, capital, root_children, nodes, children, capitals,
+                word_weights):  # pragma: no cover - compiled
     """(end, entry) of the longest dictionary entry at ``position`` ending by ``limit``; (-1, -1) when none."""
     cursor = position
     all_capital = True
@@ -92,7 +106,7 @@ def _longest_at(position, limit, codes, alnum, char_end, capital, root_children,
     while node >= 0:
         all_capital = all_capital and capital[cursor]
         cursor += 1
-        entry = _entry(node, cursor, alnum, char_end, all_capital, nodes)
+        entry = _entry(node, cursor, alnum, char_end, all_capital, nodes, capitals, word_weights)
         if entry >= 0:
             best_end = cursor
             best_entry = entry
@@ -103,8 +117,9 @@ def _longest_at(position, limit, codes, alnum, char_end, capital, root_children,
 
 
 @numba.njit(cache=True, nogil=True)
-def _match_document(codes, alnum, char_start, char_end, capital, root_children, nodes, children, name_weight, unknown_weight, mode, best, choice_end, choice_entry, starts, ends,
-                    entries, count):  # pragma: no cover - compiled
+def _match_document(codes, alnum, char_start, char_end, capital, root_children, nodes, children, capitals, word_weights,
+                    name_weight, unknown_weight, mode, best, choice_end, choice_entry, starts, ends, entries,
+                    count):  # pragma: no cover - compiled
     """Append the matches in one document's ``codes`` to ``starts/ends/entries`` from ``count`` on; return the
     new count, or -1 when the arrays are full. ``best``, ``choice_end``, ``choice_entry``: scratch of at
     least ``len(codes) + 1`` elements.
@@ -117,7 +132,7 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
     * ``NESTED``: every match, by start then longest first;
     * ``BEST_PATH``: the matches on the best segmentation of the text, jieba's route: the path of
       words maximising Σ log-probability, where a dictionary entry counts ``name_weight``, any other
-      word its node's ``word_weight`` and a character that starts no word ``unknown_weight``; ties go to
+      word its ``word_weights`` value and a character that starts no word ``unknown_weight``; ties go to
       the longer word. A name that would cut a word of a better path (恢复视力 → 复视) is not on it;
       names inside a path word that is no name (肿瘤 in 肿瘤医院, 手术 in 做手术) are matched
       leftmost-longest within that word, so they respect its boundaries. The route's sums start at
@@ -142,7 +157,8 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
         if alnum[position] and position > 0 and alnum[position - 1]:
             continue
         if mode == LONGEST:
-            end, entry = _longest_at(position, size, codes, alnum, char_end, capital, root_children, nodes, children)
+            end, entry = _longest_at(position, size, codes, alnum, char_end, capital, root_children, nodes, children,
+                                     capitals, word_weights)
             if entry >= 0:
                 count = _emit(starts, ends, entries, count, position, end, entry)
                 if count < 0:
@@ -156,14 +172,19 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
         while node >= 0:
             all_capital = all_capital and capital[cursor]
             cursor += 1
-            entry = _entry(node, cursor, alnum, char_end, all_capital, nodes)
+            entry = _entry(node, cursor, alnum, char_end, all_capital, nodes, capitals, word_weights)
             if entry != -2:  # -2: no match may end here
                 if mode == BEST_PATH:
-                    weight = name_weight if entry >= 0 else nodes[node].word_weight
+                    if entry >= 0:
+                        weight = name_weight
+                    elif entry <= -3:
+                        weight = word_weights[-3 - entry]
+                    else:
+                        weight = -np.inf
                     if weight > -np.inf and weight + best[cursor] >= best[position]:
                         best[position] = weight + best[cursor]
                         choice_end[position] = cursor
-                        choice_entry[position] = entry
+                        choice_entry[position] = max(entry, -1)
                 elif entry >= 0:  # NESTED
                     count = _emit(starts, ends, entries, count, position, cursor, entry)
                     if count < 0:
@@ -197,7 +218,7 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
             while inner < word_end:
                 if char_start[inner] and not (alnum[inner] and inner > 0 and alnum[inner - 1]):
                     end, entry = _longest_at(inner, word_end, codes, alnum, char_end, capital, root_children, nodes,
-                                             children)
+                                             children, capitals, word_weights)
                     if entry >= 0:
                         count = _emit(starts, ends, entries, count, inner, end, entry)
                         if count < 0:
@@ -232,7 +253,8 @@ def _normalize_document(raw, single, length, expansion_start, expansions, capita
 
 @numba.njit(cache=True, nogil=True)
 def link_documents(raw, document_starts, single, length, expansion_start, expansions, capital_of, alnum_of,
-                   root_children, nodes, children, name_weight, unknown_weight, mode, matches, document_counts):  # pragma: no cover - compiled
+                   root_children, nodes, children, capitals, word_weights, name_weight, unknown_weight, mode, matches,
+                   document_counts):  # pragma: no cover - compiled
     """Match every document of ``raw`` (code points, document ``d`` at ``document_starts[d]:document_starts[d + 1]``)
     in one call: normalise it (per-character tables of :mod:`kgplm.text.linking`), match it alone
     (:func:`_match_document`) and write its matches as character offsets within it; ``document_counts[d]``
@@ -262,7 +284,9 @@ def link_documents(raw, document_starts, single, length, expansion_start, expans
                                    char_end, capital, alnum)
         first = count
         count = _match_document(codes[:size], alnum[:size], char_start[:size], char_end[:size], capital[:size],
-                                root_children, nodes, children, name_weight, unknown_weight, mode, best, choice_end, choice_entry, starts, ends, entries, count)
+                                root_children, nodes, children, capitals, word_weights, name_weight, unknown_weight,
+                                mode, best,
+                                choice_end, choice_entry, starts, ends, entries, count)
         if count < 0:
             return -1
         for match in range(first, count):  # codes → characters of the document
@@ -272,107 +296,60 @@ def link_documents(raw, document_starts, single, length, expansion_start, expans
     return count
 
 
-@numba.njit(cache=True, nogil=True)
-def _trie_nodes(flat, offsets, order, max_length):  # pragma: no cover - compiled
-    """Parents and codes of the trie nodes (root 0 excluded) of the strings ``flat[offsets[i]:offsets[i+1]]``
-    inserted in the sorted ``order``, and the node each string ends at."""
-    parents = np.empty(flat.shape[0], dtype=np.int64)
-    codes = np.empty(flat.shape[0], dtype=np.int32)
-    node_of = np.zeros(order.shape[0], dtype=np.int64)
-    path = np.zeros(max_length + 1, dtype=np.int64)  # path[d] = node at depth d along the previous string
-    count = 0
-    previous_start = 0
-    previous_length = 0
-    for k in range(order.shape[0]):
-        index = order[k]
-        start = offsets[index]
-        length = offsets[index + 1] - start
-        common = 0
-        limit = min(length, previous_length)
-        while common < limit and flat[start + common] == flat[previous_start + common]:
-            common += 1
-        for depth in range(common, length):
-            parents[count] = path[depth]
-            codes[count] = flat[start + depth]
-            count += 1
-            path[depth + 1] = count
-        node_of[index] = path[length]
-        previous_start = start
-        previous_length = length
-    return parents[:count], codes[:count], node_of
-
-
-@numba.njit(cache=True, nogil=True)
-def _breadth_first_order(child_ptr, child_nodes):  # pragma: no cover - compiled
-    """The nodes in breadth-first order from the root, siblings in code order."""
-    order = np.empty(child_ptr.shape[0] - 1, dtype=np.int64)
-    order[0] = 0
-    head, tail = 0, 1
-    while head < tail:
-        node = order[head]
-        head += 1
-        for child in range(child_ptr[node], child_ptr[node + 1]):
-            order[tail] = child_nodes[child]
-            tail += 1
-    return order
-
-
 def build_trie(patterns: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The trie of distinct ``patterns``: ``child_ptr``, ``child_codes`` (CSR: node n's children have the codes
+    """The trie of ``patterns``: ``child_ptr``, ``child_codes`` (CSR: node n's children have the codes
     ``child_codes[child_ptr[n]:child_ptr[n + 1]]``, ascending, and the ids ``child_ptr[n] + 1 ...``) and
-    ``node_of``, the node where pattern i ends.
+    ``node_of``, the node where pattern i ends (equal patterns end at the same node).
 
-    Patterns are inserted in sorted order, so each one only adds the nodes after its longest
-    common prefix with the previous pattern, and siblings come out in code-point order. The nodes
-    are then numbered breadth-first: a node's children get consecutive ids (the id is the
+    The nodes are numbered breadth-first: a node's children get consecutive ids (the id is the
     position in ``child_codes`` + 1, so no array of child ids is needed) and the short prefixes,
     which every text position walks through, lie together in memory; numbered depth-first (the
-    insertion order) they were spread over the whole table and every step missed the cache.
+    insertion order) they were spread over the whole table and every step missed the cache. Built
+    from flat UTF-8 arrays by :mod:`kgplm.text._linking_trie` (what the linker's dictionary uses
+    directly, without this list of strings).
     """
-    lengths = np.fromiter(map(len, patterns), dtype=np.int64, count=len(patterns))
-    offsets = np.zeros(len(patterns) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    flat = np.frombuffer("".join(patterns).encode("utf-32-le", "surrogatepass"), dtype=np.int32)
-    order = np.asarray(sorted(range(len(patterns)), key=patterns.__getitem__), dtype=np.int64)
-    parents_array, codes, node_of = _trie_nodes(flat, offsets, order, int(lengths.max()) if len(lengths) else 0)
-    num_nodes = len(parents_array) + 1
-    by_parent = np.argsort(parents_array, kind="stable")  # children of a node stay in code order
-    child_ptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    child_ptr[1:] = np.cumsum(np.bincount(parents_array, minlength=num_nodes))
-    breadth_first = _breadth_first_order(child_ptr, (by_parent + 1).astype(np.int64))
-    renumbered = np.empty(num_nodes, dtype=np.int64)
-    renumbered[breadth_first] = np.arange(num_nodes)
-    fanout = np.diff(child_ptr)[breadth_first]
-    new_ptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(fanout, out=new_ptr[1:])
-    # the children rows of the old nodes, in breadth-first order of their parents
-    rows = np.repeat(child_ptr[breadth_first] - new_ptr[:-1], fanout) + np.arange(num_nodes - 1)
-    return new_ptr, codes[by_parent][rows].astype(np.int32), renumbered[node_of]
+    flat, offsets = _trie.encode_strings(patterns)
+    order = _trie.sort_strings(flat, offsets)
+    first = _trie.distinct(flat, offsets, order)
+    strings = order[first]
+    lcp, per_depth = _trie.trie_levels(flat, offsets, strings)
+    rows = np.zeros((int(per_depth.sum()) + 1, 2), dtype=np.int64)
+    children = np.empty(len(rows) - 2, dtype=np.int32)
+    node_of_string = np.empty(len(strings), dtype=np.int64)
+    _trie.fill_trie(flat, offsets, strings, lcp, per_depth, rows, children, node_of_string)
+    node_of = np.empty(len(patterns), dtype=np.int64)
+    node_of[order] = node_of_string[np.cumsum(first) - 1]
+    child_ptr = rows[:, 0]
+    return child_ptr, children, node_of
 
 
-#: one row of the node table: what a trie step reads, side by side in memory (separate arrays cost a cache
-#: miss each; the word weight in the row made the kernel ~4 % faster than a separate array)
-NODE_ROW = np.dtype([("child_start", np.int32), ("child_end", np.int32), ("terminal", np.int32),
-                     ("terminal_capital", np.int32), ("word_weight", np.float64)], align=True)
+#: one row of the node table: what every trie step reads. ``nodes[n + 1].child_start`` ends node ``n``'s children (a
+#: last row closes the table); ``terminal`` (module docstring) what ends at the node. 8 bytes a node instead of 24
+#: (issue 30.6: 53M nodes at 1M UMLS concepts): the word weights are a table of the words' distinct
+#: frequencies and the rare capitals-only entries a table of their own, so a step reads one row, as before
+NODE_ROW = np.dtype([("child_start", np.int32), ("terminal", np.int32)], align=True)
 
 
-def node_table(child_ptr: np.ndarray, terminal: np.ndarray, terminal_capital: np.ndarray,
-               word_weight: np.ndarray) -> np.ndarray:
-    """``(nodes,)`` :data:`NODE_ROW` records: children range, terminal entries and word weight of each node."""
-    if len(child_ptr) - 1 >= 2**31:
-        raise ValueError(f"a trie of {len(child_ptr) - 1:,} nodes does not fit int32 node ids")
-    table = np.empty(len(terminal), dtype=NODE_ROW)
-    table["child_start"] = child_ptr[:-1]
-    table["child_end"] = child_ptr[1:]
-    table["terminal"] = terminal
-    table["terminal_capital"] = terminal_capital
-    table["word_weight"] = word_weight
-    return table
+def node_terminals(nodes: np.ndarray, capitals: np.ndarray, word_weights: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(entry, capitals_entry, word)`` of every node, each -1 where none: what ``terminal`` encodes, unpacked
+    (for tests and inspection; the kernels read ``terminal`` directly)."""
+    terminal = np.asarray(nodes["terminal"], dtype=np.int64)
+    classes = len(word_weights)
+    row = -3 - classes - terminal
+    has_capital = row >= 0
+    any_case = terminal.copy()
+    any_case[has_capital] = capitals[row[has_capital], 0]
+    capital = np.full(len(terminal), -1, dtype=np.int64)
+    capital[has_capital] = capitals[row[has_capital], 1]
+    word = np.where(any_case <= -3, -3 - any_case, -1)
+    return np.maximum(any_case, -1), capital, word
 
 
-def root_table(child_ptr: np.ndarray, child_codes: np.ndarray) -> np.ndarray:
+def root_table(nodes: np.ndarray, children: np.ndarray) -> np.ndarray:
     """The root's children by code point (−1: none), up to the largest first character."""
-    codes = child_codes[child_ptr[0]: child_ptr[1]]
+    first, last = int(nodes[0]["child_start"]), int(nodes[1]["child_start"])
+    codes = children[first:last]
     table = np.full(int(codes.max()) + 1 if len(codes) else 0, -1, dtype=np.int32)
-    table[codes] = np.arange(child_ptr[0], child_ptr[1], dtype=np.int32) + 1
+    table[codes] = np.arange(first, last, dtype=np.int32) + 1
     return table

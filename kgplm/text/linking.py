@@ -47,9 +47,7 @@ are matched as characters and mapped to tokens only afterwards (:mod:`kgplm.text
 from __future__ import annotations
 
 import logging
-import math
 import os
-import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -62,7 +60,8 @@ from kgplm.exceptions import ConfigurationError
 from kgplm.kg.strings import StringTable
 from kgplm.text import _linking_kernels as _kernels
 from kgplm.text import linking_filters as _filters
-from kgplm.text.linking_persistence import CandidateTable, load_linker_arrays, save_linker_arrays
+from kgplm.text.linking_dictionary import build_dictionary
+from kgplm.text.linking_persistence import load_linker_arrays, save_linker_arrays
 
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
@@ -72,8 +71,6 @@ __all__ = ["Mention", "EntityLinker", "normalize_for_matching", "WORD_BOUNDARIES
 logger = logging.getLogger(__name__)
 
 WORD_BOUNDARIES = ("jieba", None)
-_ABBREVIATION = re.compile(r"[A-Z]{2,4}")
-_SPACE = re.compile(r"\s")
 
 
 class Mention(NamedTuple):
@@ -222,47 +219,20 @@ class EntityLinker:
         self.word_boundaries = word_boundaries
         self.hyphen_variants = hyphen_variants
         allowed = _filters.allowed_entities(store, entity_types, roots) if store is not None else None
-        degree = None
-        if store is not None:
-            out_degree, in_degree = store.degrees()
-            degree = out_degree + in_degree
-        kept, kept_entities = self._dictionary(store, names)
-        # what Segmenter's add_word does to jieba's total: every name it adds counts NAME_FREQUENCY
-        segmenter_names = sum(len(n) >= 2 and not _SPACE.search(n) for n in kept)
-        # normalise every name in one pass (joined by NUL, which no kept name contains)
-        normalized = self._normalize_names(kept)
         stop = set(self._normalize_names(sorted(_filters.resolve_stop_words(stop_words))))
-        any_case: dict[str, list[int]] = {}
-        capitals: dict[str, list[int]] = {}  # abbreviations: matched only where the text is in capitals
-        for name, pattern, entities in zip(kept, normalized, kept_entities):
-            if len(pattern) < min_length or (exclude_numeric and _filters.has_no_letter(pattern)):
-                continue
-            if allowed is not None:
-                entities = [entity for entity in entities if allowed[entity]]
-                if not entities:
-                    continue
-            written_in_capitals = _ABBREVIATION.fullmatch(unicodedata.normalize("NFKC", name)) is not None
-            if pattern in stop and not written_in_capitals:  # "AS" (ankylosing spondylitis) is no stop word
-                continue
-            abbreviation = case_sensitive_abbreviations and written_in_capitals
-            bucket = (capitals if abbreviation else any_case).setdefault(pattern, [])
-            bucket.extend(entity for entity in entities if entity not in bucket)
-        del kept, normalized, kept_entities  # millions of strings at UMLS size: freed before the trie is built
-        for pattern, entities in capitals.items():  # in capitals, the other names of the same letters count too
-            entities.extend(entity for entity in any_case.get(pattern, ()) if entity not in entities)
-        self.patterns = list(any_case) + list(capitals)
-        entities_of = list(any_case.values()) + list(capitals.values())
-        display_names = {}
-        if store is not None:
-            ambiguous = {entity for entities in entities_of if len(entities) > 1 for entity in entities}
-            display_names = {entity: normalize_for_matching(store.entity_name(entity)) for entity in ambiguous}
-        self._candidates = CandidateTable.from_rows([self._rank_candidates(pattern, entities, degree, display_names)
-                                                     for pattern, entities in zip(self.patterns, entities_of)])
-        del entities_of, display_names
+        # arrays, not a Python object per name: millions of names at UMLS size (linking_dictionary)
+        built = build_dictionary(store, names, normalize=self._normalize_names, normalize_display=normalize_for_matching,
+                                 min_length=min_length, stop=stop, exclude_numeric=exclude_numeric,
+                                 case_sensitive_abbreviations=case_sensitive_abbreviations, allowed=allowed,
+                                 word_boundaries=word_boundaries)
+        self.patterns = built.patterns
+        self._candidates = built.candidates
         self._best_entity = self._candidates.best()
-        self._build_automaton(any_case, capitals, segmenter_names)
-        self.num_names = len(set(self.patterns))
-        self.patterns = StringTable.from_strings(self.patterns)  # one UTF-8 blob, not a str per pattern
+        self._automaton = built.automaton
+        self._name_weight = built.name_weight
+        self._unknown_weight = built.unknown_weight
+        self.num_names = built.num_names
+        self._set_kernel_tables()
         self._settings = {"min_length": min_length, "nested": nested, "word_boundaries": word_boundaries,
                           "case_sensitive_abbreviations": case_sensitive_abbreviations,
                           "stop_words": stop_words if stop_words is None or isinstance(stop_words, str)
@@ -271,23 +241,7 @@ class EntityLinker:
                           "entity_types": None if entity_types is None else sorted(entity_types),
                           "roots": None if roots is None else [str(root) for root in roots],
                           "names": "store" if names is None else "explicit"}
-        logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[1]))
-
-    @staticmethod
-    def _dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | None) -> tuple[list[str], Iterable]:
-        """The surfaces (stripped; a surface holding a NUL is left out) and each one's entities, read one by
-        one. From the store's compact name index (no dict of every name is built: :meth:`KGStore.name_lookup`)."""
-        if names is not None:
-            kept = [surface for surface in names if "\x00" not in surface]
-            return [surface.strip() for surface in kept], [list(names[surface]) for surface in kept]
-        lookup = store.name_lookup()
-        rows = CandidateTable(*lookup.owner_csr())
-        surfaces, keys = [], []
-        for key, text in enumerate(lookup.keys()):
-            if "\x00" not in text:
-                surfaces.append(text.strip())
-                keys.append(key)
-        return surfaces, map(rows.__getitem__, keys)
+        logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[1]) - 1)
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, directory: "str | os.PathLike") -> Path:
@@ -343,35 +297,6 @@ class EntityLinker:
             joined = joined.translate(_HYPHEN_TO_SPACE)
         return joined.split("\x00") if names else []
 
-    def _build_automaton(self, any_case: dict[str, list[int]], capitals: dict[str, list[int]], segmenter_names: int):
-        """The trie over names (and the segmentation dictionary's words) with its per-node arrays;
-        ``segmenter_names``: how many names the segmenter adds to jieba's dictionary."""
-        from kgplm.text.segmentation import NAME_FREQUENCY, jieba_dictionary
-
-        words: dict[str, int] = {}
-        total = 1
-        if self.word_boundaries == "jieba":
-            frequencies, total = jieba_dictionary()
-            for word, frequency in zip(self._normalize_names(list(frequencies)), frequencies.values()):
-                if frequency > 0:
-                    words[word] = max(frequency, words.get(word, 0))
-            total += NAME_FREQUENCY * segmenter_names
-        strings = list(dict.fromkeys([*any_case, *capitals, *words]))
-        child_ptr, child_codes, node_of = _kernels.build_trie(strings)
-        node = dict(zip(strings, node_of.tolist()))
-        terminal = np.full(len(child_ptr) - 1, -1, dtype=np.int32)
-        terminal_capital = terminal.copy()
-        for entry, pattern in enumerate(self.patterns):
-            (terminal if entry < len(any_case) else terminal_capital)[node[pattern]] = entry
-        word_weight = np.full(len(terminal), -np.inf)
-        if words:
-            word_weight[[node[w] for w in words]] = np.log(np.fromiter(words.values(), float, len(words))) - math.log(total)
-        self._automaton = (_kernels.root_table(child_ptr, child_codes),
-                           _kernels.node_table(child_ptr, terminal, terminal_capital, word_weight), child_codes)
-        self._name_weight = math.log(NAME_FREQUENCY) - math.log(total)
-        self._unknown_weight = -math.log(total)
-        self._set_kernel_tables()
-
     def _set_kernel_tables(self) -> None:
         """What every kernel call takes besides the text: the per-character tables and the automaton."""
         tables = _character_tables()
@@ -379,17 +304,6 @@ class EntityLinker:
             tables.single_spaced if self.hyphen_variants else tables.single, tables.length, tables.expansion_start,
             tables.expansions_spaced if self.hyphen_variants else tables.expansions, tables.capital, tables.alnum,
             *self._automaton, self._name_weight, self._unknown_weight)
-
-    @staticmethod
-    def _rank_candidates(pattern: str, entities: list[int], degree, display_names: dict[int, str]) -> tuple[int, ...]:
-        if len(entities) == 1:
-            return (entities[0],)
-
-        def key(entity: int):
-            own_name = display_names.get(entity) == pattern
-            return (not own_name, -(int(degree[entity]) if degree is not None else 0), entity)
-
-        return tuple(sorted(entities, key=key))
 
     # -- matching -------------------------------------------------------------------------------
     def find(self, text: str, *, nested: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

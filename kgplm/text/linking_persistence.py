@@ -22,7 +22,8 @@ from kgplm.kg.strings import StringTable
 
 __all__ = ["CandidateTable", "LINKER_FORMAT_VERSION", "save_linker_arrays", "load_linker_arrays"]
 
-LINKER_FORMAT_VERSION = 1
+#: 2: 8-byte trie node rows; capitals-only entries and the segmentation words' weights in their own arrays (issue 30.6)
+LINKER_FORMAT_VERSION = 2
 
 
 class CandidateTable(Sequence[tuple[int, ...]]):

@@ -129,6 +129,23 @@ def test_tiny_store_same_ids_and_errors_as_the_dicts() -> None:
         assert outcome(store.entity_id, query) == outcome(old_entity_id, query), query
 
 
+def test_the_hash_tables_are_built_on_the_first_lookup_only() -> None:
+    """Readers of every key (the entity linker at UMLS scale) pay for no hash table: building the index (the
+    store logs its size), reading its keys and owners build none; the first exact and case-folded lookups
+    build one each (issue 30.6: at 1M concepts the two tables are 117 MB)."""
+    store = tiny_store()
+    index = store.name_lookup()
+    arrays = index.nbytes
+    index.owner_csr()
+    [index.key(key) for key in range(len(index))]
+    assert index.nbytes == arrays
+    assert index.exact("Pain") == [0, 4]
+    with_exact = index.nbytes
+    assert with_exact > arrays
+    assert {0, 4} <= set(index.casefolded("pain"))
+    assert index.nbytes > with_exact
+
+
 def test_hash_collisions_never_return_a_wrong_entity(monkeypatch) -> None:
     """With every text hashed alike, lookups still compare texts: same ids as the dicts."""
     monkeypatch.setattr(name_index_module, "_hash_slices",

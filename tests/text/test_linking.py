@@ -75,6 +75,15 @@ def test_min_length_and_bad_input():
         EntityLinker()
 
 
+def test_a_name_without_entities_links_nothing():
+    """An explicit name with an empty entity list is no dictionary entry: it was one with no candidates, so
+    ``link`` failed on it and ``count``/``best_entities`` credited the next entry's entity."""
+    linker = EntityLinker(names={"abc": [], "abd": [1]}, word_boundaries=None)
+    assert list(linker.patterns) == ["abd"]
+    assert linker.link("abc abd") == [Mention(4, 7, 1, "abd", (1,))]
+    assert linker.count(["abc abd"], num_entities=3).tolist() == [0, 1, 0]
+
+
 def test_display_name_owner_wins_over_alias_owner(tmp_path):
     from kgplm import KGStore
 
