@@ -22,7 +22,21 @@ from safetensors.torch import load_file, load_model, save_file
 from kgplm._io import atomic_directory
 from kgplm.exceptions import ArtifactError
 
-__all__ = ["latest_checkpoint", "save_checkpoint", "load_checkpoint"]
+__all__ = ["latest_checkpoint", "save_checkpoint", "load_checkpoint", "remove_unfinished"]
+
+
+def remove_unfinished(output_dir: str | os.PathLike) -> list[Path]:
+    """Delete the temporary directories of checkpoints a killed run was writing (``.step-N.tmp-*``, never
+    renamed, so never read); each is as large as a checkpoint, and every kill would leave one more.
+    Returns what was removed."""
+    directory = Path(output_dir) / "checkpoints"
+    if not directory.is_dir():
+        return []
+    unfinished = sorted(p for p in directory.iterdir() if p.is_dir() and p.name.startswith(".step-")
+                        and ".tmp-" in p.name)
+    for path in unfinished:
+        shutil.rmtree(path, ignore_errors=True)
+    return unfinished
 
 
 def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:

@@ -63,6 +63,7 @@ from kgplm.exceptions import ArtifactError, ConfigurationError
 from kgplm.training.checkpoints import (
     latest_checkpoint,
     load_checkpoint,
+    remove_unfinished,
     save_checkpoint,
 )
 from kgplm.training.distributed import DistributedContext, current
@@ -327,6 +328,9 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
     scaler = grad_scaler(device, settings.mixed_precision)
     metrics_path = output_dir / "metrics.jsonl"
     start_step, window = 0, _Window()
+    if context.is_main:
+        for unfinished in remove_unfinished(output_dir):
+            logger.info("removed %s, a checkpoint an earlier run did not finish writing", unfinished)
     checkpoint = latest_checkpoint(output_dir)
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, model, optimizer, scheduler, grad_scaler=scaler)

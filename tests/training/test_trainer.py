@@ -134,3 +134,21 @@ def test_a_step_without_any_target_changes_no_weight_and_is_not_logged_as_zero(t
     assert "no objective had a target" in caplog.text
     state = json.loads((tmp_path / "checkpoints" / "step-0000004" / "trainer_state.json").read_text())
     assert state["step"] == 4
+
+
+def test_a_resumed_run_removes_the_checkpoint_a_killed_run_left_half_written(tmp_path):
+    """A run killed while writing a checkpoint leaves its temporary directory (as large as a checkpoint); the
+    resumed run deletes it, keeps the finished checkpoints and resumes from the last of them."""
+    settings = TrainerSettings(max_steps=4, batch_size=1, log_every=2, checkpoint_every=2, keep_checkpoints=2)
+    train_loop(_Scripted(), _StepRows(), _scripted_collator(), output_dir=tmp_path, settings=settings, progress=False)
+    checkpoints = tmp_path / "checkpoints"
+    half_written = checkpoints / ".step-0000006.tmp-x1y2z3"
+    half_written.mkdir()
+    (half_written / "model.safetensors").write_bytes(b"\0" * 64)
+    foreign = checkpoints / "notes"  # not the trainer's: left alone
+    foreign.mkdir()
+    longer = TrainerSettings(max_steps=6, batch_size=1, log_every=2, checkpoint_every=2, keep_checkpoints=2)
+    metrics = train_loop(_Scripted(), _StepRows(), _scripted_collator(), output_dir=tmp_path, settings=longer,
+                         progress=False)
+    assert [m["step"] for m in metrics] == [2, 4, 6]
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["notes", "step-0000004", "step-0000006"]
