@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kgplm.exceptions import EncodingError, MissingFileError
 
-__all__ = ["require_file", "open_text", "iter_lines", "atomic_directory", "atomic_file"]
+__all__ = ["require_file", "open_text", "iter_lines", "atomic_directory", "atomic_file", "unfinished_directories"]
 
 
 def require_file(path: str | os.PathLike, what: str = "file") -> Path:
@@ -90,6 +90,15 @@ def atomic_directory(target: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
+
+
+def unfinished_directories(parent: str | os.PathLike, prefix: str = "") -> list[Path]:
+    """The temporary directories :func:`atomic_directory` left in ``parent`` for targets named ``prefix…``
+    (a process killed before the rename), sorted; they were never renamed, so nothing reads them."""
+    parent = Path(parent)
+    if not parent.is_dir():
+        return []
+    return sorted(p for p in parent.iterdir() if p.is_dir() and p.name.startswith(f".{prefix}") and ".tmp-" in p.name)
 
 
 @contextlib.contextmanager

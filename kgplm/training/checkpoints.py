@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, load_model, save_file
 
-from kgplm._io import atomic_directory
+from kgplm._io import atomic_directory, unfinished_directories
 from kgplm.exceptions import ArtifactError
 
 __all__ = ["latest_checkpoint", "save_checkpoint", "load_checkpoint", "remove_unfinished"]
@@ -29,11 +29,7 @@ def remove_unfinished(output_dir: str | os.PathLike) -> list[Path]:
     """Delete the temporary directories of checkpoints a killed run was writing (``.step-N.tmp-*``, never
     renamed, so never read); each is as large as a checkpoint, and every kill would leave one more.
     Returns what was removed."""
-    directory = Path(output_dir) / "checkpoints"
-    if not directory.is_dir():
-        return []
-    unfinished = sorted(p for p in directory.iterdir() if p.is_dir() and p.name.startswith(".step-")
-                        and ".tmp-" in p.name)
+    unfinished = unfinished_directories(Path(output_dir) / "checkpoints", "step-")
     for path in unfinished:
         shutil.rmtree(path, ignore_errors=True)
     return unfinished
