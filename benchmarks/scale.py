@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CACHE = Path(__file__).resolve().parent / ".cache"
-STAGES = ("import", "save", "load", "name_index", "pepr", "pepr_recall", "transe", "linker_build", "linker_load", "linker_link",
+STAGES = ("import", "save", "load", "name_index", "pepr", "pepr_coarse", "pepr_recall", "transe", "linker_build", "linker_load", "linker_link",
           "kebiolm", "smedbert")
 MODEL_STAGES = {"transe": "transe_epoch", "kebiolm": "kebiolm_step", "smedbert": "smedbert_step"}
 #: contested seeds whose fast PEPR rows are checked against exact PEPR (power iteration, tol 1e-8)
@@ -40,7 +40,8 @@ TEXT_MB = 8
 def _paths(size: str) -> dict[str, Path]:
     root = CACHE / f"umls-{size}"
     return {"rrf": root, "store": CACHE / f"scale-{size}" / "store", "linker": CACHE / f"scale-{size}" / "linker",
-            "text": CACHE / f"scale-{size}" / "text.txt", "pepr": CACHE / f"scale-{size}" / "pepr.npz", "copy": CACHE / f"scale-{size}" / "store-copy"}
+            "text": CACHE / f"scale-{size}" / "text.txt", "pepr": CACHE / f"scale-{size}" / "pepr.npz",
+            "pepr_coarse": CACHE / f"scale-{size}" / "pepr-coarse.npz", "copy": CACHE / f"scale-{size}" / "store-copy"}
 
 
 def _store(paths):
@@ -102,12 +103,14 @@ def run_stage(stage: str, size: str) -> dict:
         per_lookup = (time.perf_counter() - began) / len(probes)
         return {"count": len(lookup), "unit": "names", "note": f"index {lookup.nbytes / 1e6:.0f} MB; "
                 f"{found}/1000 display names found, {per_lookup * 1e6:.0f} µs a lookup"}
-    if stage == "pepr":
+    if stage in ("pepr", "pepr_coarse"):
         from kgplm.kg.pepr import top_k_neighbors
 
         store = _store(paths)
-        table = top_k_neighbors(store, None, k=10, mode="auto", budget_seconds=120, show_progress=False)
-        table.save(paths["pepr"])
+        # "pepr": the defaults (fast mode refines contested seeds); "pepr_coarse": the coarse push alone
+        options = {} if stage == "pepr" else {"refine": False}
+        table = top_k_neighbors(store, None, k=10, mode="auto", budget_seconds=120, show_progress=False, **options)
+        table.save(paths[stage])
         config = table.config
         return {"count": store.num_entities, "unit": "seeds",
                 "note": f"mode {config['mode']} ({config['mode_reason']}); {config.get('num_contested', 0):,} "
@@ -118,19 +121,27 @@ def run_stage(stage: str, size: str) -> dict:
         from kgplm.kg.pepr import NeighborTable, _one_hop_candidates, personalized_pagerank
 
         store = _store(paths)
-        table = NeighborTable.load(paths["pepr"])
+        tables = {name: NeighborTable.load(paths[name]) for name in ("pepr", "pepr_coarse") if paths[name].is_file()}
+        if not tables:
+            raise SystemExit("no PEPR table: run the pepr or pepr_coarse stage first")
+        jumps = {table.config["jump"] for table in tables.values()}
+        if len(jumps) != 1:
+            raise SystemExit(f"the PEPR tables use different jump vectors: {sorted(jumps)}")
         indptr, neighbors, _, _ = _one_hop_candidates(store, np.arange(store.num_entities))
         contested = np.flatnonzero(np.diff(indptr) > 10)
         sample = np.sort(np.random.default_rng(0).choice(contested, min(RECALL_SEEDS, len(contested)), replace=False))
-        exact = personalized_pagerank(store, sample, tol=1e-8, batch_size=16, jump=table.config["jump"])
-        recalls = []
-        for row, seed in enumerate(sample.tolist()):
-            candidates = neighbors[indptr[seed] : indptr[seed + 1]]
-            kth = np.sort(exact[row, candidates])[-10]
-            chosen = table.neighbors[table.row_of(seed)]
-            recalls.append(float(np.mean(exact[row, chosen[chosen >= 0]] >= kth * (1 - 1e-6))))
-        return {"count": len(sample), "unit": "seeds", "note": f"fast PEPR contested recall@10 {np.mean(recalls):.4f} "
-                f"(min {np.min(recalls):.2f}) on {len(sample)} contested seeds vs exact (tol 1e-8)"}
+        exact = personalized_pagerank(store, sample, tol=1e-8, batch_size=16, jump=jumps.pop())
+        notes = []
+        for name, table in tables.items():
+            recalls = []
+            for row, seed in enumerate(sample.tolist()):
+                candidates = neighbors[indptr[seed] : indptr[seed + 1]]
+                kth = np.sort(exact[row, candidates])[-10]
+                chosen = table.neighbors[table.row_of(seed)]
+                recalls.append(float(np.mean(exact[row, chosen[chosen >= 0]] >= kth * (1 - 1e-6))))
+            notes.append(f"{name} {np.mean(recalls):.4f} (min {np.min(recalls):.2f})")
+        return {"count": len(sample), "unit": "seeds", "note": f"fast PEPR contested recall@10: {', '.join(notes)} "
+                f"on {len(sample)} contested seeds vs exact (tol 1e-8)"}
     if stage == "linker_build":
         from kgplm.text.linking import EntityLinker
 
