@@ -57,3 +57,22 @@ def test_pepr_recall_scores_the_default_and_the_coarse_table_against_exact_pepr(
                   config=table.config).save(paths["pepr_coarse"])
     recalls = _recalls(scale.run_stage("pepr_recall", "300")["note"])
     assert recalls["pepr"] == 1.0 and recalls["pepr_coarse"] < 0.9
+
+
+def test_the_growth_exponent_reads_the_step_alone_where_the_rate_does(monkeypatch, capsys):
+    """A KeBioLM step: 0.71 s CPU at 115k, 6.40 s at 1M, inside stages of 11 s and 31 s (the model's build):
+    the exponent is log(6.40 / 0.71) / log(1M / 115k) = 1.02, not the stages' 0.50; RSS from the peaks."""
+    figures = {"115k": (0.71, 11.4, 0.81), "1M": (6.40, 31.1, 2.18)}
+
+    def measure(stage, size, timeout, commit, reuse):
+        step, cpu, rss = figures[size]
+        return {"count": 1, "unit": "steps", "seconds_override": step, "cpu": cpu, "wall": cpu, "peak_rss_gb": rss,
+                "note": "", "commit": commit}
+
+    monkeypatch.setattr(scale, "measure", measure)
+    monkeypatch.setattr(scale, "_ensure_rrf", lambda size: None)
+    scale.main(["--sizes", "115k", "1M", "--stages", "kebiolm"])
+    row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| kebiolm |")][-1]
+    step_exponent = np.log(6.40 / 0.71) / np.log(1_000_000 / 115_000)
+    rss_exponent = np.log(2.18 / 0.81) / np.log(1_000_000 / 115_000)
+    assert row == f"| kebiolm | {step_exponent:.2f} | {rss_exponent:.2f} |"
