@@ -368,19 +368,18 @@ class EntityLinker:
         if not isinstance(text, str):
             raise ConfigurationError(f"link() takes a str, got {type(text).__name__}")
         starts, ends, entries = self.find(text, nested=nested)
-        candidates = self._candidates
-        return [Mention(start, end, candidates[entry][0], text[start:end], candidates[entry])
-                for start, end, entry in zip(starts.tolist(), ends.tolist(), entries.tolist())]
+        return self._mentions(text, starts, ends, entries)
+
+    def _mentions(self, text: str, starts: np.ndarray, ends: np.ndarray, entries: np.ndarray) -> list[Mention]:
+        rows = self._candidates.rows(entries)
+        return [Mention(start, end, row[0], text[start:end], row)
+                for start, end, row in zip(starts.tolist(), ends.tolist(), rows)]
 
     def link_many(self, texts: Iterable[str], *, nested: bool | None = None) -> list[list[Mention]]:
         """:meth:`link` of each text (matched in batches: :meth:`find_many`)."""
         texts = list(texts)
-        candidates = self._candidates
-        results: list[list[Mention]] = []
-        for text, (starts, ends, entries) in zip(texts, self.find_many(texts, nested=nested)):
-            results.append([Mention(start, end, candidates[entry][0], text[start:end], candidates[entry])
-                            for start, end, entry in zip(starts.tolist(), ends.tolist(), entries.tolist())])
-        return results
+        return [self._mentions(text, starts, ends, entries)
+                for text, (starts, ends, entries) in zip(texts, self.find_many(texts, nested=nested))]
 
     def count(self, texts: Iterable[str], num_entities: int | None = None) -> np.ndarray:
         """Mentions per entity over ``texts`` (the corpus frequencies PEPR can start from)."""

@@ -76,3 +76,23 @@ def test_the_growth_exponent_reads_the_step_alone_where_the_rate_does(monkeypatc
     step_exponent = np.log(6.40 / 0.71) / np.log(1_000_000 / 115_000)
     rss_exponent = np.log(2.18 / 0.81) / np.log(1_000_000 / 115_000)
     assert row == f"| kebiolm | {step_exponent:.2f} | {rss_exponent:.2f} |"
+
+
+def test_linker_link_measures_both_loads_on_the_same_text(tiny):
+    scale.run_stage("linker_build", "300")
+    result = scale.run_stage("linker_link", "300")
+    memory, mapped = map(float, re.findall(r"([0-9.]+) MB per CPU-second loaded into memory, ([0-9.]+) memory-mapped",
+                                           result["note"])[0])
+    assert result["unit"] == "MB" and result["count"] == pytest.approx(scale.TEXT_MB, rel=0.01)
+    assert result["count"] / result["seconds_override"] == pytest.approx(memory, rel=0.01)  # the rate column
+    assert mapped > 0 and int(re.search(r"([0-9,]+) mentions", result["note"]).group(1).replace(",", "")) > 0
+
+
+def test_link_ratio_against_the_comparator_by_hand():
+    cmekg = {"count": 8.0, "seconds_override": 2.0, "cpu": 30.0,
+             "note": "4.00 MB per CPU-second loaded into memory, 3.00 memory-mapped; 10 mentions"}
+    large = {"count": 8.0, "seconds_override": 4.0, "cpu": 50.0,
+             "note": "2.00 MB per CPU-second loaded into memory, 1.00 memory-mapped; 10 mentions"}
+    assert scale._link_ratio(cmekg, large) == "2.00× slower in memory, 3.00× memory-mapped"
+    old_record = {"count": 8.0, "seconds_override": 8.0, "cpu": 9.0, "note": "1.00 MB per CPU-second; 5 mentions"}
+    assert scale._link_ratio(cmekg, old_record) == "4.00× slower in memory"

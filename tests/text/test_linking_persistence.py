@@ -125,3 +125,31 @@ def test_load_checks_the_directory_and_the_store(tmp_path: Path, store: KGStore)
         EntityLinker.load(directory)
     with pytest.raises(ArtifactError, match="manifest.json is missing"):
         EntityLinker.load(tmp_path)
+
+
+def test_candidate_rows_gather_equals_row_by_row() -> None:
+    from kgplm.text.linking_persistence import CandidateTable
+
+    table = CandidateTable.from_rows([(4, 1), (7,), (), (2, 3, 9), (5,)])
+    indices = np.array([3, 0, 0, 2, 4, 1, 3])  # repeats, an empty row, more than the short-list cut
+    assert table.rows(indices) == [(2, 3, 9), (4, 1), (4, 1), (), (5,), (7,), (2, 3, 9)]
+    assert table.rows(indices[:2]) == [(2, 3, 9), (4, 1)]
+    assert table.rows(np.zeros(0, dtype=np.int64)) == []
+
+
+def test_link_of_a_long_text_gives_each_mention_its_candidates(store: KGStore, jieba_linker: EntityLinker) -> None:
+    text = " ".join(TEXTS) * 5  # dozens of mentions: the gathered path, not the short-list one
+    starts, ends, entries = jieba_linker.find(text)
+    linked = jieba_linker.link(text)
+    assert len(linked) == len(starts) > 4
+    pain = {store.entity_id("http://example.org/e4"), store.entity_id("http://example.org/e5")}  # 头痛, 疼痛
+    seen_pain = 0
+    for mention, start, end, entry in zip(linked, starts.tolist(), ends.tolist(), entries.tolist()):
+        assert (mention.start, mention.end, mention.surface) == (start, end, text[start:end])
+        assert mention.entity_id == mention.candidates[0] == int(jieba_linker.best_entities(np.array([entry]))[0])
+        if mention.surface.lower() == "pain":
+            seen_pain += 1
+            assert set(mention.candidates) == pain and len(mention.candidates) == 2
+        else:
+            assert len(mention.candidates) == 1
+    assert seen_pain == 15  # Pain, PAIN and pain in TEXTS[1] (matching ignores case), five times over
