@@ -261,7 +261,13 @@ class EntityLinker:
     def load(cls, directory: "str | os.PathLike", *, store: "KGStore | None" = None, mmap: bool = True) -> "EntityLinker":
         """A linker saved by :meth:`save`; its arrays are memory-mapped (read from disk only where matching
         touches them) unless ``mmap=False``. ``store``, when given, must be the store it was built from
-        (same source and counts); :meth:`count` needs it or ``num_entities``."""
+        (same source and counts); :meth:`count` needs it or ``num_entities``.
+
+        ``mmap=False`` reads the arrays into memory, where numpy puts large arrays on transparent huge
+        pages: with millions of names the trie spans GBs (1.6 GB of nodes at 4M UMLS-shaped concepts) and
+        each walk step is a random read, which on a memory-mapped file's 4 KB pages misses the TLB far
+        more often. It costs the arrays' size in RSS; ``benchmarks/scale.py``'s ``linker_link`` row
+        measures both loads."""
         manifest, patterns, candidates, best_entity, automaton = load_linker_arrays(directory, mmap)
         recorded = manifest.get("store")
         if store is not None and recorded is not None:
