@@ -279,9 +279,9 @@ def _link_ratio(reference: dict, result: dict) -> str:
         return in_memory, mapped
 
     (reference_memory, reference_mapped), (memory, mapped) = rates(reference), rates(result)
-    text = f"{reference_memory / memory:.2f}× slower in memory"
+    text = f"{reference_memory / memory:.2f} in memory"
     if mapped and reference_mapped:
-        text += f", {reference_mapped / mapped:.2f}× memory-mapped"
+        text += f", {reference_mapped / mapped:.2f} memory-mapped"
     return text
 
 
@@ -347,8 +347,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {stage} | " + " | ".join(cells) + " |")
     if COMPARATOR in args.sizes and "missing" not in results.get(("linker_link", COMPARATOR), {"missing": ""}):
         reference = results["linker_link", COMPARATOR]
-        print(f"\nLinking rate against CMeKG's (the `{COMPARATOR}` column: CMeKG's store, text of the same generator; "
-              "issue 30.6 asks for a ratio ≤ 2): " + "; ".join(
+        print(f"\nCMeKG's linking rate ÷ each size's (the `{COMPARATOR}` column: CMeKG's store, text of the same "
+              "generator; issue 30.6 asks for at most 2): " + "; ".join(
                   f"{size} {_link_ratio(reference, results['linker_link', size])}" for size in scaled
                   if "missing" not in results["linker_link", size]) + ".")
     if len(scaled) > 1:

@@ -93,6 +93,6 @@ def test_link_ratio_against_the_comparator_by_hand():
              "note": "4.00 MB per CPU-second loaded into memory, 3.00 memory-mapped; 10 mentions"}
     large = {"count": 8.0, "seconds_override": 4.0, "cpu": 50.0,
              "note": "2.00 MB per CPU-second loaded into memory, 1.00 memory-mapped; 10 mentions"}
-    assert scale._link_ratio(cmekg, large) == "2.00× slower in memory, 3.00× memory-mapped"
+    assert scale._link_ratio(cmekg, large) == "2.00 in memory, 3.00 memory-mapped"
     old_record = {"count": 8.0, "seconds_override": 8.0, "cpu": 9.0, "note": "1.00 MB per CPU-second; 5 mentions"}
-    assert scale._link_ratio(cmekg, old_record) == "4.00× slower in memory"
+    assert scale._link_ratio(cmekg, old_record) == "4.00 in memory"
