@@ -184,6 +184,7 @@ def run_stage(stage: str, size: str) -> dict:
         if len(counts) != 1:
             raise SystemExit(f"the two loads found different mentions: {counts}")
         return {"count": megabytes, "unit": "MB", "seconds_override": megabytes / rates[False],
+                "mb_per_cpu_second": {"memory": rates[False], "mapped": rates[True]},
                 "note": f"{rates[False]:.2f} MB per CPU-second loaded into memory, {rates[True]:.2f} memory-mapped; "
                         f"{counts.pop():,} mentions"}
     if stage in MODEL_STAGES:
@@ -271,18 +272,15 @@ def _ensure_rrf(size: str) -> None:
 
 
 def _link_ratio(reference: dict, result: dict) -> str:
-    """CMeKG's MB per CPU-second over this size's: in memory (the rate column) and, where recorded, memory-mapped."""
-    def rates(record: dict) -> tuple[float, float | None]:
-        in_memory = record["count"] / record.get("seconds_override", record["cpu"])
-        note = record.get("note", "")
-        mapped = float(note.split(" memory-mapped")[0].rsplit(", ", 1)[1]) if " memory-mapped" in note else None
-        return in_memory, mapped
+    """CMeKG's MB per CPU-second over this size's, read into memory and memory-mapped (a record made before the
+    stage timed both loads has one rate, its rate column)."""
+    def rates(record: dict) -> dict[str, float]:
+        return record.get("mb_per_cpu_second") or {"memory": record["count"] / record.get("seconds_override",
+                                                                                             record["cpu"])}
 
-    (reference_memory, reference_mapped), (memory, mapped) = rates(reference), rates(result)
-    text = f"{reference_memory / memory:.2f} in memory"
-    if mapped and reference_mapped:
-        text += f", {reference_mapped / mapped:.2f} memory-mapped"
-    return text
+    mine, theirs = rates(result), rates(reference)
+    return ", ".join(f"{theirs[load] / mine[load]:.2f} {'in memory' if load == 'memory' else 'memory-mapped'}"
+                     for load in ("memory", "mapped") if load in mine and load in theirs)
 
 
 def _format_seconds(seconds: float) -> str:

@@ -85,14 +85,14 @@ def test_linker_link_measures_both_loads_on_the_same_text(tiny):
                                            result["note"])[0])
     assert result["unit"] == "MB" and result["count"] == pytest.approx(scale.TEXT_MB, rel=0.01)
     assert result["count"] / result["seconds_override"] == pytest.approx(memory, rel=0.01)  # the rate column
+    assert result["mb_per_cpu_second"]["memory"] == pytest.approx(memory, rel=0.01)
+    assert result["mb_per_cpu_second"]["mapped"] == pytest.approx(mapped, rel=0.01)
     assert mapped > 0 and int(re.search(r"([0-9,]+) mentions", result["note"]).group(1).replace(",", "")) > 0
 
 
 def test_link_ratio_against_the_comparator_by_hand():
-    cmekg = {"count": 8.0, "seconds_override": 2.0, "cpu": 30.0,
-             "note": "4.00 MB per CPU-second loaded into memory, 3.00 memory-mapped; 10 mentions"}
-    large = {"count": 8.0, "seconds_override": 4.0, "cpu": 50.0,
-             "note": "2.00 MB per CPU-second loaded into memory, 1.00 memory-mapped; 10 mentions"}
+    cmekg = {"count": 8.0, "seconds_override": 2.0, "cpu": 30.0, "mb_per_cpu_second": {"memory": 4.0, "mapped": 3.0}}
+    large = {"count": 8.0, "seconds_override": 4.0, "cpu": 50.0, "mb_per_cpu_second": {"memory": 2.0, "mapped": 1.0}}
     assert scale._link_ratio(cmekg, large) == "2.00 in memory, 3.00 memory-mapped"
     old_record = {"count": 8.0, "seconds_override": 8.0, "cpu": 9.0, "note": "1.00 MB per CPU-second; 5 mentions"}
     assert scale._link_ratio(cmekg, old_record) == "4.00 in memory"
