@@ -21,6 +21,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PushContext", "fast_candidate_scores", "rows_to_refine", "short_cycle_share"]
 
+#: bytes the hubs' power iteration may hold in its two float64 (entities × hubs) blocks; on larger graphs
+#: the hubs are iterated in narrower blocks (at 4M entities, 64 hubs in one block held 4.1 GB of the
+#: coarse push's 8.04 GB peak; issue 30.3). A function of the graph's size only, never of the machine:
+#: up to 1M entities all 64 default hubs still go in one block, as before.
+HUB_BLOCK_BYTES = 1 << 30
+
 #: ``refine="auto"`` refines when the median short-cycle share of the contested seeds reaches this
 #: (measured: CMeKG 0.27, the locally tree-like 274k synthetic graph ≈ 0)
 CLUSTERED_SHARE = 0.05
@@ -54,7 +60,8 @@ class PushContext:
         hub_vectors = np.zeros((n, len(hubs)), dtype=np.float32)  # exact seed-jump PPR of each hub
         # iterated in float64: in float32 the rounding of a hub's many in-edges can keep the L1 change
         # above hub_tol until max_iter (seen on CMeKG subgraphs); stored in float32
-        for begin, block, vectors in _iterate_blocks(walk, hubs, batch_size=batch_size, alpha=alpha, jump="seed",
+        width = max(1, min(batch_size, HUB_BLOCK_BYTES // (2 * 8 * max(n, 1))))  # hubs per block
+        for begin, block, vectors in _iterate_blocks(walk, hubs, batch_size=width, alpha=alpha, jump="seed",
                                                      dangling="jump", start=np.full(n, 1.0 / n), tol=hub_tol,
                                                      max_iter=max_iter, dtype=np.float64):
             hub_vectors[:, begin : begin + len(block)] = vectors

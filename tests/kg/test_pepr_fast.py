@@ -185,3 +185,26 @@ def test_default_fast_mode_refines_a_umls_shaped_graph(tmp_path) -> None:
         recalls.append(np.mean(exact[row, chosen] >= kth * (1 - 1e-6)))
     assert len(sample) == 300 and table.config["refined"]
     assert np.mean(recalls) >= 0.99
+
+
+@pytest.mark.parametrize("budget", [None, 1])
+def test_hub_vectors_are_exact_whatever_the_block_width(monkeypatch, budget) -> None:
+    """The hubs' seed-jump PPR vectors against networkx, in one block (default budget) and one hub per
+    block (a budget of 1 byte: how a 4M-entity graph is split, issue 30.3)."""
+    import kgplm.kg._pepr_fast as fast
+    import kgplm.kg.pepr as pepr
+
+    if budget is not None:
+        monkeypatch.setattr(fast, "HUB_BLOCK_BYTES", budget)
+    widths = []  # hubs per power-iteration block
+    iterate = pepr._power_iteration
+    monkeypatch.setattr(pepr, "_power_iteration", lambda walk, seeds, **kw: (
+        widths.append(len(seeds)) or iterate(walk, seeds, **kw)))
+    graph = nx.powerlaw_cluster_graph(80, 3, 0.5, seed=2)
+    store = store_from_networkx(graph)
+    walk = TransitionMatrix.from_store(store)
+    context = PushContext.build(store, walk, num_hubs=4, alpha=0.15, jump="seed", max_iter=1000, batch_size=256)
+    assert widths == ([4] if budget is None else [1, 1, 1, 1])
+    for hub, slot in zip(np.flatnonzero(context.is_hub).tolist(), context.hub_slot[context.is_hub].tolist()):
+        expected = nx.pagerank(graph, alpha=0.85, personalization={hub: 1.0}, tol=1e-13, max_iter=1000)
+        np.testing.assert_allclose(context.hub_vectors[:, slot], [expected[v] for v in range(80)], atol=1e-6)
