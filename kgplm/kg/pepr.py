@@ -57,7 +57,10 @@ Modes
   linear in its two parts, ``P = w_s · one-hot(e_m) + w_u · uniform``, so its PEPR is
   ``w_s · PPR_seed + w_u · PageRank_global`` with one exact global PageRank shared by all seeds
   (exact when no isolated entity exists; otherwise dangling mass differs at order ε).
-  Parallel over seeds on all cores with numba.
+  Parallel over seeds on all cores with numba. The hubs' exact vectors are iterated in float64 blocks
+  of at most ``_pepr_fast.HUB_BLOCK_BYTES`` (1 GiB for the block and its next step): all 64 default
+  hubs in one block up to about 1M entities, narrower blocks above (issue 30.3: at 4M entities one
+  block held 4.1 GB).
 
   *Contested seeds and the refinement.* Only seeds with more than k candidates ("contested") can
   be ranked wrongly. With ε = 1e-2 and 64 hubs this coarse push has recall@10 0.995 on the contested
