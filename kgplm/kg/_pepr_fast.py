@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tqdm.auto import tqdm
 
+from kgplm._csr import row_subset
+
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.pepr import TransitionMatrix
     from kgplm.kg.store import KGStore
@@ -124,7 +126,7 @@ def rows_to_refine(indptr: np.ndarray, neighbors: np.ndarray, scores: np.ndarray
     contested = np.flatnonzero(np.diff(indptr) > k)
     if not len(contested) or gap <= 0:
         return np.zeros(0, dtype=np.int64)
-    sub_indptr, positions = _row_subset(indptr, contested)
+    sub_indptr, positions = row_subset(indptr, contested)
     chosen = np.full((len(contested), k + 1), -1, dtype=np.int64)
     top_k_rows(sub_indptr, np.ascontiguousarray(neighbors[positions], dtype=np.int64), scores[positions], k + 1,
                chosen)
@@ -170,16 +172,6 @@ def short_cycle_share(walk: "TransitionMatrix", seeds: np.ndarray, is_hub: np.nd
     return np.divide(total - trivial, total, out=np.zeros(len(seeds)), where=total > 0)
 
 
-def _row_subset(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CSR pointers over ``rows`` and the positions of their entries in the full arrays."""
-    counts = np.diff(indptr)[rows]
-    sub_indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(counts, out=sub_indptr[1:])
-    # (entries,): row start in the full arrays + offset inside the row
-    positions = np.repeat(indptr[rows] - sub_indptr[:-1], counts) + np.arange(sub_indptr[-1])
-    return sub_indptr, positions
-
-
 def fast_candidate_scores(store: "KGStore", walk: "TransitionMatrix", seeds: np.ndarray, indptr: np.ndarray,
                           neighbors: np.ndarray, *, k: int, epsilon: float, num_hubs: int, refine: bool | str,
                           refine_rounds, num_threads: int | None, alpha: float, jump: str, max_iter: int,
@@ -221,7 +213,7 @@ def fast_candidate_scores(store: "KGStore", walk: "TransitionMatrix", seeds: np.
         if not len(rows):
             break
         started = time.perf_counter()
-        sub_indptr, positions = _row_subset(indptr, rows)
+        sub_indptr, positions = row_subset(indptr, rows)
         scores[positions] = context.push_scores(seeds[rows], sub_indptr, np.ascontiguousarray(neighbors[positions]),
                                                 epsilon=round_epsilon, exact_steps=1, num_threads=num_threads,
                                                 show_progress=show_progress, description="PEPR (refine)")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kgplm._csr import row_subset
 from kgplm._io import atomic_directory
 from kgplm.exceptions import ArtifactError, MissingFileError
 from kgplm.kg.strings import StringTable
@@ -58,12 +59,7 @@ class CandidateTable(Sequence[tuple[int, ...]]):
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)
         if len(indices) <= 4:  # a short document's few mentions: the numpy calls below would cost more
             return [self[index] for index in indices.tolist()]
-        low = np.asarray(self.indptr[indices], dtype=np.int64)
-        lengths = np.asarray(self.indptr[indices + 1], dtype=np.int64) - low
-        bounds = np.zeros(len(indices) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=bounds[1:])
-        # (Σ lengths,): row start in `entities` + offset inside the row
-        positions = np.repeat(low - bounds[:-1], lengths) + np.arange(bounds[-1])
+        bounds, positions = row_subset(self.indptr, indices)
         flat = self.entities[positions].tolist()
         edges = bounds.tolist()
         return [tuple(flat[begin:end]) for begin, end in zip(edges, edges[1:])]
