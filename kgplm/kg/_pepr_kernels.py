@@ -10,7 +10,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["pagerank_step", "column_change", "forward_push_scores", "one_hop_rows", "top_k_rows"]
+__all__ = ["pagerank_step", "column_change", "forward_push_scores", "one_hop_rows", "top_k_rows", "reverse_edges",
+           "tree_cavities", "tree_step_factors", "forward_push_tree_scores"]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -42,6 +43,74 @@ def column_change(new, old, num_workers):  # pragma: no cover - compiled
             for column in range(width):
                 partial[worker, column] += abs(new[row, column] - old[row, column])
     return partial.sum(axis=0)
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def reverse_edges(indptr, indices):  # pragma: no cover - compiled
+    """``reverse[e]`` = the position of edge (b → a) for the edge e = (a → b) of a CSR whose pattern is
+    symmetric and whose rows are sorted (a binary search in row b)."""
+    num_rows = indptr.shape[0] - 1
+    reverse = np.empty(indices.shape[0], dtype=np.int64)
+    for a in numba.prange(num_rows):
+        for e in range(indptr[a], indptr[a + 1]):
+            b = indices[e]
+            lo, hi = indptr[b], indptr[b + 1]
+            while lo < hi:
+                middle = (lo + hi) // 2
+                if indices[middle] < a:
+                    lo = middle + 1
+                else:
+                    hi = middle
+            reverse[e] = lo
+    return reverse
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def tree_cavities(indptr, indices, values, reverse, alpha, tol, max_iter):  # pragma: no cover - compiled
+    """Fixed point of the cavity (Gaussian belief propagation) recursion of the discounted walk.
+
+    For the edge e = (a → b), ``cavity[e]`` = g_{b∖a}, b's expected discounted visits to itself when a is
+    removed; ``diagonal[u]`` = G_uu. With P(a, b) = ``values`` and β = (1 − α)²::
+
+        g_{b∖a} = 1 / (1 − β Σ_{c ∈ N(b)∖a} P(b, c) P(c, b) g_{c∖b})
+        G_uu    = 1 / (1 − β Σ_{c ∈ N(u)}   P(u, c) P(c, u) g_{c∖u})
+
+    Jacobi sweeps from g = 1 (each reads the previous sweep only, so the result does not depend on the
+    number of threads) until the largest change is below ``tol`` or after ``max_iter`` sweeps. Returns
+    (cavity, diagonal, sweeps).
+    """
+    num_rows = indptr.shape[0] - 1
+    beta = (1.0 - alpha) * (1.0 - alpha)
+    cavity = np.ones(indices.shape[0])
+    following = np.empty(indices.shape[0])
+    returns = np.zeros(num_rows)  # Σ_c P(u, c) P(c, u) g_{c∖u}
+    change = np.zeros(num_rows)
+    sweeps = 0
+    while sweeps < max_iter:
+        sweeps += 1
+        for a in numba.prange(num_rows):
+            total = 0.0
+            for e in range(indptr[a], indptr[a + 1]):
+                total += values[e] * values[reverse[e]] * cavity[e]
+            returns[a] = total
+        for a in numba.prange(num_rows):
+            largest = 0.0
+            for e in range(indptr[a], indptr[a + 1]):
+                back = reverse[e]  # (b → a): its term is b's walk back into a, the removed node
+                updated = 1.0 / (1.0 - beta * (returns[indices[e]] - values[back] * values[e] * cavity[back]))
+                largest = max(largest, abs(updated - cavity[e]))
+                following[e] = updated
+            change[a] = largest
+        cavity, following = following, cavity
+        if change.max() < tol:
+            break
+    diagonal = np.empty(num_rows)
+    for a in numba.prange(num_rows):
+        total = 0.0
+        for e in range(indptr[a], indptr[a + 1]):
+            total += values[e] * values[reverse[e]] * cavity[e]
+        diagonal[a] = 1.0 / (1.0 - beta * total)
+    return cavity, diagonal, sweeps
 
 
 @numba.njit(cache=True, nogil=True)
@@ -211,6 +280,148 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
                     hub_residual[hub_slot[node]] = 0.0
                 estimate[node] = 0.0
                 residual[node] = 0.0
+                queued[node] = False
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def tree_step_factors(indptr, indices, values, reverse, cavity, alpha, is_hub):  # pragma: no cover - compiled
+    """The tree closure's step factors f(a→b) = (1 − α) P(a, b) g_{b∖a}, per walk entry e = (a → b):
+    ``outgoing[e]`` = f(a→b), ``incoming[e]`` = f(b→a); each is 0 when its far end (b) is a hub, whose
+    residual the push resolves exactly and through which the closure does not walk."""
+    outgoing = np.empty(indices.shape[0])
+    incoming = np.empty(indices.shape[0])
+    for a in numba.prange(indptr.shape[0] - 1):
+        for e in range(indptr[a], indptr[a + 1]):
+            if is_hub[indices[e]]:
+                outgoing[e] = 0.0
+                incoming[e] = 0.0
+            else:
+                back = reverse[e]
+                outgoing[e] = (1.0 - alpha) * values[e] * cavity[e]
+                incoming[e] = (1.0 - alpha) * values[back] * cavity[back]
+    return outgoing, incoming
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def forward_push_tree_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub, hub_slot,
+                             hub_vectors, outgoing, incoming, diagonal, candidate_indptr, candidate_indices,
+                             global_scores, remainder_distribution, seed_weight, global_weight, closure_depth,
+                             num_workers, out_scores):  # pragma: no cover
+    """PEPR scores of each seed's candidates on an undirected walk: push, resolve hub residuals exactly,
+    and close the non-hub residual r with the tree (cavity) Green's function. For seed s, candidate v::
+
+        score = w_s · (p(v) + Σ_h r_h · H[v, h] + α · T(v) + (1 − α)³ · R · π(v)) + w_g · g(v)
+        T(v)  = r_v G_vv + Σ_{x ∈ N(v)} f(x→v) · (A(x) − r_v G_vv f(v→x))
+        A(x)  = r_x G_xx + Σ_{u ∈ N(x)} r_u G_uu f(u→x)
+
+    (``outgoing`` / ``incoming`` hold f, :func:`tree_step_factors`). T(v) is the residual's expected
+    discounted visits to v along tree paths of length ≤ 2, non-backtracking (exact on a tree, where
+    G(u, v) = G_uu Π f over the path); hubs are never walked through. A(x) is spread from the residual's
+    support when that is cheaper (a coarse push) and pulled at each x ∈ N(v) otherwise (a deep push, whose
+    residual covers far more than the candidates' neighbourhoods); the choice is a function of the graph and
+    ε only. A hub candidate's score is exact, ppr_s(v) = deg(v) / deg(s) · ppr_v(s), and a hub seed's row
+    is its exact vector.
+    """
+    num_nodes = degree.shape[0]
+    num_seeds = seeds.shape[0]
+    num_hubs = hub_vectors.shape[1]
+    remainder_weight = (1.0 - alpha) ** 3
+    for worker in numba.prange(num_workers):
+        estimate = np.zeros(num_nodes)
+        residual = np.zeros(num_nodes)
+        queued = np.zeros(num_nodes, dtype=np.bool_)
+        touched = np.empty(num_nodes, dtype=np.int64)
+        queue = np.empty(num_nodes + 1, dtype=np.int64)
+        hub_residual = np.zeros(num_hubs)
+        arriving = np.zeros(num_nodes)  # A(x)
+        visits = np.zeros(num_nodes)  # r_u G_uu on non-hub residual nodes
+        reached = np.empty(num_nodes, dtype=np.int64)  # where A is set, for the reset
+        wanted = np.zeros(num_nodes, dtype=np.bool_)
+        for position in range(worker, num_seeds, num_workers):
+            seed = seeds[position]
+            start, end = candidate_indptr[position], candidate_indptr[position + 1]
+            if is_hub[seed]:
+                slot = hub_slot[seed]
+                for k in range(start, end):
+                    v = candidate_indices[k]
+                    out_scores[k] = seed_weight * hub_vectors[v, slot] + global_weight * global_scores[v]
+                continue
+            num_touched = _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
+                                    is_hub, estimate, residual, queued, touched, queue)
+            remaining = 0.0  # R: the residual mass on non-hub nodes
+            spread_cost = 0
+            for i in range(num_touched):
+                node = touched[i]
+                if is_hub[node]:
+                    hub_residual[hub_slot[node]] = residual[node]
+                elif residual[node] != 0.0:
+                    remaining += residual[node]
+                    visits[node] = residual[node] * diagonal[node]
+                    spread_cost += push_indptr[node + 1] - push_indptr[node]
+            # the x where A(x) is needed: non-hub neighbours of non-hub candidates
+            num_reached = 0
+            pull_cost = 0
+            for k in range(start, end):
+                v = candidate_indices[k]
+                if is_hub[v]:
+                    continue
+                for e in range(push_indptr[v], push_indptr[v + 1]):
+                    x = push_indices[e]
+                    if not is_hub[x] and not wanted[x]:
+                        wanted[x] = True
+                        reached[num_reached] = x
+                        num_reached += 1
+                        if closure_depth > 1:
+                            pull_cost += push_indptr[x + 1] - push_indptr[x]
+            if closure_depth == 1:
+                for i in range(num_reached):
+                    x = reached[i]
+                    arriving[x] = visits[x]
+            elif pull_cost <= spread_cost:
+                for i in range(num_reached):
+                    x = reached[i]
+                    total = visits[x]
+                    for e in range(push_indptr[x], push_indptr[x + 1]):
+                        total += visits[push_indices[e]] * incoming[e]  # f(u→x); 0 for a hub u
+                    arriving[x] = total
+            else:
+                for i in range(num_touched):
+                    u = touched[i]
+                    if visits[u] == 0.0:
+                        continue
+                    if wanted[u]:
+                        arriving[u] += visits[u]
+                    for e in range(push_indptr[u], push_indptr[u + 1]):
+                        x = push_indices[e]
+                        if wanted[x]:
+                            arriving[x] += visits[u] * outgoing[e]
+            for k in range(start, end):
+                v = candidate_indices[k]
+                if is_hub[v] and degree[seed] > 0:
+                    # undirected walk: ppr_s(v) · deg(s) = ppr_v(s) · deg(v), and ppr_v is exact
+                    total = degree[v] / degree[seed] * hub_vectors[seed, hub_slot[v]]
+                else:
+                    total = estimate[v]
+                    for h in range(num_hubs):
+                        if hub_residual[h] != 0.0:
+                            total += hub_residual[h] * hub_vectors[v, h]
+                    own = visits[v]
+                    through = 0.0
+                    for e in range(push_indptr[v], push_indptr[v + 1]):
+                        # visits arriving at x, less the walk v → x that would step straight back
+                        through += incoming[e] * (arriving[push_indices[e]] - own * outgoing[e])
+                    total += alpha * (own + through) + remainder_weight * remaining * remainder_distribution[v]
+                out_scores[k] = seed_weight * total + global_weight * global_scores[v]
+            for i in range(num_reached):
+                arriving[reached[i]] = 0.0
+                wanted[reached[i]] = False
+            for i in range(num_touched):
+                node = touched[i]
+                if is_hub[node]:
+                    hub_residual[hub_slot[node]] = 0.0
+                estimate[node] = 0.0
+                residual[node] = 0.0
+                visits[node] = 0.0
                 queued[node] = False
 
 

@@ -40,61 +40,16 @@ Modes
 -----
 * ``mode="exact"``: batched power iteration — many seeds at once as a sparse × dense block —
   to an L1 tolerance. Matches networkx to 1e-8 (tests).
-* ``mode="fast"`` (``candidates="one_hop"``): Andersen–Chung–Lang forward push from the seed
-  with hub decomposition (Jeh & Widom 2003): the highest-degree entities ("hubs") are never
-  pushed; their residual is resolved exactly with their precomputed exact PPR vectors, so the
-  only error left is the residual r on non-hub entities, each below ``ε · deg`` (the seed itself
-  is always pushed once, whatever ε). What r still sends to a candidate v is estimated, not
-  dropped::
-
-      C(v) = α·r(v) + α(1 − α)·(P r)(v) + α(1 − α)²·(P P r)(v) + (1 − α)³·R·π(v)
-
-  — r's restart at v after zero, one and two walk steps, computed exactly (``P r`` is spread once
-  from r's support, ``P P r`` pulled at each candidate; steps into hubs are left out), and the
-  rest of the walk spread as π = deg / 2m, the undirected walk's stationary distribution, with
-  R = Σ r_u (on a directed walk the global PageRank stands in for π). On an undirected walk a hub
-  candidate's score is exact: ppr_s(h) = deg(h) / deg(s) · ppr_h(s). The paper's jump vector is
-  linear in its two parts, ``P = w_s · one-hot(e_m) + w_u · uniform``, so its PEPR is
-  ``w_s · PPR_seed + w_u · PageRank_global`` with one exact global PageRank shared by all seeds
-  (exact when no isolated entity exists; otherwise dangling mass differs at order ε).
-  Parallel over seeds on all cores with numba. The hubs' exact vectors are iterated in float64 blocks
-  of at most ``_pepr_fast.HUB_BLOCK_BYTES`` (1 GiB for the block and its next step): all 64 default
-  hubs in one block up to about 1M entities, narrower blocks above (issue 30.3: at 4M entities one
-  block held 4.1 GB).
-
-  *Contested seeds and the refinement.* Only seeds with more than k candidates ("contested") can
-  be ranked wrongly. With ε = 1e-2 and 64 hubs this coarse push has recall@10 0.995 on the contested
-  seeds of the 274k synthetic graph but 0.981 on CMeKG's (benchmarks/pepr.py, 1,024 contested seeds
-  against exact PPR): the remainder term assumes that after two steps the residual's walk is spread
-  like π, which holds on a locally tree-like graph and fails where the seed sits in a cluster
-  (e.g. a family of glaucoma types sharing the same eye tests), whose walk keeps returning. There the
-  error at a candidate is a few per cent, larger than the gaps between the neighbours at the k-th
-  place. Cheap corrections of the remainder (scaling it, extrapolating in the number of steps, a
-  community-level chain) did not help; what helps is pushing deeper. So, when ``refine`` is on, the
-  contested seeds whose k-th and (k+1)-th coarse scores s_k, s_(k+1) are close,
-  ``(s_k − s_(k+1)) / s_k < gap``, are pushed again from scratch to a small ε_r, in rounds
-  ``refine_rounds = ((ε_1, gap_1), (ε_2, gap_2), …)``; round i takes the seeds of round i − 1 whose
-  boundary is still within gap_i. After a deep push r is small everywhere, so one exact step,
-  pulled at each candidate (cost deg(v), not the residual's whole support), suffices::
-
-      C_r(v) = α·r(v) + α(1 − α)·(P r)(v) + (1 − α)²·R·π(v)
-
-  Defaults ((5e-6, 0.05), (2e-6, 0.002)): on CMeKG 84 % then 15 % of the contested seeds are
-  refined and recall@10 on contested seeds rises from 0.981 to 0.993 (two samples, 512 and 1,024
-  seeds); one round at 3e-6 gave 0.992, pushing every contested seed to 1e-6 0.998 at ~4× the cost.
-  ``refine="auto"`` refines only where the graph has short cycles around its contested seeds:
-  the median, over 512 evenly spaced contested seeds, of the share of 3-step walk mass from s to its
-  neighbours that does not just go back and forth on one edge (walks inside avoid the hubs)::
-
-      share(s) = 1 − Σ_{v∈N(s)} P(s,v)·(P²(s,s) + P²(v,v) − P(v,s)P(s,v)) / Σ_{v∈N(s)} P³(s,v)
-
-  must reach 0.05 (CMeKG 0.28; the synthetic graph 0.007, where the coarse push is already at
-  0.995 and a deep push is no better: 0.994). The default is ``refine=True`` since issue 30.3: the
-  UMLS-shaped graph of benchmarks/synthetic_umls.py has a share of only 0.004 (locally tree-like),
-  yet its coarse push ranks contested seeds at recall 0.977 (115k concepts, 200 seeds; 0.985 at
-  3,000 and 8,000) and the default rounds lift it to 0.9985 (1.0 and 0.9993), so the share does not
-  tell when the coarse push suffices. On CMeKG "auto" refined anyway: its tables are unchanged.
-  A seed that is itself a hub is exact and never refined.
+* ``mode="fast"`` (``candidates="one_hop"``): Andersen–Chung–Lang forward push from the seed with
+  exactly resolved hubs (Jeh & Widom 2003), the residual closed with the tree (cavity) Green's
+  function on an undirected walk, and deep pushes for the contested seeds whose k-th and (k+1)-th
+  scores are close. The equations, what each approximation misses, the measurements behind the
+  defaults (``epsilon`` 1e-2, ``num_hubs`` 64, ``refine="auto"``, ``refine_rounds``) and what was
+  tried are in :mod:`kgplm.kg._pepr_fast`. The paper's jump vector is linear in its two parts,
+  ``P = w_s · one-hot(e_m) + w_u · uniform``, so its PEPR is ``w_s · PPR_seed + w_u · PageRank_global``
+  with one exact global PageRank shared by all seeds (exact when no isolated entity exists; otherwise
+  dangling mass differs at order ε). Parallel over seeds on all cores with numba; a seed's row does
+  not depend on the number of threads.
 * ``mode="auto"`` (``budget_seconds``): exact mode when its *modelled* cost fits the budget, fast
   mode otherwise. The decision reads the graph and the settings only, never the clock, so the same
   call builds the same table on any machine at any load (a timed calibration, as before, chose exact
@@ -548,7 +503,7 @@ def top_k_neighbors(
     batch_size: int = 256,
     epsilon: float = 1e-2,
     num_hubs: int = 64,
-    refine: bool | str = True,
+    refine: bool | str = "auto",
     refine_rounds: tuple[tuple[float, float], ...] = ((5e-6, 0.05), (2e-6, 0.002)),
     budget_seconds: float | None = None,
     num_threads: int | None = None,
@@ -565,8 +520,9 @@ def top_k_neighbors(
             exact when its cost, modelled from the graph and the settings (:func:`exact_cost`, no clock),
             fits ``budget_seconds``, fast otherwise. The mode used is :attr:`NeighborTable.mode`
             (``config["mode"]``), why in ``config["mode_reason"]``.
-        refine: fast mode's deep pushes of the contested seeds whose boundary is close: True (default),
-            ``"auto"`` (only when the graph has short cycles around its contested seeds) or False.
+        refine: fast mode's deep pushes of the contested seeds whose boundary is close: ``"auto"`` (default:
+            only when the graph has short cycles around its contested seeds, where the tree closure
+            misses returns), True or False. See :mod:`kgplm.kg._pepr_fast`.
         refine_rounds: ``(push ε, gap)`` per round: a round pushes to ε again the seeds whose k-th and
             (k+1)-th scores are within ``gap`` of each other (relative), among those the previous round
             refined. See the module docstring.
