@@ -192,8 +192,7 @@ class PushContext:
                    global_weight, outgoing, incoming, diagonal)
 
     def push_scores(self, seeds: np.ndarray, indptr: np.ndarray, neighbors: np.ndarray, *, epsilon: float,
-                    exact_steps: int, num_threads: int | None, show_progress: bool, description: str,
-                    closure_depth: int = 2) -> np.ndarray:
+                    exact_steps: int, num_threads: int | None, show_progress: bool, description: str) -> np.ndarray:
         """Scores of each seed's candidates (CSR ``indptr`` over ``seeds``, aligned with ``neighbors``).
 
         An undirected walk closes the residual with the tree Green's function
@@ -229,7 +228,7 @@ class PushContext:
                                                  self.hub_slot, self.hub_vectors, self.outgoing, self.incoming,
                                                  self.diagonal, indptr[begin : end + 1] - lo, neighbors[lo:hi],
                                                  self.global_scores, self.remainder_distribution,
-                                                 self.seed_weight, self.global_weight, closure_depth, threads, part)
+                                                 self.seed_weight, self.global_weight, threads, part)
                     scores[lo:hi] = part
                     progress.update(end - begin)
         finally:

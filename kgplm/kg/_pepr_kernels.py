@@ -305,8 +305,8 @@ def tree_step_factors(indptr, indices, values, reverse, cavity, alpha, is_hub): 
 @numba.njit(parallel=True, cache=True, nogil=True)
 def forward_push_tree_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub, hub_slot,
                              hub_vectors, outgoing, incoming, diagonal, candidate_indptr, candidate_indices,
-                             global_scores, remainder_distribution, seed_weight, global_weight, closure_depth,
-                             num_workers, out_scores):  # pragma: no cover
+                             global_scores, remainder_distribution, seed_weight, global_weight, num_workers,
+                             out_scores):  # pragma: no cover
     """PEPR scores of each seed's candidates on an undirected walk: push, resolve hub residuals exactly,
     and close the non-hub residual r with the tree (cavity) Green's function. For seed s, candidate v::
 
@@ -371,13 +371,8 @@ def forward_push_tree_scores(seeds, alpha, epsilon, push_indptr, push_indices, p
                         wanted[x] = True
                         reached[num_reached] = x
                         num_reached += 1
-                        if closure_depth > 1:
-                            pull_cost += push_indptr[x + 1] - push_indptr[x]
-            if closure_depth == 1:
-                for i in range(num_reached):
-                    x = reached[i]
-                    arriving[x] = visits[x]
-            elif pull_cost <= spread_cost:
+                        pull_cost += push_indptr[x + 1] - push_indptr[x]
+            if pull_cost <= spread_cost:
                 for i in range(num_reached):
                     x = reached[i]
                     total = visits[x]
