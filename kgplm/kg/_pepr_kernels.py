@@ -287,9 +287,11 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
 def tree_step_factors(indptr, indices, values, reverse, cavity, alpha, is_hub):  # pragma: no cover - compiled
     """The tree closure's step factors f(a→b) = (1 − α) P(a, b) g_{b∖a}, per walk entry e = (a → b):
     ``outgoing[e]`` = f(a→b), ``incoming[e]`` = f(b→a); each is 0 when its far end (b) is a hub, whose
-    residual the push resolves exactly and through which the closure does not walk."""
-    outgoing = np.empty(indices.shape[0])
-    incoming = np.empty(indices.shape[0])
+    residual the push resolves exactly and through which the closure does not walk. Stored in float32
+    (4 bytes an entry each: 300 MB for the 37M entries of the 4M-concept graph); a factor's rounding,
+    6e-8 relative, is below the score's float32 rounding in the table."""
+    outgoing = np.empty(indices.shape[0], dtype=np.float32)
+    incoming = np.empty(indices.shape[0], dtype=np.float32)
     for a in numba.prange(indptr.shape[0] - 1):
         for e in range(indptr[a], indptr[a + 1]):
             if is_hub[indices[e]]:

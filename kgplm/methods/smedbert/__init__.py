@@ -63,7 +63,8 @@ SPEC = register(MethodSpec(
     # 2: MNeM entity copy path closed, R-GCN per-mention subgraphs (27.1, 27.3), PEPR auto from a cost model
     # (27.8), linker defaults (29.1)
     # 3: the vocabulary is built by kgplm's deterministic WordPiece learner (issue 27.8)
-    results_version=3,
+    # 4: PEPR fast mode's tree closure and refine="auto" change the neighbour tables (issue 30.3)
+    results_version=4,
     paper="Zhang et al. (2021), SMedBERT: A Knowledge-Enhanced Pre-trained Language Model with Structured "
           "Semantics for Medical Text Mining, ACL",
     config_class=SmedbertConfig,
