@@ -320,27 +320,33 @@ def fast_candidate_scores(store: "KGStore", walk: "TransitionMatrix", seeds: np.
     median over up to ``cycle_sample`` contested seeds; "auto" refines when it reaches
     :data:`CLUSTERED_SHARE`), ``refined`` and ``num_refined`` (per round).
     """
+    from kgplm.kg.pepr import _choose_hubs
+
+    is_hub = np.zeros(walk.num_nodes, dtype=np.bool_)
+    is_hub[_choose_hubs(walk, num_hubs)] = True  # the hubs PushContext.build resolves exactly
+    contested = np.flatnonzero((np.diff(indptr) > k) & ~is_hub[seeds])  # a hub seed's scores are exact
+    stats = {"num_contested": int(np.count_nonzero(np.diff(indptr) > k)), "short_cycle_share": None,
+             "refined": False, "num_refined": []}
+    rounds = [(float(e), float(g)) for e, g in refine_rounds if e < epsilon]  # a round must push deeper
+    refining = refine is not False and len(contested) > 0 and len(rounds) > 0
+    if refining and refine == "auto":
+        # decided before the hubs' vectors are held (their memory and the share's are not needed together);
+        # evenly spaced, so that the decision is a pure function of the seeds
+        sample = seeds[contested[np.linspace(0, len(contested) - 1, min(cycle_sample, len(contested))).astype(int)]]
+        share = float(np.median(short_cycle_share(walk, sample, is_hub)))
+        stats["short_cycle_share"] = round(share, 4) + 0.0  # no "-0.0"
+        refining = share >= CLUSTERED_SHARE
+        if not refining:
+            logger.info("PEPR fast: no refinement (short-cycle share %.3f < %.2f: locally tree-like graph)", share,
+                        CLUSTERED_SHARE)
     context = PushContext.build(store, walk, num_hubs=num_hubs, alpha=alpha, jump=jump, max_iter=max_iter,
                                 batch_size=batch_size)
     started = time.perf_counter()
     scores = context.push_scores(seeds, indptr, neighbors, epsilon=epsilon, exact_steps=2, num_threads=num_threads,
                                  show_progress=show_progress, description="PEPR (fast)")
     logger.info("PEPR fast: %d seeds pushed (ε %g) in %.1f s", len(seeds), epsilon, time.perf_counter() - started)
-    contested = np.flatnonzero((np.diff(indptr) > k) & ~context.is_hub[seeds])  # a hub seed's scores are exact
-    stats = {"num_contested": int(np.count_nonzero(np.diff(indptr) > k)), "short_cycle_share": None,
-             "refined": False, "num_refined": []}
-    rounds = [(float(e), float(g)) for e, g in refine_rounds if e < epsilon]  # a round must push deeper
-    if refine is False or not len(contested) or not rounds:
+    if not refining:
         return scores, stats
-    if refine == "auto":
-        # evenly spaced, so that the decision is a pure function of the seeds
-        sample = seeds[contested[np.linspace(0, len(contested) - 1, min(cycle_sample, len(contested))).astype(int)]]
-        share = float(np.median(short_cycle_share(walk, sample, context.is_hub)))
-        stats["short_cycle_share"] = round(share, 4) + 0.0  # no "-0.0"
-        if share < CLUSTERED_SHARE:
-            logger.info("PEPR fast: no refinement (short-cycle share %.3f < %.2f: locally tree-like graph)", share,
-                        CLUSTERED_SHARE)
-            return scores, stats
     stats["refined"] = True
     candidates = contested
     for round_epsilon, gap in rounds:

@@ -396,7 +396,8 @@ def _one_hop_candidates(store: "KGStore", seeds: np.ndarray) -> tuple[np.ndarray
     row_start = np.zeros(len(seeds) + 1, dtype=np.int64)
     np.cumsum(bounds, out=row_start[1:])
     total = int(row_start[-1])
-    neighbors, relations, directions = np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total, np.int64)
+    # int32 relation ids and int8 directions: 5 bytes a candidate fewer (400 MB at 4M concepts)
+    neighbors, relations, directions = np.empty(total, np.int64), np.empty(total, np.int32), np.empty(total, np.int8)
     row_counts = np.zeros(len(seeds), dtype=np.int64)
     one_hop_rows(seeds, out_indptr, np.asarray(arrays["out_neighbors"]), np.asarray(arrays["out_relations"]), in_indptr,
                  np.asarray(arrays["in_neighbors"]), np.asarray(arrays["in_relations"]),
@@ -579,6 +580,7 @@ def top_k_neighbors(
                                               num_threads=num_threads, alpha=alpha, jump=jump, max_iter=max_iter,
                                               batch_size=batch_size, show_progress=show_progress)
         config.update(refine=refine, refine_rounds=[list(level) for level in refine_rounds], **stats)
+    del walk  # the walk (1.2 GB at 4M concepts) is not needed to select the top k
     columns = _select_top_k(indptr, neighbors, relations, directions, scores, k)
     return NeighborTable(seeds, *columns, config=config)
 
