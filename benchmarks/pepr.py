@@ -185,7 +185,7 @@ def main() -> None:
     parser.add_argument("--fast", type=_fast_setting, nargs="+",
                         default=[_fast_setting("1e-2/64/off"), _fast_setting("1e-2/64")],
                         help="fast-mode settings to time, each EPSILON/NUM_HUBS[/off or EPS:GAP,EPS:GAP]; "
-                             "without the third part, the defaults (refine="auto": deep pushes only where the graph has short cycles)")
+                             "without the third part, the defaults (refine='auto': deep pushes only where the graph has short cycles)")
     parser.add_argument("--exact-seeds", type=int, default=256, help="sample seeds timed in exact mode")
     parser.add_argument("--anchor-seeds", type=int, default=3, help="seeds timed for networkx / scikit-network")
     parser.add_argument("--skip-networkx", action="store_true")
