@@ -172,6 +172,51 @@ def _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degr
     return num_touched
 
 
+@numba.njit(cache=True, nogil=True)
+def _push_buffers(num_nodes, num_hubs):  # pragma: no cover - compiled
+    """One worker's push state: estimate p, residual r, the queue and its flags, the touched list and
+    the residual left on the hubs; each is reset after a seed over its touched entries only."""
+    estimate = np.zeros(num_nodes)
+    residual = np.zeros(num_nodes)
+    queued = np.zeros(num_nodes, dtype=np.bool_)
+    touched = np.empty(num_nodes, dtype=np.int64)
+    queue = np.empty(num_nodes + 1, dtype=np.int64)
+    hub_residual = np.zeros(num_hubs)
+    return estimate, residual, queued, touched, queue, hub_residual
+
+
+@numba.njit(cache=True, nogil=True)
+def _hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores, seed_weight,
+                     global_weight, out_scores):  # pragma: no cover - compiled
+    """A hub seed needs no push: its candidates' scores come from its own exact vector."""
+    slot = hub_slot[seed]
+    for k in range(start, end):
+        v = candidate_indices[k]
+        out_scores[k] = seed_weight * hub_vectors[v, slot] + global_weight * global_scores[v]
+
+
+@numba.njit(cache=True, nogil=True)
+def _through_hubs(v, hub_residual, hub_vectors):  # pragma: no cover - compiled
+    """Σ_h r_h · H[v, h]: what the residual left on the hubs sends to v, exactly."""
+    total = 0.0
+    for h in range(hub_residual.shape[0]):
+        if hub_residual[h] != 0.0:
+            total += hub_residual[h] * hub_vectors[v, h]
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual,
+                queued):  # pragma: no cover - compiled
+    for i in range(num_touched):
+        node = touched[i]
+        if is_hub[node]:
+            hub_residual[hub_slot[node]] = 0.0
+        estimate[node] = 0.0
+        residual[node] = 0.0
+        queued[node] = False
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_values, pull_indptr, pull_indices,
                         pull_values, degree, is_hub, hub_slot, hub_vectors, candidate_indptr, candidate_indices,
@@ -205,22 +250,15 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
     restart_two_steps = alpha * (1.0 - alpha) * (1.0 - alpha)
     remainder_weight = (1.0 - alpha) ** 3
     for worker in numba.prange(num_workers):
-        estimate = np.zeros(num_nodes)
-        residual = np.zeros(num_nodes)
-        queued = np.zeros(num_nodes, dtype=np.bool_)
-        touched = np.empty(num_nodes, dtype=np.int64)
-        queue = np.empty(num_nodes + 1, dtype=np.int64)
-        hub_residual = np.zeros(num_hubs)
+        estimate, residual, queued, touched, queue, hub_residual = _push_buffers(num_nodes, num_hubs)
         step_one = np.zeros(num_nodes)  # (P r)(w) on non-hub w
         reached = np.empty(num_nodes, dtype=np.int64)  # where step_one is non-zero, for the reset
         for position in range(worker, num_seeds, num_workers):
             seed = seeds[position]
             start, end = candidate_indptr[position], candidate_indptr[position + 1]
             if is_hub[seed]:
-                slot = hub_slot[seed]
-                for k in range(start, end):
-                    v = candidate_indices[k]
-                    out_scores[k] = seed_weight * hub_vectors[v, slot] + global_weight * global_scores[v]
+                _hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores,
+                                 seed_weight, global_weight, out_scores)
                 continue
             num_touched = _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
                                     is_hub, estimate, residual, queued, touched, queue)
@@ -250,10 +288,7 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
                     total = degree[v] / degree[seed] * hub_vectors[seed, hub_slot[v]]
                 else:
                     # p(v), the hubs' exact part, and C(v) for the non-hub residual
-                    total = estimate[v] + alpha * residual[v]
-                    for h in range(num_hubs):
-                        if hub_residual[h] != 0.0:
-                            total += hub_residual[h] * hub_vectors[v, h]
+                    total = estimate[v] + alpha * residual[v] + _through_hubs(v, hub_residual, hub_vectors)
                     if exact_steps == 1:
                         one_step = 0.0  # (P r)(v) over the non-hub residual, pulled at v
                         for j in range(pull_indptr[v], pull_indptr[v + 1]):
@@ -274,13 +309,7 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
                 out_scores[k] = seed_weight * total + global_weight * global_scores[v]
             for i in range(num_reached):
                 step_one[reached[i]] = 0.0
-            for i in range(num_touched):
-                node = touched[i]
-                if is_hub[node]:
-                    hub_residual[hub_slot[node]] = 0.0
-                estimate[node] = 0.0
-                residual[node] = 0.0
-                queued[node] = False
+            _reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual, queued)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -329,12 +358,7 @@ def forward_push_tree_scores(seeds, alpha, epsilon, push_indptr, push_indices, p
     num_hubs = hub_vectors.shape[1]
     remainder_weight = (1.0 - alpha) ** 3
     for worker in numba.prange(num_workers):
-        estimate = np.zeros(num_nodes)
-        residual = np.zeros(num_nodes)
-        queued = np.zeros(num_nodes, dtype=np.bool_)
-        touched = np.empty(num_nodes, dtype=np.int64)
-        queue = np.empty(num_nodes + 1, dtype=np.int64)
-        hub_residual = np.zeros(num_hubs)
+        estimate, residual, queued, touched, queue, hub_residual = _push_buffers(num_nodes, num_hubs)
         arriving = np.zeros(num_nodes)  # A(x)
         visits = np.zeros(num_nodes)  # r_u G_uu on non-hub residual nodes
         reached = np.empty(num_nodes, dtype=np.int64)  # where A is set, for the reset
@@ -343,10 +367,8 @@ def forward_push_tree_scores(seeds, alpha, epsilon, push_indptr, push_indices, p
             seed = seeds[position]
             start, end = candidate_indptr[position], candidate_indptr[position + 1]
             if is_hub[seed]:
-                slot = hub_slot[seed]
-                for k in range(start, end):
-                    v = candidate_indices[k]
-                    out_scores[k] = seed_weight * hub_vectors[v, slot] + global_weight * global_scores[v]
+                _hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores,
+                                 seed_weight, global_weight, out_scores)
                 continue
             num_touched = _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
                                     is_hub, estimate, residual, queued, touched, queue)
@@ -398,10 +420,7 @@ def forward_push_tree_scores(seeds, alpha, epsilon, push_indptr, push_indices, p
                     # undirected walk: ppr_s(v) · deg(s) = ppr_v(s) · deg(v), and ppr_v is exact
                     total = degree[v] / degree[seed] * hub_vectors[seed, hub_slot[v]]
                 else:
-                    total = estimate[v]
-                    for h in range(num_hubs):
-                        if hub_residual[h] != 0.0:
-                            total += hub_residual[h] * hub_vectors[v, h]
+                    total = estimate[v] + _through_hubs(v, hub_residual, hub_vectors)
                     own = visits[v]
                     through = 0.0
                     for e in range(push_indptr[v], push_indptr[v + 1]):
@@ -413,13 +432,8 @@ def forward_push_tree_scores(seeds, alpha, epsilon, push_indptr, push_indices, p
                 arriving[reached[i]] = 0.0
                 wanted[reached[i]] = False
             for i in range(num_touched):
-                node = touched[i]
-                if is_hub[node]:
-                    hub_residual[hub_slot[node]] = 0.0
-                estimate[node] = 0.0
-                residual[node] = 0.0
-                visits[node] = 0.0
-                queued[node] = False
+                visits[touched[i]] = 0.0
+            _reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual, queued)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

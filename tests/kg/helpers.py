@@ -60,3 +60,36 @@ def bfs_subgraph(store: KGStore, start: str, size: int) -> KGStore:
                              collector.relation(store.relation_iris[r], store.relation_name(r)),
                              collector.entity(store.entity_iri(t)))
     return collector.build()
+
+
+def dense_walk(store: KGStore):
+    """Row-stochastic P of the undirected walk (each triple counted once, self-loops dropped), built
+    from the triples directly rather than through kgplm's TransitionMatrix."""
+    import numpy as np
+
+    n = store.num_entities
+    counts = np.zeros((n, n))
+    for h, _, t in store.triples.tolist():
+        if h != t:
+            counts[h, t] += 1
+            counts[t, h] += 1
+    return counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+
+
+def directed_walk_and_pagerank(store: KGStore, alpha: float):
+    """The directed walk P (head → tail, self-loops dropped), its out-degrees and its global PageRank g
+    with restart α, a dangling node's mass spread uniformly; plain numpy power iteration."""
+    import numpy as np
+
+    n = store.num_entities
+    counts = np.zeros((n, n))
+    for h, _, t in store.triples.tolist():
+        if h != t:
+            counts[h, t] += 1
+    out_degree = counts.sum(axis=1)
+    walk = counts / np.maximum(out_degree, 1)[:, None]
+    dangling = out_degree == 0
+    pagerank = np.full(n, 1 / n)
+    for _ in range(2000):
+        pagerank = (1 - alpha) * (pagerank @ walk + pagerank[dangling].sum() / n) + alpha / n
+    return walk, out_degree, pagerank

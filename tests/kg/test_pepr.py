@@ -17,7 +17,7 @@ from kgplm.kg.pepr import (
     personalized_pagerank,
     top_k_neighbors,
 )
-from tests.kg.helpers import bfs_subgraph, store_from_edges
+from tests.kg.helpers import bfs_subgraph, directed_walk_and_pagerank, store_from_edges
 
 TOY = Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl"
 
@@ -238,16 +238,7 @@ def test_directed_fast_mode_correction_terms_by_hand() -> None:
     (its dangling mass spread uniformly), all computed here with numpy."""
     store = KGStore.from_rdf(TOY, show_progress=False)
     n, alpha = store.num_entities, 0.15
-    counts = np.zeros((n, n))
-    for h, _, t in store.triples.tolist():
-        if h != t:
-            counts[h, t] += 1
-    out_degree = counts.sum(axis=1)
-    walk = counts / np.maximum(out_degree, 1)[:, None]
-    dangling = out_degree == 0
-    pagerank = np.full(n, 1 / n)
-    for _ in range(2000):
-        pagerank = (1 - alpha) * (pagerank @ walk + pagerank[dangling].sum() / n) + alpha / n
+    walk, out_degree, pagerank = directed_walk_and_pagerank(store, alpha)
     seeds = [s for s in range(n) if out_degree[s] >= 3][:5]
     assert seeds
     table = top_k_neighbors(store, seeds, k=n, mode="fast", jump="seed", directed=True, num_hubs=0,

@@ -11,7 +11,7 @@ import pytest
 from kgplm.kg._pepr_fast import tree_closure
 from kgplm.kg._pepr_kernels import reverse_edges, tree_cavities
 from kgplm.kg.pepr import TransitionMatrix, personalized_pagerank, top_k_neighbors
-from tests.kg.helpers import store_from_edges
+from tests.kg.helpers import dense_walk, store_from_edges
 
 ALPHA = 0.15
 
@@ -27,17 +27,6 @@ def weighted_tree(size: int, seed: int, doubled: float = 0.3):
         if rng.random() < doubled:
             edges.append((child, 1, parent))  # a second relation between the same pair: weight 2
     return store_from_edges(edges, num_entities=size), edges
-
-
-def dense_transition(store) -> np.ndarray:
-    """Row-stochastic P of the undirected walk, each triple counted once, built from the triples."""
-    n = store.num_entities
-    counts = np.zeros((n, n))
-    for h, _, t in store.triples.tolist():
-        if h != t:
-            counts[h, t] += 1
-            counts[t, h] += 1
-    return counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
 
 
 def green(transition: np.ndarray, removed: int | None = None) -> np.ndarray:
@@ -69,7 +58,7 @@ def test_cavities_are_the_exact_green_function_on_a_tree(seed: int) -> None:
     """On a tree the recursion's fixed point is exact: G_uu from the dense inverse, and the cavity
     g_{b∖a} = G^{(−a)}_bb, b's discounted returns with a removed (an inverse of the matrix without a)."""
     store, _ = weighted_tree(60, seed)
-    transition = dense_transition(store)
+    transition = dense_walk(store)
     walk, _, cavity, diagonal, _ = cavities(store)
     full, _ = green(transition)
     np.testing.assert_allclose(diagonal, np.diag(full), rtol=1e-10)
@@ -143,7 +132,7 @@ def test_coarse_closure_is_the_exact_residual_visits_on_a_tree(shape: str) -> No
     candidates' neighbours and ones whose visits are spread from the residual."""
     store, _ = TREES[shape]()
     walk = TransitionMatrix.from_store(store)
-    transition = dense_transition(store)
+    transition = dense_walk(store)
     full, _ = green(transition)
     degree = walk.degree
     seeds, _ = _tree_seeds(store, walk)

@@ -11,22 +11,11 @@ from kgplm import KGStore
 from kgplm.exceptions import ConfigurationError
 from kgplm.kg._pepr_fast import CLUSTERED_SHARE, PushContext, rows_to_refine, short_cycle_share
 from kgplm.kg.pepr import TransitionMatrix, _choose_hubs, _one_hop_candidates, personalized_pagerank, top_k_neighbors
-from tests.kg.helpers import bfs_subgraph, store_from_edges
+from tests.kg.helpers import bfs_subgraph, dense_walk, directed_walk_and_pagerank, store_from_edges
 
 
 def store_from_networkx(graph: nx.Graph) -> KGStore:
     return store_from_edges([(u, 0, v) for u, v in graph.edges()], num_entities=graph.number_of_nodes())
-
-
-def dense_walk(store: KGStore) -> np.ndarray:
-    """Row-stochastic P of the undirected walk (each triple counted once), built directly."""
-    n = store.num_entities
-    counts = np.zeros((n, n))
-    for h, _, t in store.triples.tolist():
-        if h != t:
-            counts[h, t] += 1
-            counts[t, h] += 1
-    return counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
 
 
 def contested_recall(store: KGStore, table, k: int = 10) -> float:
@@ -96,16 +85,7 @@ def test_directed_one_step_correction_by_hand() -> None:
 
     store = KGStore.from_rdf(Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl", show_progress=False)
     alpha, n = 0.15, store.num_entities
-    counts = np.zeros((n, n))
-    for h, _, t in store.triples.tolist():
-        if h != t:
-            counts[h, t] += 1
-    out_degree = counts.sum(axis=1)
-    transition = counts / np.maximum(out_degree, 1)[:, None]
-    dangling = out_degree == 0
-    pagerank = np.full(n, 1 / n)
-    for _ in range(2000):
-        pagerank = (1 - alpha) * (pagerank @ transition + pagerank[dangling].sum() / n) + alpha / n
+    transition, out_degree, pagerank = directed_walk_and_pagerank(store, alpha)
     seeds = np.array([s for s in range(n) if out_degree[s] >= 3][:5])
     walk = TransitionMatrix.from_store(store, directed=True)
     context = PushContext.build(store, walk, num_hubs=0, alpha=alpha, jump="seed", max_iter=100, batch_size=8)
