@@ -156,13 +156,13 @@ class PushContext:
     diagonal: np.ndarray
 
     @classmethod
-    def build(cls, store: "KGStore", walk: "TransitionMatrix", *, num_hubs: int, alpha: float, jump: str,
+    def build(cls, store: "KGStore", walk: "TransitionMatrix", *, hubs: np.ndarray, alpha: float, jump: str,
               max_iter: int, batch_size: int, hub_tol: float = 1e-6) -> "PushContext":
-        from kgplm.kg.pepr import _choose_hubs, _iterate_blocks, global_pagerank, paper_jump_weights
+        """``hubs``: the sorted entity ids resolved exactly (``kgplm.kg.pepr._choose_hubs``)."""
+        from kgplm.kg.pepr import _iterate_blocks, global_pagerank, paper_jump_weights
 
         n = walk.num_nodes
         started = time.perf_counter()
-        hubs = _choose_hubs(walk, num_hubs)
         hub_vectors = np.zeros((n, len(hubs)), dtype=np.float32)  # exact seed-jump PPR of each hub
         # iterated in float64: in float32 the rounding of a hub's many in-edges can keep the L1 change
         # above hub_tol until max_iter (seen on CMeKG subgraphs); stored in float32
@@ -221,7 +221,7 @@ class PushContext:
                                             walk.pull_values, walk.degree, self.is_hub, self.hub_slot,
                                             self.hub_vectors, indptr[begin : end + 1] - lo, neighbors[lo:hi],
                                             self.global_scores, self.remainder_distribution, self.seed_weight,
-                                            self.global_weight, False, exact_steps, threads, part)
+                                            self.global_weight, exact_steps, threads, part)
                     else:
                         forward_push_tree_scores(seeds[begin:end], self.alpha, epsilon, walk.push_indptr,
                                                  walk.push_indices, walk.push_values, walk.degree, self.is_hub,
@@ -322,8 +322,9 @@ def fast_candidate_scores(store: "KGStore", walk: "TransitionMatrix", seeds: np.
     """
     from kgplm.kg.pepr import _choose_hubs
 
+    hubs = _choose_hubs(walk, num_hubs)
     is_hub = np.zeros(walk.num_nodes, dtype=np.bool_)
-    is_hub[_choose_hubs(walk, num_hubs)] = True  # the hubs PushContext.build resolves exactly
+    is_hub[hubs] = True
     contested = np.flatnonzero((np.diff(indptr) > k) & ~is_hub[seeds])  # a hub seed's scores are exact
     stats = {"num_contested": int(np.count_nonzero(np.diff(indptr) > k)), "short_cycle_share": None,
              "refined": False, "num_refined": []}
@@ -339,7 +340,7 @@ def fast_candidate_scores(store: "KGStore", walk: "TransitionMatrix", seeds: np.
         if not refining:
             logger.info("PEPR fast: no refinement (short-cycle share %.3f < %.2f: locally tree-like graph)", share,
                         CLUSTERED_SHARE)
-    context = PushContext.build(store, walk, num_hubs=num_hubs, alpha=alpha, jump=jump, max_iter=max_iter,
+    context = PushContext.build(store, walk, hubs=hubs, alpha=alpha, jump=jump, max_iter=max_iter,
                                 batch_size=batch_size)
     started = time.perf_counter()
     scores = context.push_scores(seeds, indptr, neighbors, epsilon=epsilon, exact_steps=2, num_threads=num_threads,

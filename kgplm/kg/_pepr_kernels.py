@@ -66,6 +66,17 @@ def reverse_edges(indptr, indices):  # pragma: no cover - compiled
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
+def _return_sums(indptr, values, reverse, cavity, out):  # pragma: no cover - compiled
+    """``out[u]`` = Σ_{c ∈ N(u)} P(u, c) P(c, u) g_{c∖u}: u's one-step-out-and-back walks, each weighted by
+    c's cavity returns."""
+    for a in numba.prange(indptr.shape[0] - 1):
+        total = 0.0
+        for e in range(indptr[a], indptr[a + 1]):
+            total += values[e] * values[reverse[e]] * cavity[e]
+        out[a] = total
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
 def tree_cavities(indptr, indices, values, reverse, alpha, tol, max_iter):  # pragma: no cover - compiled
     """Fixed point of the cavity (Gaussian belief propagation) recursion of the discounted walk.
 
@@ -88,11 +99,7 @@ def tree_cavities(indptr, indices, values, reverse, alpha, tol, max_iter):  # pr
     sweeps = 0
     while sweeps < max_iter:
         sweeps += 1
-        for a in numba.prange(num_rows):
-            total = 0.0
-            for e in range(indptr[a], indptr[a + 1]):
-                total += values[e] * values[reverse[e]] * cavity[e]
-            returns[a] = total
+        _return_sums(indptr, values, reverse, cavity, returns)
         for a in numba.prange(num_rows):
             largest = 0.0
             for e in range(indptr[a], indptr[a + 1]):
@@ -104,12 +111,8 @@ def tree_cavities(indptr, indices, values, reverse, alpha, tol, max_iter):  # pr
         cavity, following = following, cavity
         if change.max() < tol:
             break
-    diagonal = np.empty(num_rows)
-    for a in numba.prange(num_rows):
-        total = 0.0
-        for e in range(indptr[a], indptr[a + 1]):
-            total += values[e] * values[reverse[e]] * cavity[e]
-        diagonal[a] = 1.0 / (1.0 - beta * total)
+    _return_sums(indptr, values, reverse, cavity, returns)
+    diagonal = 1.0 / (1.0 - beta * returns)
     return cavity, diagonal, sweeps
 
 
@@ -220,7 +223,7 @@ def _reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, 
 @numba.njit(parallel=True, cache=True, nogil=True)
 def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_values, pull_indptr, pull_indices,
                         pull_values, degree, is_hub, hub_slot, hub_vectors, candidate_indptr, candidate_indices,
-                        global_scores, remainder_distribution, seed_weight, global_weight, symmetric, exact_steps,
+                        global_scores, remainder_distribution, seed_weight, global_weight, exact_steps,
                         num_workers, out_scores):  # pragma: no cover
     """PEPR scores of each seed's candidates: push, resolve hub residuals exactly, correct the rest.
 
@@ -238,11 +241,12 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
     ``H[:, h]`` is hub h's exact seed-jump PPR, g the exact global PageRank (paper jump). C(v)
     estimates what the residual r left on non-hub nodes (R = Σ r_u) still sends to v: its restart
     at v after zero, one and two walk steps (steps into hubs are left out, as hubs are resolved
-    exactly), and the rest of the walk spread as ``remainder_distribution`` π (deg / 2m on an
-    undirected walk). ``P r`` is spread once from the residual's support (``step_one``), then
-    ``P P r`` is pulled at each candidate. On an undirected walk (``symmetric``) a hub candidate's
-    score is exact through ppr_s(v) = deg(v) / deg(s) · ppr_v(s). Candidates are given per seed in
-    CSR form; scores are written to ``out_scores`` aligned with ``candidate_indices``.
+    exactly), and the rest of the walk spread as ``remainder_distribution`` π (the directed walk's
+    global PageRank). ``P r`` is spread once from the residual's support (``step_one``), then
+    ``P P r`` is pulled at each candidate. Only directed walks use this closure (an undirected walk is
+    closed by :func:`forward_push_tree_scores`), so a hub candidate is estimated like any other: the
+    reversibility that makes it exact there does not hold. Candidates are given per seed in CSR form;
+    scores are written to ``out_scores`` aligned with ``candidate_indices``.
     """
     num_nodes = degree.shape[0]
     num_seeds = seeds.shape[0]
@@ -283,29 +287,25 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
                     step_one[target] += mass * push_values[j]
             for k in range(start, end):
                 v = candidate_indices[k]
-                if symmetric and is_hub[v] and degree[seed] > 0:
-                    # undirected walk: ppr_s(v) · deg(s) = ppr_v(s) · deg(v), and ppr_v is exact
-                    total = degree[v] / degree[seed] * hub_vectors[seed, hub_slot[v]]
-                else:
-                    # p(v), the hubs' exact part, and C(v) for the non-hub residual
-                    total = estimate[v] + alpha * residual[v] + _through_hubs(v, hub_residual, hub_vectors)
-                    if exact_steps == 1:
-                        one_step = 0.0  # (P r)(v) over the non-hub residual, pulled at v
-                        for j in range(pull_indptr[v], pull_indptr[v + 1]):
-                            if not is_hub[pull_indices[j]]:
-                                one_step += residual[pull_indices[j]] * pull_values[j]
-                        if not is_hub[v]:
-                            total += alpha * (1.0 - alpha) * one_step
-                        total += (1.0 - alpha) * (1.0 - alpha) * remaining * remainder_distribution[v]
-                        out_scores[k] = seed_weight * total + global_weight * global_scores[v]
-                        continue
-                    two_steps = 0.0
+                # p(v), the hubs' exact part, and C(v) for the non-hub residual
+                total = estimate[v] + alpha * residual[v] + _through_hubs(v, hub_residual, hub_vectors)
+                if exact_steps == 1:
+                    one_step = 0.0  # (P r)(v) over the non-hub residual, pulled at v
                     for j in range(pull_indptr[v], pull_indptr[v + 1]):
-                        two_steps += step_one[pull_indices[j]] * pull_values[j]
+                        if not is_hub[pull_indices[j]]:
+                            one_step += residual[pull_indices[j]] * pull_values[j]
                     if not is_hub[v]:
-                        total += alpha * (1.0 - alpha) * step_one[v]
-                    total += restart_two_steps * two_steps
-                    total += remainder_weight * remaining * remainder_distribution[v]
+                        total += alpha * (1.0 - alpha) * one_step
+                    total += (1.0 - alpha) * (1.0 - alpha) * remaining * remainder_distribution[v]
+                    out_scores[k] = seed_weight * total + global_weight * global_scores[v]
+                    continue
+                two_steps = 0.0
+                for j in range(pull_indptr[v], pull_indptr[v + 1]):
+                    two_steps += step_one[pull_indices[j]] * pull_values[j]
+                if not is_hub[v]:
+                    total += alpha * (1.0 - alpha) * step_one[v]
+                total += restart_two_steps * two_steps
+                total += remainder_weight * remaining * remainder_distribution[v]
                 out_scores[k] = seed_weight * total + global_weight * global_scores[v]
             for i in range(num_reached):
                 step_one[reached[i]] = 0.0

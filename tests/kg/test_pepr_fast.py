@@ -88,7 +88,8 @@ def test_directed_one_step_correction_by_hand() -> None:
     transition, out_degree, pagerank = directed_walk_and_pagerank(store, alpha)
     seeds = np.array([s for s in range(n) if out_degree[s] >= 3][:5])
     walk = TransitionMatrix.from_store(store, directed=True)
-    context = PushContext.build(store, walk, num_hubs=0, alpha=alpha, jump="seed", max_iter=100, batch_size=8)
+    context = PushContext.build(store, walk, hubs=_choose_hubs(walk, 0), alpha=alpha, jump="seed", max_iter=100,
+                                batch_size=8)
     indptr, neighbors, _, _ = _one_hop_candidates(store, seeds)
     scores = context.push_scores(seeds, indptr, neighbors, epsilon=100.0, exact_steps=1, num_threads=1,
                                  show_progress=False, description="test")
@@ -193,7 +194,8 @@ def test_hub_vectors_are_exact_whatever_the_block_width(monkeypatch, budget) -> 
     graph = nx.powerlaw_cluster_graph(80, 3, 0.5, seed=2)
     store = store_from_networkx(graph)
     walk = TransitionMatrix.from_store(store)
-    context = PushContext.build(store, walk, num_hubs=4, alpha=0.15, jump="seed", max_iter=1000, batch_size=256)
+    context = PushContext.build(store, walk, hubs=_choose_hubs(walk, 4), alpha=0.15, jump="seed", max_iter=1000,
+                                batch_size=256)
     assert widths == ([4] if budget is None else [1, 1, 1, 1])
     for hub, slot in zip(np.flatnonzero(context.is_hub).tolist(), context.hub_slot[context.is_hub].tolist()):
         expected = nx.pagerank(graph, alpha=0.85, personalization={hub: 1.0}, tol=1e-13, max_iter=1000)
