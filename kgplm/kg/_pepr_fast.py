@@ -115,7 +115,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.pepr import TransitionMatrix
     from kgplm.kg.store import KGStore
 
-__all__ = ["PushContext", "fast_candidate_scores", "rows_to_refine", "short_cycle_share", "tree_closure"]
+__all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "rows_to_refine", "short_cycle_share", "tree_closure"]
 
 #: bytes the hubs' power iteration may hold in its two float64 (entities × hubs) blocks; on larger graphs
 #: the hubs are iterated in narrower blocks (at 4M entities, 64 hubs in one block held 4.1 GB of the
@@ -127,6 +127,10 @@ HUB_BLOCK_BYTES = 1 << 30
 #: sweeps; the UMLS-shaped 115k graph: 31), or after this many sweeps
 CAVITY_TOL = 1e-12
 CAVITY_MAX_SWEEPS = 200
+
+#: the most keys the tree closure's table may take when it spreads a seed's residual (it pulls otherwise):
+#: 8 MB of table a worker
+SPREAD_KEYS = 1 << 18
 
 #: ``refine="auto"`` refines when the median short-cycle share of the contested seeds reaches this
 #: (measured: CMeKG 0.27, the locally tree-like 274k synthetic graph ≈ 0)
@@ -154,42 +158,36 @@ class PushContext:
     outgoing: np.ndarray
     incoming: np.ndarray
     diagonal: np.ndarray
+    reach: np.ndarray
 
     @classmethod
-    def build(cls, store: "KGStore", walk: "TransitionMatrix", *, hubs: np.ndarray, alpha: float, jump: str,
+    def build(cls, walk: "TransitionMatrix", *, hubs: np.ndarray, alpha: float, jump: str,
               max_iter: int, batch_size: int, hub_tol: float = 1e-6) -> "PushContext":
         """``hubs``: the sorted entity ids resolved exactly (``kgplm.kg.pepr._choose_hubs``)."""
-        from kgplm.kg.pepr import _iterate_blocks, global_pagerank, paper_jump_weights
+        from kgplm.kg.pepr import paper_jump_weights
 
         n = walk.num_nodes
-        started = time.perf_counter()
-        hub_vectors = np.zeros((n, len(hubs)), dtype=np.float32)  # exact seed-jump PPR of each hub
-        # iterated in float64: in float32 the rounding of a hub's many in-edges can keep the L1 change
-        # above hub_tol until max_iter (seen on CMeKG subgraphs); stored in float32
-        width = max(1, min(batch_size, HUB_BLOCK_BYTES // (2 * 8 * max(n, 1))))  # hubs per block
-        for begin, block, vectors in _iterate_blocks(walk, hubs, batch_size=width, alpha=alpha, jump="seed",
-                                                     dangling="jump", start=np.full(n, 1.0 / n), tol=hub_tol,
-                                                     max_iter=max_iter, dtype=np.float64):
-            hub_vectors[:, begin : begin + len(block)] = vectors
-        logger.info("PEPR fast: exact vectors of %d hubs (degree ≥ %g) in %.1f s", len(hubs),
-                    walk.degree[hubs].min() if len(hubs) else 0, time.perf_counter() - started)
+        needs_global = jump == "paper" or walk.directed
+        hub_vectors, global_scores = exact_vectors(walk, hubs, alpha=alpha, with_global=needs_global, tol=hub_tol,
+                                                   max_iter=max_iter, batch_size=batch_size)
         is_hub = np.zeros(n, dtype=np.bool_)
         is_hub[hubs] = True
         hub_slot = np.full(n, -1, dtype=np.int64)
         hub_slot[hubs] = np.arange(len(hubs))
-        needs_global = jump == "paper" or walk.directed
-        global_scores = global_pagerank(store, alpha=alpha, walk=walk) if needs_global else np.zeros(n)
         seed_weight, global_weight = paper_jump_weights(n) if jump == "paper" else (1.0, 0.0)
         # where a spread-out residual ends up: the walk's stationary distribution deg / 2m when the walk
         # is undirected; the global PageRank approximates it on a directed walk
         if walk.directed:
             remainder_distribution = global_scores
-            outgoing, incoming, diagonal = np.zeros(0), np.zeros(0), np.zeros(0)
+            outgoing, incoming, diagonal, reach = np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)
         else:
+            from kgplm.kg._pepr_kernels import closure_reach
+
             remainder_distribution = walk.degree / max(walk.degree.sum(), 1.0)
             outgoing, incoming, diagonal = tree_closure(walk, alpha, is_hub)
+            reach = closure_reach(walk.push_indptr, walk.push_indices, is_hub)
         return cls(walk, alpha, is_hub, hub_slot, hub_vectors, global_scores, remainder_distribution, seed_weight,
-                   global_weight, outgoing, incoming, diagonal)
+                   global_weight, outgoing, incoming, diagonal, reach)
 
     def push_scores(self, seeds: np.ndarray, indptr: np.ndarray, neighbors: np.ndarray, *, epsilon: float,
                     exact_steps: int, num_threads: int | None, show_progress: bool, description: str) -> np.ndarray:
@@ -200,40 +198,108 @@ class PushContext:
         walk steps and the global PageRank (:func:`kgplm.kg._pepr_kernels.forward_push_scores`)."""
         import numba
 
-        from kgplm.kg._pepr_kernels import forward_push_scores, forward_push_tree_scores
+        from kgplm.kg._pepr_kernels import closure_bounds, forward_push_scores, forward_push_tree_scores
 
         walk = self.walk
         threads = num_threads or numba.config.NUMBA_NUM_THREADS
         previous = numba.get_num_threads()
         numba.set_num_threads(threads)
         scores = np.zeros(len(neighbors), dtype=np.float64)
-        chunk = max(4096, threads * 1024)
+        seeds = np.ascontiguousarray(seeds, dtype=np.int64)
+        indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        neighbors = np.ascontiguousarray(neighbors, dtype=np.int64)
+        rows = np.arange(len(seeds), dtype=np.int64)
+        if not walk.directed:
+            # seeds whose pull may keep more keys than a spread does go last, together: only their calls hold a
+            # table that large (4M entities: 89 seeds, the largest 6.8M keys)
+            bounds = closure_bounds(seeds, self.is_hub, walk.push_indptr, indptr, neighbors)
+            rows = np.concatenate([rows[bounds <= SPREAD_KEYS], rows[bounds > SPREAD_KEYS]])
+        # about a hundred calls, each a progress step: a call allocates each worker's entity-sized buffers,
+        # whose pages fault in again (4M entities: 977 calls of 4096 seeds took tens of seconds that way)
+        chunk = max(4096, threads * 1024, -(-len(seeds) // 100))
         try:
             with tqdm(total=len(seeds), desc=description, unit=" seeds", unit_scale=True, disable=not show_progress,
                       leave=False) as progress:
-                for begin in range(0, len(seeds), chunk):
-                    end = min(begin + chunk, len(seeds))
-                    lo, hi = indptr[begin], indptr[end]
-                    part = np.zeros(hi - lo, dtype=np.float64)
+                for begin in range(0, len(rows), chunk):
+                    part = rows[begin : begin + chunk]
                     if walk.directed:
-                        forward_push_scores(seeds[begin:end], self.alpha, epsilon, walk.push_indptr,
-                                            walk.push_indices, walk.push_values, walk.pull_indptr, walk.pull_indices,
-                                            walk.pull_values, walk.degree, self.is_hub, self.hub_slot,
-                                            self.hub_vectors, indptr[begin : end + 1] - lo, neighbors[lo:hi],
-                                            self.global_scores, self.remainder_distribution, self.seed_weight,
-                                            self.global_weight, exact_steps, threads, part)
+                        forward_push_scores(seeds, part, self.alpha, epsilon, walk.push_indptr, walk.push_indices,
+                                            walk.push_values, walk.pull_indptr, walk.pull_indices, walk.pull_values,
+                                            walk.degree, self.is_hub, self.hub_slot, self.hub_vectors, indptr,
+                                            neighbors, self.global_scores, self.remainder_distribution,
+                                            self.seed_weight, self.global_weight, exact_steps, threads, scores)
                     else:
-                        forward_push_tree_scores(seeds[begin:end], self.alpha, epsilon, walk.push_indptr,
-                                                 walk.push_indices, walk.push_values, walk.degree, self.is_hub,
-                                                 self.hub_slot, self.hub_vectors, self.outgoing, self.incoming,
-                                                 self.diagonal, indptr[begin : end + 1] - lo, neighbors[lo:hi],
-                                                 self.global_scores, self.remainder_distribution,
-                                                 self.seed_weight, self.global_weight, threads, part)
-                    scores[lo:hi] = part
-                    progress.update(end - begin)
+                        forward_push_tree_scores(seeds, part, self.alpha, epsilon, walk.push_indptr, walk.push_indices,
+                                                 walk.push_values, walk.degree, self.is_hub, self.hub_slot,
+                                                 self.hub_vectors, self.outgoing, self.incoming, self.diagonal,
+                                                 self.reach, bounds, SPREAD_KEYS, indptr, neighbors,
+                                                 self.global_scores, self.remainder_distribution, self.seed_weight,
+                                                 self.global_weight, threads, scores)
+                    progress.update(len(part))
         finally:
             numba.set_num_threads(previous)
         return scores
+
+
+def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, with_global: bool, tol: float,
+                  max_iter: int, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The hubs' exact seed-jump PPR vectors, ``(n, hubs)`` float32, and (``with_global``) the global
+    PageRank (uniform jump, dangling mass spread uniformly), ``(n,)``; zeros when not asked for.
+
+    One power iteration for all of them: the global PageRank is one more column beside the hubs', so
+    the walk is read once a step for both. Column c with jump vector j_c (one-hot at hub h, or uniform)::
+
+        x_c ← (1 − α) P^T x_c + (α + (1 − α) Σ_{d dangling} x_c(d)) · j_c
+
+    from the uniform vector, until every column's L1 change is below ``tol`` (the dangling walk restarts
+    at the jump vector, as exact mode's ``dangling="jump"``). The blocks are float32 with each row summed
+    in float64 (:func:`kgplm.kg._pepr_kernels.pagerank_step_float32`): half the bytes a step reads, and
+    twice the columns a block of :data:`HUB_BLOCK_BYTES` holds, against the float64 blocks before
+    (4M entities: 64 hubs in two blocks instead of four). A float32 entry's rounding, 6e-8 relative,
+    adds at most 6e-8 to a column's L1 change, far below ``tol``.
+    """
+    import numba
+
+    from kgplm.kg._pepr_kernels import column_change, pagerank_step_float32
+
+    n = walk.num_nodes
+    jump_targets = np.concatenate([np.asarray(hubs, dtype=np.int64), [-1] if with_global else []]).astype(np.int64)
+    hub_vectors = np.zeros((n, len(hubs)), dtype=np.float32)
+    global_scores = np.zeros(n)
+    if n == 0 or not len(jump_targets):
+        return hub_vectors, global_scores
+    started = time.perf_counter()
+    width = max(1, min(batch_size, HUB_BLOCK_BYTES // (2 * 4 * n)))  # columns per block
+    values = walk.pull_values
+    dangling = np.flatnonzero(walk.dangling)
+    workers = numba.get_num_threads()
+    stripes = 64 * workers  # contiguous row stripes; many, so that the heavy rows spread over the threads
+    for begin in range(0, len(jump_targets), width):
+        targets = jump_targets[begin : begin + width]
+        seeded = np.flatnonzero(targets >= 0)  # hub columns; the others jump uniformly
+        uniform = (targets < 0).astype(np.float64)
+        current = np.full((n, len(targets)), 1.0 / n, dtype=np.float32)  # (n, block)
+        step = np.empty_like(current)
+        for iteration in range(1, max_iter + 1):
+            restart = alpha + (1.0 - alpha) * current[dangling].sum(axis=0, dtype=np.float64)  # (block,)
+            pagerank_step_float32(walk.pull_indptr, walk.pull_indices, values, current, 1.0 - alpha,
+                                  restart * uniform / n, step, stripes)
+            step[targets[seeded], seeded] += restart[seeded].astype(np.float32)
+            change = column_change(step, current, workers).max()
+            current, step = step, current
+            if change < tol:
+                break
+        else:
+            logger.warning("PEPR fast: hub iteration stopped at max_iter=%d with L1 change %.3g > tol %.3g",
+                           max_iter, change, tol)
+        for column, target in enumerate(targets.tolist()):
+            if target >= 0:
+                hub_vectors[:, begin + column] = current[:, column]
+            else:
+                global_scores[:] = current[:, column]
+    logger.info("PEPR fast: exact vectors of %d hubs%s in %.1f s (%d per block)", len(hubs),
+                " and the global PageRank" if with_global else "", time.perf_counter() - started, width)
+    return hub_vectors, global_scores
 
 
 def tree_closure(walk: "TransitionMatrix", alpha: float, is_hub: np.ndarray, *, tol: float = CAVITY_TOL,
@@ -308,7 +374,7 @@ def short_cycle_share(walk: "TransitionMatrix", seeds: np.ndarray, is_hub: np.nd
     return np.divide(total - trivial, total, out=np.zeros(len(seeds)), where=total > 0)
 
 
-def fast_candidate_scores(store: "KGStore", walk: "TransitionMatrix", seeds: np.ndarray, indptr: np.ndarray,
+def fast_candidate_scores(walk: "TransitionMatrix", seeds: np.ndarray, indptr: np.ndarray,
                           neighbors: np.ndarray, *, k: int, epsilon: float, num_hubs: int, refine: bool | str,
                           refine_rounds, num_threads: int | None, alpha: float, jump: str, max_iter: int,
                           batch_size: int, show_progress: bool, cycle_sample: int = 512) -> tuple[np.ndarray, dict]:
@@ -340,7 +406,7 @@ def fast_candidate_scores(store: "KGStore", walk: "TransitionMatrix", seeds: np.
         if not refining:
             logger.info("PEPR fast: no refinement (short-cycle share %.3f < %.2f: locally tree-like graph)", share,
                         CLUSTERED_SHARE)
-    context = PushContext.build(store, walk, hubs=hubs, alpha=alpha, jump=jump, max_iter=max_iter,
+    context = PushContext.build(walk, hubs=hubs, alpha=alpha, jump=jump, max_iter=max_iter,
                                 batch_size=batch_size)
     started = time.perf_counter()
     scores = context.push_scores(seeds, indptr, neighbors, epsilon=epsilon, exact_steps=2, num_threads=num_threads,

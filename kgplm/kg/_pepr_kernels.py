@@ -10,8 +10,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["pagerank_step", "column_change", "forward_push_scores", "one_hop_rows", "top_k_rows", "reverse_edges",
-           "tree_cavities", "tree_step_factors", "forward_push_tree_scores"]
+__all__ = ["pagerank_step", "pagerank_step_float32", "column_change", "forward_push_scores", "one_hop_rows", "top_k_rows", "reverse_edges",
+           "tree_cavities", "tree_step_factors", "forward_push_tree_scores", "closure_reach", "closure_bounds"]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -31,6 +31,29 @@ def pagerank_step(indptr, indices, values, x, damping, base, out):  # pragma: no
                 out[row, column] += weight * x[source, column]
         for column in range(width):
             out[row, column] = damping * out[row, column] + base[column]
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def pagerank_step_float32(indptr, indices, values, x, damping, base, out, num_stripes):  # pragma: no cover
+    """:func:`pagerank_step` for float32 blocks: each row is summed in float64 and rounded once when stored,
+    so a hub's thousands of in-edges add no float32 rounding (which kept the L1 change above 1e-6 on
+    CMeKG subgraphs when the sum itself was float32). Rows are split into ``num_stripes`` contiguous
+    stripes, each with its own float64 accumulator; every row is computed alone, so the result does not
+    depend on the stripes or threads."""
+    num_rows, width = x.shape
+    stripe = (num_rows + num_stripes - 1) // num_stripes
+    for part in numba.prange(num_stripes):
+        total = np.empty(width)  # float64
+        for row in range(part * stripe, min(num_rows, (part + 1) * stripe)):
+            for column in range(width):
+                total[column] = 0.0
+            for k in range(indptr[row], indptr[row + 1]):
+                source = indices[k]
+                weight = values[k]
+                for column in range(width):
+                    total[column] += weight * x[source, column]
+            for column in range(width):
+                out[row, column] = damping * total[column] + base[column]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -221,7 +244,7 @@ def _reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, 
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_values, pull_indptr, pull_indices,
+def forward_push_scores(seeds, rows, alpha, epsilon, push_indptr, push_indices, push_values, pull_indptr, pull_indices,
                         pull_values, degree, is_hub, hub_slot, hub_vectors, candidate_indptr, candidate_indices,
                         global_scores, remainder_distribution, seed_weight, global_weight, exact_steps,
                         num_workers, out_scores):  # pragma: no cover
@@ -249,7 +272,7 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
     scores are written to ``out_scores`` aligned with ``candidate_indices``.
     """
     num_nodes = degree.shape[0]
-    num_seeds = seeds.shape[0]
+    num_rows = rows.shape[0]
     num_hubs = hub_vectors.shape[1]
     restart_two_steps = alpha * (1.0 - alpha) * (1.0 - alpha)
     remainder_weight = (1.0 - alpha) ** 3
@@ -257,9 +280,10 @@ def forward_push_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_v
         estimate, residual, queued, touched, queue, hub_residual = _push_buffers(num_nodes, num_hubs)
         step_one = np.zeros(num_nodes)  # (P r)(w) on non-hub w
         reached = np.empty(num_nodes, dtype=np.int64)  # where step_one is non-zero, for the reset
-        for position in range(worker, num_seeds, num_workers):
-            seed = seeds[position]
-            start, end = candidate_indptr[position], candidate_indptr[position + 1]
+        for position in range(worker, num_rows, num_workers):
+            row = rows[position]
+            seed = seeds[row]
+            start, end = candidate_indptr[row], candidate_indptr[row + 1]
             if is_hub[seed]:
                 _hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores,
                                  seed_weight, global_weight, out_scores)
@@ -334,10 +358,10 @@ def tree_step_factors(indptr, indices, values, reverse, cavity, alpha, is_hub): 
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def forward_push_tree_scores(seeds, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub, hub_slot,
-                             hub_vectors, outgoing, incoming, diagonal, candidate_indptr, candidate_indices,
-                             global_scores, remainder_distribution, seed_weight, global_weight, num_workers,
-                             out_scores):  # pragma: no cover
+def forward_push_tree_scores(seeds, rows, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub,
+                             hub_slot, hub_vectors, outgoing, incoming, diagonal, reach, bounds, spread_keys,
+                             candidate_indptr, candidate_indices, global_scores, remainder_distribution, seed_weight,
+                             global_weight, num_workers, out_scores):  # pragma: no cover
     """PEPR scores of each seed's candidates on an undirected walk: push, resolve hub residuals exactly,
     and close the non-hub residual r with the tree (cavity) Green's function. For seed s, candidate v::
 
@@ -354,86 +378,196 @@ def forward_push_tree_scores(seeds, alpha, epsilon, push_indptr, push_indices, p
     is its exact vector.
     """
     num_nodes = degree.shape[0]
-    num_seeds = seeds.shape[0]
+    num_rows = rows.shape[0]
     num_hubs = hub_vectors.shape[1]
-    remainder_weight = (1.0 - alpha) ** 3
+    # A(x) is kept for the x where it is needed in a small open-addressing table (keys x, −1 empty) rather
+    # than in entity-sized arrays: its probes stay in cache, where marks in a 4M-entity array each missed
+    # it. Sized once, at most half full: a pull keeps at most ``bounds`` (Σ deg over a seed's non-hub
+    # candidates) keys, a spread at most the larger of that and ``spread_keys``
+    capacity = 64
+    largest = spread_keys
+    for position in range(num_rows):
+        largest = max(largest, bounds[rows[position]])
+    while capacity < 2 * largest:
+        capacity *= 2
     for worker in numba.prange(num_workers):
         estimate, residual, queued, touched, queue, hub_residual = _push_buffers(num_nodes, num_hubs)
-        arriving = np.zeros(num_nodes)  # A(x)
         visits = np.zeros(num_nodes)  # r_u G_uu on non-hub residual nodes
-        reached = np.empty(num_nodes, dtype=np.int64)  # where A is set, for the reset
-        wanted = np.zeros(num_nodes, dtype=np.bool_)
-        for position in range(worker, num_seeds, num_workers):
-            seed = seeds[position]
-            start, end = candidate_indptr[position], candidate_indptr[position + 1]
+        table_keys = np.full(capacity, -1, dtype=np.int64)
+        table_arriving = np.zeros(capacity)
+        used = np.empty(capacity // 2, dtype=np.int64)  # the occupied slots, in insertion order
+        reached_hubs = np.empty(num_hubs, dtype=np.int64)
+        for position in range(worker, num_rows, num_workers):
+            row = rows[position]
+            seed = seeds[row]
+            start, end = candidate_indptr[row], candidate_indptr[row + 1]
             if is_hub[seed]:
                 _hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores,
                                  seed_weight, global_weight, out_scores)
                 continue
             num_touched = _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
                                     is_hub, estimate, residual, queued, touched, queue)
-            remaining = 0.0  # R: the residual mass on non-hub nodes
-            spread_cost = 0
-            for i in range(num_touched):
-                node = touched[i]
-                if is_hub[node]:
-                    hub_residual[hub_slot[node]] = residual[node]
-                elif residual[node] != 0.0:
-                    remaining += residual[node]
-                    visits[node] = residual[node] * diagonal[node]
-                    spread_cost += push_indptr[node + 1] - push_indptr[node]
-            # the x where A(x) is needed: non-hub neighbours of non-hub candidates
-            num_reached = 0
-            pull_cost = 0
-            for k in range(start, end):
-                v = candidate_indices[k]
-                if is_hub[v]:
-                    continue
-                for e in range(push_indptr[v], push_indptr[v + 1]):
-                    x = push_indices[e]
-                    if not is_hub[x] and not wanted[x]:
-                        wanted[x] = True
-                        reached[num_reached] = x
-                        num_reached += 1
-                        pull_cost += push_indptr[x + 1] - push_indptr[x]
-            if pull_cost <= spread_cost:
-                for i in range(num_reached):
-                    x = reached[i]
-                    total = visits[x]
-                    for e in range(push_indptr[x], push_indptr[x + 1]):
-                        total += visits[push_indices[e]] * incoming[e]  # f(u→x); 0 for a hub u
-                    arriving[x] = total
-            else:
-                for i in range(num_touched):
-                    u = touched[i]
-                    if visits[u] == 0.0:
-                        continue
-                    if wanted[u]:
-                        arriving[u] += visits[u]
-                    for e in range(push_indptr[u], push_indptr[u + 1]):
-                        x = push_indices[e]
-                        if wanted[x]:
-                            arriving[x] += visits[u] * outgoing[e]
-            for k in range(start, end):
-                v = candidate_indices[k]
-                if is_hub[v] and degree[seed] > 0:
-                    # undirected walk: ppr_s(v) · deg(s) = ppr_v(s) · deg(v), and ppr_v is exact
-                    total = degree[v] / degree[seed] * hub_vectors[seed, hub_slot[v]]
-                else:
-                    total = estimate[v] + _through_hubs(v, hub_residual, hub_vectors)
-                    own = visits[v]
-                    through = 0.0
-                    for e in range(push_indptr[v], push_indptr[v + 1]):
-                        # visits arriving at x, less the walk v → x that would step straight back
-                        through += incoming[e] * (arriving[push_indices[e]] - own * outgoing[e])
-                    total += alpha * (own + through) + remainder_weight * remaining * remainder_distribution[v]
-                out_scores[k] = seed_weight * total + global_weight * global_scores[v]
-            for i in range(num_reached):
-                arriving[reached[i]] = 0.0
-                wanted[reached[i]] = False
-            for i in range(num_touched):
-                visits[touched[i]] = 0.0
+            _close_tree(seed, start, end, alpha, push_indptr, push_indices, degree, is_hub, hub_slot, hub_vectors,
+                        outgoing, incoming, diagonal, reach, max(spread_keys, bounds[row]), candidate_indices,
+                        global_scores, remainder_distribution, seed_weight, global_weight, estimate, residual, touched, num_touched, hub_residual,
+                        reached_hubs, visits, table_keys, table_arriving, used, out_scores)
             _reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual, queued)
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def closure_reach(push_indptr, push_indices, is_hub):  # pragma: no cover - compiled
+    """Per entity v, Σ deg(x) over its non-hub neighbours x: what pulling A at v's neighbours reads, and,
+    for a seed, how many keys its pull may keep (one per walk entry of its non-hub candidates)."""
+    num_rows = push_indptr.shape[0] - 1
+    reach = np.zeros(num_rows, dtype=np.int64)
+    for v in numba.prange(num_rows):
+        total = 0
+        for e in range(push_indptr[v], push_indptr[v + 1]):
+            x = push_indices[e]
+            if not is_hub[x]:
+                total += push_indptr[x + 1] - push_indptr[x]
+        reach[v] = total
+    return reach
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def closure_bounds(seeds, is_hub, push_indptr, candidate_indptr, candidate_indices):  # pragma: no cover
+    """Per seed, Σ deg(v) over its non-hub candidates v: the most keys the tree closure's pull keeps for
+    it (one per walk entry out of those candidates)."""
+    bounds = np.zeros(seeds.shape[0], dtype=np.int64)
+    for position in numba.prange(seeds.shape[0]):
+        bound = 0
+        for k in range(candidate_indptr[position], candidate_indptr[position + 1]):
+            v = candidate_indices[k]
+            if not is_hub[v]:
+                bound += push_indptr[v + 1] - push_indptr[v]
+        bounds[position] = bound
+    return bounds
+
+
+@numba.njit(cache=True, nogil=True)
+def _close_tree(seed, start, end, alpha, push_indptr, push_indices, degree, is_hub, hub_slot, hub_vectors, outgoing,
+                incoming, diagonal, reach, spread_keys_limit, candidate_indices, global_scores, remainder_distribution,
+                seed_weight, global_weight, estimate, residual, touched, num_touched, hub_residual, reached_hubs, visits,
+                table_keys, table_arriving, used, out_scores):  # pragma: no cover - compiled
+    """One pushed seed's candidate scores (:func:`forward_push_tree_scores`): the hubs' exact part and the
+    tree closure of the non-hub residual. Leaves ``visits`` and the table empty again."""
+    remainder_weight = (1.0 - alpha) ** 3
+    remaining = 0.0  # R: the residual mass on non-hub nodes
+    spread_cost = 0
+    num_residual = 0
+    for i in range(num_touched):
+        node = touched[i]
+        if is_hub[node]:
+            hub_residual[hub_slot[node]] = residual[node]
+        elif residual[node] != 0.0:
+            remaining += residual[node]
+            visits[node] = residual[node] * diagonal[node]
+            spread_cost += push_indptr[node + 1] - push_indptr[node]
+            num_residual += 1
+    # A(x) is needed at the non-hub neighbours x of the non-hub candidates. It is spread from the
+    # residual's support when that touches fewer walk entries than pulling it at each such x would (a
+    # coarse push; every x the residual reaches goes in the table, and the ones no candidate needs cost
+    # nothing) and pulled at each x otherwise (a deep push, whose residual covers far more than the
+    # candidates' neighbourhoods). The pull's cost is bounded by Σ reach(v) over the candidates, reach
+    # precomputed per entity (:func:`closure_reach`), and its keys by Σ deg(v); the spread's keys are the
+    # residual's support and its walk entries, and it is taken only when they fit ``spread_keys_limit``
+    # (the caller's: the larger of :data:`kgplm.kg._pepr_fast.SPREAD_KEYS` and the pull's bound). The
+    # decision is the graph's and ε's, never the batch's or the clock's
+    bound = 0
+    pull_cost = 0
+    for k in range(start, end):
+        v = candidate_indices[k]
+        if not is_hub[v]:
+            bound += push_indptr[v + 1] - push_indptr[v]
+            pull_cost += reach[v]
+    spread_keys = num_residual + spread_cost
+    spreading = spread_keys <= pull_cost and spread_keys <= spread_keys_limit
+    keys = spread_keys if spreading else bound
+    mask = 63  # the table is a prefix of the buffer: a power of two at least twice the keys it may hold
+    while mask + 1 < 2 * keys:
+        mask = 2 * mask + 1
+    # the table: multiplicative hashing (Knuth's 2654435761, its high bits folded into the low ones that the
+    # mask keeps), linear probing, −1 an empty slot; its probes are written out where they are used, as a
+    # call per probe cost 19 ns against 6
+    num_used = 0
+    if spreading:
+        for i in range(num_touched):
+            u = touched[i]
+            if visits[u] == 0.0:
+                continue
+            for e in range(push_indptr[u] - 1, push_indptr[u + 1]):
+                if e < push_indptr[u]:  # u itself: A(u) starts with r_u G_uu
+                    x, value = u, visits[u]
+                elif outgoing[e] != 0.0:  # 0 exactly when push_indices[e] is a hub
+                    x, value = push_indices[e], visits[u] * outgoing[e]
+                else:
+                    continue
+                slot = ((x * 2654435761) ^ ((x * 2654435761) >> 16)) & mask
+                while table_keys[slot] != -1 and table_keys[slot] != x:
+                    slot = (slot + 1) & mask
+                if table_keys[slot] == -1:
+                    table_keys[slot] = x
+                    used[num_used] = slot
+                    num_used += 1
+                table_arriving[slot] += value
+    else:
+        for k in range(start, end):
+            v = candidate_indices[k]
+            if is_hub[v]:
+                continue
+            for e in range(push_indptr[v], push_indptr[v + 1]):
+                x = push_indices[e]
+                if outgoing[e] == 0.0:
+                    continue
+                slot = ((x * 2654435761) ^ ((x * 2654435761) >> 16)) & mask
+                while table_keys[slot] != -1 and table_keys[slot] != x:
+                    slot = (slot + 1) & mask
+                if table_keys[slot] == -1:
+                    table_keys[slot] = x
+                    used[num_used] = slot
+                    num_used += 1
+        for i in range(num_used):
+            x = table_keys[used[i]]
+            total = visits[x]
+            for e in range(push_indptr[x], push_indptr[x + 1]):
+                total += visits[push_indices[e]] * incoming[e]  # f(u→x); 0 for a hub u
+            table_arriving[used[i]] = total
+    num_hub_residuals = 0
+    for h in range(hub_residual.shape[0]):  # the hubs the residual reached, listed once for every candidate
+        if hub_residual[h] != 0.0:
+            reached_hubs[num_hub_residuals] = h
+            num_hub_residuals += 1
+    for k in range(start, end):
+        v = candidate_indices[k]
+        if is_hub[v] and degree[seed] > 0:
+            # undirected walk: ppr_s(v) · deg(s) = ppr_v(s) · deg(v), and ppr_v is exact
+            total = degree[v] / degree[seed] * hub_vectors[seed, hub_slot[v]]
+        else:
+            through_hubs = 0.0  # Σ_h r_h · H[v, h]: what the residual left on the hubs sends to v, exactly
+            for i in range(num_hub_residuals):
+                through_hubs += hub_residual[reached_hubs[i]] * hub_vectors[v, reached_hubs[i]]
+            total = estimate[v] + through_hubs
+            own = visits[v]
+            through = 0.0
+            for e in range(push_indptr[v], push_indptr[v + 1]):
+                if incoming[e] == 0.0:  # x a hub: the closure does not walk through it
+                    continue
+                # visits arriving at x (none when x is not in the table), less the walk v → x that would
+                # step straight back
+                x = push_indices[e]
+                slot = ((x * 2654435761) ^ ((x * 2654435761) >> 16)) & mask
+                while table_keys[slot] != -1 and table_keys[slot] != x:
+                    slot = (slot + 1) & mask
+                arriving = table_arriving[slot] if table_keys[slot] != -1 else 0.0
+                through += incoming[e] * (arriving - own * outgoing[e])
+            total += alpha * (own + through) + remainder_weight * remaining * remainder_distribution[v]
+        out_scores[k] = seed_weight * total + global_weight * global_scores[v]
+    for i in range(num_used):
+        table_keys[used[i]] = -1
+        table_arriving[used[i]] = 0.0
+    for i in range(num_touched):
+        visits[touched[i]] = 0.0
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

@@ -575,7 +575,7 @@ def top_k_neighbors(
     elif config["mode"] == "fast":
         from kgplm.kg._pepr_fast import fast_candidate_scores
 
-        scores, stats = fast_candidate_scores(store, walk, seeds, indptr, neighbors, k=k, epsilon=epsilon,
+        scores, stats = fast_candidate_scores(walk, seeds, indptr, neighbors, k=k, epsilon=epsilon,
                                               num_hubs=num_hubs, refine=refine, refine_rounds=refine_rounds,
                                               num_threads=num_threads, alpha=alpha, jump=jump, max_iter=max_iter,
                                               batch_size=batch_size, show_progress=show_progress)

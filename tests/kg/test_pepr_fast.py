@@ -88,7 +88,7 @@ def test_directed_one_step_correction_by_hand() -> None:
     transition, out_degree, pagerank = directed_walk_and_pagerank(store, alpha)
     seeds = np.array([s for s in range(n) if out_degree[s] >= 3][:5])
     walk = TransitionMatrix.from_store(store, directed=True)
-    context = PushContext.build(store, walk, hubs=_choose_hubs(walk, 0), alpha=alpha, jump="seed", max_iter=100,
+    context = PushContext.build(walk, hubs=_choose_hubs(walk, 0), alpha=alpha, jump="seed", max_iter=100,
                                 batch_size=8)
     indptr, neighbors, _, _ = _one_hop_candidates(store, seeds)
     scores = context.push_scores(seeds, indptr, neighbors, epsilon=100.0, exact_steps=1, num_threads=1,
@@ -179,24 +179,35 @@ def test_default_fast_mode_ranks_a_umls_shaped_graph_without_deep_pushes(tmp_pat
 
 
 @pytest.mark.parametrize("budget", [None, 1])
-def test_hub_vectors_are_exact_whatever_the_block_width(monkeypatch, budget) -> None:
-    """The hubs' seed-jump PPR vectors against networkx, in one block (default budget) and one hub per
-    block (a budget of 1 byte: how a 4M-entity graph is split, issue 30.3)."""
+def test_hub_vectors_and_global_pagerank_are_exact_whatever_the_block_width(monkeypatch, budget) -> None:
+    """The hubs' seed-jump PPR vectors and the global PageRank (one more column of the same iteration)
+    against networkx, in one block (default budget) and one column per block (a budget of 1 byte: how a
+    4M-entity graph is split, issue 30.3)."""
     import kgplm.kg._pepr_fast as fast
-    import kgplm.kg.pepr as pepr
+    import kgplm.kg._pepr_kernels as kernels
 
     if budget is not None:
         monkeypatch.setattr(fast, "HUB_BLOCK_BYTES", budget)
-    widths = []  # hubs per power-iteration block
-    iterate = pepr._power_iteration
-    monkeypatch.setattr(pepr, "_power_iteration", lambda walk, seeds, **kw: (
-        widths.append(len(seeds)) or iterate(walk, seeds, **kw)))
+    blocks = []  # (columns, the block's two arrays), once per block
+    step = kernels.pagerank_step_float32
+
+    def recording_step(indptr, indices, values, x, damping, base, out, stripes):
+        if not any(x is a or x is b for _, a, b in blocks):  # a block's first step
+            blocks.append((x.shape[1], x, out))
+        return step(indptr, indices, values, x, damping, base, out, stripes)
+
+    monkeypatch.setattr(kernels, "pagerank_step_float32", recording_step)
     graph = nx.powerlaw_cluster_graph(80, 3, 0.5, seed=2)
+    graph.add_node(80)  # an isolated entity: dangling, its walk restarts at the jump vector
     store = store_from_networkx(graph)
     walk = TransitionMatrix.from_store(store)
-    context = PushContext.build(store, walk, hubs=_choose_hubs(walk, 4), alpha=0.15, jump="seed", max_iter=1000,
+    context = PushContext.build(walk, hubs=_choose_hubs(walk, 4), alpha=0.15, jump="paper", max_iter=1000,
                                 batch_size=256)
-    assert widths == ([4] if budget is None else [1, 1, 1, 1])
+    assert [width for width, _, _ in blocks] == ([5] if budget is None else [1, 1, 1, 1, 1])
+    assert context.hub_vectors.dtype == np.float32
     for hub, slot in zip(np.flatnonzero(context.is_hub).tolist(), context.hub_slot[context.is_hub].tolist()):
-        expected = nx.pagerank(graph, alpha=0.85, personalization={hub: 1.0}, tol=1e-13, max_iter=1000)
-        np.testing.assert_allclose(context.hub_vectors[:, slot], [expected[v] for v in range(80)], atol=1e-6)
+        expected = nx.pagerank(graph, alpha=0.85, personalization={hub: 1.0}, dangling={hub: 1.0}, tol=1e-13,
+                               max_iter=1000)
+        np.testing.assert_allclose(context.hub_vectors[:, slot], [expected[v] for v in range(81)], atol=1e-6)
+    expected = nx.pagerank(graph, alpha=0.85, tol=1e-13, max_iter=1000)
+    np.testing.assert_allclose(context.global_scores, [expected[v] for v in range(81)], atol=1e-6)
