@@ -269,6 +269,7 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
     if n == 0 or not len(jump_targets):
         return hub_vectors, global_scores
     started = time.perf_counter()
+    steps = []
     width = max(1, min(batch_size, HUB_BLOCK_BYTES // (2 * 4 * n)))  # columns per block
     values = walk.pull_values
     dangling = np.flatnonzero(walk.dangling)
@@ -292,13 +293,15 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
         else:
             logger.warning("PEPR fast: hub iteration stopped at max_iter=%d with L1 change %.3g > tol %.3g",
                            max_iter, change, tol)
+        steps.append(iteration)
         for column, target in enumerate(targets.tolist()):
             if target >= 0:
                 hub_vectors[:, begin + column] = current[:, column]
             else:
                 global_scores[:] = current[:, column]
-    logger.info("PEPR fast: exact vectors of %d hubs%s in %.1f s (%d per block)", len(hubs),
-                " and the global PageRank" if with_global else "", time.perf_counter() - started, width)
+    logger.info("PEPR fast: exact vectors of %d hubs%s in %.1f s (blocks of %d columns, %s steps)", len(hubs),
+                " and the global PageRank" if with_global else "", time.perf_counter() - started, width,
+                "/".join(map(str, steps)))
     return hub_vectors, global_scores
 
 
@@ -348,30 +351,16 @@ def short_cycle_share(walk: "TransitionMatrix", seeds: np.ndarray, is_hub: np.nd
         share(s)   = (total − trivial) / total
 
     (walks s→u→s→v and s→v→x→v; s→v→s→v is in both terms and counted once). On a locally tree-like
-    graph the share is ≈ 0: the walk comes back near s only by retracing its steps.
+    graph the share is ≈ 0: the walk comes back near s only by retracing its steps. Computed per seed from
+    its neighbourhood (:func:`kgplm.kg._pepr_kernels.short_cycle_shares`).
     """
-    import scipy.sparse
+    import numba
 
-    n = walk.num_nodes
-    push = scipy.sparse.csr_array((walk.push_values, walk.push_indices, walk.push_indptr), shape=(n, n))
-    keep = (~is_hub).astype(np.float64)
-    avoid_hubs = scipy.sparse.diags_array(keep)
-    seeds = np.asarray(seeds, dtype=np.int64)
-    columns = np.arange(len(seeds))
-    start = scipy.sparse.csr_array((np.ones(len(seeds)), (seeds, columns)), shape=(n, len(seeds)))
-    one = (avoid_hubs @ (push.T @ start)).tocsc()  # (n, seeds): P(s, ·) on non-hubs, one column per seed
-    two = (avoid_hubs @ (push.T @ one)).tocsc()  # P²(s, ·) through and onto non-hubs
-    neighbour = one.copy()
-    neighbour.data[:] = 1.0  # (n, seeds): indicator of s's non-hub neighbours
-    into_neighbours = push @ neighbour  # (n, seeds): Σ_{v ∈ N(s)} P(x, v)
-    total = np.asarray(two.multiply(into_neighbours).sum(axis=0)).ravel()
-    return_two = np.asarray((push @ avoid_hubs).multiply(push.T).sum(axis=1)).ravel()  # Σ_{x non-hub} P(v,x) P(x,v)
-    first = one.tocoo()  # entries P(s, v): row v, column of s
-    back = np.asarray(push[first.row, seeds[first.col]]).ravel() * keep[seeds[first.col]]  # P(v, s), s non-hub
-    via_seed = np.asarray(two[seeds, columns]).ravel()[first.col]  # P²(s, s)
-    per_entry = first.data * (via_seed + return_two[first.row] - back * first.data)
-    trivial = np.bincount(first.col, weights=per_entry, minlength=len(seeds))
-    return np.divide(total - trivial, total, out=np.zeros(len(seeds)), where=total > 0)
+    from kgplm.kg._pepr_kernels import short_cycle_shares
+
+    return short_cycle_shares(np.ascontiguousarray(seeds, dtype=np.int64), walk.push_indptr, walk.push_indices,
+                              walk.push_values, walk.pull_indptr, walk.pull_indices, walk.pull_values, is_hub,
+                              numba.get_num_threads())
 
 
 def fast_candidate_scores(walk: "TransitionMatrix", seeds: np.ndarray, indptr: np.ndarray,

@@ -11,7 +11,7 @@ import numba
 import numpy as np
 
 __all__ = ["pagerank_step", "pagerank_step_float32", "column_change", "forward_push_scores", "one_hop_rows", "top_k_rows", "reverse_edges",
-           "tree_cavities", "tree_step_factors", "forward_push_tree_scores", "closure_reach", "closure_bounds"]
+           "tree_cavities", "tree_step_factors", "forward_push_tree_scores", "closure_reach", "closure_bounds", "short_cycle_shares"]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -568,6 +568,67 @@ def _close_tree(seed, start, end, alpha, push_indptr, push_indices, degree, is_h
         table_arriving[used[i]] = 0.0
     for i in range(num_touched):
         visits[touched[i]] = 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk_entry(indptr, indices, values, row, column):  # pragma: no cover - compiled
+    """values at (row, column) of a CSR with sorted rows (a binary search), 0 when absent."""
+    lo, hi = indptr[row], indptr[row + 1]
+    while lo < hi:
+        middle = (lo + hi) // 2
+        if indices[middle] < column:
+            lo = middle + 1
+        else:
+            hi = middle
+    return values[lo] if lo < indptr[row + 1] and indices[lo] == column else 0.0
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def short_cycle_shares(seeds, push_indptr, push_indices, push_values, pull_indptr, pull_indices, pull_values, is_hub,
+                       num_workers):  # pragma: no cover
+    """:func:`kgplm.kg._pepr_fast.short_cycle_share` for each seed, reading only its neighbourhood (the
+    sparse-matrix form before it multiplied whole matrices: 13 s for 512 seeds at 4M entities)."""
+    num_nodes = push_indptr.shape[0] - 1
+    shares = np.zeros(seeds.shape[0])
+    for worker in numba.prange(num_workers):
+        two = np.zeros(num_nodes)  # P²(s, b) through a non-hub a onto a non-hub b
+        reached = np.empty(num_nodes, dtype=np.int64)
+        for position in range(worker, seeds.shape[0], num_workers):
+            s = seeds[position]
+            num_reached = 0
+            for e in range(push_indptr[s], push_indptr[s + 1]):
+                a = push_indices[e]
+                if is_hub[a]:
+                    continue
+                for f in range(push_indptr[a], push_indptr[a + 1]):
+                    b = push_indices[f]
+                    if is_hub[b]:
+                        continue
+                    if two[b] == 0.0:
+                        reached[num_reached] = b
+                        num_reached += 1
+                    two[b] += push_values[e] * push_values[f]
+            total = 0.0  # Σ_{v ∈ N(s)} P³(s, v), inner steps on non-hubs, v a non-hub neighbour
+            trivial = 0.0
+            via_seed = two[s] if not is_hub[s] else 0.0  # P²(s, s)
+            for e in range(push_indptr[s], push_indptr[s + 1]):
+                v = push_indices[e]
+                if is_hub[v]:
+                    continue
+                step = push_values[e]  # P(s, v)
+                for g in range(pull_indptr[v], pull_indptr[v + 1]):  # the x that walk into v, P(x, v)
+                    total += two[pull_indices[g]] * pull_values[g]
+                return_two = 0.0  # P²(v, v) through non-hubs
+                for f in range(push_indptr[v], push_indptr[v + 1]):
+                    x = push_indices[f]
+                    if not is_hub[x]:
+                        return_two += push_values[f] * _walk_entry(push_indptr, push_indices, push_values, x, v)
+                back = _walk_entry(push_indptr, push_indices, push_values, v, s) if not is_hub[s] else 0.0
+                trivial += step * (via_seed + return_two - back * step)
+            shares[position] = (total - trivial) / total if total > 0 else 0.0
+            for i in range(num_reached):
+                two[reached[i]] = 0.0
+    return shares
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

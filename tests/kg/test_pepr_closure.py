@@ -96,24 +96,30 @@ def test_cavities_on_a_loopy_graph_are_a_fixed_point_and_do_not_depend_on_thread
     assert one_thread.min() >= 1 and one_thread.max() < 1 / ALPHA
 
 
-def _tree_seeds(store, walk):
-    """Seeds with at least three neighbours, and the closure's cost rule per seed (pull when its
-    neighbourhoods' degrees sum to no more than the residual support's), as the kernel decides it."""
+def _tree_seeds(store, walk, spread_keys: int):
+    """Seeds with at least three neighbours, and per seed whether the closure pulls A at its candidates'
+    neighbours, by the kernel's rule written out here: with only the seed pushed (no hubs) the residual is
+    on its neighbours N(s), a spread keeps |N(s)| + Σ_{u ∈ N(s)} deg(u) keys and a pull reads
+    Σ_{v ∈ N(s)} Σ_{x ∈ N(v)} deg(x) walk entries; it spreads when the keys are no more than those entries
+    and no more than max(``spread_keys``, Σ_{v ∈ N(s)} deg(v))."""
     degree = np.diff(walk.push_indptr)
+
+    def neighbours(node):
+        return walk.push_indices[walk.push_indptr[node] : walk.push_indptr[node + 1]]
+
     chosen, pulled = [], []
     for s in range(walk.num_nodes):
-        neighbours = walk.push_indices[walk.push_indptr[s] : walk.push_indptr[s + 1]]
-        if len(neighbours) < 3:
+        if len(neighbours(s)) < 3:
             continue
-        second = np.unique(np.concatenate([walk.push_indices[walk.push_indptr[v] : walk.push_indptr[v + 1]]
-                                           for v in neighbours]))
+        keys = len(neighbours(s)) + degree[neighbours(s)].sum()
+        pull_entries = sum(degree[neighbours(v)].sum() for v in neighbours(s))
         chosen.append(s)
-        pulled.append(degree[second].sum() <= degree[neighbours].sum())
+        pulled.append(not (keys <= pull_entries and keys <= max(spread_keys, degree[neighbours(s)].sum())))
     return np.array(chosen), np.array(pulled)
 
 
 def star_with_a_tail():
-    """Seed 0 with ten leaves, one of which has a leaf of its own: its visits are pulled, not spread."""
+    """Seed 0 with ten leaves, one of which has a leaf of its own."""
     edges = [(0, 0, leaf) for leaf in range(1, 11)] + [(1, 0, 11), (11, 1, 1)]
     return store_from_edges(edges, num_entities=12), edges
 
@@ -121,21 +127,27 @@ def star_with_a_tail():
 TREES = {"random": lambda: weighted_tree(80, 4), "star": star_with_a_tail}
 
 
+@pytest.mark.parametrize("spread_keys", [None, 0], ids=["spread", "pull"])
 @pytest.mark.parametrize("shape", sorted(TREES))
-def test_coarse_closure_is_the_exact_residual_visits_on_a_tree(shape: str) -> None:
+def test_coarse_closure_is_the_exact_residual_visits_on_a_tree(monkeypatch, shape: str, spread_keys) -> None:
     """At an ε so coarse that only the seed is pushed, p = α at the seed and r = (1 − α) P(s, ·), all within
     distance 2 of every candidate; on a tree the closure's visits are then exactly Σ_u r_u G(u, v), so
 
         score(v) = α Σ_u r_u G(u, v) + (1 − α)³ R deg(v) / Σ deg          (no hubs, the seed's jump)
 
-    with G the dense inverse. Seeds of both shapes are checked: ones whose visits are pulled at the
-    candidates' neighbours and ones whose visits are spread from the residual."""
+    with G the dense inverse. Both ways of gathering A are checked: spread from the residual (the default
+    on these seeds) and pulled at the candidates' neighbours (forced by a spread limit of 0 keys)."""
+    import kgplm.kg._pepr_fast as fast
+
+    if spread_keys is not None:
+        monkeypatch.setattr(fast, "SPREAD_KEYS", spread_keys)
     store, _ = TREES[shape]()
     walk = TransitionMatrix.from_store(store)
     transition = dense_walk(store)
     full, _ = green(transition)
     degree = walk.degree
-    seeds, _ = _tree_seeds(store, walk)
+    seeds, pulled = _tree_seeds(store, walk, fast.SPREAD_KEYS)
+    assert pulled.all() if spread_keys == 0 else not pulled.any()
     table = top_k_neighbors(store, seeds, k=store.num_entities, mode="fast", jump="seed", num_hubs=0,
                             epsilon=100.0, refine=False, show_progress=False)
     for row, s in enumerate(seeds.tolist()):
@@ -144,15 +156,6 @@ def test_coarse_closure_is_the_exact_residual_visits_on_a_tree(shape: str) -> No
         chosen = table.neighbors[row] >= 0
         neighbours = table.neighbors[row][chosen]
         np.testing.assert_allclose(table.scores[row][chosen], expected[neighbours], rtol=1e-6)
-
-
-def test_both_ways_of_gathering_the_visits_are_exercised() -> None:
-    """The two tree shapes above include seeds of each branch (pull and spread)."""
-    shapes = []
-    for make in TREES.values():
-        store, _ = make()
-        shapes.extend(_tree_seeds(store, TransitionMatrix.from_store(store))[1].tolist())
-    assert any(shapes) and not all(shapes)
 
 
 def test_the_coarse_push_ranks_a_tree_of_depth_three_as_exact_ppr_does() -> None:
