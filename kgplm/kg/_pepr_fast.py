@@ -1,6 +1,6 @@
 """PEPR fast mode: forward push with exact hubs, the tree (cavity) closure of the residual, and the deep
 pushes that refine contested seeds (the PEPR equations and the paper are in :mod:`kgplm.kg.pepr`; the
-compiled loops in :mod:`kgplm.kg._pepr_kernels`).
+compiled loops in :mod:`kgplm.kg._pepr_kernels` and :mod:`kgplm.kg._pepr_tree_kernels`).
 
 Notation: P(a, b) = w(a, b) / deg(a) the walk, α the jump probability, G = Σ_t ((1 − α) P)^t the
 expected discounted visits, so that ppr_u(v) = α G(u, v); π = deg / 2m; N(v) the neighbours of v.
@@ -10,8 +10,9 @@ expected discounted visits, so that ppr_u(v) = α G(u, v); π = deg / 2m; N(v) t
 Andersen, Chung & Lang (2006) forward push from the seed s, to a threshold ε (the seed itself is always
 pushed once), leaves an estimate p and a residual r with ``ppr_s = p + Σ_u r_u · ppr_u``. The ``num_hubs``
 highest-degree entities ("hubs") are never pushed: their residual is resolved exactly with their
-precomputed PPR vectors (Jeh & Widom 2003), iterated in float64 blocks of at most ``HUB_BLOCK_BYTES``
-(all 64 default hubs in one block up to about 1M entities; at 4M entities one block held 4.1 GB). On an
+precomputed PPR vectors (Jeh & Widom 2003), iterated together with the global PageRank (one more column)
+in float32 blocks of at most ``HUB_BLOCK_BYTES``, each row summed in float64 (:func:`exact_vectors`; all
+64 default hubs in one block up to 1M entities, two at 4M). On an
 undirected walk a hub candidate is exact by reversibility, ppr_s(h) = deg(h) / deg(s) · ppr_h(s), and a
 hub seed's row is its exact vector. What is left is the residual r on non-hub entities, each below
 ε · deg(u).
@@ -50,8 +51,9 @@ neighbourhood); without it recall falls (UMLS-shaped 115k, coarse push: 0.976 ag
 measured and not kept (same graph and push): the mixing mass reduced by the residual within two steps of
 v (0.976); the residual's entries into hubs within two steps resolved with the hub vectors in its place
 (0.978; with the mixing term as well 0.992); a cavity recursion with the hubs removed (0.9945, no
-better). The inner sum is spread from the residual's support or pulled at each
-x ∈ N(v), whichever touches fewer walk entries (a function of the graph and ε, not of the clock).
+better). The inner sum A(x) is spread from the residual's support or pulled at each x ∈ N(v), whichever
+touches fewer walk entries (a function of the graph and ε, not of the clock), and kept in a small hash table
+per seed rather than in entity-sized arrays (at 4M entities those marks missed the cache at every probe).
 
 Before issue 30.3 the closure was stepwise: α r(v) + α(1 − α)(P r)(v) + α(1 − α)²(P P r)(v) + (1 − α)³ R π(v)
 (the residual's restart after zero, one and two exact steps), and ``α r + α(1 − α) P r + (1 − α)² R π`` after a
@@ -117,10 +119,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "rows_to_refine", "short_cycle_share", "tree_closure"]
 
-#: bytes the hubs' power iteration may hold in its two float64 (entities × hubs) blocks; on larger graphs
-#: the hubs are iterated in narrower blocks (at 4M entities, 64 hubs in one block held 4.1 GB of the
-#: coarse push's 8.04 GB peak; issue 30.3). A function of the graph's size only, never of the machine:
-#: up to 1M entities all 64 default hubs still go in one block, as before.
+#: bytes the hubs' power iteration may hold in its two float32 (entities × columns) blocks; on larger graphs
+#: the hubs are iterated in narrower blocks (at 4M entities, 64 float64 hubs in one block held 4.1 GB of
+#: the coarse push's 8.04 GB peak; issue 30.3). A function of the graph's size only, never of the machine:
+#: up to 1M entities the 64 default hubs and the global PageRank go in one block; at 4M in two, of 33 and
+#: 32 columns (62 s; one block of 65, 2.1 GB, took as long: a step's cost grows with the block's width)
 HUB_BLOCK_BYTES = 1 << 30
 
 #: the cavity recursion stops when no cavity changes by more than this between two sweeps (CMeKG: 39
@@ -181,7 +184,7 @@ class PushContext:
             remainder_distribution = global_scores
             outgoing, incoming, diagonal, reach = np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)
         else:
-            from kgplm.kg._pepr_kernels import closure_reach
+            from kgplm.kg._pepr_tree_kernels import closure_reach
 
             remainder_distribution = walk.degree / max(walk.degree.sum(), 1.0)
             outgoing, incoming, diagonal = tree_closure(walk, alpha, is_hub)
@@ -194,11 +197,12 @@ class PushContext:
         """Scores of each seed's candidates (CSR ``indptr`` over ``seeds``, aligned with ``neighbors``).
 
         An undirected walk closes the residual with the tree Green's function
-        (:func:`kgplm.kg._pepr_kernels.forward_push_tree_scores`); a directed one with ``exact_steps`` exact
+        (:func:`kgplm.kg._pepr_tree_kernels.forward_push_tree_scores`); a directed one with ``exact_steps`` exact
         walk steps and the global PageRank (:func:`kgplm.kg._pepr_kernels.forward_push_scores`)."""
         import numba
 
-        from kgplm.kg._pepr_kernels import closure_bounds, forward_push_scores, forward_push_tree_scores
+        from kgplm.kg._pepr_kernels import forward_push_scores
+        from kgplm.kg._pepr_tree_kernels import closure_bounds, forward_push_tree_scores
 
         walk = self.walk
         threads = num_threads or numba.config.NUMBA_NUM_THREADS
@@ -307,10 +311,10 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
 
 def tree_closure(walk: "TransitionMatrix", alpha: float, is_hub: np.ndarray, *, tol: float = CAVITY_TOL,
                  max_iter: int = CAVITY_MAX_SWEEPS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The undirected walk's cavities (:func:`kgplm.kg._pepr_kernels.tree_cavities`) as the closure's step
-    factors per walk entry (``outgoing``, ``incoming``: :func:`kgplm.kg._pepr_kernels.tree_step_factors`) and
+    """The undirected walk's cavities (:func:`kgplm.kg._pepr_tree_kernels.tree_cavities`) as the closure's step
+    factors per walk entry (``outgoing``, ``incoming``: :func:`kgplm.kg._pepr_tree_kernels.tree_step_factors`) and
     the diagonal G_uu."""
-    from kgplm.kg._pepr_kernels import reverse_edges, tree_cavities, tree_step_factors
+    from kgplm.kg._pepr_tree_kernels import reverse_edges, tree_cavities, tree_step_factors
 
     started = time.perf_counter()
     reverse = reverse_edges(walk.push_indptr, walk.push_indices)

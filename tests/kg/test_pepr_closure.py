@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kgplm.kg._pepr_fast import tree_closure
-from kgplm.kg._pepr_kernels import reverse_edges, tree_cavities
+from kgplm.kg._pepr_tree_kernels import reverse_edges, tree_cavities
 from kgplm.kg.pepr import TransitionMatrix, personalized_pagerank, top_k_neighbors
 from tests.kg.helpers import dense_walk, store_from_edges
 
