@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 __all__ = ["pagerank_step", "pagerank_step_float32", "column_change", "forward_push_scores", "one_hop_rows", "top_k_rows",
-           "short_cycle_shares"]
+           "short_cycle_shares", "undirected_walk"]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -326,6 +326,65 @@ def short_cycle_shares(seeds, push_indptr, push_indices, push_values, pull_indpt
             for i in range(num_reached):
                 two[reached[i]] = 0.0
     return shares
+
+
+@numba.njit(cache=True, nogil=True)
+def _linked_sorted(u, out_indptr, out_neighbors, in_indptr, in_neighbors):  # pragma: no cover - compiled
+    """u's out- and in-neighbours (one per triple, self-loops left out), sorted."""
+    size = out_indptr[u + 1] - out_indptr[u] + in_indptr[u + 1] - in_indptr[u]
+    linked = np.empty(size, dtype=np.int64)
+    used = 0
+    for j in range(out_indptr[u], out_indptr[u + 1]):
+        if out_neighbors[j] != u:
+            linked[used] = out_neighbors[j]
+            used += 1
+    for j in range(in_indptr[u], in_indptr[u + 1]):
+        if in_neighbors[j] != u:
+            linked[used] = in_neighbors[j]
+            used += 1
+    return np.sort(linked[:used])
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def undirected_walk(out_indptr, out_neighbors, in_indptr, in_neighbors, index_dtype):  # pragma: no cover
+    """The undirected walk from a store's adjacency: row u lists u's distinct neighbours v (sorted; no
+    self-loops) with w(u, v) = the number of triples linking them either way; ``degree[u]`` = Σ_v w(u, v);
+    ``push_values`` = w(u, v) · (1 / deg(u)) and ``pull_values`` (row v, source u) = w(u, v) · (1 / deg(u))
+    on the same pattern. Returns (indptr, indices, push_values, pull_values, degree)."""
+    num_rows = out_indptr.shape[0] - 1
+    counts = np.zeros(num_rows + 1, dtype=np.int64)
+    for u in numba.prange(num_rows):
+        linked = _linked_sorted(u, out_indptr, out_neighbors, in_indptr, in_neighbors)
+        distinct = 0
+        for j in range(linked.shape[0]):
+            if j == 0 or linked[j] != linked[j - 1]:
+                distinct += 1
+        counts[u + 1] = distinct
+    indptr = np.cumsum(counts)
+    indices = np.empty(indptr[num_rows], dtype=index_dtype)
+    weights = np.empty(indptr[num_rows])
+    degree = np.zeros(num_rows)
+    for u in numba.prange(num_rows):
+        linked = _linked_sorted(u, out_indptr, out_neighbors, in_indptr, in_neighbors)
+        position = indptr[u] - 1
+        for j in range(linked.shape[0]):
+            if j == 0 or linked[j] != linked[j - 1]:
+                position += 1
+                indices[position] = linked[j]
+                weights[position] = 0.0
+            weights[position] += 1.0
+            degree[u] += 1.0
+    inverse = np.zeros(num_rows)
+    for u in numba.prange(num_rows):
+        if degree[u] > 0:
+            inverse[u] = 1.0 / degree[u]
+    push_values = np.empty(indptr[num_rows])
+    pull_values = np.empty(indptr[num_rows])
+    for u in numba.prange(num_rows):
+        for e in range(indptr[u], indptr[u + 1]):
+            push_values[e] = inverse[u] * weights[e]
+            pull_values[e] = inverse[indices[e]] * weights[e]
+    return indptr, indices, push_values, pull_values, degree
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

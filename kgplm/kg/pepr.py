@@ -135,12 +135,22 @@ class TransitionMatrix:
     @classmethod
     def from_store(cls, store: "KGStore", *, directed: bool = False) -> "TransitionMatrix":
         store.require_links("PEPR")
+        n = store.num_entities
+        # int32 entity ids while they fit: the push's closure streams the rows of every residual entity, and
+        # 4-byte ids are a third fewer bytes a walk entry (with its float32 factor) than 8-byte ones
+        index = np.int32 if n < 2**31 else np.int64
+        if not directed:
+            # from the store's adjacency in one compiled pass (4M entities: 19 s through scipy's COO → CSR)
+            from kgplm.kg._pepr_kernels import undirected_walk
+
+            arrays = store.arrays
+            indptr, indices, push_values, pull_values, degree = undirected_walk(
+                np.asarray(arrays["out_indptr"]), np.asarray(arrays["out_neighbors"]), np.asarray(arrays["in_indptr"]),
+                np.asarray(arrays["in_neighbors"]), index)
+            return cls(indptr, indices, pull_values, indptr, indices, push_values, degree, directed)
         triples = np.asarray(store.triples)
         keep = triples[:, 0] != triples[:, 2]  # self-loops are ignored
         heads, tails = triples[keep, 0].astype(np.int64), triples[keep, 2].astype(np.int64)
-        if not directed:
-            heads, tails = np.concatenate([heads, tails]), np.concatenate([tails, heads])
-        n = store.num_entities
         walk = scipy.sparse.csr_array((np.ones(len(heads)), (heads, tails)), shape=(n, n))
         walk.sum_duplicates()  # (u, v) = number of triples linking u to v
         degree = np.asarray(walk.sum(axis=1)).ravel()
@@ -149,8 +159,8 @@ class TransitionMatrix:
         pull = push.T.tocsr()
         pull.sort_indices()
         push.sort_indices()
-        return cls(pull.indptr.astype(np.int64), pull.indices.astype(np.int64), pull.data.astype(np.float64),
-                   push.indptr.astype(np.int64), push.indices.astype(np.int64), push.data.astype(np.float64),
+        return cls(pull.indptr.astype(np.int64), pull.indices.astype(index), pull.data.astype(np.float64),
+                   push.indptr.astype(np.int64), push.indices.astype(index), push.data.astype(np.float64),
                    degree, directed)
 
 

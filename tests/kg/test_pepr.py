@@ -17,7 +17,8 @@ from kgplm.kg.pepr import (
     personalized_pagerank,
     top_k_neighbors,
 )
-from tests.kg.helpers import bfs_subgraph, directed_walk_and_pagerank, store_from_edges
+from kgplm.kg.pepr import TransitionMatrix
+from tests.kg.helpers import bfs_subgraph, dense_walk, directed_walk_and_pagerank, store_from_edges
 
 TOY = Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl"
 
@@ -30,6 +31,28 @@ def networkx_pepr(store: KGStore, seed: int, *, jump: str, directed: bool, alpha
     personalization = {v: 1.0 if v == seed else (1.0 / z if jump == "paper" else 0.0) for v in range(z)}
     scores = nx.pagerank(graph, alpha=1 - alpha, personalization=personalization, tol=1e-15, max_iter=100000)
     return np.array([scores[v] for v in range(z)])
+
+
+def test_undirected_walk_from_the_store_adjacency_equals_the_triples_walk() -> None:
+    """The compiled walk builder (from the store's out/in adjacency) against the walk written from the
+    triples: a triple repeated under two relations and in both directions weighs 3, self-loops are dropped,
+    an isolated entity has an empty row; rows sorted, int32 ids, pull = push transposed."""
+    edges = [(0, 0, 1), (0, 1, 1), (1, 0, 0), (1, 0, 2), (2, 0, 2), (3, 1, 0), (2, 1, 3), (5, 0, 4)]
+    store = store_from_edges(edges, num_entities=7)  # entity 6 is isolated
+    walk = TransitionMatrix.from_store(store)
+    assert walk.push_indices.dtype == np.int32 and walk.pull_indices.dtype == np.int32
+    push = np.zeros((7, 7))
+    pull = np.zeros((7, 7))
+    for row in range(7):
+        columns = walk.push_indices[walk.push_indptr[row] : walk.push_indptr[row + 1]]
+        assert (np.diff(columns) > 0).all()
+        push[row, columns] = walk.push_values[walk.push_indptr[row] : walk.push_indptr[row + 1]]
+        pull[row, walk.pull_indices[walk.pull_indptr[row] : walk.pull_indptr[row + 1]]] = (
+            walk.pull_values[walk.pull_indptr[row] : walk.pull_indptr[row + 1]])
+    np.testing.assert_allclose(push, dense_walk(store), rtol=1e-15)
+    np.testing.assert_allclose(pull, dense_walk(store).T, rtol=1e-15)
+    np.testing.assert_array_equal(walk.degree, [4, 4, 2, 2, 1, 1, 0])
+    assert push[0, 1] == 3 / 4
 
 
 def test_path_graph_against_the_linear_system() -> None:
