@@ -126,6 +126,10 @@ __all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "rows_to_ref
 #: 32 columns (62 s; one block of 65, 2.1 GB, took as long: a step's cost grows with the block's width)
 HUB_BLOCK_BYTES = 1 << 30
 
+#: contiguous row stripes of the hub iteration (a constant, so that its L1 change is summed in the same
+#: order whatever the threads)
+HUB_STRIPES = 256
+
 #: the cavity recursion stops when no cavity changes by more than this between two sweeps (CMeKG: 39
 #: sweeps; the UMLS-shaped 115k graph: 31), or after this many sweeps
 CAVITY_TOL = 1e-12
@@ -262,9 +266,7 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
     (4M entities: 64 hubs in two blocks instead of four). A float32 entry's rounding, 6e-8 relative,
     adds at most 6e-8 to a column's L1 change, far below ``tol``.
     """
-    import numba
-
-    from kgplm.kg._pepr_kernels import column_change, pagerank_step_float32
+    from kgplm.kg._pepr_kernels import pagerank_step_float32
 
     n = walk.num_nodes
     jump_targets = np.concatenate([np.asarray(hubs, dtype=np.int64), [-1] if with_global else []]).astype(np.int64)
@@ -277,20 +279,19 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
     width = max(1, min(batch_size, HUB_BLOCK_BYTES // (2 * 4 * n)))  # columns per block
     values = walk.pull_values
     dangling = np.flatnonzero(walk.dangling)
-    workers = numba.get_num_threads()
-    stripes = 64 * workers  # contiguous row stripes; many, so that the heavy rows spread over the threads
+    # contiguous row stripes, a fixed number (never the threads'): many, so that the heavy rows spread
+    # over the threads, and the L1 change is summed in the same order on any machine
     for begin in range(0, len(jump_targets), width):
         targets = jump_targets[begin : begin + width]
-        seeded = np.flatnonzero(targets >= 0)  # hub columns; the others jump uniformly
-        uniform = (targets < 0).astype(np.float64)
+        uniform = (targets < 0).astype(np.float64)  # the global column jumps uniformly, a hub's to itself
+        parts = np.zeros((HUB_STRIPES, len(targets)))  # (stripes, block): each stripe's L1 change
         current = np.full((n, len(targets)), 1.0 / n, dtype=np.float32)  # (n, block)
         step = np.empty_like(current)
         for iteration in range(1, max_iter + 1):
             restart = alpha + (1.0 - alpha) * current[dangling].sum(axis=0, dtype=np.float64)  # (block,)
             pagerank_step_float32(walk.pull_indptr, walk.pull_indices, values, current, 1.0 - alpha,
-                                  restart * uniform / n, step, stripes)
-            step[targets[seeded], seeded] += restart[seeded].astype(np.float32)
-            change = column_change(step, current, workers).max()
+                                  restart * uniform / n, targets, restart * (1.0 - uniform), step, parts)
+            change = parts.sum(axis=0).max()
             current, step = step, current
             if change < tol:
                 break

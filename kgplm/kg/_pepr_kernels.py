@@ -36,16 +36,23 @@ def pagerank_step(indptr, indices, values, x, damping, base, out):  # pragma: no
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def pagerank_step_float32(indptr, indices, values, x, damping, base, out, num_stripes):  # pragma: no cover
-    """:func:`pagerank_step` for float32 blocks: each row is summed in float64 and rounded once when stored,
-    so a hub's thousands of in-edges add no float32 rounding (which kept the L1 change above 1e-6 on
-    CMeKG subgraphs when the sum itself was float32). Rows are split into ``num_stripes`` contiguous
-    stripes, each with its own float64 accumulator; every row is computed alone, so the result does not
-    depend on the stripes or threads."""
+def pagerank_step_float32(indptr, indices, values, x, damping, base, jump_rows, jump_mass, out,
+                          change_parts):  # pragma: no cover - compiled
+    """One step of a float32 block, ``out = damping · (M @ x) + base`` plus ``jump_mass[c]`` at row
+    ``jump_rows[c]`` of column c (−1: none), and each stripe's L1 change ``Σ |out − x|`` per column in
+    ``change_parts`` (stripes, width): the change is summed as the step is written, not in a second pass
+    over both blocks. Each row is summed in float64 and rounded once when stored, so a hub's thousands of
+    in-edges add no float32 rounding (which kept the L1 change above 1e-6 on CMeKG subgraphs when the sum
+    itself was float32). The rows are split into ``change_parts.shape[0]`` contiguous stripes, a number
+    the caller fixes: every row is computed alone and every stripe's change in row order, so neither the
+    step nor the change depends on the threads."""
     num_rows, width = x.shape
+    num_stripes = change_parts.shape[0]
     stripe = (num_rows + num_stripes - 1) // num_stripes
     for part in numba.prange(num_stripes):
         total = np.empty(width)  # float64
+        for column in range(width):
+            change_parts[part, column] = 0.0
         for row in range(part * stripe, min(num_rows, (part + 1) * stripe)):
             for column in range(width):
                 total[column] = 0.0
@@ -55,7 +62,11 @@ def pagerank_step_float32(indptr, indices, values, x, damping, base, out, num_st
                 for column in range(width):
                     total[column] += weight * x[source, column]
             for column in range(width):
-                out[row, column] = damping * total[column] + base[column]
+                value = damping * total[column] + base[column]
+                if jump_rows[column] == row:
+                    value += jump_mass[column]
+                out[row, column] = value
+                change_parts[part, column] += abs(np.float64(out[row, column]) - np.float64(x[row, column]))
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

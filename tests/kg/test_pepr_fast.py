@@ -191,10 +191,10 @@ def test_hub_vectors_and_global_pagerank_are_exact_whatever_the_block_width(monk
     blocks = []  # (columns, the block's two arrays), once per block
     step = kernels.pagerank_step_float32
 
-    def recording_step(indptr, indices, values, x, damping, base, out, stripes):
+    def recording_step(indptr, indices, values, x, damping, base, jump_rows, jump_mass, out, change_parts):
         if not any(x is a or x is b for _, a, b in blocks):  # a block's first step
             blocks.append((x.shape[1], x, out))
-        return step(indptr, indices, values, x, damping, base, out, stripes)
+        return step(indptr, indices, values, x, damping, base, jump_rows, jump_mass, out, change_parts)
 
     monkeypatch.setattr(kernels, "pagerank_step_float32", recording_step)
     graph = nx.powerlaw_cluster_graph(80, 3, 0.5, seed=2)
