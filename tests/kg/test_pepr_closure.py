@@ -196,3 +196,50 @@ def test_tree_closure_factors_are_zero_through_hubs() -> None:
     np.testing.assert_allclose(outgoing[~into_hub], ((1 - ALPHA) * walk.push_values * cavity)[~into_hub])
     np.testing.assert_allclose(incoming[~into_hub],
                                ((1 - ALPHA) * walk.push_values[reverse] * cavity[reverse])[~into_hub])
+
+
+@pytest.mark.parametrize("spread_keys", [None, 0], ids=["spread", "pull"])
+def test_closure_gathers_the_visits_of_the_formula_on_a_graph_with_triangles(monkeypatch, spread_keys) -> None:
+    """On a graph with short cycles the closure is not exact PPR, but each branch must still compute its
+    formula: with only the seed pushed (r = (1 − α) P(s, ·)), no hubs and the seed's jump,
+
+        score(v) = α T(v) + (1 − α)³ R deg(v) / Σ deg
+        T(v) = r_v G_vv + Σ_{x ∈ N(v)} f(x→v) (A(x) − r_v G_vv f(v→x)),  A(x) = r_x G_xx + Σ_u r_u G_uu f(u→x)
+
+    written here with dense arrays from the walk's step factors and diagonal. Triangles put residual on
+    the middle entity x itself (r_x ≠ 0), which a tree never does."""
+    import kgplm.kg._pepr_fast as fast
+    from kgplm.kg._pepr_fast import PushContext
+    from kgplm.kg.pepr import _choose_hubs, _one_hop_candidates
+
+    if spread_keys is not None:
+        monkeypatch.setattr(fast, "SPREAD_KEYS", spread_keys)
+    graph = nx.powerlaw_cluster_graph(40, 3, 0.8, seed=5)
+    store = store_from_edges([(u, 0, v) for u, v in graph.edges()], num_entities=40)
+    walk = TransitionMatrix.from_store(store)
+    context = PushContext.build(walk, hubs=_choose_hubs(walk, 0), alpha=ALPHA, jump="seed", max_iter=1000,
+                                batch_size=8)
+    step = np.zeros((40, 40))  # f(a→b)
+    for a in range(40):
+        for e in range(walk.push_indptr[a], walk.push_indptr[a + 1]):
+            step[a, walk.push_indices[e]] = context.outgoing[e]
+    transition = dense_walk(store)
+    seeds = np.arange(40)
+    indptr, neighbors, _, _ = _one_hop_candidates(store, seeds)
+    scores = context.push_scores(seeds, indptr, neighbors, epsilon=100.0, exact_steps=1, num_threads=1,
+                                 show_progress=False, description="test")
+    degree = walk.degree
+    triangles = 0
+    for s in range(40):
+        residual = (1 - ALPHA) * transition[s]
+        visits = residual * context.diagonal
+        arriving = visits + visits @ step
+        lo, hi = indptr[s], indptr[s + 1]
+        for k in range(lo, hi):
+            v = neighbors[k]
+            linked = np.flatnonzero(transition[v])
+            through = sum(step[x, v] * (arriving[x] - visits[v] * step[v, x]) for x in linked)
+            triangles += int(np.count_nonzero(visits[linked]))
+            expected = ALPHA * (visits[v] + through) + (1 - ALPHA) ** 3 * residual.sum() * degree[v] / degree.sum()
+            np.testing.assert_allclose(scores[k], expected, rtol=1e-6)
+    assert triangles > 0  # some middle entity carries residual of its own
