@@ -279,16 +279,23 @@ def forward_push_scores(seeds, rows, alpha, epsilon, push_indptr, push_indices, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk_entry(indptr, indices, values, row, column):  # pragma: no cover - compiled
-    """values at (row, column) of a CSR with sorted rows (a binary search), 0 when absent."""
-    lo, hi = indptr[row], indptr[row + 1]
+def sorted_position(indices, lo, hi, value):  # pragma: no cover - compiled
+    """The first position in the sorted ``indices[lo:hi]`` whose entry is not below ``value`` (a binary
+    search; ``hi`` when every entry is)."""
     while lo < hi:
         middle = (lo + hi) // 2
-        if indices[middle] < column:
+        if indices[middle] < value:
             lo = middle + 1
         else:
             hi = middle
-    return values[lo] if lo < indptr[row + 1] and indices[lo] == column else 0.0
+    return lo
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk_entry(indptr, indices, values, row, column):  # pragma: no cover - compiled
+    """values at (row, column) of a CSR with sorted rows, 0 when absent."""
+    position = sorted_position(indices, indptr[row], indptr[row + 1], column)
+    return values[position] if position < indptr[row + 1] and indices[position] == column else 0.0
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from kgplm.kg._pepr_kernels import _hub_seed_scores, _push_buffers, _push_one, _reset_push
+from kgplm.kg._pepr_kernels import _hub_seed_scores, _push_buffers, _push_one, _reset_push, sorted_position
 
 __all__ = ["reverse_edges", "tree_cavities", "tree_step_factors", "forward_push_tree_scores", "closure_reach",
            "closure_bounds"]
@@ -23,14 +23,7 @@ def reverse_edges(indptr, indices):  # pragma: no cover - compiled
     for a in numba.prange(num_rows):
         for e in range(indptr[a], indptr[a + 1]):
             b = indices[e]
-            lo, hi = indptr[b], indptr[b + 1]
-            while lo < hi:
-                middle = (lo + hi) // 2
-                if indices[middle] < a:
-                    lo = middle + 1
-                else:
-                    hi = middle
-            reverse[e] = lo
+            reverse[e] = sorted_position(indices, indptr[b], indptr[b + 1], a)
     return reverse
 
 
@@ -255,25 +248,27 @@ def _close_tree(seed, start, end, alpha, push_indptr, push_indices, degree, is_h
             seen[word] = 0
             shared[word] = 0
         for k in range(start - num_touched, end):
-            if k < start:  # the residual's support: u and its walk entries
+            if k < start:  # the residual's support: u itself and its walk entries
                 u = touched[k - start + num_touched]
                 if visits[u] == 0.0:
                     continue
-                bit = ((u * 2654435761) ^ ((u * 2654435761) >> 16)) & bit_mask
-                if seen[bit >> 6] & (np.int64(1) << (bit & 63)):
-                    shared[bit >> 6] |= np.int64(1) << (bit & 63)
-                seen[bit >> 6] |= np.int64(1) << (bit & 63)
+                first = push_indptr[u] - 1
             else:  # a candidate the push emptied: its walk entries
                 u = candidate_indices[k]
                 if is_hub[u] or visits[u] != 0.0:
                     continue
-            for e in range(push_indptr[u], push_indptr[u + 1]):
-                if outgoing[e] != 0.0:  # 0 exactly when push_indices[e] is a hub
+                first = push_indptr[u]
+            for e in range(first, push_indptr[u + 1]):
+                if e < push_indptr[u]:
+                    x = u
+                elif outgoing[e] != 0.0:  # 0 exactly when push_indices[e] is a hub
                     x = push_indices[e]
-                    bit = ((x * 2654435761) ^ ((x * 2654435761) >> 16)) & bit_mask
-                    if seen[bit >> 6] & (np.int64(1) << (bit & 63)):
-                        shared[bit >> 6] |= np.int64(1) << (bit & 63)
-                    seen[bit >> 6] |= np.int64(1) << (bit & 63)
+                else:
+                    continue
+                bit = ((x * 2654435761) ^ ((x * 2654435761) >> 16)) & bit_mask
+                if seen[bit >> 6] & (np.int64(1) << (bit & 63)):
+                    shared[bit >> 6] |= np.int64(1) << (bit & 63)
+                seen[bit >> 6] |= np.int64(1) << (bit & 63)
         for i in range(num_touched):
             u = touched[i]
             if visits[u] == 0.0:
