@@ -119,12 +119,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "rows_to_refine", "short_cycle_share", "tree_closure"]
 
-#: bytes the hubs' power iteration may hold in its two float32 (entities × columns) blocks; on larger graphs
-#: the hubs are iterated in narrower blocks (at 4M entities, 64 float64 hubs in one block held 4.1 GB of
-#: the coarse push's 8.04 GB peak; issue 30.3). A function of the graph's size only, never of the machine:
-#: up to 1M entities the 64 default hubs and the global PageRank go in one block; at 4M in two, of 33 and
-#: 32 columns (62 s; one block of 65, 2.1 GB, took as long: a step's cost grows with the block's width)
-HUB_BLOCK_BYTES = 1 << 30
+#: bytes the hubs' power iteration may hold in its two float32 (entities × columns) blocks, padding
+#: included; on larger graphs the hubs are iterated in narrower blocks (at 4M entities, 64 float64 hubs in
+#: one block held 4.1 GB of the coarse push's 8.04 GB peak; issue 30.3). A function of the graph's size
+#: only, never of the machine: up to 1M entities the 64 default hubs and the global PageRank go in one
+#: block (65 columns, padded to 72); at 4M in two, of 33 and 32 (padded to 40 and 32: 1.3 GB)
+HUB_BLOCK_BYTES = 5 << 28
+
+#: a block's columns are padded to a multiple of this (padding columns stay zero): a step over rows of 33
+#: float32 columns took 1.94 s at 4M entities, over rows of 40 1.28 s and of 32 1.24 s (rows whose length
+#: is a multiple of 32 bytes are read and summed with aligned vector loads)
+HUB_COLUMN_ALIGN = 8
 
 #: contiguous row stripes of the hub iteration (a constant, so that its L1 change is summed in the same
 #: order whatever the threads)
@@ -276,21 +281,31 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
         return hub_vectors, global_scores
     started = time.perf_counter()
     steps = []
-    width = max(1, min(batch_size, HUB_BLOCK_BYTES // (2 * 4 * n)))  # columns per block
+    # the most columns a block may have, padding included; then blocks of equal width, each padded
+    limit = max(1, min(batch_size, HUB_BLOCK_BYTES // (2 * 4 * n)))
+    align = HUB_COLUMN_ALIGN if limit >= HUB_COLUMN_ALIGN else 1  # blocks narrower than that are not padded
+    limit -= limit % align
+    num_blocks = -(-len(jump_targets) // limit)
+    width = -(-len(jump_targets) // num_blocks)  # real columns per block
     values = walk.pull_values
     dangling = np.flatnonzero(walk.dangling)
-    # contiguous row stripes, a fixed number (never the threads'): many, so that the heavy rows spread
-    # over the threads, and the L1 change is summed in the same order on any machine
     for begin in range(0, len(jump_targets), width):
-        targets = jump_targets[begin : begin + width]
-        uniform = (targets < 0).astype(np.float64)  # the global column jumps uniformly, a hub's to itself
-        parts = np.zeros((HUB_STRIPES, len(targets)))  # (stripes, block): each stripe's L1 change
-        current = np.full((n, len(targets)), 1.0 / n, dtype=np.float32)  # (n, block)
+        real = jump_targets[begin : begin + width]
+        padded = -(-len(real) // align) * align  # ≤ limit
+        # padding columns (target −2) start at zero, take no jump and stay zero, with zero change
+        targets = np.concatenate([real, np.full(padded - len(real), -2, dtype=np.int64)])
+        uniform = (targets == -1).astype(np.float64)  # the global column jumps uniformly, a hub's to itself
+        live = (targets != -2).astype(np.float64)
+        # contiguous row stripes, a fixed number (never the threads'): many, so that the heavy rows spread
+        # over the threads, and the L1 change is summed in the same order on any machine
+        parts = np.zeros((HUB_STRIPES, padded))  # (stripes, padded block): each stripe's L1 change
+        current = np.zeros((n, padded), dtype=np.float32)  # (n, padded block)
+        current[:, : len(real)] = np.float32(1.0 / n)
         step = np.empty_like(current)
         for iteration in range(1, max_iter + 1):
             restart = alpha + (1.0 - alpha) * current[dangling].sum(axis=0, dtype=np.float64)  # (block,)
             pagerank_step_float32(walk.pull_indptr, walk.pull_indices, values, current, 1.0 - alpha,
-                                  restart * uniform / n, targets, restart * (1.0 - uniform), step, parts)
+                                  restart * uniform / n, targets, restart * (live - uniform), step, parts)
             change = parts.sum(axis=0).max()
             current, step = step, current
             if change < tol:
@@ -299,11 +314,12 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
             logger.warning("PEPR fast: hub iteration stopped at max_iter=%d with L1 change %.3g > tol %.3g",
                            max_iter, change, tol)
         steps.append(iteration)
-        for column, target in enumerate(targets.tolist()):
-            if target >= 0:
-                hub_vectors[:, begin + column] = current[:, column]
-            else:
-                global_scores[:] = current[:, column]
+        # the hubs come first, the global column last: a block's hubs are a prefix, copied at once (a
+        # column at a time read every row's cache line once a column: 8 s at 4M entities)
+        num_block_hubs = int(np.count_nonzero(real >= 0))
+        hub_vectors[:, begin : begin + num_block_hubs] = current[:, :num_block_hubs]
+        if num_block_hubs < len(real):
+            global_scores[:] = current[:, num_block_hubs]
     logger.info("PEPR fast: exact vectors of %d hubs%s in %.1f s (blocks of %d columns, %s steps)", len(hubs),
                 " and the global PageRank" if with_global else "", time.perf_counter() - started, width,
                 "/".join(map(str, steps)))

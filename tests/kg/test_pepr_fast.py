@@ -178,11 +178,14 @@ def test_default_fast_mode_ranks_a_umls_shaped_graph_without_deep_pushes(tmp_pat
     assert np.mean(recalls) >= 0.99, np.mean(recalls)
 
 
-@pytest.mark.parametrize("budget", [None, 1])
-def test_hub_vectors_and_global_pagerank_are_exact_whatever_the_block_width(monkeypatch, budget) -> None:
+@pytest.mark.parametrize(("budget", "num_hubs", "widths"), [(None, 4, [8]), (1, 4, [1, 1, 1, 1, 1]),
+                                                           (2 * 4 * 81 * 9, 12, [8, 8])])
+def test_hub_vectors_and_global_pagerank_are_exact_whatever_the_block_width(monkeypatch, budget, num_hubs,
+                                                                            widths) -> None:
     """The hubs' seed-jump PPR vectors and the global PageRank (one more column of the same iteration)
-    against networkx, in one block (default budget) and one column per block (a budget of 1 byte: how a
-    4M-entity graph is split, issue 30.3)."""
+    against networkx: in one block (default budget; 5 columns padded to 8), one column per block (a budget
+    of 1 byte), and two blocks of 7 and 6 columns each padded to 8 (a budget of 9 columns, 8 once aligned:
+    how a 4M-entity graph is split, issue 30.3)."""
     import kgplm.kg._pepr_fast as fast
     import kgplm.kg._pepr_kernels as kernels
 
@@ -201,9 +204,10 @@ def test_hub_vectors_and_global_pagerank_are_exact_whatever_the_block_width(monk
     graph.add_node(80)  # an isolated entity: dangling, its walk restarts at the jump vector
     store = store_from_networkx(graph)
     walk = TransitionMatrix.from_store(store)
-    context = PushContext.build(walk, hubs=_choose_hubs(walk, 4), alpha=0.15, jump="paper", max_iter=1000,
+    context = PushContext.build(walk, hubs=_choose_hubs(walk, num_hubs), alpha=0.15, jump="paper", max_iter=1000,
                                 batch_size=256)
-    assert [width for width, _, _ in blocks] == ([5] if budget is None else [1, 1, 1, 1, 1])
+    assert [width for width, _, _ in blocks] == widths
+    assert context.hub_vectors.shape == (81, num_hubs)
     assert context.hub_vectors.dtype == np.float32
     for hub, slot in zip(np.flatnonzero(context.is_hub).tolist(), context.hub_slot[context.is_hub].tolist()):
         expected = nx.pagerank(graph, alpha=0.85, personalization={hub: 1.0}, dangling={hub: 1.0}, tol=1e-13,
