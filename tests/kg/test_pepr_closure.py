@@ -243,3 +243,57 @@ def test_closure_gathers_the_visits_of_the_formula_on_a_graph_with_triangles(mon
             expected = ALPHA * (visits[v] + through) + (1 - ALPHA) ** 3 * residual.sum() * degree[v] / degree.sum()
             np.testing.assert_allclose(scores[k], expected, rtol=1e-6)
     assert triangles > 0  # some middle entity carries residual of its own
+
+
+@pytest.mark.parametrize("spread_keys", [None, 0], ids=["spread", "pull"])
+def test_closure_after_a_deeper_push_gathers_the_visits_of_the_formula(monkeypatch, spread_keys) -> None:
+    """With ε small enough that the push empties some candidates (r_v = 0 after pushing v), the closure
+    must still add what the residual around them sends: for the push's own estimate p and residual r (no
+    hubs, the seed's jump)
+
+        score(v) = p(v) + α T(v) + (1 − α)³ R deg(v) / Σ deg
+
+    with T and A as in the test above, written densely. An emptied candidate reads A only at the middle
+    entities its row shares with the residual's support (its own visits are 0)."""
+    import kgplm.kg._pepr_fast as fast
+    from kgplm.kg._pepr_fast import PushContext
+    from kgplm.kg._pepr_kernels import _push_buffers, _push_one
+    from kgplm.kg.pepr import _choose_hubs, _one_hop_candidates
+
+    if spread_keys is not None:
+        monkeypatch.setattr(fast, "SPREAD_KEYS", spread_keys)
+    graph = nx.powerlaw_cluster_graph(60, 2, 0.5, seed=3)
+    store = store_from_edges([(u, 0, v) for u, v in graph.edges()], num_entities=60)
+    walk = TransitionMatrix.from_store(store)
+    context = PushContext.build(walk, hubs=_choose_hubs(walk, 0), alpha=ALPHA, jump="seed", max_iter=1000,
+                                batch_size=8)
+    step = np.zeros((60, 60))  # f(a→b)
+    for a in range(60):
+        for e in range(walk.push_indptr[a], walk.push_indptr[a + 1]):
+            step[a, walk.push_indices[e]] = context.outgoing[e]
+    seeds = np.arange(60)
+    indptr, neighbors, _, _ = _one_hop_candidates(store, seeds)
+    epsilon = 0.02
+    scores = context.push_scores(seeds, indptr, neighbors, epsilon=epsilon, exact_steps=1, num_threads=1,
+                                 show_progress=False, description="test")
+    estimate, residual, queued, touched, queue, _ = _push_buffers(60, 0)
+    degree = walk.degree
+    emptied_with_visits = 0
+    for s in range(60):
+        estimate[:] = 0.0
+        residual[:] = 0.0
+        queued[:] = False
+        _push_one(s, ALPHA, epsilon, walk.push_indptr, walk.push_indices, walk.push_values, degree,
+                  np.zeros(60, dtype=np.bool_), estimate, residual, queued, touched, queue)
+        visits = residual * context.diagonal
+        arriving = visits + visits @ step
+        for k in range(indptr[s], indptr[s + 1]):
+            v = neighbors[k]
+            linked = np.flatnonzero(step[v])
+            through = sum(step[x, v] * (arriving[x] - visits[v] * step[v, x]) for x in linked)
+            if residual[v] == 0.0 and through > 0.0:
+                emptied_with_visits += 1
+            expected = (estimate[v] + ALPHA * (visits[v] + through)
+                        + (1 - ALPHA) ** 3 * residual.sum() * degree[v] / degree.sum())
+            np.testing.assert_allclose(scores[k], expected, rtol=1e-6)
+    assert emptied_with_visits > 0  # the push emptied candidates whose neighbours hold residual
