@@ -8,7 +8,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from kgplm.kg._pepr_kernels import _hub_seed_scores, _push_buffers, _push_one, _reset_push, sorted_position
+from kgplm.kg._pepr_kernels import _hub_seed_scores, _push_buffers, _push_one, _reset_push
 
 __all__ = ["reverse_edges", "tree_cavities", "tree_step_factors", "forward_push_tree_scores", "closure_reach",
            "closure_bounds"]
@@ -24,13 +24,18 @@ def reverse_edges(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
     return reverse
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True)
 def _fill_reverse_edges(indptr, indices, reverse):  # pragma: no cover - compiled
-    """:func:`reverse_edges` into ``reverse``."""
-    for a in numba.prange(indptr.shape[0] - 1):
+    """:func:`reverse_edges` into ``reverse``, in one pass over the rows in order: row b's entries are
+    sorted, so its entry into a is the next one not yet paired when the rows a are taken in increasing
+    order (a cursor per row; 4M concepts: 0.9 s, against 3.1–4.1 s for a binary search per entry on two
+    threads)."""
+    cursor = indptr[:-1].copy()
+    for a in range(indptr.shape[0] - 1):
         for e in range(indptr[a], indptr[a + 1]):
             b = indices[e]
-            reverse[e] = sorted_position(indices, indptr[b], indptr[b + 1], a)
+            reverse[e] = cursor[b]
+            cursor[b] += 1
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
