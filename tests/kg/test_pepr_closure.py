@@ -198,6 +198,30 @@ def test_tree_closure_factors_are_zero_through_hubs() -> None:
                                ((1 - ALPHA) * walk.push_values[reverse] * cavity[reverse])[~into_hub])
 
 
+def _closure_context(graph, num_entities: int):
+    """The store of ``graph``, its walk, a push context without hubs (the seed's jump) and the closure's
+    step factors f(a→b) as a dense matrix."""
+    from kgplm.kg._pepr_fast import PushContext
+    from kgplm.kg.pepr import _choose_hubs
+
+    store = store_from_edges([(u, 0, v) for u, v in graph.edges()], num_entities=num_entities)
+    walk = TransitionMatrix.from_store(store)
+    context = PushContext.build(walk, hubs=_choose_hubs(walk, 0), alpha=ALPHA, jump="seed", max_iter=1000,
+                                batch_size=8)
+    step = np.zeros((num_entities, num_entities))  # f(a→b)
+    for a in range(num_entities):
+        for e in range(walk.push_indptr[a], walk.push_indptr[a + 1]):
+            step[a, walk.push_indices[e]] = context.outgoing[e]
+    return store, walk, context, step
+
+
+def _formula_through(v: int, visits: np.ndarray, step: np.ndarray) -> tuple[float, np.ndarray]:
+    """Σ_{x ∈ N(v)} f(x→v) (A(x) − r_v G_vv f(v→x)), A = visits + visits @ f, and v's linked entities."""
+    arriving = visits + visits @ step
+    linked = np.flatnonzero(step[v])
+    return sum(step[x, v] * (arriving[x] - visits[v] * step[v, x]) for x in linked), linked
+
+
 @pytest.mark.parametrize("spread_keys", [None, 0], ids=["spread", "pull"])
 def test_closure_gathers_the_visits_of_the_formula_on_a_graph_with_triangles(monkeypatch, spread_keys) -> None:
     """On a graph with short cycles the closure is not exact PPR, but each branch must still compute its
@@ -209,20 +233,11 @@ def test_closure_gathers_the_visits_of_the_formula_on_a_graph_with_triangles(mon
     written here with dense arrays from the walk's step factors and diagonal. Triangles put residual on
     the middle entity x itself (r_x ≠ 0), which a tree never does."""
     import kgplm.kg._pepr_fast as fast
-    from kgplm.kg._pepr_fast import PushContext
-    from kgplm.kg.pepr import _choose_hubs, _one_hop_candidates
+    from kgplm.kg.pepr import _one_hop_candidates
 
     if spread_keys is not None:
         monkeypatch.setattr(fast, "SPREAD_KEYS", spread_keys)
-    graph = nx.powerlaw_cluster_graph(40, 3, 0.8, seed=5)
-    store = store_from_edges([(u, 0, v) for u, v in graph.edges()], num_entities=40)
-    walk = TransitionMatrix.from_store(store)
-    context = PushContext.build(walk, hubs=_choose_hubs(walk, 0), alpha=ALPHA, jump="seed", max_iter=1000,
-                                batch_size=8)
-    step = np.zeros((40, 40))  # f(a→b)
-    for a in range(40):
-        for e in range(walk.push_indptr[a], walk.push_indptr[a + 1]):
-            step[a, walk.push_indices[e]] = context.outgoing[e]
+    store, walk, context, step = _closure_context(nx.powerlaw_cluster_graph(40, 3, 0.8, seed=5), 40)
     transition = dense_walk(store)
     seeds = np.arange(40)
     indptr, neighbors, _, _ = _one_hop_candidates(store, seeds)
@@ -233,12 +248,10 @@ def test_closure_gathers_the_visits_of_the_formula_on_a_graph_with_triangles(mon
     for s in range(40):
         residual = (1 - ALPHA) * transition[s]
         visits = residual * context.diagonal
-        arriving = visits + visits @ step
         lo, hi = indptr[s], indptr[s + 1]
         for k in range(lo, hi):
             v = neighbors[k]
-            linked = np.flatnonzero(transition[v])
-            through = sum(step[x, v] * (arriving[x] - visits[v] * step[v, x]) for x in linked)
+            through, linked = _formula_through(v, visits, step)
             triangles += int(np.count_nonzero(visits[linked]))
             expected = ALPHA * (visits[v] + through) + (1 - ALPHA) ** 3 * residual.sum() * degree[v] / degree.sum()
             np.testing.assert_allclose(scores[k], expected, rtol=1e-6)
@@ -256,21 +269,12 @@ def test_closure_after_a_deeper_push_gathers_the_visits_of_the_formula(monkeypat
     with T and A as in the test above, written densely. An emptied candidate reads A only at the middle
     entities its row shares with the residual's support (its own visits are 0)."""
     import kgplm.kg._pepr_fast as fast
-    from kgplm.kg._pepr_fast import PushContext
     from kgplm.kg._pepr_kernels import _push_buffers, _push_one
-    from kgplm.kg.pepr import _choose_hubs, _one_hop_candidates
+    from kgplm.kg.pepr import _one_hop_candidates
 
     if spread_keys is not None:
         monkeypatch.setattr(fast, "SPREAD_KEYS", spread_keys)
-    graph = nx.powerlaw_cluster_graph(60, 2, 0.5, seed=3)
-    store = store_from_edges([(u, 0, v) for u, v in graph.edges()], num_entities=60)
-    walk = TransitionMatrix.from_store(store)
-    context = PushContext.build(walk, hubs=_choose_hubs(walk, 0), alpha=ALPHA, jump="seed", max_iter=1000,
-                                batch_size=8)
-    step = np.zeros((60, 60))  # f(a→b)
-    for a in range(60):
-        for e in range(walk.push_indptr[a], walk.push_indptr[a + 1]):
-            step[a, walk.push_indices[e]] = context.outgoing[e]
+    store, walk, context, step = _closure_context(nx.powerlaw_cluster_graph(60, 2, 0.5, seed=3), 60)
     seeds = np.arange(60)
     indptr, neighbors, _, _ = _one_hop_candidates(store, seeds)
     epsilon = 0.02
@@ -286,11 +290,9 @@ def test_closure_after_a_deeper_push_gathers_the_visits_of_the_formula(monkeypat
         _push_one(s, ALPHA, epsilon, walk.push_indptr, walk.push_indices, walk.push_values, degree,
                   np.zeros(60, dtype=np.bool_), estimate, residual, queued, touched, queue)
         visits = residual * context.diagonal
-        arriving = visits + visits @ step
         for k in range(indptr[s], indptr[s + 1]):
             v = neighbors[k]
-            linked = np.flatnonzero(step[v])
-            through = sum(step[x, v] * (arriving[x] - visits[v] * step[v, x]) for x in linked)
+            through, _ = _formula_through(v, visits, step)
             if residual[v] == 0.0 and through > 0.0:
                 emptied_with_visits += 1
             expected = (estimate[v] + ALPHA * (visits[v] + through)
