@@ -12,7 +12,8 @@ pushed once), leaves an estimate p and a residual r with ``ppr_s = p + Σ_u r_u 
 highest-degree entities ("hubs") are never pushed: their residual is resolved exactly with their
 precomputed PPR vectors (Jeh & Widom 2003), iterated together with the global PageRank (one more column)
 in float32 blocks of at most ``HUB_BLOCK_BYTES``, each row summed in float64 (:func:`exact_vectors`; all
-64 default hubs in one block up to 1M entities, two at 4M). On an
+64 default hubs in one block up to 1M entities, two at 4M), to an L1 change of a hundredth of the run's
+finest push ε (:func:`hub_tolerance`: 1e-4 for the coarse push alone, 1e-6 with deep pushes). On an
 undirected walk a hub candidate is exact by reversibility, ppr_s(h) = deg(h) / deg(s) · ppr_h(s), and a
 hub seed's row is its exact vector. What is left is the residual r on non-hub entities, each below
 ε · deg(u).
@@ -117,7 +118,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.pepr import TransitionMatrix
     from kgplm.kg.store import KGStore
 
-__all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "rows_to_refine", "short_cycle_share", "tree_closure"]
+__all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "hub_tolerance", "rows_to_refine", "short_cycle_share", "tree_closure"]
 
 #: bytes the hubs' power iteration may hold in its two float32 (entities × columns) blocks, padding
 #: included; on larger graphs the hubs are iterated in narrower blocks (at 4M entities, 64 float64 hubs in
@@ -143,6 +144,11 @@ CAVITY_MAX_SWEEPS = 200
 #: the most keys the tree closure's table may take when it spreads a seed's residual (it pulls otherwise):
 #: 8 MB of table a worker
 SPREAD_KEYS = 1 << 18
+
+#: the hubs' vectors are iterated until every column's L1 change is below this fraction of the finest
+#: push ε of the run, kept within :data:`HUB_TOL_RANGE` (:func:`hub_tolerance`)
+HUB_TOL_PER_EPSILON = 1e-2
+HUB_TOL_RANGE = (1e-6, 1e-4)
 
 #: ``refine="auto"`` refines when the median short-cycle share of the contested seeds reaches this
 #: (measured: CMeKG 0.27, the locally tree-like 274k synthetic graph ≈ 0)
@@ -326,6 +332,21 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
     return hub_vectors, global_scores
 
 
+def hub_tolerance(finest_epsilon: float) -> float:
+    """The L1 change at which the hubs' iteration stops, for a run whose finest push goes to ``finest_epsilon``:
+    ``HUB_TOL_PER_EPSILON · ε`` within ``HUB_TOL_RANGE`` — 1e-4 for the coarse push alone (ε 1e-2), 1e-6
+    (the float32 blocks' floor is ~1e-7) when contested seeds are pushed deeper.
+
+    Why the hub vectors need no more: a push leaves residual r_u < ε · deg(u) at each non-hub u, and what the
+    closure estimates from it is off by a few per cent of that residual, while a hub vector's error moves a
+    candidate's score by at most the hub's residual (≤ 1) times the vector's L1 error, ≈ 1.2 × the last
+    change at the iteration's rate (≈ 0.55 a step at 4M entities). At 1e-4 instead of 1e-6 the 4M-entity
+    UMLS-shaped set's hub blocks take 17/16 steps instead of 25/24 (a third of the hub phase), with the same
+    recall (``benchmarks/results/scale.md``)."""
+    low, high = HUB_TOL_RANGE
+    return float(min(high, max(low, HUB_TOL_PER_EPSILON * finest_epsilon)))
+
+
 def tree_closure(walk: "TransitionMatrix", alpha: float, is_hub: np.ndarray, *, tol: float = CAVITY_TOL,
                  max_iter: int = CAVITY_MAX_SWEEPS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The undirected walk's cavities (:func:`kgplm.kg._pepr_tree_kernels.tree_cavities`) as the closure's step
@@ -347,7 +368,7 @@ def tree_closure(walk: "TransitionMatrix", alpha: float, is_hub: np.ndarray, *, 
 def rows_to_refine(indptr: np.ndarray, neighbors: np.ndarray, scores: np.ndarray, k: int, gap: float) -> np.ndarray:
     """Rows with more than ``k`` candidates whose k-th and (k+1)-th scores are within ``gap`` of each
     other, relative to the k-th: ``(s_k − s_{k+1}) / s_k < gap``."""
-    from kgplm.kg._pepr_kernels import top_k_rows
+    from kgplm.kg._candidate_kernels import top_k_rows
 
     contested = np.flatnonzero(np.diff(indptr) > k)
     if not len(contested) or gap <= 0:
@@ -416,8 +437,10 @@ def fast_candidate_scores(walk: "TransitionMatrix", seeds: np.ndarray, indptr: n
         if not refining:
             logger.info("PEPR fast: no refinement (short-cycle share %.3f < %.2f: locally tree-like graph)", share,
                         CLUSTERED_SHARE)
+    finest = min([epsilon] + [e for e, _ in rounds]) if refining else epsilon
+    stats["hub_tol"] = hub_tolerance(finest)
     context = PushContext.build(walk, hubs=hubs, alpha=alpha, jump=jump, max_iter=max_iter,
-                                batch_size=batch_size)
+                                batch_size=batch_size, hub_tol=stats["hub_tol"])
     started = time.perf_counter()
     scores = context.push_scores(seeds, indptr, neighbors, epsilon=epsilon, exact_steps=2, num_threads=num_threads,
                                  show_progress=show_progress, description="PEPR (fast)")

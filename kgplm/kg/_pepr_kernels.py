@@ -12,8 +12,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["pagerank_step", "pagerank_step_float32", "column_change", "forward_push_scores", "one_hop_rows", "top_k_rows",
-           "short_cycle_shares", "undirected_walk"]
+__all__ = ["pagerank_step", "pagerank_step_float32", "column_change", "forward_push_scores", "short_cycle_shares",
+           "undirected_walk"]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -403,69 +403,3 @@ def undirected_walk(out_indptr, out_neighbors, in_indptr, in_neighbors, index_dt
             push_values[e] = inverse[u] * weights[e]
             pull_values[e] = inverse[indices[e]] * weights[e]
     return indptr, indices, push_values, pull_values, degree
-
-
-@numba.njit(parallel=True, cache=True, nogil=True)
-def one_hop_rows(seeds, out_indptr, out_neighbors, out_relations, in_indptr, in_neighbors, in_relations,
-                 num_relations, row_start, neighbors, relations, directions, row_counts):  # pragma: no cover
-    """Per seed, its distinct one-hop neighbours (no self), each with its first (direction, relation).
-
-    Out-edges come before in-edges and the lowest relation id first. Seed ``i`` may use the slots
-    ``row_start[i] : row_start[i + 1]`` of the output arrays (its out- plus in-degree); the number
-    it fills, in ascending neighbour order, goes to ``row_counts[i]``.
-    """
-    for i in numba.prange(seeds.shape[0]):
-        seed = seeds[i]
-        size = row_start[i + 1] - row_start[i]
-        keys = np.empty(size, dtype=np.int64)
-        used = 0
-        for j in range(out_indptr[seed], out_indptr[seed + 1]):
-            if out_neighbors[j] != seed:
-                keys[used] = (np.int64(out_neighbors[j]) * 2) * num_relations + out_relations[j]
-                used += 1
-        for j in range(in_indptr[seed], in_indptr[seed + 1]):
-            if in_neighbors[j] != seed:
-                keys[used] = (np.int64(in_neighbors[j]) * 2 + 1) * num_relations + in_relations[j]
-                used += 1
-        keys = np.sort(keys[:used])
-        base = row_start[i]
-        filled = 0
-        previous = -1
-        for key in keys:
-            neighbor = key // (2 * num_relations)
-            if neighbor == previous:
-                continue
-            previous = neighbor
-            rest = key - neighbor * 2 * num_relations
-            neighbors[base + filled] = neighbor
-            directions[base + filled] = rest // num_relations
-            relations[base + filled] = rest % num_relations
-            filled += 1
-        row_counts[i] = filled
-
-
-@numba.njit(parallel=True, cache=True, nogil=True)
-def top_k_rows(indptr, neighbors, ranks, k, chosen):  # pragma: no cover
-    """Per row, the positions of its ``k`` best candidates: highest ``ranks`` first, ties to the lower
-    neighbour id; ``chosen`` (rows, k) is filled in that order and −1 padded."""
-    for row in numba.prange(indptr.shape[0] - 1):
-        filled = 0
-        for position in range(indptr[row], indptr[row + 1]):
-            # insertion into the sorted prefix chosen[row, :filled]
-            slot = filled
-            while slot > 0:
-                other = chosen[row, slot - 1]
-                if ranks[other] > ranks[position] or (ranks[other] == ranks[position]
-                                                      and neighbors[other] < neighbors[position]):
-                    break
-                slot -= 1
-            if slot >= k:
-                continue
-            last = min(filled, k - 1)
-            for shift in range(last, slot, -1):
-                chosen[row, shift] = chosen[row, shift - 1]
-            chosen[row, slot] = position
-            if filled < k:
-                filled += 1
-        for slot in range(filled, k):
-            chosen[row, slot] = -1

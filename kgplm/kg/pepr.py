@@ -397,7 +397,7 @@ def _one_hop_candidates(store: "KGStore", seeds: np.ndarray) -> tuple[np.ndarray
     Within a seed, rows are sorted by (neighbour, direction, relation) and the first row per
     neighbour is kept: out before in, lowest relation id first.
     """
-    from kgplm.kg._pepr_kernels import one_hop_rows
+    from kgplm.kg._candidate_kernels import compact_rows, one_hop_rows
 
     arrays = store.arrays
     out_indptr, in_indptr = np.asarray(arrays["out_indptr"]), np.asarray(arrays["in_indptr"])
@@ -412,41 +412,31 @@ def _one_hop_candidates(store: "KGStore", seeds: np.ndarray) -> tuple[np.ndarray
     one_hop_rows(seeds, out_indptr, np.asarray(arrays["out_neighbors"]), np.asarray(arrays["out_relations"]), in_indptr,
                  np.asarray(arrays["in_neighbors"]), np.asarray(arrays["in_relations"]),
                  max(int(store.num_relations), 1), row_start, neighbors, relations, directions, row_counts)
-    # (slots used,) — keep the filled prefix of each seed's slots
-    keep = np.arange(total) - np.repeat(row_start[:-1], bounds) < np.repeat(row_counts, bounds)
+    # the filled prefix of each seed's slots, as CSR
     indptr = np.zeros(len(seeds) + 1, dtype=np.int64)
     np.cumsum(row_counts, out=indptr[1:])
-    return indptr, neighbors[keep], relations[keep], directions[keep]
+    kept = int(indptr[-1])
+    columns = np.empty(kept, np.int64), np.empty(kept, np.int32), np.empty(kept, np.int8)
+    compact_rows(row_start, indptr, neighbors, relations, directions, *columns)
+    return (indptr, *columns)
 
 
 def _select_top_k(indptr, neighbors, relations, directions, scores, k) -> tuple[np.ndarray, ...]:
     """Top k candidates per seed by score (ties: lower neighbour id first), −1 padded."""
-    from kgplm.kg._pepr_kernels import top_k_rows
+    from kgplm.kg._candidate_kernels import gather_top_k, tie_ranks, top_k_rows
 
     num_seeds = len(indptr) - 1
-    counts = np.diff(indptr)
     # Scores equal to 7 significant digits of the seed's best score are ties (they differ only by
     # iteration noise); ties go to the lower neighbour id so that tables are reproducible.
-    row_max = np.zeros(num_seeds)
-    nonempty = counts > 0
-    if len(scores):
-        row_max[nonempty] = np.maximum.reduceat(scores, indptr[:-1][nonempty])
-    scale = np.repeat(np.where(row_max > 0, row_max, 1.0), counts)
-    rounded = np.round(scores / scale * 1e7)
+    rounded = np.empty(len(scores))
+    tie_ranks(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(scores, dtype=np.float64), rounded)
     positions = np.full((num_seeds, k), -1, dtype=np.int64)
     top_k_rows(indptr, np.ascontiguousarray(neighbors, dtype=np.int64), rounded, k, positions)
-    chosen_owner, chosen_rank = np.nonzero(positions >= 0)
-    chosen = positions[chosen_owner, chosen_rank]
     shape = (num_seeds, k)
-    table_neighbors = np.full(shape, -1, dtype=np.int64)
-    table_relations = np.full(shape, -1, dtype=np.int64)
-    table_directions = np.full(shape, -1, dtype=np.int8)
-    table_scores = np.zeros(shape, dtype=np.float32)
-    table_neighbors[chosen_owner, chosen_rank] = neighbors[chosen]
-    table_relations[chosen_owner, chosen_rank] = relations[chosen]
-    table_directions[chosen_owner, chosen_rank] = directions[chosen]
-    table_scores[chosen_owner, chosen_rank] = scores[chosen]
-    return table_neighbors, table_relations, table_directions, table_scores
+    table = (np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int8),
+             np.empty(shape, dtype=np.float32))
+    gather_top_k(positions, neighbors, relations, directions, scores, *table)
+    return table
 
 
 def _exact_candidate_scores(walk, seeds, candidate_indptr, candidate_neighbors, *, alpha, jump, dangling,

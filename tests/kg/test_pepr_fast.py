@@ -9,7 +9,7 @@ import pytest
 
 from kgplm import KGStore
 from kgplm.exceptions import ConfigurationError
-from kgplm.kg._pepr_fast import CLUSTERED_SHARE, PushContext, rows_to_refine, short_cycle_share
+from kgplm.kg._pepr_fast import CLUSTERED_SHARE, PushContext, hub_tolerance, rows_to_refine, short_cycle_share
 from kgplm.kg.pepr import TransitionMatrix, _choose_hubs, _one_hop_candidates, personalized_pagerank, top_k_neighbors
 from tests.kg.helpers import bfs_subgraph, dense_walk, directed_walk_and_pagerank, store_from_edges
 
@@ -176,6 +176,32 @@ def test_default_fast_mode_ranks_a_umls_shaped_graph_without_deep_pushes(tmp_pat
     assert len(sample) == 300
     assert table.config["short_cycle_share"] < CLUSTERED_SHARE and not table.config["refined"]
     assert np.mean(recalls) >= 0.99, np.mean(recalls)
+
+
+def test_hub_iteration_stops_at_a_hundredth_of_the_finest_push(monkeypatch) -> None:
+    """The hubs' vectors are iterated to an L1 change of ε / 100, within [1e-6, 1e-4]: 1e-4 for the coarse
+    push alone, 1e-6 when contested seeds are pushed to 2e-6; the tolerance is recorded in the config."""
+    import kgplm.kg._pepr_fast as fast
+
+    assert hub_tolerance(1e-2) == 1e-4 and hub_tolerance(100.0) == 1e-4
+    assert hub_tolerance(1e-3) == pytest.approx(1e-5, rel=1e-12)
+    assert hub_tolerance(5e-6) == 1e-6 and hub_tolerance(1e-9) == 1e-6
+    tolerances = []
+    vectors = fast.exact_vectors
+
+    def recording_vectors(*args, tol, **kwargs):
+        tolerances.append(tol)
+        return vectors(*args, tol=tol, **kwargs)
+
+    monkeypatch.setattr(fast, "exact_vectors", recording_vectors)
+    store = store_from_networkx(nx.powerlaw_cluster_graph(200, 6, 0.5, seed=4))
+    coarse = top_k_neighbors(store, k=10, mode="fast", num_hubs=4, refine=False, show_progress=False)
+    deep = top_k_neighbors(store, k=10, mode="fast", num_hubs=4, refine=True, refine_rounds=[(1e-3, 1.0)],
+                           show_progress=False)
+    deeper = top_k_neighbors(store, k=10, mode="fast", num_hubs=4, refine=True, show_progress=False)
+    assert tolerances == [1e-4, pytest.approx(1e-5, rel=1e-12), 1e-6]
+    assert [table.config["hub_tol"] for table in (coarse, deep, deeper)] == tolerances
+    assert deep.config["num_refined"][0] > 0 and deeper.config["num_refined"][0] > 0
 
 
 @pytest.mark.parametrize(("budget", "num_hubs", "widths"), [(None, 4, [8]), (1, 4, [1, 1, 1, 1, 1]),
