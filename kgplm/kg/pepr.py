@@ -521,6 +521,8 @@ def top_k_neighbors(
             exact when its cost, modelled from the graph and the settings (:func:`exact_cost`, no clock),
             fits ``budget_seconds``, fast otherwise. The mode used is :attr:`NeighborTable.mode`
             (``config["mode"]``), why in ``config["mode_reason"]``.
+        num_hubs: fast mode's exactly resolved highest-degree entities; their PPR vectors are iterated to an L1
+            change of a hundredth of the finest push ε, within [1e-6, 1e-4] (``config["hub_tol"]``).
         refine: fast mode's deep pushes of the contested seeds whose boundary is close: ``"auto"`` (default:
             only when the graph has short cycles around its contested seeds, where the tree closure
             misses returns), True or False. See :mod:`kgplm.kg._pepr_fast`.
