@@ -101,7 +101,9 @@ def tie_ranks(indptr, scores, ranks):  # pragma: no cover - compiled
             continue
         best = scores[start]
         for position in range(start + 1, end):
-            if scores[position] > best:
+            if best != best:  # a NaN is the row's maximum, as in numpy (and then no scale: 1)
+                break
+            if scores[position] > best or scores[position] != scores[position]:
                 best = scores[position]
         scale = best if best > 0 else 1.0
         for position in range(start, end):

@@ -1,6 +1,7 @@
 """PEPR fast mode: forward push with exact hubs, the tree (cavity) closure of the residual, and the deep
 pushes that refine contested seeds (the PEPR equations and the paper are in :mod:`kgplm.kg.pepr`; the
-compiled loops in :mod:`kgplm.kg._pepr_kernels` and :mod:`kgplm.kg._pepr_tree_kernels`).
+compiled loops in :mod:`kgplm.kg._pepr_kernels`, :mod:`kgplm.kg._pepr_tree_kernels` and, for the
+candidate rows, :mod:`kgplm.kg._candidate_kernels`).
 
 Notation: P(a, b) = w(a, b) / deg(a) the walk, α the jump probability, G = Σ_t ((1 − α) P)^t the
 expected discounted visits, so that ppr_u(v) = α G(u, v); π = deg / 2m; N(v) the neighbours of v.
@@ -12,10 +13,10 @@ pushed once), leaves an estimate p and a residual r with ``ppr_s = p + Σ_u r_u 
 highest-degree entities ("hubs") are never pushed: their residual is resolved exactly with their
 precomputed PPR vectors (Jeh & Widom 2003), iterated together with the global PageRank (one more column)
 in float32 blocks of at most ``HUB_BLOCK_BYTES``, each row summed in float64 (:func:`exact_vectors`; all
-64 default hubs in one block up to 1M entities, two at 4M), to an L1 change of a hundredth of the run's
-finest push ε (:func:`hub_tolerance`: 1e-4 for the coarse push alone, 1e-6 with deep pushes). On an
-undirected walk a hub candidate is exact by reversibility, ppr_s(h) = deg(h) / deg(s) · ppr_h(s), and a
-hub seed's row is its exact vector. What is left is the residual r on non-hub entities, each below
+64 default hubs in one block up to 1M entities, two at 4M), to an L1 change of a thousandth of the run's
+finest push ε (:func:`hub_tolerance`: 1e-5 for the coarse push alone, 1e-6 with the default deep pushes). On an
+undirected walk a hub candidate is exact (to the hub vector's tolerance) by reversibility,
+ppr_s(h) = deg(h) / deg(s) · ppr_h(s), and a hub seed's row is its vector. What is left is the residual r on non-hub entities, each below
 ε · deg(u).
 
 2. The tree closure of the residual (undirected walks)
@@ -146,9 +147,9 @@ CAVITY_MAX_SWEEPS = 200
 SPREAD_KEYS = 1 << 18
 
 #: the hubs' vectors are iterated until every column's L1 change is below this fraction of the finest
-#: push ε of the run, kept within :data:`HUB_TOL_RANGE` (:func:`hub_tolerance`)
-HUB_TOL_PER_EPSILON = 1e-2
-HUB_TOL_RANGE = (1e-6, 1e-4)
+#: push ε of the run, kept within :data:`HUB_TOL_RANGE` (:func:`hub_tolerance`: why these values)
+HUB_TOL_PER_EPSILON = 1e-3
+HUB_TOL_RANGE = (1e-6, 1e-5)
 
 #: ``refine="auto"`` refines when the median short-cycle share of the contested seeds reaches this
 #: (measured: CMeKG 0.27, the locally tree-like 274k synthetic graph ≈ 0)
@@ -334,15 +335,22 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
 
 def hub_tolerance(finest_epsilon: float) -> float:
     """The L1 change at which the hubs' iteration stops, for a run whose finest push goes to ``finest_epsilon``:
-    ``HUB_TOL_PER_EPSILON · ε`` within ``HUB_TOL_RANGE`` — 1e-4 for the coarse push alone (ε 1e-2), 1e-6
-    (the float32 blocks' floor is ~1e-7) when contested seeds are pushed deeper.
+    ``HUB_TOL_PER_EPSILON · ε`` within ``HUB_TOL_RANGE`` — 1e-5 for the coarse push alone (ε 1e-2), 1e-6
+    (the float32 blocks' floor is ~1e-7) when contested seeds are pushed to ε ≤ 1e-3 (the default rounds).
 
-    Why the hub vectors need no more: a push leaves residual r_u < ε · deg(u) at each non-hub u, and what the
-    closure estimates from it is off by a few per cent of that residual, while a hub vector's error moves a
-    candidate's score by at most the hub's residual (≤ 1) times the vector's L1 error, ≈ 1.2 × the last
-    change at the iteration's rate (≈ 0.55 a step at 4M entities). At 1e-4 instead of 1e-6 the 4M-entity
-    UMLS-shaped set's hub blocks take 17/16 steps instead of 25/24 (a third of the hub phase), with the same
-    recall (``benchmarks/results/scale.md``)."""
+    How the hub vectors' error reaches the scores: through the residual a push leaves at the hubs, by at
+    most that residual (≤ 1 − α) times the vector's L1 error; through the global PageRank of the paper jump
+    and of a directed walk's remainder; and, largest, through a hub candidate's score on an undirected
+    walk, deg(h) / deg(s) · ppr_h(s), which multiplies the error of ppr_h at a low-degree seed by up to a
+    thousand. Measured on the 1M UMLS-shaped set against exact PPR (tol 1e-10; the same 66 rows for each
+    tolerance: the 16 whose scores moved most at 1e-5 and at 1e-4, and 48 random): at 1e-6 the 27 hub
+    candidates' scores err by 3.0e-4 relative (median; max 6.4e-4) and the 281 others' by 1.1e-3 (median;
+    max 1.3e-2: the closure's error, the same at every tolerance); at 1e-5 the hub candidates' by 6.2e-4
+    (max 2.5e-3); at 1e-4 by 1.9e-3 (max 8.0e-3), as large as the closure's.
+    So the iteration stops at 1e-5 when only the coarse push runs: at or below the closure's error, and
+    the 4M set's hub blocks take 19/19 steps instead of 25/24 at 1e-6 (17/16 at 1e-4). The L1
+    error itself is ≈ ρ / (1 − ρ) times the last change, ρ the iteration's rate (≈ 0.55 a step at 4M; at
+    most 1 − α, which bounds the factor by (1 − α) / α ≈ 5.7)."""
     low, high = HUB_TOL_RANGE
     return float(min(high, max(low, HUB_TOL_PER_EPSILON * finest_epsilon)))
 

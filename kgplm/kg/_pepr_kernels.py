@@ -1,6 +1,7 @@
 """Numba kernels behind :mod:`kgplm.kg.pepr` (kept apart so that the math module stays readable): the power
 iteration, the forward push and its directed-walk closure, the refinement's short-cycle share and the
-candidate tables; the undirected walk's tree closure is in :mod:`kgplm.kg._pepr_tree_kernels`.
+undirected walk; the undirected walk's tree closure is in :mod:`kgplm.kg._pepr_tree_kernels`, the candidate
+tables in :mod:`kgplm.kg._candidate_kernels`.
 
 All kernels take a transition matrix in "pull" CSR form: row ``v`` lists the entities ``u`` that
 walk into ``v`` and ``values[k] = weight(u → v) / degree(u)``, so one step of the walk is

@@ -426,8 +426,9 @@ def _select_top_k(indptr, neighbors, relations, directions, scores, k) -> tuple[
     from kgplm.kg._candidate_kernels import gather_top_k, tie_ranks, top_k_rows
 
     num_seeds = len(indptr) - 1
-    # Scores equal to 7 significant digits of the seed's best score are ties (they differ only by
-    # iteration noise); ties go to the lower neighbour id so that tables are reproducible.
+    # Scores equal to 7 significant digits of the seed's best score are ties, which go to the lower
+    # neighbour id, so that a table does not depend on the order sums were taken in (fast mode's scores
+    # carry larger approximation errors, which the rounding does not hide).
     rounded = np.empty(len(scores))
     tie_ranks(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(scores, dtype=np.float64), rounded)
     positions = np.full((num_seeds, k), -1, dtype=np.int64)
@@ -522,7 +523,7 @@ def top_k_neighbors(
             fits ``budget_seconds``, fast otherwise. The mode used is :attr:`NeighborTable.mode`
             (``config["mode"]``), why in ``config["mode_reason"]``.
         num_hubs: fast mode's exactly resolved highest-degree entities; their PPR vectors are iterated to an L1
-            change of a hundredth of the finest push ε, within [1e-6, 1e-4] (``config["hub_tol"]``).
+            change of a thousandth of the finest push ε, within [1e-6, 1e-5] (``config["hub_tol"]``).
         refine: fast mode's deep pushes of the contested seeds whose boundary is close: ``"auto"`` (default:
             only when the graph has short cycles around its contested seeds, where the tree closure
             misses returns), True or False. See :mod:`kgplm.kg._pepr_fast`.

@@ -131,6 +131,7 @@ def test_auto_refinement_follows_the_graph() -> None:
     tree_like = store_from_networkx(nx.random_regular_graph(11, 20_000, seed=0))
     table = top_k_neighbors(tree_like, k=10, mode="fast", num_hubs=4, refine="auto", show_progress=False)
     assert table.config["short_cycle_share"] < CLUSTERED_SHARE and not table.config["refined"]
+    assert table.config["hub_tol"] == 1e-5  # "auto" decided not to push deeper: the coarse push's tolerance
     cliques = store_from_networkx(nx.connected_caveman_graph(12, 14))
     table = top_k_neighbors(cliques, k=10, mode="fast", num_hubs=4, refine="auto", show_progress=False)
     assert table.config["short_cycle_share"] >= CLUSTERED_SHARE and table.config["refined"]
@@ -175,17 +176,19 @@ def test_default_fast_mode_ranks_a_umls_shaped_graph_without_deep_pushes(tmp_pat
         recalls.append(np.mean(exact[row, chosen] >= kth * (1 - 1e-6)))
     assert len(sample) == 300
     assert table.config["short_cycle_share"] < CLUSTERED_SHARE and not table.config["refined"]
+    assert table.config["hub_tol"] == 1e-5  # "auto" decided not to push deeper: the coarse push's tolerance
     assert np.mean(recalls) >= 0.99, np.mean(recalls)
 
 
-def test_hub_iteration_stops_at_a_hundredth_of_the_finest_push(monkeypatch) -> None:
-    """The hubs' vectors are iterated to an L1 change of ε / 100, within [1e-6, 1e-4]: 1e-4 for the coarse
-    push alone, 1e-6 when contested seeds are pushed to 2e-6; the tolerance is recorded in the config."""
+def test_hub_iteration_stops_at_a_thousandth_of_the_finest_push(monkeypatch) -> None:
+    """The hubs' vectors are iterated to an L1 change of ε / 1000, within [1e-6, 1e-5]: 1e-5 for the coarse
+    push alone, 5e-6 when contested seeds are pushed to 5e-3, 1e-6 when they are pushed to 2e-6 (the
+    default rounds); the tolerance is recorded in the config."""
     import kgplm.kg._pepr_fast as fast
 
-    assert hub_tolerance(1e-2) == 1e-4 and hub_tolerance(100.0) == 1e-4
-    assert hub_tolerance(1e-3) == pytest.approx(1e-5, rel=1e-12)
-    assert hub_tolerance(5e-6) == 1e-6 and hub_tolerance(1e-9) == 1e-6
+    assert hub_tolerance(1e-2) == 1e-5 and hub_tolerance(100.0) == 1e-5
+    assert hub_tolerance(5e-3) == pytest.approx(5e-6, rel=1e-12)
+    assert hub_tolerance(1e-3) == 1e-6 and hub_tolerance(5e-6) == 1e-6 and hub_tolerance(1e-9) == 1e-6
     tolerances = []
     vectors = fast.exact_vectors
 
@@ -196,10 +199,10 @@ def test_hub_iteration_stops_at_a_hundredth_of_the_finest_push(monkeypatch) -> N
     monkeypatch.setattr(fast, "exact_vectors", recording_vectors)
     store = store_from_networkx(nx.powerlaw_cluster_graph(200, 6, 0.5, seed=4))
     coarse = top_k_neighbors(store, k=10, mode="fast", num_hubs=4, refine=False, show_progress=False)
-    deep = top_k_neighbors(store, k=10, mode="fast", num_hubs=4, refine=True, refine_rounds=[(1e-3, 1.0)],
+    deep = top_k_neighbors(store, k=10, mode="fast", num_hubs=4, refine=True, refine_rounds=[(5e-3, 1.0)],
                            show_progress=False)
     deeper = top_k_neighbors(store, k=10, mode="fast", num_hubs=4, refine=True, show_progress=False)
-    assert tolerances == [1e-4, pytest.approx(1e-5, rel=1e-12), 1e-6]
+    assert tolerances == [1e-5, pytest.approx(5e-6, rel=1e-12), 1e-6]
     assert [table.config["hub_tol"] for table in (coarse, deep, deeper)] == tolerances
     assert deep.config["num_refined"][0] > 0 and deeper.config["num_refined"][0] > 0
 
