@@ -13,11 +13,11 @@ pushed once), leaves an estimate p and a residual r with ``ppr_s = p + Σ_u r_u 
 highest-degree entities ("hubs") are never pushed: their residual is resolved exactly with their
 precomputed PPR vectors (Jeh & Widom 2003), iterated together with the global PageRank (one more column)
 in float32 blocks of at most ``HUB_BLOCK_BYTES``, each row summed in float64 (:func:`exact_vectors`; all
-64 default hubs in one block up to 1M entities, two at 4M), to an L1 change of a thousandth of the run's
-finest push ε (:func:`hub_tolerance`: 1e-5 for the coarse push alone, 1e-6 with the default deep pushes). On an
-undirected walk a hub candidate is exact (to the hub vector's tolerance) by reversibility,
-ppr_s(h) = deg(h) / deg(s) · ppr_h(s), and a hub seed's row is its vector. What is left is the residual r on non-hub entities, each below
-ε · deg(u).
+64 default hubs in one block up to 1M entities, two at 4M), to an L1 change of a thousandth of the
+run's finest push ε (:func:`hub_tolerance`: 1e-5 for the coarse push alone, 1e-6 with the default deep
+pushes). On an undirected walk a hub candidate is exact (to the hub vector's tolerance) by
+reversibility, ppr_s(h) = deg(h) / deg(s) · ppr_h(s), and a hub seed's row is its vector. What is left is
+the residual r on non-hub entities, each below ε · deg(u).
 
 2. The tree closure of the residual (undirected walks)
 ------------------------------------------------------
@@ -119,7 +119,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.pepr import TransitionMatrix
     from kgplm.kg.store import KGStore
 
-__all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "hub_tolerance", "rows_to_refine", "short_cycle_share", "tree_closure"]
+__all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "hub_tolerance", "rows_to_refine",
+           "short_cycle_share", "tree_closure"]
 
 #: bytes the hubs' power iteration may hold in its two float32 (entities × columns) blocks, padding
 #: included; on larger graphs the hubs are iterated in narrower blocks (at 4M entities, 64 float64 hubs in
@@ -382,7 +383,7 @@ def rows_to_refine(indptr: np.ndarray, neighbors: np.ndarray, scores: np.ndarray
     if not len(contested) or gap <= 0:
         return np.zeros(0, dtype=np.int64)
     sub_indptr, positions = row_subset(indptr, contested)
-    chosen = np.full((len(contested), k + 1), -1, dtype=np.int64)
+    chosen = np.empty((len(contested), k + 1), dtype=np.int64)  # top_k_rows writes every slot
     top_k_rows(sub_indptr, np.ascontiguousarray(neighbors[positions], dtype=np.int64), scores[positions], k + 1,
                chosen)
     kth = scores[positions[chosen[:, k - 1]]]

@@ -16,9 +16,9 @@ __all__ = ["reverse_edges", "tree_cavities", "tree_step_factors", "forward_push_
 
 def reverse_edges(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """``reverse[e]`` = the position of edge (b → a) for the edge e = (a → b) of a CSR whose pattern is
-    symmetric and whose rows are sorted (a binary search in row b). int32 where the positions fit (the
-    4M-concept graph's 37M entries do): the cavity sweeps read it at every entry, and half the bytes is
-    half the traffic."""
+    symmetric and whose rows are sorted (filled in one pass by :func:`_fill_reverse_edges`). int32 where the
+    positions fit (the 4M-concept graph's 37M entries do): the cavity sweeps read it at every entry, and
+    half the bytes is half the traffic."""
     reverse = np.empty(indices.shape[0], dtype=np.int32 if indices.shape[0] < 2**31 else np.int64)
     _fill_reverse_edges(indptr, indices, reverse)
     return reverse

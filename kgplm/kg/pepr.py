@@ -431,7 +431,7 @@ def _select_top_k(indptr, neighbors, relations, directions, scores, k) -> tuple[
     # carry larger approximation errors, which the rounding does not hide).
     rounded = np.empty(len(scores))
     tie_ranks(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(scores, dtype=np.float64), rounded)
-    positions = np.full((num_seeds, k), -1, dtype=np.int64)
+    positions = np.empty((num_seeds, k), dtype=np.int64)  # top_k_rows writes every slot, −1 past a row's end
     top_k_rows(indptr, np.ascontiguousarray(neighbors, dtype=np.int64), rounded, k, positions)
     shape = (num_seeds, k)
     table = (np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int8),
