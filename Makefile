@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test benchmarks clean
+.PHONY: demo test benchmarks mutations clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ demo: $(VENV)/.installed-base
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest
+
+# opt-in: put each fixed defect back (tests/mutations/*.patch) and check that its regression test fails
+mutations: $(VENV)/.installed-dev
+	$(BIN)/python tests/mutations/runner.py
 
 benchmarks: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/kg_load.py

@@ -1,6 +1,6 @@
-"""Mutation check: put each fixed defect back and see its tests fail (issue 27, "Practice").
+"""Mutation check: put each fixed defect back and see its tests fail.
 
-Run: ``python benchmarks/mutations.py [--jobs N] [--only NAME ...] [--list]``
+Run: ``make mutations`` or ``python tests/mutations/runner.py [--jobs N] [--only NAME ...] [--list]``
 
 Each ``tests/mutations/<name>.patch`` is a unified diff (as ``git diff`` prints it) that, applied to
 the fixed tree, re-introduces one defect. Before the first ``diff --git`` line it carries a header
@@ -17,7 +17,8 @@ interpreter's pytest, ``PYTHONPATH`` set to the scratch copy and one BLAS/OpenMP
 
 * ``caught``: pytest exited 1 (a test failed), as it must;
 * ``SURVIVED``: pytest exited 0, every named test passed (or skipped) with the defect back;
-* ``does-not-apply``: ``git apply`` refused the patch (the code moved: regenerate it);
+* ``does-not-apply``: ``git apply`` refused the patch (the code moved: delete the patch; the defect's
+  regression test stays in the suite);
 * ``no-tests``: pytest collected none of the named tests (renamed or removed);
 * ``error``: any other pytest exit (collection error, usage error, interrupted).
 
@@ -40,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MUTATIONS_DIR = REPO_ROOT / "tests" / "mutations"
 #: header keys; ``test`` may repeat, the others appear exactly once
 HEADER_KEYS = ("test", "issue", "what")
