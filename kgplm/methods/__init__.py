@@ -18,7 +18,9 @@ from kgplm.methods.registry import (
     unregister,
 )
 
-# Built-in methods register themselves on import (order = listing order).
+# The built-in stages declare the artefact names (entity_frequencies, neighbor_table, kg_embeddings) the
+# records below ask for; the built-in methods register themselves on import (order = listing order).
+import kgplm.training.stages  # noqa: E402,F401  isort: skip
 from kgplm.methods import mlm as _mlm  # noqa: E402,F401  isort: skip
 from kgplm.methods import smedbert as _smedbert  # noqa: E402,F401  isort: skip
 from kgplm.methods import kebiolm as _kebiolm  # noqa: E402,F401  isort: skip

@@ -19,7 +19,7 @@ __all__ = ["KgplmConfig", "KgplmModel", "KgplmForFineTuning", "KgplmForTokenClas
 def load_pretrained(path, **kwargs):
     """Load a model saved by ``save_pretrained``: a fine-tuned model when the config names a task
     kind, else the pre-training class that ``config.method`` registered."""
-    from kgplm.methods import get
+    from kgplm.registry import get
 
     config = KgplmConfig.from_pretrained(path)
     if config.task_kind is not None:

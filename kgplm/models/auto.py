@@ -39,7 +39,7 @@ class KgplmModel(KgplmPreTrainedModel):
     """The encoder of ``config.method`` and BERT's pooler, without a head (what ``AutoModel`` returns)."""
 
     def __init__(self, config: KgplmConfig) -> None:
-        from kgplm.methods import get
+        from kgplm.registry import get
 
         super().__init__(config)
         self.encoding = get(config.method).encoding  # a parameter-free strategy, not a module

@@ -42,7 +42,7 @@ def write_model_card(model_dir: str | os.PathLike, config, *, arguments: dict[st
     ``arguments``: the call that made it (``run_config.json`` or ``finetune_config.json``);
     ``metrics``: a pre-training run's logged records; ``results``: a fine-tuning run's ``results.json``.
     """
-    from kgplm.methods import get
+    from kgplm.registry import get
 
     spec = get(config.method)
     fine_tuned = config.task_kind is not None

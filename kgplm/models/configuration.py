@@ -96,7 +96,7 @@ class KgplmConfig(BertConfig):
     def from_dict(cls, config_dict: dict[str, Any], **kwargs):
         """The method's config class when called on the base (``config_dict["method"]`` decides)."""
         if cls is KgplmConfig and "method" in config_dict:
-            from kgplm.methods import get
+            from kgplm.registry import get
 
             target = get(config_dict["method"]).config_class
             if target is not KgplmConfig:

@@ -100,7 +100,7 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
     accepts_loss_kwargs = False
 
     def __init__(self, config: KgplmConfig) -> None:
-        from kgplm.methods import get
+        from kgplm.registry import get
 
         super().__init__(config)
         self.encoding = get(config.method).encoding  # a parameter-free strategy, not a module

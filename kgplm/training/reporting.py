@@ -153,7 +153,7 @@ def plot_run(directory: str | os.PathLike, output: str | os.PathLike | None = No
             method = json.loads((directory / "run_config.json").read_text(encoding="utf-8")).get("method")
         losses = ["loss"]
         if method is not None:
-            from kgplm.methods import available, get
+            from kgplm.registry import available, get
 
             if method in available():
                 losses += [name for name in get(method).losses if name != "loss"]

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from kgplm._io import atomic_file
-from kgplm.exceptions import ArtifactError, ConfigurationError, MissingFileError
+from kgplm.exceptions import ArtifactError, ConfigurationError
+from kgplm.registry import register_artefact
 from kgplm.training.run import RunDirectory
 
 #: the directory of a run's knowledge graph, when it is not the linking graph (``kgplm.train(knowledge_graph=...)``)
@@ -53,7 +54,7 @@ class StageInputs:
     def linker(self):
         """The entity linker of ``kgplm.train(linking=...)``, built once and only when a stage still has to
         link; what its corpus pass dropped (``common_word_share``) goes to ``artefacts["linking"]``."""
-        from kgplm.text.linking_filters import build_linker
+        from kgplm.text.linking import build_linker
 
         linker, report = build_linker(self.store, self.arguments.get("linking"), texts=self.corpus_texts)
         self.artefacts["linking"] = report
@@ -85,6 +86,7 @@ STAGES: dict[str, Stage] = {}
 def register_stage(stage: Stage) -> Stage:
     """Make an artefact available to methods (``MethodSpec.artefacts``)."""
     STAGES[stage.name] = stage
+    register_artefact(stage.name)
     return stage
 
 
