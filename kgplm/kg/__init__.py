@@ -10,7 +10,7 @@ import importlib
 
 __all__ = ["KGStore", "GraphCollector", "open_store"]
 
-_LAZY = {"KGStore": "kgplm.kg.store", "GraphCollector": "kgplm.kg.collector", "open_store": "kgplm.kg.importers"}
+_LAZY = {"KGStore": "kgplm.kg.store", "GraphCollector": "kgplm.kg.collector", "open_store": "kgplm.kg.store"}
 
 
 def __getattr__(name: str):

@@ -253,11 +253,13 @@ def read_cmekg(path: str | os.PathLike | None = None, *, merge_synonyms: bool = 
     """Load CMeKG with the rules of this module's docstring.
 
     Args:
-        path: a ``subject<TAB>predicate<TAB>object`` TSV (``.gz`` allowed); None reads the copy in
-            the installed ``pycmekg`` package.
+        path: a ``subject<TAB>predicate<TAB>object`` TSV (``.gz`` allowed); None (or ``"cmekg"``) reads
+            the copy in the installed ``pycmekg`` package.
         merge_synonyms: merge alias-only synonyms that links name into their subject (see "Synonyms
             that merge"); False keeps them as nodes of their own, as kgplm did before.
     """
+    if path is not None and str(path).lower() == "cmekg":
+        path = None
     location = str(path) if path is not None else "pycmekg package"
     rows = list(tqdm(iter_cmekg_triples(path), desc="reading CMeKG", unit=" triples", unit_scale=True,
                      disable=not show_progress, leave=False))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from kgplm.exceptions import EmptyGraphError
+from kgplm.kg.adjacency import compile_adjacency, csr_from_rows, row_keys, unique_rows
 from kgplm.kg.store import DEFAULT_PREFERRED_LANGUAGES, STORE_FORMAT_VERSION, KGStore
 from kgplm.kg.strings import StringTable
 from kgplm.kg.vocabulary import LABEL_ROLES, NAME_ROLES, OWL_SAME_AS, local_name
@@ -35,14 +36,6 @@ def _int32(values: array) -> np.ndarray:
 def _int_array(values: np.ndarray) -> array:
     """An int32 numpy array as a collector column."""
     return array("i", np.ascontiguousarray(values, dtype=np.int32).tobytes())
-
-
-def _csr_from_rows(rows: np.ndarray, num_rows: int) -> np.ndarray:
-    """indptr for rows already sorted by ``rows``."""
-    indptr = np.zeros(num_rows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
-    return indptr
-
 
 
 class GraphCollector:
@@ -166,7 +159,7 @@ class GraphCollector:
                            f" in {self.location}" if self.location else "", num_entities)
         triples = np.stack([_int32(self.heads), _int32(self.relations), _int32(self.tails)], axis=1)
         raw_count = len(triples)
-        triples = _unique_rows(triples, (num_entities, len(self.relation_index), num_entities))
+        triples = unique_rows(triples, (num_entities, len(self.relation_index), num_entities))
         duplicates = raw_count - len(triples)
         if duplicates:
             logger.info("%s: removed %d duplicate triples", self.source, duplicates)
@@ -353,7 +346,7 @@ class GraphCollector:
         else:
             table = np.zeros((0, 4), dtype=np.int64)
         table = table[np.argsort(table[:, 0], kind="stable")]
-        label_indptr = _csr_from_rows(table[:, 0], num_entities)
+        label_indptr = csr_from_rows(table[:, 0], num_entities)
 
         # Display name: best language (in preferred order, then any), then prefLabel over label.
         language_rank = {language_index[l]: r for r, l in enumerate(preferred_languages) if l in language_index}
@@ -407,49 +400,13 @@ class GraphCollector:
         table = np.array(rows, dtype=np.int64) if rows else np.zeros((0, 5), dtype=np.int64)
         table = table[np.argsort(table[:, 0], kind="stable")]
         arrays = {
-            "attribute_indptr": _csr_from_rows(table[:, 0], num_entities),
+            "attribute_indptr": csr_from_rows(table[:, 0], num_entities),
             "attribute_predicates": table[:, 1].astype(np.int32),
             "attribute_values": table[:, 2].astype(np.int32),
             "attribute_languages": table[:, 3].astype(np.int16),
             "attribute_datatypes": table[:, 4].astype(np.int16),
         }
         return arrays, datatypes
-
-
-def _row_keys(columns: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray | None:
-    """One int64 per row that sorts like the rows (mixed radix), or None if it would overflow."""
-    if np.prod([float(max(s, 1)) for s in sizes]) >= 2.0**62:
-        return None
-    key = np.zeros(len(columns[0]), dtype=np.int64)
-    for column, size in zip(columns, sizes):
-        key = key * max(int(size), 1) + column.astype(np.int64)
-    return key
-
-
-def _unique_rows(rows: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
-    """Sorted unique rows of a small-int matrix; a 1-D sort of packed keys is ~20x faster than axis=0."""
-    key = _row_keys([rows[:, i] for i in range(rows.shape[1])], sizes)
-    if key is None:
-        return np.unique(rows, axis=0)
-    _, first = np.unique(key, return_index=True)
-    return rows[first]
-
-
-def compile_adjacency(triples: np.ndarray, num_entities: int) -> dict[str, np.ndarray]:
-    """CSR out- and in-adjacency with relation ids; ``triples`` sorted by (head, relation, tail)."""
-    heads, relations, tails = triples[:, 0], triples[:, 1], triples[:, 2]
-    num_relations = int(relations.max()) + 1 if len(relations) else 1
-    key = _row_keys([tails, relations, heads], [num_entities, num_relations, num_entities])
-    in_order = np.argsort(key, kind="stable") if key is not None else np.lexsort((heads, relations, tails))
-    return {
-        "triples": np.ascontiguousarray(triples, dtype=np.int32),
-        "out_indptr": _csr_from_rows(heads, num_entities),
-        "out_neighbors": np.ascontiguousarray(tails, dtype=np.int32),
-        "out_relations": np.ascontiguousarray(relations, dtype=np.int32),
-        "in_indptr": _csr_from_rows(tails[in_order], num_entities),
-        "in_neighbors": np.ascontiguousarray(heads[in_order], dtype=np.int32),
-        "in_relations": np.ascontiguousarray(relations[in_order], dtype=np.int32),
-    }
 
 
 def compile_types(entities: np.ndarray, types: np.ndarray, num_entities: int,
@@ -461,11 +418,11 @@ def compile_types(entities: np.ndarray, types: np.ndarray, num_entities: int,
     """
     pairs = np.stack([entities.astype(np.int32), types.astype(np.int32)], axis=1) if len(entities) \
         else np.zeros((0, 2), dtype=np.int32)
-    pairs = _unique_rows(pairs, (num_entities, num_types))
+    pairs = unique_rows(pairs, (num_entities, num_types))
     members = np.bincount(pairs[:, 1], minlength=num_types) if len(pairs) else np.zeros(0, np.int64)
     order = np.lexsort((pairs[:, 1], members[pairs[:, 1]] if len(pairs) else pairs[:, 1], pairs[:, 0]))
     pairs = pairs[order]
-    return _csr_from_rows(pairs[:, 0], num_entities), pairs[:, 1].astype(np.int32)
+    return csr_from_rows(pairs[:, 0], num_entities), pairs[:, 1].astype(np.int32)
 
 
 def compile_labels(entities: np.ndarray, strings: np.ndarray, languages: np.ndarray, roles: np.ndarray, *,
@@ -479,7 +436,7 @@ def compile_labels(entities: np.ndarray, strings: np.ndarray, languages: np.ndar
     entity in input order, and the display name is the name-role label of the best language in
     ``preferred_languages`` (others after), then prefLabel over label, then the first row.
     """
-    key = _row_keys([entities, strings, languages, roles],
+    key = row_keys([entities, strings, languages, roles],
                     [num_entities, num_strings, len(language_tags), len(LABEL_ROLES)])
     if key is None:  # pragma: no cover - more than 2**62 distinct rows cannot be held anyway
         raise OverflowError("too many labels to compile")
@@ -504,7 +461,7 @@ def compile_labels(entities: np.ndarray, strings: np.ndarray, languages: np.ndar
     leading[1:] = owners[1:] != owners[:-1]
     name_label = np.full(num_entities, -1, dtype=np.int64)
     name_label[owners[leading]] = best[leading]
-    return {"label_indptr": _csr_from_rows(label_entities, num_entities), "label_strings": label_strings,
+    return {"label_indptr": csr_from_rows(label_entities, num_entities), "label_strings": label_strings,
             "label_languages": label_languages, "label_roles": label_roles, "name_label": name_label}
 
 
@@ -513,7 +470,3 @@ def empty_attributes(num_entities: int) -> dict[str, np.ndarray]:
     return {"attribute_indptr": np.zeros(num_entities + 1, dtype=np.int64),
             "attribute_predicates": np.zeros(0, dtype=np.int32), "attribute_values": np.zeros(0, dtype=np.int32),
             "attribute_languages": np.zeros(0, dtype=np.int16), "attribute_datatypes": np.zeros(0, dtype=np.int16)}
-
-
-#: a public name for importers that compile arrays themselves (kgplm.kg.umls)
-unique_rows = _unique_rows

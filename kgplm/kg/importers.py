@@ -45,7 +45,7 @@ from kgplm.kg.rdf_formats import EXTENSION_FORMATS
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
-__all__ = ["Importer", "register", "unregister", "get", "available", "guess", "open_store", "ENTRY_POINT_GROUP"]
+__all__ = ["Importer", "register", "unregister", "get", "available", "guess", "ENTRY_POINT_GROUP"]
 
 logger = logging.getLogger(__name__)
 
@@ -216,23 +216,6 @@ def guess(spec: str | os.PathLike) -> Importer:
         f"{' '.join(claimed)}; or pass format= (one of {', '.join(_registry)})")
 
 
-def open_store(spec, *, format: str | None = None, show_progress: bool = True, **options) -> "KGStore":
-    """A store from a loose description, as the CLI and ``kgplm.train(graph=...)`` accept it.
-
-    ``spec`` may be a :class:`KGStore` (returned as is), ``"cmekg"`` (the embedded default from
-    the ``pycmekg`` package), a directory written by :meth:`KGStore.save`, a directory of UMLS RRF
-    files, a SPARQL endpoint URL, or a file whose suffix names its format (see the module
-    docstring). ``format`` names the importer instead of guessing; ``options`` go to it.
-    """
-    from kgplm.kg.store import KGStore
-
-    if isinstance(spec, KGStore):
-        return spec
-    importer = get(format) if format is not None else guess(spec)
-    logger.info("opening %s with the %s importer", spec, importer.name)
-    return importer.load(spec, show_progress=show_progress, **options)
-
-
 # -- the built-in importers -----------------------------------------------------------------------
 def _is_url(spec: str) -> bool:
     return spec.startswith(("http://", "https://"))
@@ -256,25 +239,14 @@ def _is_cmekg(spec: str) -> bool:
             and ("cmekg" in path.name.lower() or "cmekg" in str(path.parent).lower()))
 
 
-def _read_cmekg(source, **options) -> "KGStore":
-    from kgplm.kg.cmekg import read_cmekg
 
-    return read_cmekg(None if source is None or str(source).lower() == "cmekg" else source, **options)
-
-
-def _load_saved_store(source, *, mmap: bool = True) -> "KGStore":
-    from kgplm.kg.store import KGStore
-
-    return KGStore.load(source, mmap=mmap)
-
-
-register("store", _load_saved_store, detect=_is_saved_store, sources="directory",
+register("store", "kgplm.kg.store:KGStore.load", detect=_is_saved_store, sources="directory",
          description="a directory written by KGStore.save (memory-mapped)")
 register("rdf", "kgplm.kg.rdf:read_rdf", suffixes=tuple(EXTENSION_FORMATS),
          description="RDF files: Turtle, N-Triples, N-Quads, TriG, RDF/XML, JSON-LD, N3")
 register("triples", "kgplm.kg.tabular:read_triples", suffixes=(".tsv", ".csv", ".txt"), aliases=("tsv",),
          description="head-relation-tail tables (TSV/CSV, OpenKE, PyKEEN)")
-register("cmekg", _read_cmekg, detect=_is_cmekg, sources="any",
+register("cmekg", "kgplm.kg.cmekg:read_cmekg", detect=_is_cmekg, sources="any",
          description="CMeKG: a subject-predicate-object TSV, or the pycmekg package for 'cmekg'")
 register("obo", "kgplm.kg.obo:read_obo", suffixes=(".obo",), description="OBO 1.4 ontologies (HPO, DO, ...)")
 register("umls_rrf", "kgplm.kg.umls:read_umls_rrf", detect=_is_umls_directory, aliases=("umls",),

@@ -40,6 +40,7 @@ from kgplm.exceptions import (
     UnknownEntityError,
 )
 from kgplm.kg import importers
+from kgplm.kg.adjacency import compile_adjacency, unique_rows
 from kgplm.kg.curie import curie_candidates
 from kgplm.kg.name_index import IriIndex, NameIndex
 from kgplm.kg.strings import StringTable
@@ -49,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import rdflib
     import scipy.sparse
 
-__all__ = ["KGStore", "STORE_FORMAT_VERSION", "ARRAY_NAMES", "shuffled_entity_permutation"]
+__all__ = ["KGStore", "STORE_FORMAT_VERSION", "ARRAY_NAMES", "open_store"]
 
 logger = logging.getLogger(__name__)
 
@@ -503,8 +504,6 @@ class KGStore:
         Raises :class:`~kgplm.exceptions.ConfigurationError` for an array of the wrong shape or with an
         id outside this store's entities or relations.
         """
-        from kgplm.kg.collector import compile_adjacency
-
         rows = np.asarray(triples)
         if rows.ndim != 2 or rows.shape[1] != 3 or (rows.size and not np.issubdtype(rows.dtype, np.integer)):
             raise ConfigurationError(f"with_triples expects an (n, 3) integer array of (head, relation, tail) ids, "
@@ -516,7 +515,7 @@ class KGStore:
             if len(bad):
                 raise ConfigurationError(f"with_triples: row {int(bad[0])} has {name} id {int(rows[bad[0], column])}, "
                                          f"outside 0…{bound - 1} of this store")
-        rows = np.unique(rows, axis=0) if len(rows) else rows.reshape(0, 3)  # sorted by (head, relation, tail)
+        rows = unique_rows(rows.reshape(-1, 3), (self.num_entities, self.num_relations, self.num_entities))
         arrays = {**self._arrays, **compile_adjacency(rows, self.num_entities)}
         manifest = {**self._manifest, "num_triples": int(len(rows))}
         if derived_from is not None:
@@ -751,3 +750,18 @@ class KGStore:
         if list(self._entity_iris) != list(other._entity_iris) or list(self._strings) != list(other._strings):
             return False
         return all(np.array_equal(self._arrays[n], other._arrays[n]) for n in ARRAY_NAMES)
+
+
+def open_store(spec, *, format: str | None = None, show_progress: bool = True, **options) -> "KGStore":
+    """A store from a loose description, as the CLI and ``kgplm.train(graph=...)`` accept it.
+
+    ``spec`` may be a :class:`KGStore` (returned as is), ``"cmekg"`` (the embedded default from
+    the ``pycmekg`` package), a directory written by :meth:`KGStore.save`, a directory of UMLS RRF
+    files, a SPARQL endpoint URL, or a file whose suffix names its format (see
+    :mod:`kgplm.kg.importers`). ``format`` names the importer instead of guessing; ``options`` go to it.
+    """
+    if isinstance(spec, KGStore):
+        return spec
+    importer = importers.get(format) if format is not None else importers.guess(spec)
+    logger.info("opening %s with the %s importer", spec, importer.name)
+    return importer.load(spec, show_progress=show_progress, **options)

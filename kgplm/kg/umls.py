@@ -29,7 +29,8 @@ import numpy as np
 
 from kgplm._io import iter_lines
 from kgplm.exceptions import DataFormatError, EmptyGraphError, MissingFileError
-from kgplm.kg.collector import compile_adjacency, compile_labels, compile_types, empty_attributes, unique_rows
+from kgplm.kg.adjacency import compile_adjacency, unique_rows
+from kgplm.kg.collector import compile_labels, compile_types, empty_attributes
 from kgplm.kg.store import STORE_FORMAT_VERSION, KGStore
 from kgplm.kg.strings import StringTable
 from kgplm.kg.vocabulary import KGPLM_NAMESPACE, LABEL_ROLES, mint_iri
