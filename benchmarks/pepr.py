@@ -66,9 +66,9 @@ class _LoggedRows(list):
 
 
 def contested_sample(store, size: int, seed: int) -> np.ndarray:
-    from kgplm.kg.pepr import _one_hop_candidates
+    from kgplm.kg.pepr.pagerank import one_hop_candidates
 
-    indptr, *_ = _one_hop_candidates(store, np.arange(store.num_entities))
+    indptr, *_ = one_hop_candidates(store, np.arange(store.num_entities))
     contested = np.flatnonzero(np.diff(indptr) > K)
     return np.sort(np.random.default_rng(seed).choice(contested, min(size, len(contested)), replace=False))
 
@@ -116,14 +116,14 @@ def independent_ppr(store, seeds: np.ndarray, jump: str, alpha: float = 0.15, to
 
 def exact_reference(store, graph: str, seeds: np.ndarray, sample_seed: int, jump: str) -> dict:
     """Exact PEPR (:func:`independent_ppr`) of each sample seed's one-hop candidates, CSR over the seeds; cached."""
-    from kgplm.kg.pepr import _one_hop_candidates
+    from kgplm.kg.pepr.pagerank import one_hop_candidates
 
     path = CACHE / f"pepr_independent_{graph}_{jump}_{len(seeds)}_seed{sample_seed}.npz"
     if path.is_file():
         with np.load(path) as data:
             if np.array_equal(data["seeds"], seeds):
                 return dict(data)
-    indptr, neighbors, _, _ = _one_hop_candidates(store, seeds)
+    indptr, neighbors, _, _ = one_hop_candidates(store, seeds)
     scores = np.zeros(len(neighbors))
     full = independent_ppr(store, seeds, jump)
     for row in range(len(seeds)):

@@ -128,7 +128,7 @@ def run_stage(stage: str, size: str) -> dict:
     if stage == "pepr_recall":
         import numpy as np
 
-        from kgplm.kg.pepr import NeighborTable, _one_hop_candidates, personalized_pagerank
+        from kgplm.kg.pepr import NeighborTable, one_hop_candidates, personalized_pagerank
 
         store = _store(paths)
         tables = {name: NeighborTable.load(paths[name]) for name in ("pepr", "pepr_coarse") if paths[name].is_file()}
@@ -137,7 +137,7 @@ def run_stage(stage: str, size: str) -> dict:
         jumps = {table.config["jump"] for table in tables.values()}
         if len(jumps) != 1:
             raise SystemExit(f"the PEPR tables use different jump vectors: {sorted(jumps)}")
-        indptr, neighbors, _, _ = _one_hop_candidates(store, np.arange(store.num_entities))
+        indptr, neighbors, _, _ = one_hop_candidates(store, np.arange(store.num_entities))
         contested = np.flatnonzero(np.diff(indptr) > 10)
         sample = np.sort(np.random.default_rng(0).choice(contested, min(RECALL_SEEDS, len(contested)), replace=False))
         exact = personalized_pagerank(store, sample, tol=1e-8, batch_size=16, jump=jumps.pop())

@@ -136,7 +136,6 @@ def held_out_corpus(out: Path, shared, budget, texts: list[str]):
 
 # -- the arms ----------------------------------------------------------------------------------------------
 def arm_settings(arm: str, base_record: dict, budget, steps: int, shared) -> dict:
-    from kgplm.methods import get
 
     return {"method": "embert", "cecp_negatives": arm, "base_weights_sha256": base_record["weights_sha256"],
             "steps": steps, "batch_size": budget.batch_size, "learning_rate": budget.learning_rate,

@@ -463,9 +463,6 @@ def prepopulate(shared: Shared, budget: Budget, pretraining: Pretraining, run_di
     """Link the seed-independent stages (mention counts, the linked corpus) into a new run directory,
     and return the cached-artefact arguments of ``kgplm.train`` (PEPR table, KG embeddings)."""
     from kgplm.methods import get
-    from kgplm.text.masking import WORD_SCHEMES
-    from kgplm.text.tokenization import load_tokenizer
-    from kgplm.training import stages
     from kgplm.training.run import RunDirectory
 
     spec, run = get(pretraining.method), RunDirectory(run_dir)
@@ -515,7 +512,6 @@ def base_pretraining(family: str) -> Pretraining:
 
 
 def base_key(budget: Budget, family: str, shared_name: str) -> dict:
-    from kgplm.methods import get
 
     recipe = base_pretraining(family)
     return {"family": family, **recipe.key(), "seed": BASE_SEED, "shared": shared_name,
@@ -524,7 +520,6 @@ def base_key(budget: Budget, family: str, shared_name: str) -> dict:
 
 
 def pretraining_key(budget: Budget, pretraining: Pretraining, seed: int, shared_name: str) -> dict:
-    from kgplm.methods import get
 
     key = {**pretraining.key(), "seed": seed, "shared": shared_name,
            "results_version": study(pretraining.method).results_version,

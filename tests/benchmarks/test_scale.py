@@ -45,9 +45,9 @@ def test_pepr_recall_scores_the_default_and_the_coarse_table_against_exact_pepr(
     paths = scale._paths("300")
     table = NeighborTable.load(paths["pepr_coarse"])
     store = scale._store(paths)
-    from kgplm.kg.pepr import _one_hop_candidates
+    from kgplm.kg.pepr.pagerank import one_hop_candidates
 
-    indptr, neighbors, _, _ = _one_hop_candidates(store, np.arange(store.num_entities))
+    indptr, neighbors, _, _ = one_hop_candidates(store, np.arange(store.num_entities))
     worst = table.neighbors.copy()
     for seed in np.flatnonzero(np.diff(indptr) > 10):
         kept = set(table.neighbors[table.row_of(seed)].tolist())

@@ -26,7 +26,7 @@ from kgplm.evaluation.tasks import PairExample, SpanExample  # noqa: E402
 import study  # noqa: E402
 from study import Control, MethodStudy  # noqa: E402
 
-from kgplm.methods import MethodEvaluation, get, register, unregister  # noqa: E402
+from kgplm.methods import MethodEvaluation, register, unregister  # noqa: E402
 
 CONTROL = "smedbert control: mlm, use_sop=True (whole_entity masking)"
 SPANS = "smedbert: control + linked mention spans at fine-tuning"

@@ -326,7 +326,7 @@ def test_argument_errors() -> None:
 
 def test_top_k_selection_matches_a_plain_sort() -> None:
     """The parallel per-row selection equals sorting each row by (score to 7 digits desc, id asc)."""
-    from kgplm.kg.pepr import _select_top_k
+    from kgplm.kg.pepr.pagerank import _select_top_k
 
     rng = np.random.default_rng(3)
     counts = rng.integers(0, 30, size=200)
@@ -355,7 +355,7 @@ def test_top_k_selection_matches_a_plain_sort() -> None:
 def test_tie_ranks_equal_the_numpy_expression() -> None:
     """``round(score / row best · 1e7)`` per row, the best taken as numpy's maximum does (a NaN wins) and 1
     where it is not positive; empty rows, negative, zero and NaN scores."""
-    from kgplm.kg._candidate_kernels import tie_ranks
+    from kgplm.kg.pepr.candidate_kernels import tie_ranks
 
     rng = np.random.default_rng(1)
     counts = rng.integers(0, 6, 400)
@@ -376,7 +376,7 @@ def test_one_hop_candidates_match_a_plain_listing() -> None:
     """Per seed (in any order, repeats allowed), its distinct neighbours in id order without itself, each with
     its first (direction, relation): out-edges (0) before in-edges (1), then the lowest relation id; seeds
     with parallel edges, self-loops and no edges at all."""
-    from kgplm.kg.pepr import _one_hop_candidates
+    from kgplm.kg.pepr.pagerank import one_hop_candidates
 
     rng = np.random.default_rng(5)
     edges = {(int(h), int(r), int(t)) for h, r, t in zip(rng.integers(0, 40, 300), rng.integers(0, 6, 300),
@@ -384,7 +384,7 @@ def test_one_hop_candidates_match_a_plain_listing() -> None:
     edges |= {(3, 2, 3), (3, 4, 7), (7, 1, 3), (7, 0, 3)}  # a self-loop; 3–7 both ways, several relations
     store = store_from_edges(sorted(edges), num_entities=45)  # 40–44: no edges
     seeds = np.r_[rng.permutation(45), [3, 3, 44]]
-    indptr, neighbors, relations, directions = _one_hop_candidates(store, seeds)
+    indptr, neighbors, relations, directions = one_hop_candidates(store, seeds)
     assert len(indptr) == len(seeds) + 1 and indptr[-1] == len(neighbors) == len(relations) == len(directions)
     for row, seed in enumerate(seeds.tolist()):
         first = {}  # neighbour → its least (direction, relation id)

@@ -8,8 +8,8 @@ import numba
 import numpy as np
 import pytest
 
-from kgplm.kg._pepr_fast import tree_closure
-from kgplm.kg._pepr_tree_kernels import reverse_edges, tree_cavities
+from kgplm.kg.pepr.fast import tree_closure
+from kgplm.kg.pepr.tree_kernels import reverse_edges, tree_cavities
 from kgplm.kg.pepr import TransitionMatrix, personalized_pagerank, top_k_neighbors
 from tests.kg.helpers import dense_walk, store_from_edges
 
@@ -137,7 +137,7 @@ def test_coarse_closure_is_the_exact_residual_visits_on_a_tree(monkeypatch, shap
 
     with G the dense inverse. Both ways of gathering A are checked: spread from the residual (the default
     on these seeds) and pulled at the candidates' neighbours (forced by a spread limit of 0 keys)."""
-    import kgplm.kg._pepr_fast as fast
+    import kgplm.kg.pepr.fast as fast
 
     if spread_keys is not None:
         monkeypatch.setattr(fast, "SPREAD_KEYS", spread_keys)
@@ -201,12 +201,12 @@ def test_tree_closure_factors_are_zero_through_hubs() -> None:
 def _closure_context(graph, num_entities: int):
     """The store of ``graph``, its walk, a push context without hubs (the seed's jump) and the closure's
     step factors f(a→b) as a dense matrix."""
-    from kgplm.kg._pepr_fast import PushContext
-    from kgplm.kg.pepr import _choose_hubs
+    from kgplm.kg.pepr.fast import PushContext
+    from kgplm.kg.pepr.walk import choose_hubs
 
     store = store_from_edges([(u, 0, v) for u, v in graph.edges()], num_entities=num_entities)
     walk = TransitionMatrix.from_store(store)
-    context = PushContext.build(walk, hubs=_choose_hubs(walk, 0), alpha=ALPHA, jump="seed", max_iter=1000,
+    context = PushContext.build(walk, hubs=choose_hubs(walk, 0), alpha=ALPHA, jump="seed", max_iter=1000,
                                 batch_size=8)
     step = np.zeros((num_entities, num_entities))  # f(a→b)
     for a in range(num_entities):
@@ -232,15 +232,15 @@ def test_closure_gathers_the_visits_of_the_formula_on_a_graph_with_triangles(mon
 
     written here with dense arrays from the walk's step factors and diagonal. Triangles put residual on
     the middle entity x itself (r_x ≠ 0), which a tree never does."""
-    import kgplm.kg._pepr_fast as fast
-    from kgplm.kg.pepr import _one_hop_candidates
+    import kgplm.kg.pepr.fast as fast
+    from kgplm.kg.pepr.pagerank import one_hop_candidates
 
     if spread_keys is not None:
         monkeypatch.setattr(fast, "SPREAD_KEYS", spread_keys)
     store, walk, context, step = _closure_context(nx.powerlaw_cluster_graph(40, 3, 0.8, seed=5), 40)
     transition = dense_walk(store)
     seeds = np.arange(40)
-    indptr, neighbors, _, _ = _one_hop_candidates(store, seeds)
+    indptr, neighbors, _, _ = one_hop_candidates(store, seeds)
     scores = context.push_scores(seeds, indptr, neighbors, epsilon=100.0, exact_steps=1, num_threads=1,
                                  show_progress=False, description="test")
     degree = walk.degree
@@ -268,26 +268,26 @@ def test_closure_after_a_deeper_push_gathers_the_visits_of_the_formula(monkeypat
 
     with T and A as in the test above, written densely. An emptied candidate reads A only at the middle
     entities its row shares with the residual's support (its own visits are 0)."""
-    import kgplm.kg._pepr_fast as fast
-    from kgplm.kg._pepr_kernels import _push_buffers, _push_one
-    from kgplm.kg.pepr import _one_hop_candidates
+    import kgplm.kg.pepr.fast as fast
+    from kgplm.kg.pepr.kernels import push_buffers, push_one
+    from kgplm.kg.pepr.pagerank import one_hop_candidates
 
     if spread_keys is not None:
         monkeypatch.setattr(fast, "SPREAD_KEYS", spread_keys)
     store, walk, context, step = _closure_context(nx.powerlaw_cluster_graph(60, 2, 0.5, seed=3), 60)
     seeds = np.arange(60)
-    indptr, neighbors, _, _ = _one_hop_candidates(store, seeds)
+    indptr, neighbors, _, _ = one_hop_candidates(store, seeds)
     epsilon = 0.02
     scores = context.push_scores(seeds, indptr, neighbors, epsilon=epsilon, exact_steps=1, num_threads=1,
                                  show_progress=False, description="test")
-    estimate, residual, queued, touched, queue, _ = _push_buffers(60, 0)
+    estimate, residual, queued, touched, queue, _ = push_buffers(60, 0)
     degree = walk.degree
     emptied_with_visits = 0
     for s in range(60):
         estimate[:] = 0.0
         residual[:] = 0.0
         queued[:] = False
-        _push_one(s, ALPHA, epsilon, walk.push_indptr, walk.push_indices, walk.push_values, degree,
+        push_one(s, ALPHA, epsilon, walk.push_indptr, walk.push_indices, walk.push_values, degree,
                   np.zeros(60, dtype=np.bool_), estimate, residual, queued, touched, queue)
         visits = residual * context.diagonal
         for k in range(indptr[s], indptr[s + 1]):

@@ -9,8 +9,10 @@ import pytest
 
 from kgplm import KGStore
 from kgplm.exceptions import ConfigurationError
-from kgplm.kg._pepr_fast import CLUSTERED_SHARE, PushContext, hub_tolerance, rows_to_refine, short_cycle_share
-from kgplm.kg.pepr import TransitionMatrix, _choose_hubs, _one_hop_candidates, personalized_pagerank, top_k_neighbors
+from kgplm.kg.pepr.fast import CLUSTERED_SHARE, PushContext, hub_tolerance, rows_to_refine, short_cycle_share
+from kgplm.kg.pepr import TransitionMatrix, personalized_pagerank, top_k_neighbors
+from kgplm.kg.pepr.pagerank import one_hop_candidates
+from kgplm.kg.pepr.walk import choose_hubs
 from tests.kg.helpers import bfs_subgraph, dense_walk, directed_walk_and_pagerank, store_from_edges
 
 
@@ -40,7 +42,7 @@ def test_short_cycle_share_against_matrix_powers(graph, hubs: int) -> None:
     store = store_from_networkx(graph)
     walk = TransitionMatrix.from_store(store)
     is_hub = np.zeros(store.num_entities, dtype=bool)
-    is_hub[_choose_hubs(walk, hubs)] = True
+    is_hub[choose_hubs(walk, hubs)] = True
     seeds = np.flatnonzero(~is_hub)
     transition = dense_walk(store)
     inner = transition * ~is_hub[None, :]  # steps that land on a non-hub
@@ -88,9 +90,9 @@ def test_directed_one_step_correction_by_hand() -> None:
     transition, out_degree, pagerank = directed_walk_and_pagerank(store, alpha)
     seeds = np.array([s for s in range(n) if out_degree[s] >= 3][:5])
     walk = TransitionMatrix.from_store(store, directed=True)
-    context = PushContext.build(walk, hubs=_choose_hubs(walk, 0), alpha=alpha, jump="seed", max_iter=100,
+    context = PushContext.build(walk, hubs=choose_hubs(walk, 0), alpha=alpha, jump="seed", max_iter=100,
                                 batch_size=8)
-    indptr, neighbors, _, _ = _one_hop_candidates(store, seeds)
+    indptr, neighbors, _, _ = one_hop_candidates(store, seeds)
     scores = context.push_scores(seeds, indptr, neighbors, epsilon=100.0, exact_steps=1, num_threads=1,
                                  show_progress=False, description="test")
     for row, seed in enumerate(seeds.tolist()):
@@ -107,8 +109,8 @@ def test_refinement_reaches_exact_as_its_push_deepens(cmekg_store: KGStore) -> N
     exact = top_k_neighbors(store, k=10, tol=1e-12, show_progress=False)
     refined = top_k_neighbors(store, k=10, mode="fast", num_hubs=8, refine=True, refine_rounds=[(1e-11, 1.0)],
                               show_progress=False)
-    contested = np.diff(_one_hop_candidates(store, refined.seeds)[0]) > 10
-    hub_seeds = np.isin(refined.seeds, _choose_hubs(TransitionMatrix.from_store(store), 8))
+    contested = np.diff(one_hop_candidates(store, refined.seeds)[0]) > 10
+    hub_seeds = np.isin(refined.seeds, choose_hubs(TransitionMatrix.from_store(store), 8))
     assert refined.config["refined"] and refined.config["num_refined"] == [np.count_nonzero(contested & ~hub_seeds)]
     np.testing.assert_array_equal(refined.neighbors[contested], exact.neighbors[contested])
 
@@ -118,7 +120,7 @@ def test_refinement_lifts_contested_recall_on_a_cmekg_subgraph(cmekg_store: KGSt
     """3,000 CMeKG entities around 糖尿病, every seed with more than 10 candidates, against exact PPR.
     Measured: the coarse push alone 0.9967, with the default refinement rounds 1.0000."""
     store = bfs_subgraph(cmekg_store, "糖尿病", 3000)
-    contested = np.flatnonzero(np.diff(_one_hop_candidates(store, np.arange(store.num_entities))[0]) > 10)
+    contested = np.flatnonzero(np.diff(one_hop_candidates(store, np.arange(store.num_entities))[0]) > 10)
     coarse = top_k_neighbors(store, contested, k=10, mode="fast", refine=False, show_progress=False)
     refined = top_k_neighbors(store, contested, k=10, mode="fast", refine=True, show_progress=False)
     assert refined.config["num_refined"][0] > 0
@@ -165,7 +167,7 @@ def test_default_fast_mode_ranks_a_umls_shaped_graph_without_deep_pushes(tmp_pat
 
     synthetic_umls.write_synthetic_umls(tmp_path / "rrf", 3000, seed=0, chunk_size=2000)
     store = KGStore.from_umls_rrf(tmp_path / "rrf", show_progress=False)
-    indptr, neighbors, _, _ = _one_hop_candidates(store, np.arange(store.num_entities))
+    indptr, neighbors, _, _ = one_hop_candidates(store, np.arange(store.num_entities))
     sample = np.flatnonzero(np.diff(indptr) > 10)[:300]
     exact = personalized_pagerank(store, sample, tol=1e-10)
     table = top_k_neighbors(store, sample, k=10, mode="fast", show_progress=False)
@@ -184,7 +186,7 @@ def test_hub_iteration_stops_at_a_thousandth_of_the_finest_push(monkeypatch) -> 
     """The hubs' vectors are iterated to an L1 change of ε / 1000, within [1e-6, 1e-5]: 1e-5 for the coarse
     push alone, 5e-6 when contested seeds are pushed to 5e-3, 1e-6 when they are pushed to 2e-6 (the
     default rounds); the tolerance is recorded in the config."""
-    import kgplm.kg._pepr_fast as fast
+    import kgplm.kg.pepr.fast as fast
 
     assert hub_tolerance(1e-2) == 1e-5 and hub_tolerance(100.0) == 1e-5
     assert hub_tolerance(5e-3) == pytest.approx(5e-6, rel=1e-12)
@@ -215,8 +217,8 @@ def test_hub_vectors_and_global_pagerank_are_exact_whatever_the_block_width(monk
     against networkx: in one block (default budget; 5 columns padded to 8), one column per block (a budget
     of 1 byte), and two blocks of 7 and 6 columns each padded to 8 (a budget of 9 columns, 8 once aligned:
     how a 4M-entity graph is split, issue 30.3)."""
-    import kgplm.kg._pepr_fast as fast
-    import kgplm.kg._pepr_kernels as kernels
+    import kgplm.kg.pepr.fast as fast
+    import kgplm.kg.pepr.kernels as kernels
 
     if budget is not None:
         monkeypatch.setattr(fast, "HUB_BLOCK_BYTES", budget)
@@ -233,7 +235,7 @@ def test_hub_vectors_and_global_pagerank_are_exact_whatever_the_block_width(monk
     graph.add_node(80)  # an isolated entity: dangling, its walk restarts at the jump vector
     store = store_from_networkx(graph)
     walk = TransitionMatrix.from_store(store)
-    context = PushContext.build(walk, hubs=_choose_hubs(walk, num_hubs), alpha=0.15, jump="paper", max_iter=1000,
+    context = PushContext.build(walk, hubs=choose_hubs(walk, num_hubs), alpha=0.15, jump="paper", max_iter=1000,
                                 batch_size=256)
     assert [width for width, _, _ in blocks] == widths
     assert context.hub_vectors.shape == (81, num_hubs)

@@ -1,7 +1,7 @@
 """Numba kernels behind :mod:`kgplm.kg.pepr` (kept apart so that the math module stays readable): the power
 iteration, the forward push and its directed-walk closure, the refinement's short-cycle share and the
-undirected walk; the undirected walk's tree closure is in :mod:`kgplm.kg._pepr_tree_kernels`, the candidate
-tables in :mod:`kgplm.kg._candidate_kernels`.
+undirected walk; the undirected walk's tree closure is in :mod:`kgplm.kg.pepr.tree_kernels`, the candidate
+tables in :mod:`kgplm.kg.pepr.candidate_kernels`.
 
 All kernels take a transition matrix in "pull" CSR form: row ``v`` lists the entities ``u`` that
 walk into ``v`` and ``values[k] = weight(u → v) / degree(u)``, so one step of the walk is
@@ -83,7 +83,7 @@ def column_change(new, old, num_workers):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub,
+def push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub,
               estimate, residual, queued, touched, queue):  # pragma: no cover - compiled
     """Andersen–Chung–Lang forward push from ``seed`` with the seed as jump target.
 
@@ -142,7 +142,7 @@ def _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degr
 
 
 @numba.njit(cache=True, nogil=True)
-def _push_buffers(num_nodes, num_hubs):  # pragma: no cover - compiled
+def push_buffers(num_nodes, num_hubs):  # pragma: no cover - compiled
     """One worker's push state: estimate p, residual r, the queue and its flags, the touched list and
     the residual left on the hubs; each is reset after a seed over its touched entries only."""
     estimate = np.zeros(num_nodes)
@@ -155,7 +155,7 @@ def _push_buffers(num_nodes, num_hubs):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores, seed_weight,
+def hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores, seed_weight,
                      global_weight, out_scores):  # pragma: no cover - compiled
     """A hub seed needs no push: its candidates' scores come from its own exact vector."""
     slot = hub_slot[seed]
@@ -175,7 +175,7 @@ def _through_hubs(v, hub_residual, hub_vectors):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual,
+def reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual,
                 queued):  # pragma: no cover - compiled
     for i in range(num_touched):
         node = touched[i]
@@ -220,7 +220,7 @@ def forward_push_scores(seeds, rows, alpha, epsilon, push_indptr, push_indices, 
     restart_two_steps = alpha * (1.0 - alpha) * (1.0 - alpha)
     remainder_weight = (1.0 - alpha) ** 3
     for worker in numba.prange(num_workers):
-        estimate, residual, queued, touched, queue, hub_residual = _push_buffers(num_nodes, num_hubs)
+        estimate, residual, queued, touched, queue, hub_residual = push_buffers(num_nodes, num_hubs)
         step_one = np.zeros(num_nodes)  # (P r)(w) on non-hub w
         reached = np.empty(num_nodes, dtype=np.int64)  # where step_one is non-zero, for the reset
         for position in range(worker, num_rows, num_workers):
@@ -228,10 +228,10 @@ def forward_push_scores(seeds, rows, alpha, epsilon, push_indptr, push_indices, 
             seed = seeds[row]
             start, end = candidate_indptr[row], candidate_indptr[row + 1]
             if is_hub[seed]:
-                _hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores,
+                hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores,
                                  seed_weight, global_weight, out_scores)
                 continue
-            num_touched = _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
+            num_touched = push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
                                     is_hub, estimate, residual, queued, touched, queue)
             remaining = 0.0  # R: the residual mass on non-hub nodes
             num_reached = 0
@@ -276,7 +276,7 @@ def forward_push_scores(seeds, rows, alpha, epsilon, push_indptr, push_indices, 
                 out_scores[k] = seed_weight * total + global_weight * global_scores[v]
             for i in range(num_reached):
                 step_one[reached[i]] = 0.0
-            _reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual, queued)
+            reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual, queued)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -302,7 +302,7 @@ def _walk_entry(indptr, indices, values, row, column):  # pragma: no cover - com
 @numba.njit(parallel=True, cache=True, nogil=True)
 def short_cycle_shares(seeds, push_indptr, push_indices, push_values, pull_indptr, pull_indices, pull_values, is_hub,
                        num_workers):  # pragma: no cover
-    """:func:`kgplm.kg._pepr_fast.short_cycle_share` for each seed, reading only its neighbourhood (the
+    """:func:`kgplm.kg.pepr.fast.short_cycle_share` for each seed, reading only its neighbourhood (the
     sparse-matrix form before it multiplied whole matrices: 13 s for 512 seeds at 4M entities)."""
     num_nodes = push_indptr.shape[0] - 1
     shares = np.zeros(seeds.shape[0])

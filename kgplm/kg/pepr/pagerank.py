@@ -45,7 +45,7 @@ Modes
   function on an undirected walk, and deep pushes for the contested seeds whose k-th and (k+1)-th
   scores are close. The equations, what each approximation misses, the measurements behind the
   defaults (``epsilon`` 1e-2, ``num_hubs`` 64, ``refine="auto"``, ``refine_rounds``) and what was
-  tried are in :mod:`kgplm.kg._pepr_fast`. The paper's jump vector is linear in its two parts,
+  tried are in :mod:`kgplm.kg.pepr.fast`. The paper's jump vector is linear in its two parts,
   ``P = w_s · one-hot(e_m) + w_u · uniform``, so its PEPR is ``w_s · PPR_seed + w_u · PageRank_global``
   with one exact global PageRank shared by all seeds (exact when no isolated entity exists; otherwise
   dangling mass differs at order ε). Parallel over seeds on all cores with numba; a seed's row does
@@ -91,84 +91,19 @@ from tqdm.auto import tqdm
 
 from kgplm._io import atomic_file
 from kgplm.exceptions import ArtifactError, ConfigurationError, MissingFileError
+from kgplm.kg.pepr.walk import TransitionMatrix, paper_jump_weights
 
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
-__all__ = ["personalized_pagerank", "global_pagerank", "top_k_neighbors", "NeighborTable", "TransitionMatrix",
-           "paper_jump_weights", "exact_cost", "EXACT_SECONDS_PER_UNIT"]
+__all__ = ["personalized_pagerank", "global_pagerank", "top_k_neighbors", "NeighborTable", "one_hop_candidates",
+           "exact_cost", "EXACT_SECONDS_PER_UNIT"]
 
 logger = logging.getLogger(__name__)
 
 #: CPU seconds (one core) per unit of exact mode's work, one seed × one step × one walk entry; measured
 #: once, never at run time (see the module docstring: CMeKG, 256 seeds, 18.65 s for 2.33e10 units).
 EXACT_SECONDS_PER_UNIT = 8.0e-10
-
-
-# -- the walk ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TransitionMatrix:
-    """The random walk of a store, in the forms the kernels need.
-
-    ``pull_*``: CSR whose row v lists the entities u walking into v with value w(u→v)/deg(u).
-    ``push_*``: CSR whose row u lists where u walks to, with the same values.
-    ``degree``: weighted out-degree (0 for dangling entities).
-    """
-
-    pull_indptr: np.ndarray
-    pull_indices: np.ndarray
-    pull_values: np.ndarray
-    push_indptr: np.ndarray
-    push_indices: np.ndarray
-    push_values: np.ndarray
-    degree: np.ndarray
-    directed: bool
-
-    @property
-    def num_nodes(self) -> int:
-        return len(self.degree)
-
-    @property
-    def dangling(self) -> np.ndarray:
-        return self.degree == 0
-
-    @classmethod
-    def from_store(cls, store: "KGStore", *, directed: bool = False) -> "TransitionMatrix":
-        store.require_links("PEPR")
-        n = store.num_entities
-        # int32 entity ids while they fit: the push's closure streams the rows of every residual entity, and
-        # 4-byte ids are a third fewer bytes a walk entry (with its float32 factor) than 8-byte ones
-        index = np.int32 if n < 2**31 else np.int64
-        if not directed:
-            # from the store's adjacency in one compiled pass (4M entities: 19 s through scipy's COO → CSR)
-            from kgplm.kg._pepr_kernels import undirected_walk
-
-            arrays = store.arrays
-            indptr, indices, push_values, pull_values, degree = undirected_walk(
-                np.asarray(arrays["out_indptr"]), np.asarray(arrays["out_neighbors"]), np.asarray(arrays["in_indptr"]),
-                np.asarray(arrays["in_neighbors"]), index)
-            return cls(indptr, indices, pull_values, indptr, indices, push_values, degree, directed)
-        triples = np.asarray(store.triples)
-        keep = triples[:, 0] != triples[:, 2]  # self-loops are ignored
-        heads, tails = triples[keep, 0].astype(np.int64), triples[keep, 2].astype(np.int64)
-        walk = scipy.sparse.csr_array((np.ones(len(heads)), (heads, tails)), shape=(n, n))
-        walk.sum_duplicates()  # (u, v) = number of triples linking u to v
-        degree = np.asarray(walk.sum(axis=1)).ravel()
-        inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
-        push = scipy.sparse.csr_array(scipy.sparse.diags(inverse) @ walk)
-        pull = push.T.tocsr()
-        pull.sort_indices()
-        push.sort_indices()
-        return cls(pull.indptr.astype(np.int64), pull.indices.astype(index), pull.data.astype(np.float64),
-                   push.indptr.astype(np.int64), push.indices.astype(index), push.data.astype(np.float64),
-                   degree, directed)
-
-
-def paper_jump_weights(num_entities: int) -> tuple[float, float]:
-    """``(w_s, w_u)`` with ``P_paper = w_s · one-hot(seed) + w_u · uniform`` (uniform = 1/Z everywhere)."""
-    z = float(num_entities)
-    normaliser = 1.0 + (z - 1.0) / z
-    return (1.0 - 1.0 / z) / normaliser, 1.0 / normaliser
 
 
 def _initial_vector(num_entities: int, frequencies: np.ndarray | None) -> np.ndarray:
@@ -214,7 +149,7 @@ def _power_iteration(walk: TransitionMatrix, seeds: np.ndarray, *, alpha: float,
     """
     import numba
 
-    from kgplm.kg._pepr_kernels import column_change, pagerank_step
+    from kgplm.kg.pepr.kernels import column_change, pagerank_step
 
     n, width = walk.num_nodes, len(seeds)
     columns = np.arange(width)
@@ -390,14 +325,14 @@ class NeighborTable:
         })
 
 
-def _one_hop_candidates(store: "KGStore", seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def one_hop_candidates(store: "KGStore", seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per seed, distinct one-hop neighbours (no self) with their first relation and direction.
 
     Returns CSR ``indptr`` over seeds and aligned ``neighbors``, ``relations``, ``directions``.
     Within a seed, rows are sorted by (neighbour, direction, relation) and the first row per
     neighbour is kept: out before in, lowest relation id first.
     """
-    from kgplm.kg._candidate_kernels import compact_rows, one_hop_rows
+    from kgplm.kg.pepr.candidate_kernels import compact_rows, one_hop_rows
 
     arrays = store.arrays
     out_indptr, in_indptr = np.asarray(arrays["out_indptr"]), np.asarray(arrays["in_indptr"])
@@ -423,7 +358,7 @@ def _one_hop_candidates(store: "KGStore", seeds: np.ndarray) -> tuple[np.ndarray
 
 def _select_top_k(indptr, neighbors, relations, directions, scores, k) -> tuple[np.ndarray, ...]:
     """Top k candidates per seed by score (ties: lower neighbour id first), −1 padded."""
-    from kgplm.kg._candidate_kernels import gather_top_k, tie_ranks, top_k_rows
+    from kgplm.kg.pepr.candidate_kernels import gather_top_k, tie_ranks, top_k_rows
 
     num_seeds = len(indptr) - 1
     # Scores equal to 7 significant digits of the seed's best score are ties, which go to the lower
@@ -455,7 +390,7 @@ def _exact_candidate_scores(walk, seeds, candidate_indptr, candidate_neighbors, 
 def _exact_any_candidates(store, walk, seeds, k, *, alpha, jump, dangling, start, tol, max_iter, batch_size, dtype,
                           show_progress):
     """Top-k over all entities (exact mode, candidates="any"); relation/direction from one-hop links."""
-    hop_indptr, hop_neighbors, hop_relations, hop_directions = _one_hop_candidates(store, seeds)
+    hop_indptr, hop_neighbors, hop_relations, hop_directions = one_hop_candidates(store, seeds)
     result = [np.full((len(seeds), k), -1, dtype=np.int64), np.full((len(seeds), k), -1, dtype=np.int64),
               np.full((len(seeds), k), -1, dtype=np.int8), np.zeros((len(seeds), k), dtype=np.float32)]
     for begin, block, block_scores in _iterate_blocks(walk, seeds, batch_size=batch_size, show_progress=show_progress,
@@ -478,14 +413,6 @@ def _exact_any_candidates(store, walk, seeds, k, *, alpha, jump, dangling, start
                 result[1][row, j] = relation
                 result[2][row, j] = direction
     return result
-
-
-def _choose_hubs(walk: TransitionMatrix, num_hubs: int) -> np.ndarray:
-    degree = walk.degree
-    num_hubs = int(min(num_hubs, np.count_nonzero(degree)))
-    if num_hubs <= 0:
-        return np.zeros(0, dtype=np.int64)
-    return np.sort(np.argsort(-degree, kind="stable")[:num_hubs])
 
 
 def top_k_neighbors(
@@ -526,7 +453,7 @@ def top_k_neighbors(
             change of a thousandth of the finest push ε, within [1e-6, 1e-5] (``config["hub_tol"]``).
         refine: fast mode's deep pushes of the contested seeds whose boundary is close: ``"auto"`` (default:
             only when the graph has short cycles around its contested seeds, where the tree closure
-            misses returns), True or False. See :mod:`kgplm.kg._pepr_fast`.
+            misses returns), True or False. See :mod:`kgplm.kg.pepr.fast`.
         refine_rounds: ``(push ε, gap)`` per round: a round pushes to ε again the seeds whose k-th and
             (k+1)-th scores are within ``gap`` of each other (relative), among those the previous round
             refined. See the module docstring.
@@ -567,7 +494,7 @@ def top_k_neighbors(
     if candidates == "any":
         columns = _exact_any_candidates(store, walk, seeds, k, **common)
         return NeighborTable(seeds, *columns, config=config)
-    indptr, neighbors, relations, directions = _one_hop_candidates(store, seeds)
+    indptr, neighbors, relations, directions = one_hop_candidates(store, seeds)
     if mode == "auto":
         choice = _auto_choice(walk, len(seeds), budget_seconds, alpha=alpha, tol=tol, max_iter=max_iter)
         config.update(mode_requested="auto", budget_seconds=budget_seconds, **choice)
@@ -576,7 +503,7 @@ def top_k_neighbors(
     if config["mode"] == "exact":
         scores = _exact_candidate_scores(walk, seeds, indptr, neighbors, **common)
     elif config["mode"] == "fast":
-        from kgplm.kg._pepr_fast import fast_candidate_scores
+        from kgplm.kg.pepr.fast import fast_candidate_scores
 
         scores, stats = fast_candidate_scores(walk, seeds, indptr, neighbors, k=k, epsilon=epsilon,
                                               num_hubs=num_hubs, refine=refine, refine_rounds=refine_rounds,

@@ -1,7 +1,7 @@
 """PEPR fast mode: forward push with exact hubs, the tree (cavity) closure of the residual, and the deep
 pushes that refine contested seeds (the PEPR equations and the paper are in :mod:`kgplm.kg.pepr`; the
-compiled loops in :mod:`kgplm.kg._pepr_kernels`, :mod:`kgplm.kg._pepr_tree_kernels` and, for the
-candidate rows, :mod:`kgplm.kg._candidate_kernels`).
+compiled loops in :mod:`kgplm.kg.pepr.kernels`, :mod:`kgplm.kg.pepr.tree_kernels` and, for the
+candidate rows, :mod:`kgplm.kg.pepr.candidate_kernels`).
 
 Notation: P(a, b) = w(a, b) / deg(a) the walk, α the jump probability, G = Σ_t ((1 − α) P)^t the
 expected discounted visits, so that ppr_u(v) = α G(u, v); π = deg / 2m; N(v) the neighbours of v.
@@ -114,10 +114,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from kgplm._csr import row_subset
+from kgplm.kg.pepr.walk import choose_hubs, paper_jump_weights
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kgplm.kg.pepr import TransitionMatrix
-    from kgplm.kg.store import KGStore
+    from kgplm.kg.pepr.walk import TransitionMatrix
 
 __all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "hub_tolerance", "rows_to_refine",
            "short_cycle_share", "tree_closure"]
@@ -183,9 +183,7 @@ class PushContext:
     @classmethod
     def build(cls, walk: "TransitionMatrix", *, hubs: np.ndarray, alpha: float, jump: str,
               max_iter: int, batch_size: int, hub_tol: float = 1e-6) -> "PushContext":
-        """``hubs``: the sorted entity ids resolved exactly (``kgplm.kg.pepr._choose_hubs``)."""
-        from kgplm.kg.pepr import paper_jump_weights
-
+        """``hubs``: the sorted entity ids resolved exactly (:func:`kgplm.kg.pepr.walk.choose_hubs`)."""
         n = walk.num_nodes
         needs_global = jump == "paper" or walk.directed
         hub_vectors, global_scores = exact_vectors(walk, hubs, alpha=alpha, with_global=needs_global, tol=hub_tol,
@@ -201,7 +199,7 @@ class PushContext:
             remainder_distribution = global_scores
             outgoing, incoming, diagonal, reach = np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)
         else:
-            from kgplm.kg._pepr_tree_kernels import closure_reach
+            from kgplm.kg.pepr.tree_kernels import closure_reach
 
             remainder_distribution = walk.degree / max(walk.degree.sum(), 1.0)
             outgoing, incoming, diagonal = tree_closure(walk, alpha, is_hub)
@@ -214,12 +212,12 @@ class PushContext:
         """Scores of each seed's candidates (CSR ``indptr`` over ``seeds``, aligned with ``neighbors``).
 
         An undirected walk closes the residual with the tree Green's function
-        (:func:`kgplm.kg._pepr_tree_kernels.forward_push_tree_scores`); a directed one with ``exact_steps`` exact
-        walk steps and the global PageRank (:func:`kgplm.kg._pepr_kernels.forward_push_scores`)."""
+        (:func:`kgplm.kg.pepr.tree_kernels.forward_push_tree_scores`); a directed one with ``exact_steps`` exact
+        walk steps and the global PageRank (:func:`kgplm.kg.pepr.kernels.forward_push_scores`)."""
         import numba
 
-        from kgplm.kg._pepr_kernels import forward_push_scores
-        from kgplm.kg._pepr_tree_kernels import closure_bounds, forward_push_tree_scores
+        from kgplm.kg.pepr.kernels import forward_push_scores
+        from kgplm.kg.pepr.tree_kernels import closure_bounds, forward_push_tree_scores
 
         walk = self.walk
         threads = num_threads or numba.config.NUMBA_NUM_THREADS
@@ -274,12 +272,12 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
 
     from the uniform vector, until every column's L1 change is below ``tol`` (the dangling walk restarts
     at the jump vector, as exact mode's ``dangling="jump"``). The blocks are float32 with each row summed
-    in float64 (:func:`kgplm.kg._pepr_kernels.pagerank_step_float32`): half the bytes a step reads, and
+    in float64 (:func:`kgplm.kg.pepr.kernels.pagerank_step_float32`): half the bytes a step reads, and
     twice the columns a block of :data:`HUB_BLOCK_BYTES` holds, against the float64 blocks before
     (4M entities: 64 hubs in two blocks instead of four). A float32 entry's rounding, 6e-8 relative,
     adds at most 6e-8 to a column's L1 change, far below ``tol``.
     """
-    from kgplm.kg._pepr_kernels import pagerank_step_float32
+    from kgplm.kg.pepr.kernels import pagerank_step_float32
 
     n = walk.num_nodes
     jump_targets = np.concatenate([np.asarray(hubs, dtype=np.int64), [-1] if with_global else []]).astype(np.int64)
@@ -358,10 +356,10 @@ def hub_tolerance(finest_epsilon: float) -> float:
 
 def tree_closure(walk: "TransitionMatrix", alpha: float, is_hub: np.ndarray, *, tol: float = CAVITY_TOL,
                  max_iter: int = CAVITY_MAX_SWEEPS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The undirected walk's cavities (:func:`kgplm.kg._pepr_tree_kernels.tree_cavities`) as the closure's step
-    factors per walk entry (``outgoing``, ``incoming``: :func:`kgplm.kg._pepr_tree_kernels.tree_step_factors`) and
+    """The undirected walk's cavities (:func:`kgplm.kg.pepr.tree_kernels.tree_cavities`) as the closure's step
+    factors per walk entry (``outgoing``, ``incoming``: :func:`kgplm.kg.pepr.tree_kernels.tree_step_factors`) and
     the diagonal G_uu."""
-    from kgplm.kg._pepr_tree_kernels import reverse_edges, tree_cavities, tree_step_factors
+    from kgplm.kg.pepr.tree_kernels import reverse_edges, tree_cavities, tree_step_factors
 
     started = time.perf_counter()
     reverse = reverse_edges(walk.push_indptr, walk.push_indices)
@@ -377,7 +375,7 @@ def tree_closure(walk: "TransitionMatrix", alpha: float, is_hub: np.ndarray, *, 
 def rows_to_refine(indptr: np.ndarray, neighbors: np.ndarray, scores: np.ndarray, k: int, gap: float) -> np.ndarray:
     """Rows with more than ``k`` candidates whose k-th and (k+1)-th scores are within ``gap`` of each
     other, relative to the k-th: ``(s_k − s_{k+1}) / s_k < gap``."""
-    from kgplm.kg._candidate_kernels import top_k_rows
+    from kgplm.kg.pepr.candidate_kernels import top_k_rows
 
     contested = np.flatnonzero(np.diff(indptr) > k)
     if not len(contested) or gap <= 0:
@@ -403,11 +401,11 @@ def short_cycle_share(walk: "TransitionMatrix", seeds: np.ndarray, is_hub: np.nd
 
     (walks s→u→s→v and s→v→x→v; s→v→s→v is in both terms and counted once). On a locally tree-like
     graph the share is ≈ 0: the walk comes back near s only by retracing its steps. Computed per seed from
-    its neighbourhood (:func:`kgplm.kg._pepr_kernels.short_cycle_shares`).
+    its neighbourhood (:func:`kgplm.kg.pepr.kernels.short_cycle_shares`).
     """
     import numba
 
-    from kgplm.kg._pepr_kernels import short_cycle_shares
+    from kgplm.kg.pepr.kernels import short_cycle_shares
 
     return short_cycle_shares(np.ascontiguousarray(seeds, dtype=np.int64), walk.push_indptr, walk.push_indices,
                               walk.push_values, walk.pull_indptr, walk.pull_indices, walk.pull_values, is_hub,
@@ -426,9 +424,8 @@ def fast_candidate_scores(walk: "TransitionMatrix", seeds: np.ndarray, indptr: n
     median over up to ``cycle_sample`` contested seeds; "auto" refines when it reaches
     :data:`CLUSTERED_SHARE`), ``refined`` and ``num_refined`` (per round).
     """
-    from kgplm.kg.pepr import _choose_hubs
 
-    hubs = _choose_hubs(walk, num_hubs)
+    hubs = choose_hubs(walk, num_hubs)
     is_hub = np.zeros(walk.num_nodes, dtype=np.bool_)
     is_hub[hubs] = True
     contested = np.flatnonzero((np.diff(indptr) > k) & ~is_hub[seeds])  # a hub seed's scores are exact

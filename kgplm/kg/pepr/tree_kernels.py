@@ -1,14 +1,14 @@
 """Numba kernels of PEPR fast mode's tree (cavity) closure on an undirected walk (the math is in
-:mod:`kgplm.kg._pepr_fast`): the cavity recursion, the closure's step factors and costs, and the push
+:mod:`kgplm.kg.pepr.fast`): the cavity recursion, the closure's step factors and costs, and the push
 scored with it. The push itself and its buffers are shared with the directed walk's closure in
-:mod:`kgplm.kg._pepr_kernels`."""
+:mod:`kgplm.kg.pepr.kernels`."""
 
 from __future__ import annotations
 
 import numba
 import numpy as np
 
-from kgplm.kg._pepr_kernels import _hub_seed_scores, _push_buffers, _push_one, _reset_push
+from kgplm.kg.pepr.kernels import hub_seed_scores, push_buffers, push_one, reset_push
 
 __all__ = ["reverse_edges", "tree_cavities", "tree_step_factors", "forward_push_tree_scores", "closure_reach",
            "closure_bounds"]
@@ -160,7 +160,7 @@ def forward_push_tree_scores(seeds, rows, alpha, epsilon, push_indptr, push_indi
     while capacity < 2 * largest:
         capacity *= 2
     for worker in numba.prange(num_workers):
-        estimate, residual, queued, touched, queue, hub_residual = _push_buffers(num_nodes, num_hubs)
+        estimate, residual, queued, touched, queue, hub_residual = push_buffers(num_nodes, num_hubs)
         visits = np.zeros(num_nodes)  # r_u G_uu on non-hub residual nodes
         table_keys = np.full(capacity, -1, dtype=np.int64)
         table_arriving = np.zeros(capacity)
@@ -179,17 +179,17 @@ def forward_push_tree_scores(seeds, rows, alpha, epsilon, push_indptr, push_indi
             seed = seeds[row]
             start, end = candidate_indptr[row], candidate_indptr[row + 1]
             if is_hub[seed]:
-                _hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores,
+                hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores,
                                  seed_weight, global_weight, out_scores)
                 continue
-            num_touched = _push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
+            num_touched = push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
                                     is_hub, estimate, residual, queued, touched, queue)
             _close_tree(seed, start, end, alpha, push_indptr, push_indices, degree, is_hub, hub_slot, hub_vectors,
                         outgoing, incoming, diagonal, reach, max(spread_keys, bounds[row]), candidate_indices,
                         global_scores, remainder_distribution, seed_weight, global_weight, estimate, residual, touched, num_touched, hub_residual,
                         reached_hubs, visits, table_keys, table_arriving, used, seen, shared, candidate_offset, through,
                         pair_offsets, pair_entries, pair_slots, out_scores)
-            _reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual, queued)
+            reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual, queued)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -272,7 +272,7 @@ def _close_tree(seed, start, end, alpha, push_indptr, push_indices, degree, is_h
     # candidates' neighbourhoods). The pull's cost is bounded by Σ reach(v) over the candidates, reach
     # precomputed per entity (:func:`closure_reach`), and its keys by Σ deg(v); the spread's keys are the
     # residual's support and its walk entries, and it is taken only when they fit ``spread_keys_limit``
-    # (the caller's: the larger of :data:`kgplm.kg._pepr_fast.SPREAD_KEYS` and the pull's bound). The
+    # (the caller's: the larger of :data:`kgplm.kg.pepr.fast.SPREAD_KEYS` and the pull's bound). The
     # decision is the graph's and ε's, never the batch's or the clock's
     bound = 0
     pull_cost = 0
