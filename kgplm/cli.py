@@ -160,7 +160,7 @@ def _cmd_text_link(args: argparse.Namespace) -> int:
     from collections import Counter
 
     from kgplm.text import read_corpus
-    from kgplm.text.linking_filters import build_linker
+    from kgplm.text.linking import build_linker
 
     store = _store(args.store)
     texts = [(f"arg{i}", text) for i, text in enumerate(args.text)]

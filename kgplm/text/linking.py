@@ -66,7 +66,7 @@ from kgplm.text.linking_persistence import load_linker_arrays, save_linker_array
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
-__all__ = ["Mention", "EntityLinker", "normalize_for_matching", "WORD_BOUNDARIES"]
+__all__ = ["Mention", "EntityLinker", "normalize_for_matching", "WORD_BOUNDARIES", "build_linker", "recorded_linker"]
 
 logger = logging.getLogger(__name__)
 
@@ -397,3 +397,43 @@ class EntityLinker:
         for _, _, entries in self.find_many(texts, nested=False):
             np.add.at(counts, self.best_entities(entries), 1)
         return counts
+
+
+def build_linker(store: "KGStore", options: dict | None = None, texts=None) -> tuple["EntityLinker", dict]:
+    """The linker of ``kgplm.train(linking=options)``, and a report of what the corpus pass dropped.
+
+    ``texts``: a callable returning the corpus texts, needed only for ``common_word_share``.
+    """
+    options = _filters.linking_settings(options)
+    share = options.pop("common_word_share")
+    linker = EntityLinker(store, **options)
+    report: dict = {}
+    if share is not None:
+        if texts is None:
+            raise ConfigurationError("common_word_share needs the corpus texts")
+        common = _filters.common_names(linker, texts(), share)
+        report["common_names"] = common
+        logger.info("linking: %d names occur in more than %.1f%% of the documents and are dropped: %s",
+                    len(common), 100 * share, ", ".join(f"{name} ({value:.1%})" for name, value in list(common.items())[:20]))
+        if common:
+            stop_words = _filters.resolve_stop_words(options["stop_words"]) | set(common)
+            linker = EntityLinker(store, **{**options, "stop_words": sorted(stop_words)})
+    return linker, report
+
+
+def recorded_linker(store: "KGStore", run_config: dict) -> "EntityLinker":
+    """The linker a pre-training run linked its corpus with, rebuilt from its ``run_config.json``.
+
+    Fine-tuning must find the mentions pre-training found: the recorded options (``linking``) and the
+    names its corpus pass dropped (``stages.linking.common_names``) give the same linker without the
+    corpus. A run made before linking options existed gets :data:`~kgplm.text.linking_filters.LINKING_BEFORE_OPTIONS`.
+    """
+    if "linking" not in run_config:
+        options = dict(_filters.LINKING_BEFORE_OPTIONS)
+    else:
+        options = _filters.linking_settings(run_config["linking"])
+    options.pop("common_word_share")
+    common = run_config.get("stages", {}).get("linking", {}).get("common_names") or {}
+    if common:
+        options["stop_words"] = sorted(_filters.resolve_stop_words(options["stop_words"]) | set(common))
+    return EntityLinker(store, **options)

@@ -45,8 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from kgplm.text.linking import EntityLinker
 
 __all__ = ["ENGLISH_STOP_WORDS", "ENGLISH_QUALIFIERS", "HYPHENS", "LINKING_OPTIONS", "resolve_stop_words",
-           "has_no_letter", "allowed_entities", "common_names", "build_linker", "linking_settings", "recorded_linker",
-           "LINKING_BEFORE_OPTIONS"]
+           "has_no_letter", "allowed_entities", "common_names", "linking_settings", "LINKING_BEFORE_OPTIONS"]
 
 logger = logging.getLogger(__name__)
 
@@ -184,45 +183,3 @@ def linking_settings(options: dict | None) -> dict:
     return settings
 
 
-def build_linker(store: "KGStore", options: dict | None = None, texts=None) -> tuple["EntityLinker", dict]:
-    """The linker of ``kgplm.train(linking=options)``, and a report of what the corpus pass dropped.
-
-    ``texts``: a callable returning the corpus texts, needed only for ``common_word_share``.
-    """
-    from kgplm.text.linking import EntityLinker
-
-    options = linking_settings(options)
-    share = options.pop("common_word_share")
-    linker = EntityLinker(store, **options)
-    report: dict = {}
-    if share is not None:
-        if texts is None:
-            raise ConfigurationError("common_word_share needs the corpus texts")
-        common = common_names(linker, texts(), share)
-        report["common_names"] = common
-        logger.info("linking: %d names occur in more than %.1f%% of the documents and are dropped: %s",
-                    len(common), 100 * share, ", ".join(f"{name} ({value:.1%})" for name, value in list(common.items())[:20]))
-        if common:
-            stop_words = resolve_stop_words(options["stop_words"]) | set(common)
-            linker = EntityLinker(store, **{**options, "stop_words": sorted(stop_words)})
-    return linker, report
-
-
-def recorded_linker(store: "KGStore", run_config: dict) -> "EntityLinker":
-    """The linker a pre-training run linked its corpus with, rebuilt from its ``run_config.json``.
-
-    Fine-tuning must find the mentions pre-training found: the recorded options (``linking``) and the
-    names its corpus pass dropped (``stages.linking.common_names``) give the same linker without the
-    corpus. A run made before linking options existed gets :data:`LINKING_BEFORE_OPTIONS`.
-    """
-    from kgplm.text.linking import EntityLinker
-
-    if "linking" not in run_config:
-        options = dict(LINKING_BEFORE_OPTIONS)
-    else:
-        options = linking_settings(run_config["linking"])
-    options.pop("common_word_share")
-    common = run_config.get("stages", {}).get("linking", {}).get("common_names") or {}
-    if common:
-        options["stop_words"] = sorted(resolve_stop_words(options["stop_words"]) | set(common))
-    return EntityLinker(store, **options)

@@ -52,6 +52,6 @@ class MentionSpanLookup:
 
 def span_lookup(run, progress: bool = False) -> MentionSpanLookup:
     """The span lookup of a pre-training run: the linker its corpus was linked with, as SMedBERT's lookup builds it."""
-    from kgplm.text.linking_filters import recorded_linker
+    from kgplm.text.linking import recorded_linker
 
     return MentionSpanLookup(recorded_linker(run.open_store(progress=progress), run.read_run_config()))

@@ -144,7 +144,7 @@ def test_a_withheld_value_is_never_a_negative_of_its_own_title(tokenizer):
 def test_a_held_out_drug_leaves_its_other_attributes_and_its_text(tmp_path):
     """The stage with pap_held_out: no triple of a held-out drug's other attributes is trained on; the value stays
     in training for another drug; no pre-training text line names the drug with one of its values."""
-    from kgplm.methods.epplm.attributes import product_attributes_stage
+    from kgplm.methods.epplm.stage import product_attributes_stage
     from kgplm.training.run import RunDirectory
     from kgplm.training.stages import StageInputs
 

@@ -14,7 +14,8 @@ import pytest
 from kgplm import KGStore
 from kgplm.exceptions import ConfigurationError
 from kgplm.text.linking import EntityLinker
-from kgplm.text.linking_filters import build_linker, common_names, descendants
+from kgplm.text.linking import build_linker
+from kgplm.text.linking_filters import common_names, descendants
 from tests.kg.test_umls import write as write_umls
 
 ONTOLOGY = """\

@@ -1,7 +1,7 @@
 """The medicinal-product PLM (EP-PLM, Liu et al. 2022): ELECTRA RTD with biomedical entity masking + PAP.
 
 The equations and every deviation are in :mod:`kgplm.methods.epplm.modeling`; the product
-attribute triples and their stage in :mod:`kgplm.methods.epplm.attributes`; batches and the PAP
+attribute triples in :mod:`kgplm.methods.epplm.attributes`, their stage in :mod:`kgplm.methods.epplm.stage`; batches and the PAP
 step schedule in :mod:`kgplm.methods.epplm.batching`. ``kgplm.train(method_data=...)`` keys:
 :data:`~kgplm.methods.epplm.attributes.METHOD_DATA_KEYS`.
 """
@@ -17,6 +17,7 @@ from kgplm.methods.epplm.attributes import (
 )
 from kgplm.methods.epplm.batching import EpplmCollator, is_pap_step
 from kgplm.methods.epplm.configuration import EpplmConfig
+from kgplm.methods.epplm.stage import product_attributes_stage  # registers the product_attributes stage
 from kgplm.methods.epplm.modeling import (
     EpplmForPreTraining,
     attribute_distances,
@@ -35,7 +36,7 @@ from kgplm.models.electra_batching import build_electra_collator
 
 __all__ = ["EpplmConfig", "EpplmForPreTraining", "EpplmCollator", "ProductAttributes", "AttributeGroup",
            "read_attribute_table", "is_pap_step", "attribute_distances", "product_attribute_objective",
-           "DEFAULT_GRAPH_ATTRIBUTES", "METHOD_DATA_KEYS", "SPEC"]
+           "DEFAULT_GRAPH_ATTRIBUTES", "METHOD_DATA_KEYS", "product_attributes_stage", "SPEC"]
 
 
 #: Drugs whose (drug, 适应症) pairs the registered ``PAP AUC`` evaluation holds out.

@@ -11,7 +11,7 @@ medicinal-product database. Here they come from two sources, merged:
 * a user table in EP-PLM's format, one line per (title, attribute): ``title<TAB>attribute<TAB>v1|v2|…``
   (UTF-8; blank lines skipped).
 
-The stage :func:`product_attributes_stage` (artefact ``product_attributes``) reads
+The stage :func:`kgplm.methods.epplm.stage.product_attributes_stage` (artefact ``product_attributes``) reads
 ``kgplm.train(method_data={...})``:
 
 * ``graph_attributes``: the predicate names to read from the graph (default the four above;
@@ -45,11 +45,10 @@ from pathlib import Path
 import numpy as np
 
 from kgplm._io import atomic_file, iter_lines
-from kgplm.exceptions import ArtifactError, ConfigurationError, DataFormatError
-from kgplm.training.stages import Stage, register_stage
+from kgplm.exceptions import ArtifactError, DataFormatError
 
 __all__ = ["AttributeGroup", "ProductAttributes", "DEFAULT_GRAPH_ATTRIBUTES", "read_attribute_table",
-           "product_attributes_stage", "METHOD_DATA_KEYS"]
+           "METHOD_DATA_KEYS"]
 
 logger = logging.getLogger(__name__)
 
@@ -253,47 +252,3 @@ def read_attribute_table(path: str | os.PathLike) -> list[AttributeGroup]:
             raise DataFormatError("a value holds a tab or newline", path=path, line=line_number, expected=expected)
         groups.append(AttributeGroup(title, attribute, values))
     return groups
-
-
-def product_attributes_stage(run, inputs) -> ProductAttributes:
-    """The ``product_attributes`` artefact: graph groups + the user table − the excluded triples (module docstring)."""
-    path = run.kg_dir / "product_attributes.json"
-    if path.is_file():
-        return ProductAttributes.load(path)
-    data = dict(inputs.arguments.get("method_data") or {})
-    unknown = sorted(set(data) - set(METHOD_DATA_KEYS))
-    if unknown:
-        raise ConfigurationError(f"unknown method_data keys {unknown} for product attribute prediction; it reads "
-                                 f"{list(METHOD_DATA_KEYS)}")
-    names = data.get("graph_attributes", DEFAULT_GRAPH_ATTRIBUTES)
-    if isinstance(names, str) or not all(isinstance(name, str) for name in names):
-        raise ConfigurationError(f"method_data['graph_attributes'] must be a list of predicate names, got {names!r}")
-    attributes = ProductAttributes.from_store(inputs.store, names)
-    from_graph = len(attributes)
-    if data.get("product_attributes"):
-        attributes = attributes.merge(ProductAttributes.from_table(data["product_attributes"]))
-    if data.get("exclude_attributes"):
-        attributes = attributes.without(ProductAttributes.from_table(data["exclude_attributes"]).triples())
-    held_out = data.get("pap_held_out")
-    if held_out:
-        from kgplm.methods.epplm.evaluation import held_out_triples, pap_held_out_pairs
-
-        if not isinstance(held_out, int) or isinstance(held_out, bool) or held_out < 0:
-            raise ConfigurationError(f"method_data['pap_held_out'] must be a number of drugs (an integer ≥ 0), "
-                                     f"got {held_out!r}")
-        pairs = pap_held_out_pairs(attributes, held_out)
-        attributes = attributes.holding_out(pairs, held_out_triples(attributes, pairs))
-        logger.info("product attribute prediction: %d (drug, 适应症) pairs held out for evaluation, with every other "
-                    "attribute triple of their drugs", len(pairs))
-    if not len(attributes):
-        logger.warning("no product attribute triples: the graph has none of %s and no table was given; product "
-                       "attribute prediction will not run", list(names))
-    else:
-        logger.info("product attribute prediction: %d (title, attribute) groups (%d from the graph), %d triples",
-                    len(attributes), from_graph, attributes.num_triples)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    attributes.save(path)
-    return attributes
-
-
-register_stage(Stage("product_attributes", product_attributes_stage))

@@ -49,7 +49,7 @@ from kgplm.methods.epplm.configuration import PAP_NEGATIVES
 from kgplm.models.electra_batching import ElectraCollator
 from kgplm.training.collator import Batch
 
-__all__ = ["EpplmCollator", "is_pap_step", "negative_weights", "PAP_STREAM", "PAP_NEGATIVES"]
+__all__ = ["EpplmCollator", "is_pap_step", "negative_weights", "own_in_pool", "PAP_STREAM", "PAP_NEGATIVES"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def negative_weights(attributes: ProductAttributes, group: int, negatives: str) 
     return pool[keep], weights
 
 
-def _own_in_pool(attributes: ProductAttributes, group: int) -> int:
+def own_in_pool(attributes: ProductAttributes, group: int) -> int:
     """How many of the group's own and withheld values are in its attribute's pool."""
     pool, own = attributes.pool(attributes.groups[group].attribute), attributes.own_value_ids(group)
     at = np.searchsorted(pool, own)
@@ -105,7 +105,7 @@ class EpplmCollator(ElectraCollator):
         self.value_length = value_length
         # groups whose attribute has a value they lack: the only ones that can have negatives
         self.eligible = np.array([index for index, group in enumerate(attributes.groups)
-                                  if len(attributes.pool(group.attribute)) > _own_in_pool(attributes, index)],
+                                  if len(attributes.pool(group.attribute)) > own_in_pool(attributes, index)],
                                  dtype=np.int64)
         if len(attributes) and not len(self.eligible):
             logger.warning("no (title, attribute) group has a negative value (every attribute has a single group's "

@@ -226,10 +226,10 @@ def chance_interval(num_positive: int, num_negative: int, z: float = 1.96) -> tu
 def _candidate_weights(attributes: ProductAttributes, negatives: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Attribute → (W₊, W₋) over its pool: the expected weight of each value among one drawn group's positive
     terms (1/|P| each) and negative terms (the law's probability), the group drawn uniformly among eligible ones."""
-    from kgplm.methods.epplm.batching import _own_in_pool
+    from kgplm.methods.epplm.batching import own_in_pool
 
     eligible = [i for i, g in enumerate(attributes.groups)
-                if len(attributes.pool(g.attribute)) > _own_in_pool(attributes, i)]
+                if len(attributes.pool(g.attribute)) > own_in_pool(attributes, i)]
     share = 1.0 / len(eligible) if eligible else 0.0
     weights = {}
     for attribute in attributes.attributes:

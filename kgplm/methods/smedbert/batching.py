@@ -289,7 +289,7 @@ def knowledge_inputs(run, progress: bool) -> KnowledgeLookup:
 
     from kgplm.exceptions import MissingFileError
     from kgplm.kg.pepr import NeighborTable
-    from kgplm.text.linking_filters import recorded_linker
+    from kgplm.text.linking import recorded_linker
 
     table_path = run.neighbor_table_path
     if not table_path.is_file() and run.read_run_config().get("neighbor_table"):
