@@ -22,6 +22,11 @@ set before it, Linux ``/proc``) and a throughput):
 
     python benchmarks/scale_models.py --sizes 115k 1M 4M           # the table (one process per cell)
     python benchmarks/scale_models.py --compare-softmax --steps 150 # sampled vs exact L_EL on CMeKG
+    python benchmarks/scale_models.py --smoke                       # every stage with 1,000 entities
+
+``--smoke`` fills the table at 1,000 entities: the first stage in its own process as every cell of the
+full table, the others in this process (each new process imports torch, PyG and transformers again,
+several seconds a cell).
 
 ``--compare-softmax`` pre-trains KeBioLM twice on CMeKG (115k entities) and real text (CMeKG facts
 as sentences + consultations), same seed, tiny encoder: the exact softmax, then the sampled one
@@ -373,7 +378,13 @@ def main(argv=None) -> None:
     parser.add_argument("--limit-seconds", type=float, default=None,
                         help="stop a cell after this many seconds and report the peak RSS it reached")
     parser.add_argument("--work", type=Path, default=ROOT / "benchmarks" / ".cache" / "scale_models")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the table's stages at 1,000 entities (one process per cell, as in the full table)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        if args.compare_softmax:
+            parser.error("--compare-softmax runs on CMeKG and has no smoke mode")
+        args.sizes = ["1k"]
     if args.one:
         print(json.dumps(_one(args.one[0], parse_size(args.one[1]), args.seed)))
         return
@@ -387,6 +398,9 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|---|")
     for size in args.sizes:
         for stage in args.stages:
+            if args.smoke and stage != args.stages[0]:
+                print(_row(_one(stage, parse_size(size), args.seed)), flush=True)
+                continue
             # one process per cell: the resident set of one cell does not carry into the next
             print(_row(_run_cell(stage, size, args.seed, args.limit_seconds)), flush=True)
     print(f"load average after: {os.getloadavg()}")
