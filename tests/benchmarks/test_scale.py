@@ -64,7 +64,7 @@ def test_the_growth_exponent_reads_the_step_alone_where_the_rate_does(monkeypatc
     the exponent is log(6.40 / 0.71) / log(1M / 115k) = 1.02, not the stages' 0.50; RSS from the peaks."""
     figures = {"115k": (0.71, 11.4, 0.81), "1M": (6.40, 31.1, 2.18)}
 
-    def measure(stage, size, timeout, commit, reuse):
+    def measure(stage, size, timeout, commit, reuse, in_process=False):
         step, cpu, rss = figures[size]
         return {"count": 1, "unit": "steps", "seconds_override": step, "cpu": cpu, "wall": cpu, "peak_rss_gb": rss,
                 "note": "", "commit": commit}
