@@ -208,9 +208,13 @@ def main() -> None:
         global CACHE
         args.__dict__.update(graph="smoke", recall_seeds=20, exact_seeds=8, anchor_seeds=1,
                              skip_networkx=args.skip_networkx or importlib.util.find_spec("networkx") is None)
+        cache = CACHE
         with tempfile.TemporaryDirectory(prefix="kgplm-pepr-") as scratch:
-            CACHE = Path(scratch)
-            run_benchmark(args)
+            try:
+                CACHE = Path(scratch)
+                run_benchmark(args)
+            finally:
+                CACHE = cache
         return
     run_benchmark(args)
 

@@ -13,7 +13,8 @@ log cost against log number of concepts: 1 is linear), the commit and the load a
 Stages ``transe``, ``kebiolm`` and ``smedbert`` come from ``benchmarks/scale_models.py`` (issue
 30.4–30.5); where that module is not in the tree their rows read "not measured at this commit".
 
-``--smoke`` runs every stage on 300 generated concepts with 0.05 MB of text to link, everything
+``--smoke`` runs every stage on 300 generated concepts with 0.05 MB of text to link and a PEPR
+budget of 0 s (so ``mode="auto"`` takes the fast mode, as it does at the full sizes), everything
 (the RRF files, the stores, the records) in a temporary folder: the first stage in its own process
 as every stage of the full run, the others in the benchmark's process (a new process imports
 torch, numba's kernels and the models again, seconds a stage).
@@ -44,6 +45,10 @@ TEXT_MB = 8
 #: linker stages on CMeKG's store, with text from the same generator
 COMPARATOR = "cmekg"
 LINKER_STAGES = ("linker_build", "linker_load", "linker_link")
+#: the modelled seconds ``mode="auto"`` allows exact PEPR (beyond it, the fast mode)
+PEPR_BUDGET_SECONDS = 120.0
+#: whether this is a ``--smoke`` run (its child processes are started with ``--smoke`` too)
+SMOKE = False
 
 
 def _paths(size: str) -> dict[str, Path]:
@@ -125,7 +130,8 @@ def run_stage(stage: str, size: str) -> dict:
         store = _store(paths)
         # "pepr": the defaults (fast mode refines contested seeds); "pepr_coarse": the coarse push alone
         options = {} if stage == "pepr" else {"refine": False}
-        table = top_k_neighbors(store, None, k=10, mode="auto", budget_seconds=120, show_progress=False, **options)
+        table = top_k_neighbors(store, None, k=10, mode="auto", budget_seconds=PEPR_BUDGET_SECONDS,
+                                show_progress=False, **options)
         table.save(paths[stage])
         config = table.config
         return {"count": store.num_entities, "unit": "seeds",
@@ -262,6 +268,7 @@ def measure(stage: str, size: str, timeout: float, commit: str, reuse: bool, in_
 
 def _measure_in_child(stage: str, size: str, timeout: float) -> dict:
     command = [sys.executable, __file__, "--stage", stage, "--size", size, "--cache", str(CACHE)]
+    command += ["--smoke"] if SMOKE else []
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     print(f"  {size} {stage} ...", file=sys.stderr, flush=True)
     try:
@@ -316,21 +323,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--smoke", action="store_true",
                         help="every stage on 300 generated concepts, in a temporary folder")
     args = parser.parse_args(argv)
-    global CACHE, TEXT_MB
-    if args.cache is not None:
-        CACHE = args.cache
-    if args.stage:
-        _child(args.stage, args.size)
-        return
-    if args.smoke:
-        import tempfile
+    global CACHE, TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE
+    settings = CACHE, TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE
+    try:
+        if args.smoke:
+            args.sizes, args.reuse = ["300"], False
+            TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE = 0.05, 0.0, True
+        if args.cache is not None:
+            CACHE = args.cache
+        if args.stage:
+            _child(args.stage, args.size)
+        elif args.smoke:
+            import tempfile
 
-        args.sizes, args.reuse, TEXT_MB = ["300"], False, 0.05
-        with tempfile.TemporaryDirectory(prefix="kgplm-scale-") as scratch:
-            CACHE = Path(scratch)
+            with tempfile.TemporaryDirectory(prefix="kgplm-scale-") as scratch:
+                CACHE = Path(scratch)
+                run_benchmark(args)
+        else:
             run_benchmark(args)
-        return
-    run_benchmark(args)
+    finally:
+        CACHE, TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE = settings  # main() called in a process leaves them as they were
 
 
 def run_benchmark(args: argparse.Namespace) -> None:
