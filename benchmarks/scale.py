@@ -46,7 +46,7 @@ TEXT_MB = 8
 COMPARATOR = "cmekg"
 LINKER_STAGES = ("linker_build", "linker_load", "linker_link")
 #: the modelled seconds ``mode="auto"`` allows exact PEPR (beyond it, the fast mode)
-PEPR_BUDGET_SECONDS = 120.0
+PEPR_BUDGET_SECONDS = 120
 #: whether this is a ``--smoke`` run (its child processes are started with ``--smoke`` too)
 SMOKE = False
 
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.smoke:
             args.sizes, args.reuse = ["300"], False
-            TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE = 0.05, 0.0, True
+            TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE = 0.05, 0, True
         if args.cache is not None:
             CACHE = args.cache
         if args.stage:
