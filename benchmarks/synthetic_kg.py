@@ -24,7 +24,7 @@ NUM_TYPES = 26
 NAMESPACE = "http://example.org/kg/"
 CACHE = Path(__file__).resolve().parent / ".cache"
 #: the sizes of the tiny instance the benchmarks' ``--smoke`` modes generate
-SMOKE = dict(num_entities=500, num_triples=3_000, num_relations=8, num_types=4)
+SMOKE = {"num_entities": 500, "num_triples": 3_000, "num_relations": 8, "num_types": 4}
 
 
 def chung_lu_triples(num_entities: int, num_triples: int, num_relations: int, seed: int,
