@@ -281,6 +281,11 @@ def compare_linking_softmaxes(work: Path, *, steps: int = 150, batch_size: int =
     if store is None:
         store = cmekg_store(work)
         corpus = mixed_corpus(work / f"corpus-{num_facts}-{num_dialogues}.txt", store, num_facts, num_dialogues)
+    elif corpus is None:
+        from kgplm.exceptions import ConfigurationError
+
+        raise ConfigurationError("compare_linking_softmaxes got a store without a corpus: pass the text to "
+                                 "pre-train on as corpus= (a file path)")
     else:
         given = {"graph": repr(store), "corpus": str(corpus)}
     common = dict(text_model=dict(TINY_TEXT_ENCODER, max_position_embeddings=160), max_length=128,
