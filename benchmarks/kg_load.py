@@ -4,11 +4,14 @@ Run: ``.venv/bin/python benchmarks/kg_load.py`` (``--skip-rdflib`` leaves out th
 rdflib anchor). The graph is the synthetic one of benchmarks/synthetic_kg.py (274,163 entities,
 4,390,726 triples, 56 relations, 26 types, as N-Triples). Every step runs in a fresh Python
 process so that peak memory (ru_maxrss) is the step's own. Prints a Markdown table.
+``--smoke`` runs every step on the tiny instance of the same generator (``synthetic_kg.SMOKE``)
+written to a temporary folder (the rdflib step only where rdflib is installed).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import subprocess
 import sys
@@ -76,15 +79,19 @@ def run_step(name: str, path: Path, store: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--skip-rdflib", action="store_true")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the tiny synthetic graph (synthetic_kg.SMOKE) in a temporary folder")
     args = parser.parse_args()
-    from synthetic_kg import synthetic_ntriples
+    from synthetic_kg import SMOKE, synthetic_ntriples, write_ntriples
 
-    started = time.perf_counter()
-    path = synthetic_ntriples()
-    print(f"graph: {path} ({path.stat().st_size / 1e6:.0f} MB), ready in {time.perf_counter() - started:.1f} s\n")
+    if args.smoke and importlib.util.find_spec("rdflib") is None:
+        args.skip_rdflib = True
     steps = ["from_rdf", "from_rdf_one_process", "save", "load"] + ([] if args.skip_rdflib else ["rdflib"])
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
+        started = time.perf_counter()
+        path = write_ntriples(Path(scratch) / "synthetic_kg.nt", **SMOKE) if args.smoke else synthetic_ntriples()
+        print(f"graph: {path} ({path.stat().st_size / 1e6:.0f} MB), ready in {time.perf_counter() - started:.1f} s\n")
         store = Path(scratch) / "store"
         for step in steps:
             result = run_step(step, path, store)

@@ -12,11 +12,16 @@ triples/s, filtered MRR, Hits@1, Hits@10.
 
 Also measures the throughput on the 274k-entity / 4.4M-triple synthetic graph (one epoch on 1M
 triples), where the issue's goals are set (TransE ≥ 200k, TransR ≥ 60k triples/s at dim 100).
+
+``--smoke`` runs the same rows at toy size in a temporary folder: the repository's toy graph in
+place of CMeKG, PyKEEN's UMLS only where PyKEEN is installed, the tiny instance of
+benchmarks/synthetic_kg.py (``SMOKE``) in place of the full synthetic graph; 1 epoch, dimension 16.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +31,10 @@ import torch
 
 from kgplm import KGStore
 from kgplm.kg.embeddings import KGEmbeddings, split_triples, train_kg_embeddings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+TOY_GRAPH = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
 
 
 def load_umls_from_pykeen() -> tuple[KGStore, dict[str, np.ndarray]] | None:
@@ -89,7 +98,19 @@ def main() -> None:
     parser.add_argument("--eval-sample", type=int, default=2000, help="CMeKG test triples ranked (both sides)")
     parser.add_argument("--skip-pykeen-transr", action="store_true", help="PyKEEN TransR on CMeKG takes long")
     parser.add_argument("--skip-synthetic", action="store_true")
+    parser.add_argument("--smoke", action="store_true",
+                        help="toy graph and a tiny synthetic graph, 1 epoch, dimension 16, in a temporary folder")
     args = parser.parse_args()
+    if args.smoke:
+        args.epochs, args.dim, args.eval_sample = 1, 16, 50
+        with tempfile.TemporaryDirectory(prefix="kgplm-kge-") as scratch:
+            run_benchmark(args, Path(scratch))
+        return
+    run_benchmark(args, None)
+
+
+def run_benchmark(args: argparse.Namespace, smoke_folder: Path | None) -> None:
+    """The table; ``smoke_folder``: the ``--smoke`` run's temporary folder (None: the full-size run)."""
     torch.manual_seed(0)
     rows: list[tuple] = []
 
@@ -99,17 +120,24 @@ def main() -> None:
               f"H@1 {metrics['hits@1']:.4f}  H@10 {metrics['hits@10']:.4f}", flush=True)
 
     datasets = []
-    cmekg = KGStore.from_cmekg(show_progress=False)
+    if smoke_folder is None:
+        cmekg = KGStore.from_cmekg(show_progress=False)
+    else:
+        cmekg = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
     train, test = split_triples(cmekg.triples, test_fraction=0.05, seed=0)
     sample = test[np.random.default_rng(0).permutation(len(test))[: args.eval_sample]]
-    datasets.append(("CMeKG", cmekg, train, sample, 8192, args.epochs))
+    datasets.append(("CMeKG" if smoke_folder is None else "toy", cmekg, train, sample, 8192, args.epochs))
     umls = load_umls_from_pykeen()
     if umls is None:
         print("PyKEEN is not installed: the UMLS dataset (bundled with PyKEEN) and the PyKEEN anchors are skipped;"
               " `pip install -e '.[bench]'` installs it")
     else:
         store, splits = umls
-        datasets.append(("UMLS", store, splits["train"], splits["test"], 256, 10 * args.epochs))
+        if smoke_folder is None:
+            datasets.append(("UMLS", store, splits["train"], splits["test"], 256, 10 * args.epochs))
+        else:  # a sample of the test triples, as for CMeKG
+            sample = splits["test"][np.random.default_rng(0).permutation(len(splits["test"]))[: args.eval_sample]]
+            datasets.append(("UMLS", store, splits["train"], sample, 256, args.epochs))
 
     for name, store, train, test, batch_size, epochs in datasets:
         print(f"{name}: {store.num_entities:,} entities, {store.num_relations} relations, {len(train):,} training "
@@ -137,16 +165,24 @@ def main() -> None:
                pykeen_transr.evaluate(test, filter_triples=filter_triples, progress=False))
 
     if not args.skip_synthetic:
-        cache = Path(__file__).resolve().parent / ".cache" / "synthetic_store"
-        if not cache.is_dir():
-            from synthetic_kg import synthetic_ntriples
+        if smoke_folder is None:
+            cache = Path(__file__).resolve().parent / ".cache" / "synthetic_store"
+            if not cache.is_dir():
+                from synthetic_kg import synthetic_ntriples
 
-            KGStore.from_rdf(synthetic_ntriples()).save(cache)
-        store = KGStore.load(cache)
-        subset = store.triples[np.random.default_rng(0).choice(store.num_triples, 1_000_000, replace=False)]
+                KGStore.from_rdf(synthetic_ntriples()).save(cache)
+            store = KGStore.load(cache)
+            size, dim = 1_000_000, 100
+        else:
+            from synthetic_kg import SMOKE, write_ntriples
+
+            store = KGStore.from_rdf(write_ntriples(smoke_folder / "synthetic_kg.nt", **SMOKE), show_progress=False)
+            size, dim = store.num_triples, args.dim
+        subset = store.triples[np.random.default_rng(0).choice(store.num_triples, size, replace=False)]
         for method in ("transe", "transr"):
-            result = train_kg_embeddings(store, method=method, dim=100, epochs=1, triples=subset, progress=False)
-            rows.append(("synthetic", f"kgplm {method} (1M triples)", 1, result.timings["triples_per_second"],
+            result = train_kg_embeddings(store, method=method, dim=dim, epochs=1, triples=subset, progress=False)
+            label = "1M" if size == 1_000_000 else f"{size:,}"
+            rows.append(("synthetic", f"kgplm {method} ({label} triples)", 1, result.timings["triples_per_second"],
                          float("nan"), float("nan"), float("nan")))
             print(f"  synthetic {method}: {result.timings['triples_per_second']:,.0f} triples/s", flush=True)
 

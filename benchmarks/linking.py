@@ -22,14 +22,23 @@ mentions of the cMedQANER test file (all 1,350 annotations, offsets as released)
   * gold-name recall (issue 29.11): the share of named gold mentions not lost to a crossing match.
 
     .venv/bin/python benchmarks/linking.py [--repeat 3] [--quality-only]
+    .venv/bin/python benchmarks/linking.py --smoke
+
+``--smoke`` runs every row once on generated data in a temporary folder: the repository's toy graph
+in place of CMeKG, consultations written from its names in place of the dialogue corpus (the same
+CSV and text formats), and an NER file in the cMedQANER format whose gold mentions are the names
+placed in those sentences.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
+import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +51,7 @@ from kgplm.text import EntityLinker, read_corpus  # noqa: E402
 from kgplm.text.linking import normalize_for_matching  # noqa: E402
 
 SHARED = Path(os.environ.get("KGPLM_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+TOY_GRAPH = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
 
 
 CPU_SECONDS: dict[int, float] = {}  # id of a timed result → the user+system CPU seconds of its best run
@@ -118,23 +128,68 @@ def boundary_quality(linker: EntityLinker, path: Path) -> dict[str, int]:
     return figures
 
 
+def write_smoke_data(folder: Path, store, documents: int = 200, seed: int = 0) -> Path:
+    """Generated stand-ins for the shared data, written into ``folder``: ``medical_dialogue/`` (a CSV of
+    consultations and a text file of them, in the dialogue corpus's formats) and ``test.json`` (NER records in
+    the cMedQANER format, each gold mention one of the store's names placed in the sentence); returns ``folder``."""
+    rng = random.Random(seed)
+    names = sorted({store.entity_name(entity) for entity in range(store.num_entities)})
+    records = []
+    for _ in range(documents):
+        text, mentions = "", []
+        for prefix in ("患者主诉", "，伴有", "，既往有", "，建议"):
+            name = rng.choice(names)
+            text += prefix
+            mentions.append({"mention": name, "type": "sym", "offset": len(text)})
+            text += name
+        records.append({"text": text + "。", "mention_data": mentions})
+    corpus = folder / "medical_dialogue"
+    corpus.mkdir(parents=True, exist_ok=True)
+    half = len(records) // 2
+    with open(corpus / "sample_IM_5000-6000.utf8.csv", "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["department", "title", "ask", "answer"])
+        writer.writerows(["内科", record["text"][:8], record["text"], "建议复查。"] for record in records[:half])
+    (corpus / "IM_neike.utf8.txt").write_text("".join(f"{record['text']}\n建议复查。\n\n" for record in records[half:]),
+                                              encoding="utf-8")
+    (folder / "test.json").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records),
+                                      encoding="utf-8")
+    return folder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quality-only", action="store_true", help="only the word-boundary figures")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the toy graph and generated text in a temporary folder, each row once")
     args = parser.parse_args()
-    folder = SHARED / "corpus" / "medical_dialogue"
+    if args.smoke:
+        args.repeat = 1
+        store = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+        with tempfile.TemporaryDirectory(prefix="kgplm-linking-") as scratch:
+            folder = write_smoke_data(Path(scratch), store)
+            run_benchmark(args, store, folder / "medical_dialogue", folder / "test.json")
+        return
+    run_benchmark(args, None, SHARED / "corpus" / "medical_dialogue",
+                  SHARED / "tasks" / "zh" / "chineseblue" / "cMedQANER" / "test.json")
+
+
+def run_benchmark(args: argparse.Namespace, store, folder: Path, ner_test: Path) -> None:
+    """The figures and the table; ``store`` None: CMeKG; ``folder``: the dialogue corpus's files; ``ner_test``:
+    NER records in the cMedQANER format."""
     texts = [d.text for d in read_corpus(folder / "sample_IM_5000-6000.utf8.csv", columns=["title", "ask", "answer"])]
     texts += [d.text for d in read_corpus(folder / "IM_neike.utf8.txt")]
     megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     characters = sum(len(t) for t in texts)
-    store = KGStore.from_cmekg(show_progress=False)
+    if store is None:
+        store = KGStore.from_cmekg(show_progress=False)
     build_seconds, linker = best_of(1, lambda: EntityLinker(store))
     print(f"corpus: {len(texts):,} documents, {characters:,} characters, {megabytes:.2f} MB; dictionary: "
           f"{linker.num_names:,} distinct names (≥ 2 characters) of {store.num_entities:,} entities; "
           f"linker built in {build_seconds:.1f} s", flush=True)
-    quality = boundary_quality(linker, SHARED / "tasks" / "zh" / "chineseblue" / "cMedQANER" / "test.json")
-    print("\ncMedQANER test, word boundaries:")
+    quality = boundary_quality(linker, ner_test)
+    print(f"\n{'cMedQANER test' if ner_test.parent.name == 'cMedQANER' else 'generated NER records'}, word boundaries:")
     print(f"  named gold mentions (surface is a CMeKG name): {quality['named_gold']:,} of {quality['gold']:,}; "
           f"linked exactly {quality['named_gold_linked_exactly']:,}; "
           f"lost to a crossing match {quality['lost_to_crossing_match']:,}")

@@ -15,6 +15,11 @@ the time for every entity (fast modes: measured on every entity, one-off costs s
 included; exact and the anchors: measured on the sample and extrapolated), recall@10 mean and min
 over the sample, and the process's peak RSS. The machine's load average is printed with the table:
 timings on a shared machine are inflated by other work. Prints a Markdown table.
+
+``--smoke`` runs every row on the tiny instance of the synthetic graph (``synthetic_kg.SMOKE``: 500
+entities, 3,000 triples) with 20 recall seeds, 8 exact-mode seeds and one anchor seed, everything
+(the store, the reference) in a temporary folder; scikit-network's and networkx's anchors are left
+out where those packages are not installed.
 """
 
 from __future__ import annotations
@@ -49,6 +54,10 @@ def load_graph(name: str):
         # the shared dump when there is one (KGPLM_SHARED_DATA), else the pycmekg package
         dump = Path(os.environ.get("KGPLM_SHARED_DATA", "../shared/data")) / "kg" / "cmekg" / "triples.tsv.gz"
         store = KGStore.from_cmekg(dump if dump.is_file() else None, show_progress=False)
+    elif name == "smoke":
+        from synthetic_kg import SMOKE, write_ntriples
+
+        store = KGStore.from_rdf(write_ntriples(CACHE / "synthetic_kg_smoke.nt", **SMOKE), show_progress=False)
     else:
         from synthetic_kg import synthetic_ntriples
 
@@ -189,7 +198,28 @@ def main() -> None:
     parser.add_argument("--exact-seeds", type=int, default=256, help="sample seeds timed in exact mode")
     parser.add_argument("--anchor-seeds", type=int, default=3, help="seeds timed for networkx / scikit-network")
     parser.add_argument("--skip-networkx", action="store_true")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the tiny synthetic graph, a few seeds, everything in a temporary folder")
     args = parser.parse_args()
+    if args.smoke:
+        import importlib.util
+        import tempfile
+
+        global CACHE
+        args.__dict__.update(graph="smoke", recall_seeds=20, exact_seeds=8, anchor_seeds=1,
+                             skip_networkx=args.skip_networkx or importlib.util.find_spec("networkx") is None)
+        cache = CACHE
+        with tempfile.TemporaryDirectory(prefix="kgplm-pepr-") as scratch:
+            try:
+                CACHE = Path(scratch)
+                run_benchmark(args)
+            finally:
+                CACHE = cache
+        return
+    run_benchmark(args)
+
+
+def run_benchmark(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="  %(message)s", stream=sys.stderr)
 
     from kgplm.kg.pepr import TransitionMatrix, top_k_neighbors

@@ -12,6 +12,12 @@ log cost against log number of concepts: 1 is linear), the commit and the load a
 
 Stages ``transe``, ``kebiolm`` and ``smedbert`` come from ``benchmarks/scale_models.py`` (issue
 30.4–30.5); where that module is not in the tree their rows read "not measured at this commit".
+
+``--smoke`` runs every stage on 300 generated concepts with 0.05 MB of text to link and a PEPR
+budget of 0 s (so ``mode="auto"`` takes the fast mode, as it does at the full sizes), everything
+(the RRF files, the stores, the records) in a temporary folder: the first stage in its own process
+as every stage of the full run, the others in the benchmark's process (a new process imports
+torch, numba's kernels and the models again, seconds a stage).
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ TEXT_MB = 8
 #: linker stages on CMeKG's store, with text from the same generator
 COMPARATOR = "cmekg"
 LINKER_STAGES = ("linker_build", "linker_load", "linker_link")
+#: the modelled seconds ``mode="auto"`` allows exact PEPR (beyond it, the fast mode)
+PEPR_BUDGET_SECONDS = 120
+#: whether this is a ``--smoke`` run (its child processes are started with ``--smoke`` too)
+SMOKE = False
 
 
 def _paths(size: str) -> dict[str, Path]:
@@ -60,11 +70,12 @@ def _store(paths):
     return KGStore.load(paths["store"])
 
 
-def _text(store, paths, megabytes: int = TEXT_MB) -> str:
+def _text(store, paths, megabytes: float | None = None) -> str:
     """Sentences of filler words with an entity name every few words (names drawn evenly over the ids),
-    written once per size: the same shape of text at every size."""
+    written once per size: the same shape of text at every size (``megabytes``: ``TEXT_MB`` unless given)."""
     import numpy as np
 
+    megabytes = TEXT_MB if megabytes is None else megabytes
     if paths["text"].is_file():
         return paths["text"].read_text(encoding="utf-8")
     rng = np.random.default_rng(0)
@@ -119,7 +130,8 @@ def run_stage(stage: str, size: str) -> dict:
         store = _store(paths)
         # "pepr": the defaults (fast mode refines contested seeds); "pepr_coarse": the coarse push alone
         options = {} if stage == "pepr" else {"refine": False}
-        table = top_k_neighbors(store, None, k=10, mode="auto", budget_seconds=120, show_progress=False, **options)
+        table = top_k_neighbors(store, None, k=10, mode="auto", budget_seconds=PEPR_BUDGET_SECONDS,
+                                show_progress=False, **options)
         table.save(paths[stage])
         config = table.config
         return {"count": store.num_entities, "unit": "seeds",
@@ -206,6 +218,11 @@ def run_stage(stage: str, size: str) -> dict:
 
 
 def _child(stage: str, size: str) -> None:
+    print("RESULT " + json.dumps(_measure_here(stage, size)), flush=True)
+
+
+def _measure_here(stage: str, size: str) -> dict:
+    """Run one stage in this process, add its time and memory, and record the figures."""
     import resource
 
     began_wall, began_cpu = time.perf_counter(), time.process_time()
@@ -219,7 +236,7 @@ def _child(stage: str, size: str) -> None:
     record = _record(size, result["commit"], stage)
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(result), encoding="utf-8")
-    print("RESULT " + json.dumps(result), flush=True)
+    return result
 
 
 def _models_available() -> bool:
@@ -230,10 +247,11 @@ def _record(size: str, commit: str, stage: str) -> Path:
     return CACHE / f"scale-{size}" / "results" / commit / f"{stage}.json"
 
 
-def measure(stage: str, size: str, timeout: float, commit: str, reuse: bool) -> dict:
+def measure(stage: str, size: str, timeout: float, commit: str, reuse: bool, in_process: bool = False) -> dict:
     """The stage's figures: measured in a child process (which records them under
-    ``benchmarks/.cache/scale-SIZE/results/COMMIT/STAGE.json``), or read from the record made at
-    ``commit``; with ``reuse``, from the newest record at any commit (the cell then names it)."""
+    ``benchmarks/.cache/scale-SIZE/results/COMMIT/STAGE.json``; in this process with ``in_process``),
+    or read from the record made at ``commit``; with ``reuse``, from the newest record at any commit (the
+    cell then names it)."""
     if stage in MODEL_STAGES and not _models_available():
         return {"missing": "not measured at this commit (benchmarks/scale_models.py absent)"}
     record = _record(size, commit, stage)
@@ -243,11 +261,14 @@ def measure(stage: str, size: str, timeout: float, commit: str, reuse: bool) -> 
         older = sorted((CACHE / f"scale-{size}" / "results").glob(f"*/{stage}.json"), key=lambda p: p.stat().st_mtime)
         if older:
             return json.loads(older[-1].read_text(encoding="utf-8"))
+    if in_process:
+        return _measure_here(stage, size)
     return _measure_in_child(stage, size, timeout)
 
 
 def _measure_in_child(stage: str, size: str, timeout: float) -> dict:
-    command = [sys.executable, __file__, "--stage", stage, "--size", size]
+    command = [sys.executable, __file__, "--stage", stage, "--size", size, "--cache", str(CACHE)]
+    command += ["--smoke"] if SMOKE else []
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     print(f"  {size} {stage} ...", file=sys.stderr, flush=True)
     try:
@@ -298,10 +319,33 @@ def main(argv: list[str] | None = None) -> None:
                         help="take a stage's figures from its newest record at any commit (the cell names the commit)")
     parser.add_argument("--skip", nargs="*", default=[], metavar="STAGE@SIZE", help="cells not run, each STAGE@SIZE or STAGE@SIZE=why")
     parser.add_argument("--skip-reason", default="skipped", help="what the skipped cells say")
+    parser.add_argument("--cache", type=Path, default=None, help=argparse.SUPPRESS)  # a child's CACHE
+    parser.add_argument("--smoke", action="store_true",
+                        help="every stage on 300 generated concepts, in a temporary folder")
     args = parser.parse_args(argv)
-    if args.stage:
-        _child(args.stage, args.size)
-        return
+    global CACHE, TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE
+    settings = CACHE, TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE
+    try:
+        if args.smoke:
+            args.sizes, args.reuse = ["300"], False
+            TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE = 0.05, 0, True
+        if args.cache is not None:
+            CACHE = args.cache
+        if args.stage:
+            _child(args.stage, args.size)
+        elif args.smoke:
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="kgplm-scale-") as scratch:
+                CACHE = Path(scratch)
+                run_benchmark(args)
+        else:
+            run_benchmark(args)
+    finally:
+        CACHE, TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE = settings  # main() called in a process leaves them as they were
+
+
+def run_benchmark(args: argparse.Namespace) -> None:
     from _runs import code_version
     import synthetic_umls
 
@@ -319,7 +363,8 @@ def main(argv: list[str] | None = None) -> None:
             if f"{stage}@{size}" in skipped:
                 results[stage, size] = {"missing": f"not run: {skipped[f'{stage}@{size}'] or args.skip_reason}"}
                 continue
-            results[stage, size] = measure(stage, size, args.timeout, commit, args.reuse)
+            results[stage, size] = measure(stage, size, args.timeout, commit, args.reuse,
+                                           in_process=args.smoke and stage != args.stages[0])
     load_after = os.getloadavg()
     scaled = [size for size in args.sizes if size != COMPARATOR]  # the UMLS-shaped sizes
     concepts = {size: synthetic_umls.parse_size(size) for size in scaled}

@@ -22,6 +22,12 @@ set before it, Linux ``/proc``) and a throughput):
 
     python benchmarks/scale_models.py --sizes 115k 1M 4M           # the table (one process per cell)
     python benchmarks/scale_models.py --compare-softmax --steps 150 # sampled vs exact L_EL on CMeKG
+    python benchmarks/scale_models.py --smoke                       # every stage with 1,000 entities
+
+``--smoke`` fills the table at 1,000 entities: the first stage in its own process as every cell of the
+full table, the others in this process (each new process imports torch, PyG and transformers again,
+several seconds a cell). ``--smoke --compare-softmax`` runs the comparison on the repository's toy
+graph and sentences generated from its names, 3 steps, in a temporary folder.
 
 ``--compare-softmax`` pre-trains KeBioLM twice on CMeKG (115k entities) and real text (CMeKG facts
 as sentences + consultations), same seed, tiny encoder: the exact softmax, then the sampled one
@@ -49,7 +55,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 __all__ = ["transe_epoch", "kebiolm_step", "smedbert_step", "random_triples", "TriplesGraph",
-           "compare_linking_softmaxes", "parse_size"]
+           "compare_linking_softmaxes", "parse_size", "toy_corpus", "print_softmax_table"]
 
 SIZES = {"115k": 115_157, "1M": 1_000_000, "4M": 4_000_000}
 TRIPLES_PER_ENTITY = 7
@@ -261,23 +267,34 @@ def smedbert_step(num_entities: int, *, entity_dim: int = 64, batch_size: int = 
 
 # -- the sampled softmax against the exact one on CMeKG --------------------------------------------
 def compare_linking_softmaxes(work: Path, *, steps: int = 150, batch_size: int = 8, seed: int = 0,
-                              num_facts: int = 3000, num_dialogues: int = 300, log_every: int = 10) -> dict:
-    """Two short KeBioLM runs on CMeKG (exact, then sampled with the exact run's artefacts)."""
+                              num_facts: int = 3000, num_dialogues: int = 300, log_every: int = 10,
+                              store=None, corpus: Path | None = None) -> dict:
+    """Two short KeBioLM runs on CMeKG (exact, then sampled with the exact run's artefacts); on ``store``
+    and ``corpus`` instead when given (``num_facts`` and ``num_dialogues`` then unused)."""
     from _data import cmekg_store, mixed_corpus
     from _runs import code_version, run_directory
 
     import kgplm
     from kgplm.models import TINY_TEXT_ENCODER
 
-    store = cmekg_store(work)
-    corpus = mixed_corpus(work / f"corpus-{num_facts}-{num_dialogues}.txt", store, num_facts, num_dialogues)
+    given = {}
+    if store is None:
+        store = cmekg_store(work)
+        corpus = mixed_corpus(work / f"corpus-{num_facts}-{num_dialogues}.txt", store, num_facts, num_dialogues)
+    elif corpus is None:
+        from kgplm.exceptions import ConfigurationError
+
+        raise ConfigurationError("compare_linking_softmaxes got a store without a corpus: pass the text to "
+                                 "pre-train on as corpus= (a file path)")
+    else:
+        given = {"graph": repr(store), "corpus": str(corpus)}
     common = dict(text_model=dict(TINY_TEXT_ENCODER, max_position_embeddings=160), max_length=128,
                   entity_dim=64, kg_epochs=1, max_steps=steps, batch_size=batch_size, seed=seed,
                   log_every=log_every, checkpoint_every=steps, device="cpu", progress=False)
     version = code_version()
     runs = {}
     for softmax in ("full", "sampled"):
-        settings = dict(common, linking_softmax=softmax, num_facts=num_facts, num_dialogues=num_dialogues)
+        settings = dict(common, linking_softmax=softmax, num_facts=num_facts, num_dialogues=num_dialogues, **given)
         directory = run_directory(work / "softmax", f"kebiolm-{softmax}", settings, version=version)
         extra = {}
         if softmax == "sampled":  # the exact run's tokenizer and TransE table: only the softmax differs
@@ -296,6 +313,29 @@ def compare_linking_softmaxes(work: Path, *, steps: int = 150, batch_size: int =
                             "el_accuracy": tail("el_accuracy"), "first_exact_el": run.curve(exact_name)[0],
                             "loss": tail("loss"), "output_dir": str(run.output_dir)}
     return summary
+
+
+def toy_corpus(path: Path, store, documents: int = 200, seed: int = 0) -> Path:
+    """``documents`` short consultations, each naming three of ``store``'s entities, written to ``path``."""
+    import random
+
+    rng = random.Random(seed)
+    names = [store.entity_name(entity) for entity in range(store.num_entities)]
+    path.write_text("\n".join(f"患者主诉{a}三天，伴有{b}，既往有{c}病史，建议复查。"
+                              for a, b, c in (rng.sample(names, 3) for _ in range(documents))), encoding="utf-8")
+    return path
+
+
+def print_softmax_table(summary: dict) -> None:
+    """The comparison's figures as a Markdown table, one row per softmax."""
+    print(f"\nKeBioLM, {summary['num_entities']:,} entities, {summary['steps']} steps (commit {summary['commit']}); "
+          "means of the last 3 logged values\n")
+    print("| linking softmax | exact L_EL, first | exact L_EL | optimised L_EL | EL accuracy | loss |")
+    print("|---|---|---|---|---|---|")
+    for softmax in ("full", "sampled"):
+        row = summary[softmax]
+        print(f"| {softmax} | {row['first_exact_el']:.4f} | {row['exact_el']:.4f} | {row['optimised_el']:.4f} | "
+              f"{row['el_accuracy']:.4f} | {row['loss']:.4f} |")
 
 
 # -- CLI -------------------------------------------------------------------------------------------
@@ -373,7 +413,23 @@ def main(argv=None) -> None:
     parser.add_argument("--limit-seconds", type=float, default=None,
                         help="stop a cell after this many seconds and report the peak RSS it reached")
     parser.add_argument("--work", type=Path, default=ROOT / "benchmarks" / ".cache" / "scale_models")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the table's stages at 1,000 entities (one process per cell, as in the full table)")
     args = parser.parse_args(argv)
+    if args.smoke and args.compare_softmax:
+        import tempfile
+
+        from kgplm import KGStore
+
+        with tempfile.TemporaryDirectory(prefix="kgplm-scale-models-") as scratch:
+            store = KGStore.from_rdf(ROOT / "graphs" / "toy_medical.ttl", show_progress=False)
+            summary = compare_linking_softmaxes(Path(scratch), steps=3, batch_size=4, seed=args.seed, log_every=1,
+                                                store=store, corpus=toy_corpus(Path(scratch) / "corpus.txt", store))
+            print(json.dumps(summary, indent=1))
+            print_softmax_table(summary)
+        return
+    if args.smoke:
+        args.sizes = ["1k"]
     if args.one:
         print(json.dumps(_one(args.one[0], parse_size(args.one[1]), args.seed)))
         return
@@ -381,12 +437,17 @@ def main(argv=None) -> None:
 
     print(f"commit {code_version()}; load average before: {os.getloadavg()}")
     if args.compare_softmax:
-        print(json.dumps(compare_linking_softmaxes(args.work, steps=args.steps, seed=args.seed), indent=1))
+        summary = compare_linking_softmaxes(args.work, steps=args.steps, seed=args.seed)
+        print(json.dumps(summary, indent=1))
+        print_softmax_table(summary)
         return
     print("| stage | entities | triples | seconds (wall) | CPU seconds | peak RSS Δ GiB | throughput |")
     print("|---|---|---|---|---|---|---|")
     for size in args.sizes:
         for stage in args.stages:
+            if args.smoke and stage != args.stages[0]:
+                print(_row(_one(stage, parse_size(size), args.seed)), flush=True)
+                continue
             # one process per cell: the resident set of one cell does not carry into the next
             print(_row(_run_cell(stage, size, args.seed, args.limit_seconds)), flush=True)
     print(f"load average after: {os.getloadavg()}")

@@ -22,6 +22,7 @@ files, so memory does not grow with ``num_concepts``. Sizes from a few concepts 
 (about 16M strings and 38M relation rows; about 5 GB of text).
 
     python benchmarks/synthetic_umls.py OUT_DIR --concepts 1M --seed 0
+    python benchmarks/synthetic_umls.py --smoke     # 300 concepts in a temporary folder, a table of what it wrote
 """
 
 from __future__ import annotations
@@ -259,13 +260,35 @@ def write_synthetic_umls(directory: str | os.PathLike, num_concepts: int, *, see
     return counters
 
 
+#: the number of concepts ``--smoke`` writes
+SMOKE_CONCEPTS = 300
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("directory", type=Path)
+    parser.add_argument("directory", type=Path, nargs="?", help="where the RRF files are written")
     parser.add_argument("--concepts", default="1M", help="number of concepts: 250, 115k, 1M, 4M")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gzip", action="store_true", help="write .RRF.gz")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"write {SMOKE_CONCEPTS} concepts to a temporary folder and print a table of the files")
     arguments = parser.parse_args(argv)
+    if arguments.smoke:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="kgplm-synthetic-umls-") as folder:
+            counts = write_synthetic_umls(folder, SMOKE_CONCEPTS, seed=arguments.seed, compress=arguments.gzip)
+            print(" ".join(f"{key}={value:,}" for key, value in counts.items()))
+            print("\n| file | rows | bytes |")
+            print("|---|---|---|")
+            for path in sorted(Path(folder).iterdir()):
+                opener = gzip.open if path.suffix == ".gz" else open
+                with opener(path, "rt", encoding="utf-8") as handle:
+                    rows = sum(1 for _ in handle)
+                print(f"| {path} | {rows:,} | {path.stat().st_size:,} |")
+        return
+    if arguments.directory is None:
+        parser.error("the output directory is required (or --smoke)")
     counts = write_synthetic_umls(arguments.directory, parse_size(arguments.concepts), seed=arguments.seed,
                                   compress=arguments.gzip, show_progress=True)
     print(" ".join(f"{key}={value:,}" for key, value in counts.items()))

@@ -64,7 +64,7 @@ def test_the_growth_exponent_reads_the_step_alone_where_the_rate_does(monkeypatc
     the exponent is log(6.40 / 0.71) / log(1M / 115k) = 1.02, not the stages' 0.50; RSS from the peaks."""
     figures = {"115k": (0.71, 11.4, 0.81), "1M": (6.40, 31.1, 2.18)}
 
-    def measure(stage, size, timeout, commit, reuse):
+    def measure(stage, size, timeout, commit, reuse, in_process=False):
         step, cpu, rss = figures[size]
         return {"count": 1, "unit": "steps", "seconds_override": step, "cpu": cpu, "wall": cpu, "peak_rss_gb": rss,
                 "note": "", "commit": commit}
@@ -78,7 +78,8 @@ def test_the_growth_exponent_reads_the_step_alone_where_the_rate_does(monkeypatc
     assert row == f"| kebiolm | {step_exponent:.2f} | {rss_exponent:.2f} |"
 
 
-def test_linker_link_measures_both_loads_on_the_same_text(tiny):
+def test_linker_link_measures_both_loads_on_the_same_text(tiny, monkeypatch):
+    monkeypatch.setattr(scale, "TEXT_MB", 0.5)  # the stage links TEXT_MB of text; 8 MB takes long in a test
     scale.run_stage("linker_build", "300")
     result = scale.run_stage("linker_link", "300")
     memory, mapped = map(float, re.findall(r"([0-9.]+) MB per CPU-second loaded into memory, ([0-9.]+) memory-mapped",

@@ -43,3 +43,15 @@ def test_knowledge_method_steps(softmax):
     if softmax == "full":
         smedbert = smedbert_step(500, steps=1, length=128, vocab_size=100)
         assert smedbert["neighbour_edges"] == 8 * 4 * 10 and smedbert["seconds"] > 0
+
+
+def test_the_softmax_comparison_refuses_a_store_without_its_corpus(tmp_path):
+    from scale_models import compare_linking_softmaxes
+
+    from kgplm import KGStore
+    from kgplm.exceptions import ConfigurationError
+
+    store = KGStore.from_rdf(Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl", show_progress=False)
+    with pytest.raises(ConfigurationError, match="without a corpus"):
+        compare_linking_softmaxes(tmp_path / "work", store=store)
+    assert not (tmp_path / "work").exists()  # refused before any run started
