@@ -107,6 +107,7 @@ def train(
     mixed_precision: str = "no",
     num_workers: int = 0,
     report_to: tuple[str, ...] | list[str] = (),
+    stop_signals: tuple[str, ...] | list[str] = ("SIGTERM", "SIGUSR1"),
     progress: bool = True,
 ) -> TrainingResult:
     """Pre-train ``method`` (a name from :func:`kgplm.methods.available`) on ``corpus`` with ``graph``.
@@ -186,6 +187,10 @@ def train(
         report_to: ``("tensorboard",)`` writes every logged loss, learning rate and metric to
             ``output_dir/tensorboard`` (:mod:`kgplm.training.reporting`); ``TrainingResult.plot()`` and
             ``kgplm plot`` draw the curves to a PNG.
+        stop_signals: the signals on which the loop finishes its step, writes a checkpoint and raises
+            :class:`~kgplm.exceptions.PreemptedError` (``kgplm train`` exits with status 75); the
+            same call resumes from it (:mod:`kgplm.training.interrupts`). It does not change the
+            result, so a run may resume with other signals.
 
     Under ``torchrun --nproc_per_node N`` (``WORLD_SIZE`` > 1) the run is data-parallel
     (:mod:`kgplm.training.distributed`): ``batch_size`` is the global batch, split over the
@@ -202,6 +207,7 @@ def train(
     from kgplm.models.card import write_model_card
     from kgplm.text.masking import SCHEMES
     from kgplm.training import distributed, stages
+    from kgplm.training.interrupts import check_stop_signals
     from kgplm.training.preflight import check_init_from, check_train_inputs
     from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import RunDirectory
@@ -217,9 +223,10 @@ def train(
 
     device = distributed.auto_device(device)
     report_to = check_report_to(report_to)
+    stop_signals = check_stop_signals(stop_signals)
     # what was used, so a replay does not depend on defaults (or, for the device, on the machine)
     arguments.update(kg_method=kg_method, masking=masking, linking=linking_settings(linking), device=device,
-                     report_to=list(report_to))
+                     report_to=list(report_to), stop_signals=list(stop_signals))
     run = RunDirectory(output_dir)
     arguments["graph"] = stages.recorded_graph(run, graph)
     if warmup_steps is None:
@@ -293,7 +300,8 @@ def train(
         collator = spec.build_collator(method_context)
         with open_reporters(report_to, run.path, prefix="pretrain", step_key="step", enabled=main) as report:
             metrics = train_loop(model, dataset, collator, output_dir=run.path, settings=settings,
-                                 progress=progress, distributed=context, report=report)
+                                 progress=progress, distributed=context, report=report,
+                                 stop_signals=stop_signals)
         if main:
             with atomic_directory(run.model_dir) as temporary:
                 model.save_pretrained(str(temporary))

@@ -51,7 +51,7 @@ import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,7 +59,7 @@ import torch
 from tqdm.auto import tqdm
 
 from kgplm._io import atomic_file
-from kgplm.exceptions import ArtifactError, ConfigurationError
+from kgplm.exceptions import ArtifactError, ConfigurationError, PreemptedError
 from kgplm.training.checkpoints import (
     latest_checkpoint,
     load_checkpoint,
@@ -67,6 +67,7 @@ from kgplm.training.checkpoints import (
     save_checkpoint,
 )
 from kgplm.training.distributed import DistributedContext, current
+from kgplm.training.interrupts import DEFAULT_STOP_SIGNALS, StopRequest
 from kgplm.training.loader import StepBatches, example_seeds, step_loader
 from kgplm.training.optimizer import RowwiseAdamW, clip_grad_norm
 from kgplm.training.precision import autocast, check_mixed_precision, grad_scaler
@@ -302,8 +303,13 @@ def optimizer_step(optimizer, trainable, max_grad_norm: float, scaler, step: int
 def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, settings: TrainerSettings,
                device: str | torch.device = "cpu", progress: bool = True,
                distributed: DistributedContext | None = None,
-               report: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+               report: Callable[[dict[str, Any]], None] | None = None,
+               stop_signals: Sequence[str] = DEFAULT_STOP_SIGNALS) -> list[dict[str, Any]]:
     """Train ``model`` on ``dataset`` (rows for ``collator``) until ``settings.max_steps``, resuming.
+
+    ``stop_signals`` (:mod:`kgplm.training.interrupts`): on one of them the loop finishes its step,
+    writes a checkpoint (rank 0) and raises :class:`~kgplm.exceptions.PreemptedError` on every rank,
+    after the same step on all of them; rerunning resumes from that checkpoint.
 
     ``report``: called on rank 0 with each record written to ``metrics.jsonl`` (TensorBoard,
     :mod:`kgplm.training.reporting`).
@@ -353,7 +359,7 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
     bar = tqdm(total=settings.max_steps, initial=start_step, desc="pre-training", unit="step",
                disable=not progress or not context.is_main)
     metrics_file = open(metrics_path, "a", encoding="utf-8") if context.is_main else contextlib.nullcontext()
-    with metrics_file:
+    with StopRequest(stop_signals) as stop_request, metrics_file:
         for step, micro_batches in zip(range(start_step, settings.max_steps), loader):
             optimizer.zero_grad(set_to_none=True)
             values = _run_step(network, micro_batches, context, settings, step, scaler)
@@ -387,6 +393,22 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
                 save_checkpoint(output_dir, model, optimizer, scheduler,
                                 {"step": done, "window": window.state(), "settings": asdict(settings)},
                                 settings.keep_checkpoints, grad_scaler=scaler)
+            # a stop signal: every rank learns whether any rank got one, so all stop after the same step
+            stop = context.gather(stop_request.signal_name) if context.enabled else [stop_request.signal_name]
+            received = next((name for name in stop if name is not None), None)
+            if received is not None and done < settings.max_steps:
+                if context.is_main and done % settings.checkpoint_every:
+                    metrics_file.flush()
+                    save_checkpoint(output_dir, model, optimizer, scheduler,
+                                    {"step": done, "window": window.state(), "settings": asdict(settings)},
+                                    settings.keep_checkpoints, grad_scaler=scaler)
+                bar.close()
+                context.barrier()  # rank 0 has written the checkpoint
+                checkpoint = latest_checkpoint(output_dir)
+                if context.is_main:
+                    logger.warning("%s: stopped after step %d of %d; checkpoint %s; run the same call again to "
+                                   "resume", received, done, settings.max_steps, checkpoint)
+                raise PreemptedError(received, done, checkpoint)
     bar.close()
     context.barrier()  # rank 0 has written the last metrics and checkpoint
     if skipped and context.is_main:
