@@ -200,7 +200,9 @@ def train(
     with another number of processes.
 
     Returns a :class:`TrainingResult`. Rerunning the same call resumes; a different call into
-    the same ``output_dir`` raises :class:`~kgplm.exceptions.ArtifactError`.
+    the same ``output_dir`` raises :class:`~kgplm.exceptions.ArtifactError`. The call holds an
+    advisory lock on ``output_dir`` (:mod:`kgplm.training.locking`): a second call into it while
+    this one runs raises :class:`~kgplm.exceptions.RunDirectoryLockedError` naming this process.
     """
     arguments = {name: value for name, value in locals().items()}
     from kgplm.methods import MethodContext, get
@@ -208,6 +210,7 @@ def train(
     from kgplm.text.masking import SCHEMES
     from kgplm.training import distributed, stages
     from kgplm.training.interrupts import check_stop_signals
+    from kgplm.training.locking import RunDirectoryLock
     from kgplm.training.preflight import check_init_from, check_train_inputs
     from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import RunDirectory
@@ -242,12 +245,15 @@ def train(
                                  f"graph; a given kg_embeddings or neighbor_table would bypass it, and exclude_triples "
                                  f"names facts of the real graph (leave all three None)")
     context = distributed.initialize(device)
+    lock = RunDirectoryLock(run.path)  # one writer per run directory (rank 0 holds it for all ranks)
     try:
         settings.validate(context.world_size)
         main = context.is_main
         logger.info("pre-training %s on %s", method, context.device)
         # rank 0 builds every cached artefact; the other ranks wait, then load them
         with context.main_first("preparing the run's artefacts"):
+            if main:
+                lock.acquire()
             # every input is checked before anything is written (a failed call leaves nothing that blocks
             # its corrected call)
             init = None if init_from is None else check_init_from(init_from, text_model=text_model,
@@ -311,6 +317,7 @@ def train(
         return TrainingResult(output_dir=run.path, method=method, steps=max_steps, metrics=metrics,
                               run_config=run.read_run_config())
     finally:
+        lock.release()
         context.close()
 
 
