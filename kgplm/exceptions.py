@@ -121,12 +121,12 @@ class RunDirectoryLockedError(KgplmError):
 class DiskFullError(KgplmError, OSError):
     """The file system filled while an artefact was written; the previous artefact (if any) is intact."""
 
-    def __init__(self, path: str | PathLike, written: int, free: int | None) -> None:
-        self.path, self.written, self.free = str(path), written, free
-        free_text = "unknown" if free is None else f"{free:,} bytes"
-        super().__init__(f"no space left on the device while writing {self.path}: {written:,} bytes were written "
-                         f"before the disk filled, so it needs more than {written:,} bytes free (free now: "
-                         f"{free_text}); the previous version, if any, is left as it was")
+    def __init__(self, path: str | PathLike, needed: int, written: int, free: int | None) -> None:
+        self.path, self.needed, self.written, self.free = str(path), needed, written, free
+        free_text = "" if free is None else f"; {free:,} bytes are free now"
+        super().__init__(f"no space left on the device while writing {self.path}: it needs at least {needed:,} "
+                         f"bytes ({written:,} were written when the disk filled){free_text}; the previous version, "
+                         f"if any, is left as it was")
 
 
 class UnknownEntityError(KgplmError, KeyError):

@@ -62,8 +62,8 @@ from kgplm._io import atomic_file
 from kgplm.exceptions import ArtifactError, ConfigurationError, PreemptedError
 from kgplm.training.checkpoints import (
     latest_checkpoint,
-    load_checkpoint,
     remove_unfinished,
+    resume_checkpoint,
     save_checkpoint,
 )
 from kgplm.training.distributed import DistributedContext, current
@@ -198,8 +198,14 @@ def _share(name: str, micro_counts: dict[str, int], totals: dict[str, int], num_
 def _truncate_metrics(path: Path, last_step: int) -> None:
     if not path.is_file():
         return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line)["step"] <= last_step]
+    kept = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line) if line.strip() else None
+        except ValueError:  # the cut-short tail of a write the disk or a kill interrupted
+            record = None
+        if record is not None and record["step"] <= last_step:
+            kept.append(line)
     with atomic_file(path, "w", encoding="utf-8") as handle:
         handle.write("".join(line + "\n" for line in kept))
 
@@ -337,9 +343,8 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
     if context.is_main:
         for unfinished in remove_unfinished(output_dir):
             logger.info("removed %s, a checkpoint an earlier run did not finish writing", unfinished)
-    checkpoint = latest_checkpoint(output_dir)
+    checkpoint, state = resume_checkpoint(output_dir, model, optimizer, scheduler, grad_scaler=scaler)
     if checkpoint is not None:
-        state = load_checkpoint(checkpoint, model, optimizer, scheduler, grad_scaler=scaler)
         start_step, window = state["step"], _Window(state["window"])
         if context.is_main:
             logger.info("resuming from %s (step %d)", checkpoint, start_step)
