@@ -12,9 +12,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from kgplm.exceptions import DiskFullError, EncodingError, MissingFileError
+from kgplm.exceptions import ArtifactError, DiskFullError, EncodingError, MissingFileError
 
-__all__ = ["require_file", "open_text", "iter_lines", "atomic_directory", "atomic_file", "unfinished_directories"]
+__all__ = ["require_file", "open_text", "iter_lines", "atomic_directory", "atomic_file", "unfinished_directories",
+           "load_array"]
 
 
 def require_file(path: str | os.PathLike, what: str = "file") -> Path:
@@ -153,6 +154,21 @@ def _disk_full_error(target: Path, written: int) -> DiskFullError:
     except OSError:
         free = None
     return DiskFullError(target, needed=max(written, _size(target)), written=written, free=free)
+
+
+def load_array(path: str | os.PathLike, *, mmap: bool = False, what: str = "saved artefact"):
+    """A ``.npy`` array (memory-mapped when ``mmap``), or :class:`ArtifactError` naming the file when it is missing
+    or cut short (what numpy reports as a ``ValueError``/``EOFError`` about its header or length)."""
+    import numpy as np
+
+    path = Path(path)
+    if not path.is_file():
+        raise ArtifactError(f"{what} at {path.parent} is missing {path.name}")
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as error:
+        raise ArtifactError(f"{path}: not a complete .npy array ({error}); the {what} is damaged (cut short or "
+                            f"overwritten): rebuild it") from None
 
 
 def json_safe(value):
