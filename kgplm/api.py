@@ -10,6 +10,7 @@ describes). Nothing here names a method: everything method-specific comes from
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -106,6 +107,7 @@ def train(
     device: str = "auto",
     mixed_precision: str = "no",
     num_workers: int = 0,
+    num_threads: int | None = None,
     report_to: tuple[str, ...] | list[str] = (),
     stop_signals: tuple[str, ...] | list[str] = ("SIGTERM", "SIGUSR1"),
     progress: bool = True,
@@ -179,6 +181,12 @@ def train(
         mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (autocast; fp16 with a gradient scaler).
         num_workers: DataLoader processes that collate batches ahead of the loop (0: in this process);
             it does not change the batches, so a run may resume with another value.
+        num_threads: threads of torch's and numba's pools together (:mod:`kgplm.training.threads`;
+            DataLoader workers use one each). Default: ``OMP_NUM_THREADS`` when set, else the cores
+            this process may run on (its CPU affinity) divided among the processes ``torchrun``
+            starts on the machine. The value used is recorded in ``run_config.json`` (and the pools'
+            sizes under ``stages.threads``): artefacts are byte-identical for the same code, thread
+            count and hardware kind. A run may resume with another value.
         device: ``"auto"`` (CUDA when torch sees a GPU, else the CPU), ``"cpu"`` or ``"cuda"``. The
             device used is logged and recorded in ``run_config.json`` as ``device`` (the resolved value,
             so a replay runs where the run ran). On a machine without a GPU ``"auto"`` is ``"cpu"`` and the
@@ -211,6 +219,7 @@ def train(
     from kgplm.training import distributed, stages
     from kgplm.training.interrupts import check_stop_signals
     from kgplm.training.locking import RunDirectoryLock
+    from kgplm.training.threads import check_num_threads, describe_threads, thread_limits
     from kgplm.training.preflight import check_init_from, check_train_inputs
     from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import RunDirectory
@@ -227,9 +236,11 @@ def train(
     device = distributed.auto_device(device)
     report_to = check_report_to(report_to)
     stop_signals = check_stop_signals(stop_signals)
+    num_threads = check_num_threads(num_threads)
     # what was used, so a replay does not depend on defaults (or, for the device, on the machine)
     arguments.update(kg_method=kg_method, masking=masking, linking=linking_settings(linking), device=device,
-                     report_to=list(report_to), stop_signals=list(stop_signals))
+                     report_to=list(report_to), stop_signals=list(stop_signals),
+                     num_threads=num_threads)
     run = RunDirectory(output_dir)
     arguments["graph"] = stages.recorded_graph(run, graph)
     if warmup_steps is None:
@@ -246,7 +257,9 @@ def train(
                                  f"names facts of the real graph (leave all three None)")
     context = distributed.initialize(device)
     lock = RunDirectoryLock(run.path)  # one writer per run directory (rank 0 holds it for all ranks)
+    threads = contextlib.ExitStack()
     try:
+        threads.enter_context(thread_limits(num_threads))
         settings.validate(context.world_size)
         main = context.is_main
         logger.info("pre-training %s on %s", method, context.device)
@@ -269,6 +282,7 @@ def train(
                 run.write_run_config(json_safe({"kgplm_run": 1, **arguments}))
                 run.record_stage("distributed", context.describe())
                 run.record_stage("device", str(context.device))
+                run.record_stage("threads", describe_threads(num_workers))
                 if prepared.hub:
                     run.record_stage("hub", prepared.hub)
             store = stages.prepare_store(run, prepared.store, graph, save=main)
@@ -318,6 +332,7 @@ def train(
                               run_config=run.read_run_config())
     finally:
         lock.release()
+        threads.close()
         context.close()
 
 

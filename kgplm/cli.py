@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -248,6 +249,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              log_every=args.log_every, seed=args.seed, device=args.device,
                              mixed_precision=args.mixed_precision, num_workers=args.num_workers,
                              report_to=tuple(args.report_to), stop_signals=tuple(args.stop_signals),
+                             num_threads=args.num_threads,
                              model_options=json.loads(args.model_options) if args.model_options else None,
                              method_data=json.loads(args.method_data) if args.method_data else None,
                              exclude_triples=args.exclude_triples, graph_shuffle_seed=args.graph_shuffle_seed,
@@ -583,6 +585,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="%(choices)s: autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler)")
     p.add_argument("--num-workers", type=int, default=0,
                    help="DataLoader processes collating batches ahead of the loop (0: in the main process)")
+    p.add_argument("--num-threads", type=int, default=None,
+                   help="threads of torch's and numba's pools together (default: OMP_NUM_THREADS if set, else the "
+                        "cores this process may use, shared among torchrun's processes)")
     p.add_argument("--stop-signals", nargs="+", default=["SIGTERM", "SIGUSR1"], metavar="SIGNAL",
                    help="signals on which the run finishes its step, writes a checkpoint and exits with status 75 "
                         "(rerun the same command to resume); default: %(default)s")
@@ -665,6 +670,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # idle OpenMP threads (torch's and numba's pools) sleep instead of spinning against other processes; read
+    # when the OpenMP runtime loads, which no kgplm command has done yet
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
     level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.WARNING
     if not _is_main_process():  # under torchrun rank 0 logs for the run

@@ -532,7 +532,8 @@ def top_k_neighbors(
             refined. See the module docstring.
         budget_seconds: the modelled time (one core of the calibration machine) ``mode="auto"`` allows
             exact mode.
-        num_threads: numba threads for fast mode (default: all cores).
+        num_threads: numba threads for fast mode (default: numba's current count: all cores unless limited,
+            e.g. by ``kgplm.train``'s ``num_threads``).
         Other arguments as in :func:`personalized_pagerank`.
     """
     _check_common(alpha, jump, dangling)

@@ -42,7 +42,7 @@ def reference(tmp_path_factory):
         result = kgplm.train("smedbert", graph=str(TOY_GRAPH), corpus=str(corpus), output_dir=work / "one",
                              text_model=TEXT_MODEL, vocab_size=300, entity_dim=16, kg_epochs=5, max_steps=STEPS,
                              batch_size=BATCH, learning_rate=2e-3, checkpoint_every=2, log_every=1, max_length=64,
-                             progress=False)
+                             num_threads=1, progress=False)
     finally:
         torch.set_num_threads(threads)
     return {"work": work, "corpus": corpus, "metrics": result.metrics}
