@@ -118,3 +118,15 @@ def test_a_checkpoint_records_the_checksum_of_each_file(tmp_path):
     _flip_a_byte(path / "trainer_state.json")
     with pytest.raises(ArtifactError, match="trainer_state.json: its SHA-256 differs"):
         verify_checkpoint(path)
+
+
+def test_checkpoints_written_before_checksums_resume_as_they_are(tmp_path, caplog):
+    reference = _fit_run(tmp_path / "whole")
+    run = tmp_path / "run"
+    _fit_run(run)
+    shutil.rmtree(run / "checkpoints" / "step-0000006")
+    for path in (run / "checkpoints").iterdir():
+        (path / "checksums.json").unlink()  # the format before checksums
+    with caplog.at_level(logging.WARNING, logger="kgplm.training.checkpoints"):
+        assert _fit_run(run) == reference
+    assert "damaged" not in caplog.text
