@@ -1,7 +1,7 @@
 """Soak check: ``kgplm train`` interrupted again and again with SIGTERM and SIGKILL, resumed each time, ends
 with the weights of an uninterrupted run.
 
-Run: ``python benchmarks/soak.py [--steps 300] [--interruptions 30] [--seed 0]`` (``--smoke``: 6 steps,
+Run: ``python benchmarks/soak.py [--steps 300] [--interruptions 30] [--seed 0]`` (``--smoke``: 40 steps,
 one SIGTERM and one SIGKILL, for the tests).
 
 A tiny SMedBERT (dropout off) is pre-trained on the toy graph with ``kgplm train`` in a subprocess,
@@ -74,16 +74,29 @@ def logged_steps(output_dir: Path) -> int:
     return steps
 
 
+def checkpoint_step(output_dir: Path) -> int:
+    """The step of the last complete checkpoint (0 without one): where a launch resumes."""
+    steps = [int(p.name.split("-")[1]) for p in (output_dir / "checkpoints").glob("step-*")
+             if (p / "trainer_state.json").is_file()] if (output_dir / "checkpoints").is_dir() else []
+    return max(steps, default=0)
+
+
 def interrupted_launch(argv: list[str], output_dir: Path, kind: signal.Signals | None, delay: float,
                        timeout: float) -> tuple[int, int, int]:
-    """Launch; once a new step is logged, wait ``delay`` s and send ``kind`` (None: let it finish).
-    Returns (exit status, logged step before, logged step after)."""
-    before = logged_steps(output_dir)
+    """Launch; once the loop has logged a step past the checkpoint it resumed from, wait ``delay`` s and send
+    ``kind`` (None: let it finish). Returns (exit status, step resumed from, logged step after)."""
+    before = checkpoint_step(output_dir)
+    metrics = output_dir / "metrics.jsonl"
+    launched = time.time()
     process = subprocess.Popen(argv, cwd=REPO_ROOT, env=environment(), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
+
+    def progressed() -> bool:  # a line this launch wrote (an older file may still hold later steps)
+        return metrics.is_file() and metrics.stat().st_mtime >= launched and logged_steps(output_dir) > before
+
     if kind is not None:
-        while process.poll() is None and logged_steps(output_dir) <= before and time.monotonic() < deadline:
+        while process.poll() is None and not progressed() and time.monotonic() < deadline:
             time.sleep(0.02)
         time.sleep(delay)
         if process.poll() is None:
@@ -100,10 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the interruption schedule")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds any launch may take")
     parser.add_argument("--work-dir", default=None, help="default: a temporary directory")
-    parser.add_argument("--smoke", action="store_true", help="6 steps, one SIGTERM then one SIGKILL")
+    parser.add_argument("--smoke", action="store_true", help="40 steps, one SIGTERM then one SIGKILL")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.steps, args.interruptions, args.checkpoint_every = 6, 2, 2
+        args.steps, args.interruptions, args.checkpoint_every = 40, 2, 10
     work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="kgplm-soak-"))
     work.mkdir(parents=True, exist_ok=True)
     corpus = write_corpus(work / "notes.txt")
@@ -119,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rng = random.Random(args.seed)
     counts = {"SIGTERM": 0, "SIGKILL": 0}
-    print("| launch | signal | exit | logged step before → after |")
+    print("| launch | signal | exit | resumed from step → last logged step |")
     print("|---:|---|---:|---|")
     launch, started = 0, time.monotonic()
     argv = command(corpus, soaked, args.steps, args.checkpoint_every)
@@ -129,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         if sum(counts.values()) < args.interruptions:
             kind = rng.choice([signal.SIGTERM, signal.SIGKILL]) if not args.smoke else \
                 [signal.SIGTERM, signal.SIGKILL][sum(counts.values())]
-        status, before, after = interrupted_launch(argv, soaked, kind, rng.uniform(0.0, 0.4), args.timeout)
+        delay = rng.uniform(0.0, 0.05 if args.smoke else 0.4)  # the smoke run's steps are few: signal early
+        status, before, after = interrupted_launch(argv, soaked, kind, delay, args.timeout)
         sent = kind.name if kind is not None else "—"
         print(f"| {launch} | {sent} | {status} | {before} → {after} |", flush=True)
         if status == 0 and (soaked / "model" / "model.safetensors").is_file():
