@@ -219,10 +219,10 @@ def train(
     from kgplm.training import distributed, stages
     from kgplm.training.interrupts import check_stop_signals
     from kgplm.training.locking import RunDirectoryLock
-    from kgplm.training.threads import check_num_threads, describe_threads, thread_limits
     from kgplm.training.preflight import check_init_from, check_train_inputs
     from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import RunDirectory
+    from kgplm.training.threads import check_num_threads, describe_threads, thread_limits
     from kgplm.training.trainer import TrainerSettings, train_loop
 
     spec = get(method)
