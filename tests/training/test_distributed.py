@@ -185,8 +185,9 @@ def _run_until_checkpoint_then_signal(command: list[str], output_dir: Path, numb
     """Start ``command``, send ``number`` once ``step-0000002`` exists (to rank 1's worker only when ``ranks``),
     return (exit status, stderr)."""
     environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
+    # a shell starts background jobs with SIGINT ignored, and Python keeps it so: give the run a terminal's default
     process = subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
+                               stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     target = output_dir / "checkpoints" / "step-0000002"
     deadline = time.monotonic() + TIMEOUT
     while not target.is_dir() and process.poll() is None and time.monotonic() < deadline:
