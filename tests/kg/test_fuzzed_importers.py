@@ -6,7 +6,6 @@ Example counts are small (the suite runs on two cores); ``derandomize`` makes a 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kgplm import KGStore
-from kgplm.exceptions import EmptyGraphError, KgplmError
+from kgplm.exceptions import KgplmError
 from tests.kg.helpers import canonical
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
