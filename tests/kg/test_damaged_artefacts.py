@@ -62,3 +62,21 @@ def test_another_format_version_is_refused_by_name_with_its_version(saved, tmp_p
     (directory / "manifest.json").write_text(json.dumps({**manifest, "format_version": 0}))
     with pytest.raises(ArtifactError, match=f"{'store' if kind == 'store' else 'linker'} format version 0"):
         _load(kind, directory, True)
+
+
+def test_a_cut_short_neighbour_table_or_embeddings_file_is_named(tmp_path):
+    from kgplm.kg import pepr
+    from kgplm.kg.embeddings import KGEmbeddings, train_kg_embeddings
+
+    store = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+    table = pepr.top_k_neighbors(store, k=3).save(tmp_path / "neighbors.npz")
+    train_kg_embeddings(store, method="transe", dim=8, epochs=1).save(tmp_path / "embeddings")
+    for path, load in ((tmp_path / "neighbors.npz", lambda: pepr.NeighborTable.load(table)),
+                       (tmp_path / "embeddings" / "embeddings.safetensors",
+                        lambda: KGEmbeddings.load(tmp_path / "embeddings"))):
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+        with pytest.raises(ArtifactError, match=path.name.replace(".", r"\.") + ": not a complete"):
+            load()
+        path.write_bytes(data)
+        load()  # whole again: reads
