@@ -116,3 +116,20 @@ def test_an_injected_enospc_in_a_file_write_is_reported_with_the_path(tmp_path):
             raise OSError(errno.ENOSPC, "No space left on device")
     assert target.read_text() == "previous"
     assert _leftovers(tmp_path) == []
+
+
+def test_a_store_saved_onto_a_full_disk_leaves_the_previous_store(small_filesystem):
+    from pathlib import Path
+
+    from kgplm import KGStore
+
+    toy = KGStore.from_rdf(Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl", show_progress=False)
+    target = toy.save(small_filesystem / "store")
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    free = shutil.disk_usage(small_filesystem).free
+    (small_filesystem / "filler").write_bytes(b"\0" * (free - 4096 - sum(map(len, before.values())) // 2))
+    with pytest.raises(DiskFullError, match="store"):
+        toy.save(target)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+    assert _leftovers(small_filesystem) == []
+    assert KGStore.load(target).equals(toy)
