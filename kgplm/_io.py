@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import io
 import os
@@ -11,9 +12,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from kgplm.exceptions import EncodingError, MissingFileError
+from kgplm.exceptions import ArtifactError, DiskFullError, EncodingError, MissingFileError
 
-__all__ = ["require_file", "open_text", "iter_lines", "atomic_directory", "atomic_file", "unfinished_directories"]
+__all__ = ["require_file", "open_text", "iter_lines", "atomic_directory", "atomic_file", "unfinished_directories",
+           "load_array"]
 
 
 def require_file(path: str | os.PathLike, what: str = "file") -> Path:
@@ -87,8 +89,11 @@ def atomic_directory(target: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(backup, ignore_errors=True)
         else:
             os.replace(temporary, target)
-    except BaseException:
+    except BaseException as error:
+        written = _size(temporary) if _disk_full(error) else None
         shutil.rmtree(temporary, ignore_errors=True)
+        if written is not None:
+            raise _disk_full_error(target, written) from error
         raise
 
 
@@ -112,10 +117,58 @@ def atomic_file(target: str | os.PathLike, mode: str = "w", **open_kwargs) -> It
         with open(temporary, mode, **open_kwargs) as handle:
             yield handle
         os.replace(temporary, target)
-    except BaseException:
+    except BaseException as error:
+        written = _size(Path(temporary)) if _disk_full(error) else None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
+        if written is not None:
+            raise _disk_full_error(target, written) from error
         raise
+
+
+def _disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the file system is full (an ``OSError`` with ENOSPC/EDQUOT, or a writer library's
+    error carrying the OS message, as safetensors' does)."""
+    if isinstance(error, DiskFullError):
+        return False  # already explained by an inner write
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "No space left on device" in str(error) or "Disk quota exceeded" in str(error)
+
+
+def _size(path: Path) -> int:
+    """Bytes in a file, or in the files below a directory (0 when it is gone)."""
+    try:
+        if path.is_dir():
+            return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _disk_full_error(target: Path, written: int) -> DiskFullError:
+    """The error for ``target`` whose temporary copy filled the disk after ``written`` bytes: what it needs at least
+    (that, or the previous version's size when larger) and what is free once the temporary copy is gone."""
+    try:
+        free = shutil.disk_usage(target.parent).free
+    except OSError:
+        free = None
+    return DiskFullError(target, needed=max(written, _size(target)), written=written, free=free)
+
+
+def load_array(path: str | os.PathLike, *, mmap: bool = False, what: str = "saved artefact"):
+    """A ``.npy`` array (memory-mapped when ``mmap``), or :class:`ArtifactError` naming the file when it is missing
+    or cut short (what numpy reports as a ``ValueError``/``EOFError`` about its header or length)."""
+    import numpy as np
+
+    path = Path(path)
+    if not path.is_file():
+        raise ArtifactError(f"{what} at {path.parent} is missing {path.name}")
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as error:
+        raise ArtifactError(f"{path}: not a complete .npy array ({error}); the {what} is damaged (cut short or "
+                            f"overwritten): rebuild it") from None
 
 
 def json_safe(value):

@@ -10,6 +10,7 @@ describes). Nothing here names a method: everything method-specific comes from
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -106,7 +107,9 @@ def train(
     device: str = "auto",
     mixed_precision: str = "no",
     num_workers: int = 0,
+    num_threads: int | None = None,
     report_to: tuple[str, ...] | list[str] = (),
+    stop_signals: tuple[str, ...] | list[str] = ("SIGTERM", "SIGUSR1"),
     progress: bool = True,
 ) -> TrainingResult:
     """Pre-train ``method`` (a name from :func:`kgplm.methods.available`) on ``corpus`` with ``graph``.
@@ -180,6 +183,12 @@ def train(
         mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (autocast; fp16 with a gradient scaler).
         num_workers: DataLoader processes that collate batches ahead of the loop (0: in this process);
             it does not change the batches, so a run may resume with another value.
+        num_threads: threads of torch's and numba's pools together (:mod:`kgplm.training.threads`;
+            DataLoader workers use one each). Default: ``OMP_NUM_THREADS`` when set, else the cores
+            this process may run on (its CPU affinity) divided among the processes ``torchrun``
+            starts on the machine. The value used is recorded in ``run_config.json`` (and the pools'
+            sizes under ``stages.threads``): artefacts are byte-identical for the same code, thread
+            count and hardware kind. A run may resume with another value.
         device: ``"auto"`` (CUDA when torch sees a GPU, else the CPU), ``"cpu"`` or ``"cuda"``. The
             device used is logged and recorded in ``run_config.json`` as ``device`` (the resolved value,
             so a replay runs where the run ran). On a machine without a GPU ``"auto"`` is ``"cpu"`` and the
@@ -188,6 +197,10 @@ def train(
         report_to: ``("tensorboard",)`` writes every logged loss, learning rate and metric to
             ``output_dir/tensorboard`` (:mod:`kgplm.training.reporting`); ``TrainingResult.plot()`` and
             ``kgplm plot`` draw the curves to a PNG.
+        stop_signals: the signals on which the loop finishes its step, writes a checkpoint and raises
+            :class:`~kgplm.exceptions.PreemptedError` (``kgplm train`` exits with status 75); the
+            same call resumes from it (:mod:`kgplm.training.interrupts`). It does not change the
+            result, so a run may resume with other signals.
 
     Under ``torchrun --nproc_per_node N`` (``WORLD_SIZE`` > 1) the run is data-parallel
     (:mod:`kgplm.training.distributed`): ``batch_size`` is the global batch, split over the
@@ -197,16 +210,21 @@ def train(
     with another number of processes.
 
     Returns a :class:`TrainingResult`. Rerunning the same call resumes; a different call into
-    the same ``output_dir`` raises :class:`~kgplm.exceptions.ArtifactError`.
+    the same ``output_dir`` raises :class:`~kgplm.exceptions.ArtifactError`. The call holds an
+    advisory lock on ``output_dir`` (:mod:`kgplm.training.locking`): a second call into it while
+    this one runs raises :class:`~kgplm.exceptions.RunDirectoryLockedError` naming this process.
     """
     arguments = {name: value for name, value in locals().items()}
     from kgplm.methods import MethodContext, get
     from kgplm.models.card import write_model_card
     from kgplm.text.masking import SCHEMES
     from kgplm.training import distributed, stages
+    from kgplm.training.interrupts import check_stop_signals
+    from kgplm.training.locking import RunDirectoryLock
     from kgplm.training.preflight import check_init_from, check_train_inputs
     from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import RunDirectory
+    from kgplm.training.threads import check_num_threads, describe_threads, thread_limits
     from kgplm.training.trainer import TrainerSettings, train_loop
 
     spec = get(method)
@@ -219,9 +237,12 @@ def train(
 
     device = distributed.auto_device(device)
     report_to = check_report_to(report_to)
+    stop_signals = check_stop_signals(stop_signals)
+    num_threads = check_num_threads(num_threads)
     # what was used, so a replay does not depend on defaults (or, for the device, on the machine)
     arguments.update(kg_method=kg_method, masking=masking, linking=linking_settings(linking), device=device,
-                     report_to=list(report_to))
+                     report_to=list(report_to), stop_signals=list(stop_signals),
+                     num_threads=num_threads)
     run = RunDirectory(output_dir)
     arguments["graph"] = stages.recorded_graph(run, graph)
     arguments["knowledge_graph"] = stages.recorded_knowledge_graph(run, knowledge_graph)
@@ -238,12 +259,17 @@ def train(
                                  "neighbor_table would bypass it, and exclude_triples names facts of the linking "
                                  "graph (leave all three None)")
     context = distributed.initialize(device)
+    lock = RunDirectoryLock(run.path)  # one writer per run directory (rank 0 holds it for all ranks)
+    threads = contextlib.ExitStack()
     try:
+        threads.enter_context(thread_limits(num_threads))
         settings.validate(context.world_size)
         main = context.is_main
         logger.info("pre-training %s on %s", method, context.device)
         # rank 0 builds every cached artefact; the other ranks wait, then load them
         with context.main_first("preparing the run's artefacts"):
+            if main:
+                lock.acquire()
             # every input is checked before anything is written (a failed call leaves nothing that blocks
             # its corrected call)
             init = None if init_from is None else check_init_from(init_from, text_model=text_model,
@@ -259,6 +285,7 @@ def train(
                 run.write_run_config(json_safe({"kgplm_run": 1, **arguments}))
                 run.record_stage("distributed", context.describe())
                 run.record_stage("device", str(context.device))
+                run.record_stage("threads", describe_threads(num_workers))
                 if prepared.hub:
                     run.record_stage("hub", prepared.hub)
             store = stages.prepare_store(run, prepared.store, graph, save=main)
@@ -292,7 +319,8 @@ def train(
         collator = spec.build_collator(method_context)
         with open_reporters(report_to, run.path, prefix="pretrain", step_key="step", enabled=main) as report:
             metrics = train_loop(model, dataset, collator, output_dir=run.path, settings=settings,
-                                 progress=progress, distributed=context, report=report)
+                                 progress=progress, distributed=context, report=report,
+                                 stop_signals=stop_signals)
         if main:
             with atomic_directory(run.model_dir) as temporary:
                 model.save_pretrained(str(temporary))
@@ -302,6 +330,8 @@ def train(
         return TrainingResult(output_dir=run.path, method=method, steps=max_steps, metrics=metrics,
                               run_config=run.read_run_config())
     finally:
+        lock.release()
+        threads.close()
         context.close()
 
 

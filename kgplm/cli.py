@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -247,7 +248,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              weight_decay=args.weight_decay, checkpoint_every=args.checkpoint_every,
                              log_every=args.log_every, seed=args.seed, device=args.device,
                              mixed_precision=args.mixed_precision, num_workers=args.num_workers,
-                             report_to=tuple(args.report_to),
+                             report_to=tuple(args.report_to), stop_signals=tuple(args.stop_signals),
+                             num_threads=args.num_threads,
                              model_options=json.loads(args.model_options) if args.model_options else None,
                              method_data=json.loads(args.method_data) if args.method_data else None,
                              exclude_triples=args.exclude_triples, knowledge_graph=args.knowledge_graph,
@@ -384,6 +386,8 @@ TRAINING_DEVICE_HELP = ("auto (cuda when a GPU is visible, else cpu), cpu or cud
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgplm", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument("--debug", action="store_true",
+                        help="log at DEBUG level and show the traceback of an error or Ctrl-C")
     commands = parser.add_subparsers(dest="command", required=True)
 
     kg = commands.add_parser("kg", help="knowledge-graph commands").add_subparsers(dest="kg_command", required=True)
@@ -581,6 +585,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="%(choices)s: autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler)")
     p.add_argument("--num-workers", type=int, default=0,
                    help="DataLoader processes collating batches ahead of the loop (0: in the main process)")
+    p.add_argument("--num-threads", type=int, default=None,
+                   help="threads of torch's and numba's pools together (default: OMP_NUM_THREADS if set, else the "
+                        "cores this process may use, shared among torchrun's processes)")
+    p.add_argument("--stop-signals", nargs="+", default=["SIGTERM", "SIGUSR1"], metavar="SIGNAL",
+                   help="signals on which the run finishes its step, writes a checkpoint and exits with status 75 "
+                        "(rerun the same command to resume); default: %(default)s")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_train)
 
@@ -660,16 +670,52 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # idle OpenMP threads (torch's and numba's pools) sleep instead of spinning against other processes; read
+    # when the OpenMP runtime loads, which no kgplm command has done yet
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
-    level = logging.INFO if args.verbose else logging.WARNING
+    level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.WARNING
     if not _is_main_process():  # under torchrun rank 0 logs for the run
         level = logging.ERROR
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from kgplm.exceptions import PreemptedError
+    from kgplm.training.interrupts import INTERRUPTED_EXIT_STATUS, PREEMPTED_EXIT_STATUS
+
     try:
         return args.handler(args)
+    except PreemptedError as error:
+        if _is_main_process():
+            print(f"kgplm: {error}", file=sys.stderr)
+        return PREEMPTED_EXIT_STATUS
     except KgplmError as error:
+        if args.debug:
+            raise
         print(f"kgplm: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        if _is_main_process():
+            print(f"kgplm: interrupted; {_resume_hint(args)}", file=sys.stderr)
+        return INTERRUPTED_EXIT_STATUS
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """Where an interrupted command can pick up: the last checkpoint of ``kgplm train``."""
+    if args.command != "train":
+        return "nothing of this command is half-written; run it again to redo it"
+    from pathlib import Path
+
+    from kgplm.training.checkpoints import latest_checkpoint
+
+    out = args.out
+    if out is None and args.config is not None:
+        config = Path(args.config)
+        out = config if config.is_dir() else config.parent
+    checkpoint = latest_checkpoint(out) if out is not None else None
+    if checkpoint is None:
+        return "no checkpoint was written yet; running the same command again starts the run over"
+    return f"the last checkpoint is {checkpoint}; run the same command again to resume from it"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,6 +22,9 @@ __all__ = [
     "EncodingError",
     "ConfigurationError",
     "ArtifactError",
+    "PreemptedError",
+    "RunDirectoryLockedError",
+    "DiskFullError",
     "format_location",
 ]
 
@@ -89,6 +92,41 @@ class EndpointError(KgplmError, ConnectionError):
 
 class ArtifactError(KgplmError, ValueError):
     """A saved artefact (store directory, table, embeddings) is missing parts or does not match."""
+
+
+class PreemptedError(KgplmError):
+    """A run stopped at a step boundary because the process received a stop signal (``SIGTERM``,
+    ``SIGUSR1``: a scheduler preempting the job); ``checkpoint`` is where rerunning the same call resumes.
+
+    ``kgplm train`` exits with :data:`kgplm.training.interrupts.PREEMPTED_EXIT_STATUS` on it."""
+
+    def __init__(self, signal_name: str, step: int, checkpoint: str | PathLike | None) -> None:
+        self.signal_name = signal_name
+        self.step = step
+        self.checkpoint = None if checkpoint is None else str(checkpoint)
+        where = f"the checkpoint is {self.checkpoint}" if checkpoint is not None else "no checkpoint was written"
+        super().__init__(f"stopped after step {step} on {signal_name}; {where}; run the same call again to resume")
+
+
+class RunDirectoryLockedError(KgplmError):
+    """Another process (``host``, ``pid``) is writing the run directory this call was given."""
+
+    def __init__(self, path: str | PathLike, host: str, pid: int | None) -> None:
+        self.path, self.host, self.pid = str(path), host, pid
+        holder = f"process {pid} on host {host}" if pid is not None else f"a process on host {host}"
+        super().__init__(f"{self.path} is in use by {holder} (lock file {self.path}/.kgplm.lock); wait for it to "
+                         f"end or choose another output directory")
+
+
+class DiskFullError(KgplmError, OSError):
+    """The file system filled while an artefact was written; the previous artefact (if any) is intact."""
+
+    def __init__(self, path: str | PathLike, needed: int, written: int, free: int | None) -> None:
+        self.path, self.needed, self.written, self.free = str(path), needed, written, free
+        free_text = "" if free is None else f"; {free:,} bytes are free now"
+        super().__init__(f"no space left on the device while writing {self.path}: it needs at least {needed:,} "
+                         f"bytes ({written:,} were written when the disk filled){free_text}; the previous version, "
+                         f"if any, is left as it was")
 
 
 class UnknownEntityError(KgplmError, KeyError):

@@ -417,7 +417,13 @@ class KGEmbeddings:
             raise DataFormatError(f"not valid JSON: {error.msg}", path=meta_path, line=error.lineno) from None
         if meta.get("format") != "kgplm-kg-embeddings":
             raise ArtifactError(f"{meta_path} is not a kgplm embeddings config (format {meta.get('format')!r})")
-        tensors = load_file(str(tensors_path))
+        from safetensors import SafetensorError
+
+        try:
+            tensors = load_file(str(tensors_path))
+        except (SafetensorError, OSError) as error:  # a header or data cut short, or overwritten
+            raise ArtifactError(f"{tensors_path}: not a complete safetensors file ({error}); the embeddings are "
+                                f"damaged: train them again") from None
         embeddings = cls(method=meta["method"], entity_embeddings=tensors["entity_embeddings"],
                          relation_embeddings=tensors["relation_embeddings"], projections=tensors.get("projections"),
                          norm=int(meta["norm"]), config=meta.get("config", {}), history=meta.get("history", []),

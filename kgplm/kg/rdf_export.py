@@ -28,7 +28,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from kgplm._io import atomic_file
-from kgplm.exceptions import DataFormatError
+from kgplm.exceptions import DataFormatError, EmptyGraphError
 from kgplm.kg.rdf_formats import oxigraph_format, rdf_format
 from kgplm.kg.vocabulary import LABEL_ROLES, OWL_SAME_AS, RDF_TYPE, RDFS_LABEL, ROLE_PREDICATE, local_name
 
@@ -152,9 +152,16 @@ def _to_oxigraph(statements: Iterable[tuple], path: Path, canonical: str, locati
 def write_rdf(store: "KGStore", path: str | os.PathLike, *, format: str | None = None) -> Path:
     """Write the store as RDF in ``format``, or in the format the extension of ``path`` names
     (``.ttl``, ``.nt``, ``.nq``, ``.trig``, ``.rdf``, ``.xml``, ``.owl``, ``.jsonld``, ``.n3``; ``.gz``
-    compresses). Written to a temporary file and renamed, so a failed export leaves nothing."""
+    compresses). Written to a temporary file and renamed, so a failed export leaves nothing.
+
+    A store without entities (e.g. read from a file whose statements all describe predicates or
+    classes) is refused with :class:`EmptyGraphError` before anything is written: its RDF would hold
+    no statement, which :meth:`KGStore.from_rdf` does not read."""
     path = Path(path)
     canonical = rdf_format(path, format)
+    if store.num_entities == 0:
+        raise EmptyGraphError(f"{store.location or 'the store'} has no entity; {path} would hold no RDF statement, "
+                              f"which from_rdf refuses to read; nothing was written")
     with atomic_file(path, "wb") as handle:
         if path.suffix.lower() == ".gz":
             with gzip.GzipFile(fileobj=handle, mode="wb", filename="", mtime=0) as compressed:

@@ -50,6 +50,7 @@ from kgplm.kg.vocabulary import (
     SCHEMA_CLASSES,
     SKOS_EXACT_MATCH,
     XSD_STRING,
+    writable_iri,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -226,7 +227,7 @@ def build_store(raw: RawGraph, location: str, label_roles: dict[str, int], *,
 
     collector = GraphCollector(source=source, location=location)
     for node in entity_nodes.tolist():
-        collector.entity(node_keys[node])
+        collector.entity(writable_iri(node_keys[node]))
 
     # names of relations and types come from the labels of predicate and class nodes
     best_label: dict[int, tuple[int, str]] = {}
@@ -245,7 +246,8 @@ def build_store(raw: RawGraph, location: str, label_roles: dict[str, int], *,
     if len(edge_p):  # relation ids in order of first appearance
         unique_predicates, first_position = np.unique(edge_p, return_index=True)
         for p in unique_predicates[np.argsort(first_position)].tolist():
-            relation_of_predicate[p] = collector.relation(predicate_iris[p], label_of(predicate_iris[p]))
+            iri = predicate_iris[p]
+            relation_of_predicate[p] = collector.relation(writable_iri(iri), label_of(iri))
     heads, tails = entity_of_node[edge_s], entity_of_node[edge_o]
     collector.heads.frombytes(heads.astype(np.int32).tobytes())
     collector.relations.frombytes(relation_of_predicate[edge_p].astype(np.int32).tobytes())
@@ -255,7 +257,8 @@ def build_store(raw: RawGraph, location: str, label_roles: dict[str, int], *,
     for s, c in zip(type_s[entity_typed].tolist(), type_c[entity_typed].tolist()):
         if node_keys[c] in SCHEMA_CLASSES:
             continue
-        collector.add_type(int(entity_of_node[s]), collector.type(node_keys[c], label_of(node_keys[c])))
+        type_iri = node_keys[c]
+        collector.add_type(int(entity_of_node[s]), collector.type(writable_iri(type_iri), label_of(type_iri)))
 
     dropped = 0
     for s, p, value, language, datatype in zip(
@@ -270,7 +273,8 @@ def build_store(raw: RawGraph, location: str, label_roles: dict[str, int], *,
             collector.add_label(entity, value, language, role)
         else:
             iri = predicate_iris[p]
-            collector.add_attribute(entity, collector.attribute_predicate(iri, label_of(iri)), value, language, datatype)
+            predicate = collector.attribute_predicate(writable_iri(iri), label_of(iri))
+            collector.add_attribute(entity, predicate, value, language, writable_iri(datatype))
     if dropped:
         logger.info("%d literal statements describe predicates or classes, not entities", dropped)
     if raw.skipped_schema:

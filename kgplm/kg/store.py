@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from kgplm._io import atomic_directory
+from kgplm._io import atomic_directory, load_array
 from kgplm.exceptions import (
     AmbiguousEntityError,
     ArtifactError,
@@ -83,10 +83,7 @@ ARRAY_NAMES = (
 
 
 def _load_array(path: Path, mmap: bool) -> np.ndarray:
-    if not path.is_file():
-        raise ArtifactError(f"store directory is missing {path.name} (at {path.parent})")
-    array_ = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    return array_
+    return load_array(path, mmap=mmap, what="store directory")
 
 
 class KGStore:

@@ -72,7 +72,13 @@ class StringTable(Sequence[str]):
 
     @classmethod
     def load(cls, directory: Path, stem: str, mmap: bool = True) -> "StringTable":
-        mode = "r" if mmap else None
-        blob = np.load(directory / f"{stem}.blob.npy", mmap_mode=mode, allow_pickle=False)
-        offsets = np.load(directory / f"{stem}.offsets.npy", mmap_mode=mode, allow_pickle=False)
+        from kgplm._io import load_array
+
+        blob = load_array(directory / f"{stem}.blob.npy", mmap=mmap, what=f"string table {stem!r}")
+        offsets = load_array(directory / f"{stem}.offsets.npy", mmap=mmap, what=f"string table {stem!r}")
+        if len(offsets) == 0 or int(offsets[-1]) != len(blob):
+            from kgplm.exceptions import ArtifactError
+
+            raise ArtifactError(f"{directory / f'{stem}.offsets.npy'}: its last offset does not end the "
+                                f"{len(blob)}-byte {stem}.blob.npy; the string table is damaged: rebuild it")
         return cls(blob, offsets)

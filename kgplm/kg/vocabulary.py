@@ -10,6 +10,7 @@ import re
 from urllib.parse import unquote
 
 __all__ = [
+    "writable_iri",
     "KGPLM_NAMESPACE",
     "RDF_TYPE",
     "RDFS_LABEL",
@@ -75,7 +76,32 @@ def mint_iri(namespace: str, kind: str, name: str) -> str:
     """An IRI for ``name`` under ``namespace``: ``{namespace}{kind}/{name}`` with unsafe characters
     percent-encoded (Chinese and other non-ASCII letters stay readable: IRIs allow them)."""
     encoded = _IRI_UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), name)
-    return f"{namespace}{kind}/{encoded}"
+    return writable_iri(f"{namespace}{kind}/{encoded}")
+
+
+def writable_iri(iri: str) -> str:
+    """``iri`` with each code point an IRI may not hold (outside RFC 3987's ``ucschar``) percent-encoded as UTF-8.
+
+    Turtle's prefixed names admit more code points than IRIs do (``PN_CHARS_BASE`` runs to U+EFFFF, so
+    ``p:x\U000E01EF`` parses), and such an IRI could be neither written nor read back as N-Triples.
+    Encoded, it is a valid IRI that every syntax writes and reads, and its local name
+    (:func:`local_name`, percent-decoded) is unchanged. Blank nodes, ASCII and valid
+    IRIs are returned as they are."""
+    if iri.isascii() or iri.startswith("_:"):
+        return iri
+    import pyoxigraph
+
+    prefix = "Invalid IRI code point '"
+    while True:
+        try:
+            pyoxigraph.NamedNode(iri)
+            return iri
+        except ValueError as error:
+            message = str(error)
+            character = message[len(prefix)] if message.startswith(prefix) and len(message) > len(prefix) else ""
+            if not character or character not in iri or character.isascii():
+                return iri  # invalid for another reason: the writer names it
+            iri = iri.replace(character, "".join(f"%{byte:02X}" for byte in character.encode("utf-8")))
 
 
 def local_name(iri: str) -> str:

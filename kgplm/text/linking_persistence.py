@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from kgplm._csr import row_subset
-from kgplm._io import atomic_directory
+from kgplm._io import atomic_directory, load_array
 from kgplm.exceptions import ArtifactError, MissingFileError
 from kgplm.kg.strings import StringTable
 
@@ -103,10 +103,7 @@ def load_linker_arrays(directory: str | Path, mmap: bool = True):
     mode = "r" if mmap else None
 
     def array(name: str) -> np.ndarray:
-        path = directory / f"{name}.npy"
-        if not path.is_file():
-            raise ArtifactError(f"saved EntityLinker at {directory} is missing {path.name}")
-        return np.load(path, mmap_mode=mode, allow_pickle=False)
+        return load_array(directory / f"{name}.npy", mmap=mode is not None, what="saved EntityLinker")
 
     patterns = StringTable.load(directory, "patterns", mmap)
     candidates = CandidateTable(array("candidate_indptr"), array("candidate_entities"))

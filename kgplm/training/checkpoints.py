@@ -6,23 +6,37 @@ parameter groups, scheduler, and the fp16 gradient scaler's scale and growth tra
 parallelism only rank 0 writes; every rank reads the same checkpoint (the optimiser state is the
 same on all ranks). A directory is written under a temporary name and renamed, so a run
 killed while writing leaves the previous checkpoint intact; only the last ``keep`` are kept.
+
+``checksums.json`` holds the SHA-256 of each of those files. :func:`resume_checkpoint` verifies
+them and, when the newest checkpoint is damaged (a bit flipped on disk, a file truncated by a
+full disk or copied halfway), falls back to the one before it and logs why. Checkpoints written
+before checksums were added have no ``checksums.json``; they are read as they are.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, load_model, save_file
 
 from kgplm._io import atomic_directory, unfinished_directories
-from kgplm.exceptions import ArtifactError
+from kgplm.exceptions import ArtifactError, DiskFullError
 
-__all__ = ["latest_checkpoint", "save_checkpoint", "load_checkpoint", "remove_unfinished"]
+__all__ = ["latest_checkpoint", "save_checkpoint", "load_checkpoint", "remove_unfinished", "verify_checkpoint",
+           "resume_checkpoint", "CHECKPOINT_FILES"]
+
+logger = logging.getLogger(__name__)
+
+#: The files of a checkpoint that ``checksums.json`` covers.
+CHECKPOINT_FILES = ("model.safetensors", "optimizer.safetensors", "trainer_state.json")
 
 
 def remove_unfinished(output_dir: str | os.PathLike) -> list[Path]:
@@ -35,13 +49,60 @@ def remove_unfinished(output_dir: str | os.PathLike) -> list[Path]:
     return unfinished
 
 
-def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+def _complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
     directory = Path(output_dir) / "checkpoints"
     if not directory.is_dir():
-        return None
-    done = sorted(p for p in directory.iterdir() if p.is_dir() and p.name.startswith("step-")
+        return []
+    return sorted(p for p in directory.iterdir() if p.is_dir() and p.name.startswith("step-")
                   and (p / "trainer_state.json").is_file())
+
+
+def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    done = _complete_checkpoints(output_dir)
     return done[-1] if done else None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_checkpoint(path: str | os.PathLike) -> None:
+    """Raise :class:`ArtifactError` naming the file when a checkpoint file is missing or differs from its
+    recorded SHA-256 (a checkpoint without ``checksums.json`` is only checked for its files)."""
+    path = Path(path)
+    recorded_path = path / "checksums.json"
+    recorded = json.loads(recorded_path.read_text(encoding="utf-8")) if recorded_path.is_file() else None
+    for name in CHECKPOINT_FILES:
+        if not (path / name).is_file():
+            raise ArtifactError(f"{path / name}: missing from the checkpoint")
+        if recorded is not None and _sha256(path / name) != recorded.get(name):
+            raise ArtifactError(f"{path / name}: its SHA-256 differs from the one in {recorded_path} (the file "
+                                f"was changed or cut short after it was written)")
+
+
+def resume_checkpoint(output_dir: str | os.PathLike, model, optimizer, scheduler, grad_scaler=None
+                      ) -> tuple[Path, dict[str, Any]] | tuple[None, None]:
+    """Load the newest checkpoint of ``output_dir`` that verifies and loads; log each damaged one skipped.
+
+    Returns (its path, its trainer state), or (None, None) when the run has no checkpoint. Raises
+    :class:`ArtifactError` when every checkpoint is damaged."""
+    candidates = _complete_checkpoints(output_dir)
+    problems = []
+    for path in reversed(candidates):
+        try:
+            verify_checkpoint(path)
+            return path, load_checkpoint(path, model, optimizer, scheduler, grad_scaler=grad_scaler)
+        except (ArtifactError, SafetensorError, OSError, ValueError, KeyError, RuntimeError) as error:
+            problems.append(f"{path.name}: {error}")
+            logger.warning("checkpoint %s is damaged (%s); falling back to the one before it", path, error)
+    if problems:
+        raise ArtifactError(f"every checkpoint in {Path(output_dir) / 'checkpoints'} is damaged: "
+                            + "; ".join(problems) + "; delete the directory to start the run over")
+    return None, None
 
 
 def _model_tensors(model) -> dict[str, torch.Tensor]:
@@ -68,6 +129,18 @@ def save_checkpoint(output_dir: Path, model, optimizer, scheduler, state: dict[s
     directory = output_dir / "checkpoints"
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"step-{state['step']:07d}"
+    previous = latest_checkpoint(output_dir)
+    try:
+        _write_checkpoint(target, model, optimizer, scheduler, state, grad_scaler)
+    except DiskFullError as error:  # a checkpoint needs about as much as the one before it
+        needed = max(error.needed, sum(p.stat().st_size for p in previous.iterdir()) if previous else 0)
+        raise DiskFullError(error.path, needed, error.written, error.free) from error.__cause__
+    for old in sorted(p for p in directory.iterdir() if p.name.startswith("step-"))[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def _write_checkpoint(target: Path, model, optimizer, scheduler, state: dict[str, Any], grad_scaler) -> None:
     with atomic_directory(target) as temporary:
         save_file(_model_tensors(model), str(temporary / "model.safetensors"), metadata={"format": "pt"})
         optimizer_state = optimizer.state_dict()
@@ -79,9 +152,8 @@ def save_checkpoint(output_dir: Path, model, optimizer, scheduler, state: dict[s
         if grad_scaler is not None:
             state["grad_scaler"] = grad_scaler.state_dict()
         (temporary / "trainer_state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
-    for old in sorted(p for p in directory.iterdir() if p.name.startswith("step-"))[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    return target
+        checksums = {name: _sha256(temporary / name) for name in CHECKPOINT_FILES}
+        (temporary / "checksums.json").write_text(json.dumps(checksums, indent=1), encoding="utf-8")
 
 
 def load_checkpoint(path: Path, model, optimizer, scheduler, grad_scaler=None) -> dict[str, Any]:

@@ -84,6 +84,8 @@ def _as_is(item):
 def step_loader(steps: StepBatches, first_step: int, *, num_workers: int = 0, pin_memory: bool = False,
                 prefetch_factor: int = 2) -> DataLoader:
     """Iterate the steps ``first_step … max_steps − 1`` of ``steps`` in order."""
-    options = dict(prefetch_factor=prefetch_factor) if num_workers else {}
+    from kgplm.training.threads import limit_worker_threads
+
+    options = dict(prefetch_factor=prefetch_factor, worker_init_fn=limit_worker_threads) if num_workers else {}
     return DataLoader(steps, batch_size=None, sampler=range(first_step, len(steps)), num_workers=num_workers,
                       collate_fn=_as_is, pin_memory=pin_memory and torch.cuda.is_available(), **options)

@@ -51,7 +51,7 @@ import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,14 +59,15 @@ import torch
 from tqdm.auto import tqdm
 
 from kgplm._io import atomic_file
-from kgplm.exceptions import ArtifactError, ConfigurationError
+from kgplm.exceptions import ArtifactError, ConfigurationError, PreemptedError
 from kgplm.training.checkpoints import (
     latest_checkpoint,
-    load_checkpoint,
     remove_unfinished,
+    resume_checkpoint,
     save_checkpoint,
 )
 from kgplm.training.distributed import DistributedContext, current
+from kgplm.training.interrupts import DEFAULT_STOP_SIGNALS, StopRequest
 from kgplm.training.loader import StepBatches, example_seeds, step_loader
 from kgplm.training.optimizer import RowwiseAdamW, clip_grad_norm
 from kgplm.training.precision import autocast, check_mixed_precision, grad_scaler
@@ -197,8 +198,14 @@ def _share(name: str, micro_counts: dict[str, int], totals: dict[str, int], num_
 def _truncate_metrics(path: Path, last_step: int) -> None:
     if not path.is_file():
         return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line)["step"] <= last_step]
+    kept = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line) if line.strip() else None
+        except ValueError:  # the cut-short tail of a write the disk or a kill interrupted
+            record = None
+        if record is not None and record["step"] <= last_step:
+            kept.append(line)
     with atomic_file(path, "w", encoding="utf-8") as handle:
         handle.write("".join(line + "\n" for line in kept))
 
@@ -302,8 +309,13 @@ def optimizer_step(optimizer, trainable, max_grad_norm: float, scaler, step: int
 def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, settings: TrainerSettings,
                device: str | torch.device = "cpu", progress: bool = True,
                distributed: DistributedContext | None = None,
-               report: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+               report: Callable[[dict[str, Any]], None] | None = None,
+               stop_signals: Sequence[str] = DEFAULT_STOP_SIGNALS) -> list[dict[str, Any]]:
     """Train ``model`` on ``dataset`` (rows for ``collator``) until ``settings.max_steps``, resuming.
+
+    ``stop_signals`` (:mod:`kgplm.training.interrupts`): on one of them the loop finishes its step,
+    writes a checkpoint (rank 0) and raises :class:`~kgplm.exceptions.PreemptedError` on every rank,
+    after the same step on all of them; rerunning resumes from that checkpoint.
 
     ``report``: called on rank 0 with each record written to ``metrics.jsonl`` (TensorBoard,
     :mod:`kgplm.training.reporting`).
@@ -331,9 +343,8 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
     if context.is_main:
         for unfinished in remove_unfinished(output_dir):
             logger.info("removed %s, a checkpoint an earlier run did not finish writing", unfinished)
-    checkpoint = latest_checkpoint(output_dir)
+    checkpoint, state = resume_checkpoint(output_dir, model, optimizer, scheduler, grad_scaler=scaler)
     if checkpoint is not None:
-        state = load_checkpoint(checkpoint, model, optimizer, scheduler, grad_scaler=scaler)
         start_step, window = state["step"], _Window(state["window"])
         if context.is_main:
             logger.info("resuming from %s (step %d)", checkpoint, start_step)
@@ -353,7 +364,7 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
     bar = tqdm(total=settings.max_steps, initial=start_step, desc="pre-training", unit="step",
                disable=not progress or not context.is_main)
     metrics_file = open(metrics_path, "a", encoding="utf-8") if context.is_main else contextlib.nullcontext()
-    with metrics_file:
+    with StopRequest(stop_signals) as stop_request, metrics_file:
         for step, micro_batches in zip(range(start_step, settings.max_steps), loader):
             optimizer.zero_grad(set_to_none=True)
             values = _run_step(network, micro_batches, context, settings, step, scaler)
@@ -387,6 +398,22 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
                 save_checkpoint(output_dir, model, optimizer, scheduler,
                                 {"step": done, "window": window.state(), "settings": asdict(settings)},
                                 settings.keep_checkpoints, grad_scaler=scaler)
+            # a stop signal: every rank learns whether any rank got one, so all stop after the same step
+            stop = context.gather(stop_request.signal_name) if context.enabled else [stop_request.signal_name]
+            received = next((name for name in stop if name is not None), None)
+            if received is not None and done < settings.max_steps:
+                if context.is_main and done % settings.checkpoint_every:
+                    metrics_file.flush()
+                    save_checkpoint(output_dir, model, optimizer, scheduler,
+                                    {"step": done, "window": window.state(), "settings": asdict(settings)},
+                                    settings.keep_checkpoints, grad_scaler=scaler)
+                bar.close()
+                context.barrier()  # rank 0 has written the checkpoint
+                checkpoint = latest_checkpoint(output_dir)
+                if context.is_main:
+                    logger.warning("%s: stopped after step %d of %d; checkpoint %s; run the same call again to "
+                                   "resume", received, done, settings.max_steps, checkpoint)
+                raise PreemptedError(received, done, checkpoint)
     bar.close()
     context.barrier()  # rank 0 has written the last metrics and checkpoint
     if skipped and context.is_main:

@@ -42,7 +42,7 @@ def reference(tmp_path_factory):
         result = kgplm.train("smedbert", graph=str(TOY_GRAPH), corpus=str(corpus), output_dir=work / "one",
                              text_model=TEXT_MODEL, vocab_size=300, entity_dim=16, kg_epochs=5, max_steps=STEPS,
                              batch_size=BATCH, learning_rate=2e-3, checkpoint_every=2, log_every=1, max_length=64,
-                             progress=False)
+                             num_threads=1, progress=False)
     finally:
         torch.set_num_threads(threads)
     return {"work": work, "corpus": corpus, "metrics": result.metrics}
@@ -168,3 +168,91 @@ def test_ranks_without_targets_join_the_gradient_all_reduce(tmp_path):
                for path in (tmp_path / "one", tmp_path / "two")]
     torch.testing.assert_close(weights[1], weights[0], rtol=1e-6, atol=1e-7)
     assert not torch.equal(weights[0], torch.tensor([1.0, -0.5]))
+
+
+# -- stop signals and Ctrl-C through the command line -----------------------------------------------------------
+def _single_command(reference, output_dir: Path) -> list[str]:
+    """The reference run's arguments as one ``kgplm train`` process (no torchrun, no accumulation)."""
+    command = _command(reference, output_dir)
+    command = command[command.index("-m", 4) + 1:]  # drop the torchrun launcher
+    at = command.index("--gradient-accumulation-steps")
+    del command[at: at + 2]
+    return [sys.executable, "-m", *command]
+
+
+def _run_until_checkpoint_then_signal(command: list[str], output_dir: Path, number: int, *, ranks: bool = False
+                                      ) -> tuple[int, str]:
+    """Start ``command``, send ``number`` once ``step-0000002`` exists (to rank 1's worker only when ``ranks``),
+    return (exit status, stderr)."""
+    environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
+    # a shell starts background jobs with SIGINT ignored, and Python keeps it so: give the run a terminal's default
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    target = output_dir / "checkpoints" / "step-0000002"
+    deadline = time.monotonic() + TIMEOUT
+    while not target.is_dir() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert process.poll() is None and target.is_dir(), "the run ended (or timed out) before it could be signalled"
+    if ranks:
+        workers = [pid for pid in _descendants(process.pid)
+                   if b"RANK=1\0" in Path(f"/proc/{pid}/environ").read_bytes().replace(b"LOCAL_RANK=1\0", b"")]
+        assert workers, "rank 1's worker was not found"
+        os.kill(workers[0], number)
+    else:
+        os.kill(process.pid, number)
+    try:
+        _, stderr = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        for pid in _descendants(process.pid) + [process.pid]:
+            os.kill(pid, signal.SIGKILL)
+        raise
+    return process.returncode, stderr.decode()
+
+
+@pytest.fixture(scope="module")
+def single_process(reference):
+    """The uninterrupted ``kgplm train`` process the preempted ones are compared with."""
+    output_dir = reference["work"] / "single"
+    subprocess.run(_single_command(reference, output_dir), cwd=REPO_ROOT, check=True, timeout=TIMEOUT,
+                   env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL)
+    return output_dir
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGUSR1])
+def test_a_preempted_run_exits_75_and_resumes_to_the_same_losses(reference, single_process, number):
+    output_dir = reference["work"] / f"preempted-{number}"
+    command = _single_command(reference, output_dir)
+    status, stderr = _run_until_checkpoint_then_signal(command, output_dir, number)
+    assert status == 75, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert "stopped after step" in stderr and "run the same call again to resume" in stderr
+    assert not (output_dir / "model").exists()
+    rerun = subprocess.run(command, cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT),
+                                                                OMP_NUM_THREADS="1"),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=TIMEOUT)
+    assert rerun.returncode == 0, rerun.stderr.decode()[-3000:]
+    assert (output_dir / "metrics.jsonl").read_text() == (single_process / "metrics.jsonl").read_text()  # bit for bit
+
+
+def test_ctrl_c_ends_with_one_line_naming_the_last_checkpoint(reference):
+    output_dir = reference["work"] / "interrupted"
+    status, stderr = _run_until_checkpoint_then_signal(_single_command(reference, output_dir), output_dir,
+                                                       signal.SIGINT)
+    assert status == 130, stderr[-3000:]
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("kgplm:")]
+    checkpoint = sorted((output_dir / "checkpoints").glob("step-*"))[-1]
+    assert lines == [f"kgplm: interrupted; the last checkpoint is {checkpoint}; run the same command again to "
+                     f"resume from it"], stderr[-3000:]
+
+
+def test_a_signal_to_one_rank_stops_both_after_the_same_step_and_the_rerun_resumes(reference, two_processes):
+    output_dir = reference["work"] / "preempted-two"
+    status, stderr = _run_until_checkpoint_then_signal(_command(reference, output_dir), output_dir, signal.SIGTERM,
+                                                       ranks=True)
+    assert status != 0
+    assert "exitcode  : 75" in stderr, stderr[-3000:]  # torchrun reports the workers' status
+    assert "stopped after step" in stderr  # rank 0 wrote the checkpoint although rank 1 got the signal
+    assert not (output_dir / "model").exists()
+    _launch(reference, output_dir)
+    assert (output_dir / "metrics.jsonl").read_text() == (two_processes / "metrics.jsonl").read_text()  # bit for bit

@@ -220,7 +220,7 @@ class PushContext:
         from kgplm.kg.pepr.tree_kernels import closure_bounds, forward_push_tree_scores
 
         walk = self.walk
-        threads = num_threads or numba.config.NUMBA_NUM_THREADS
+        threads = num_threads or numba.get_num_threads()  # the caller's limit (kgplm.train's num_threads)
         previous = numba.get_num_threads()
         numba.set_num_threads(threads)
         scores = np.zeros(len(neighbors), dtype=np.float64)

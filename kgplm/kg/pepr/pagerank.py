@@ -303,12 +303,21 @@ class NeighborTable:
         path = Path(path)
         if not path.is_file():
             raise MissingFileError(path, "neighbour table")
-        with np.load(path, allow_pickle=False) as data:
-            missing = {"seeds", "neighbors", "relations", "directions", "scores"} - set(data.files)
-            if missing:
-                raise ArtifactError(f"{path} is not a neighbour table: missing {sorted(missing)}")
-            config = json.loads(data["config"].tobytes().decode("utf-8")) if "config" in data.files else {}
-            return cls(data["seeds"], data["neighbors"], data["relations"], data["directions"], data["scores"], config)
+        import zipfile
+
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                missing = {"seeds", "neighbors", "relations", "directions", "scores"} - set(data.files)
+                if missing:
+                    raise ArtifactError(f"{path} is not a neighbour table: missing {sorted(missing)}")
+                config = json.loads(data["config"].tobytes().decode("utf-8")) if "config" in data.files else {}
+                return cls(data["seeds"], data["neighbors"], data["relations"], data["directions"], data["scores"],
+                           config)
+        except (zipfile.BadZipFile, EOFError, ValueError, OSError) as error:
+            if isinstance(error, ArtifactError):
+                raise
+            raise ArtifactError(f"{path}: not a complete neighbour table ({type(error).__name__}: {error}); it is "
+                                f"damaged (cut short or overwritten): compute it again") from None
 
     def to_frame(self, store: "KGStore", entity) -> "Any":
         """One seed's row as a DataFrame with names."""
@@ -459,7 +468,8 @@ def top_k_neighbors(
             refined. See the module docstring.
         budget_seconds: the modelled time (one core of the calibration machine) ``mode="auto"`` allows
             exact mode.
-        num_threads: numba threads for fast mode (default: all cores).
+        num_threads: numba threads for fast mode (default: numba's current count: all cores unless limited,
+            e.g. by ``kgplm.train``'s ``num_threads``).
         Other arguments as in :func:`personalized_pagerank`.
     """
     _check_common(alpha, jump, dangling)
