@@ -383,8 +383,11 @@ TRAINING_DEVICE_HELP = ("auto (cuda when a GPU is visible, else cpu), cpu or cud
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from kgplm import __version__
+
     parser = argparse.ArgumentParser(prog="kgplm", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     kg = commands.add_parser("kg", help="knowledge-graph commands").add_subparsers(dest="kg_command", required=True)
