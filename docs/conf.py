@@ -71,6 +71,7 @@ def _escape_bars(app, what, name, obj, options, lines) -> None:
 
 
 _BULLET = re.compile(r"^(\s*)([-*•]|\d+[.)]|\(\w\)|:[^:]+:)\s+")
+_TABLE_BORDER = re.compile(r"^\s*=+( +=+)+\s*$")
 _UNDERLINE = re.compile(r"^\s*([-=~^])\1{2,}\s*$")
 
 
@@ -80,8 +81,16 @@ def plain_text_blocks(lines: list[str]) -> list[str]:
     title underlined with dashes becomes a bold line (docstrings hold no sections)."""
     out: list[str] = []
     paragraph_indent = literal_indent = None
+    table_borders = 0  # inside a reStructuredText simple table: its border lines seen so far
     for line in lines:
         stripped, indent = line.strip(), len(line) - len(line.lstrip())
+        if _TABLE_BORDER.match(line) or table_borders:
+            table_borders += bool(_TABLE_BORDER.match(line))
+            out.append(line)
+            if table_borders == 3:
+                table_borders = 0
+                paragraph_indent = None
+            continue
         if not stripped:
             out.append(line)
             paragraph_indent = None

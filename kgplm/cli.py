@@ -590,7 +590,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("finetune", help="fine-tune a pre-trained model on a task (kgplm.finetune)")
     p.add_argument("--model", required=True, help="a kgplm train output directory")
     p.add_argument("--task", required=True, help="task name, e.g. cmedqaner, cmedqq, cmedic (see kgplm.evaluation)")
-    p.add_argument("--data-dir", required=True, help="tasks root (like shared/data/tasks) or the task's own directory")
+    p.add_argument("--data-dir", required=True, help="tasks root (official layout) or the task's own directory")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=32)

@@ -46,6 +46,7 @@ def method_page(name: str) -> str:
         f"| model class | {{class}}`~{spec.model_class.__module__}.{spec.model_class.__name__}` |",
         "",
         "## Usage", "",
+        "<!-- not run: a full-size run; the generic test of every registered method runs each method -->",
         "```python",
         "import kgplm",
         "",

@@ -499,7 +499,7 @@ class KGStore:
         return np.diff(np.asarray(self._arrays["out_indptr"])), np.diff(np.asarray(self._arrays["in_indptr"]))
 
     def with_shuffled_links(self, seed: int) -> "KGStore":
-        """A copy whose links are attached to the wrong entities (issue 26.5's "shuffled graph" control).
+        """A copy whose links are attached to the wrong entities (the replication study's "shuffled graph").
 
         Entity ids are relabelled in every triple by the seeded permutation π of
         :func:`shuffled_entity_permutation`: (h, r, t) becomes (π(h), r, π(t)). Names, aliases,

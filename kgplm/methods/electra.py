@@ -9,7 +9,7 @@ and masking: for the medicinal-product PLM (EP-PLM's "ELECTRA+EM") ``masking="wo
 every chosen token replaced by [MASK] (``mask_fraction=1``, ``random_fraction=0``); for eHealth
 (its ablation "w/o CSP & MTS") ``masking="whole_word"`` with 80/10/10 replacement and
 ``corruption_views=2``: every sequence corrupted twice, as eHealth corrupts it for CSP, so that the
-control trains on the same RTD/MLM targets per step (issue 26.6). Defaults: token masking, ELECTRA's
+control trains on the same RTD/MLM targets per step. Defaults: token masking, ELECTRA's
 85% [MASK] / 15% kept, one corruption per sequence.
 """
 
@@ -24,8 +24,8 @@ __all__ = ["SPEC"]
 SPEC = register(MethodSpec(
     name="electra",
     summary="plain ELECTRA: generator MLM + discriminator replaced-token detection (the ELECTRA-family control)",
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner (issue 27.8)
-    results_version=3,  # 2: as eHealth's control it corrupts two views (issue 26.6); the linker's defaults (29.1)
+    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
+    results_version=3,  # 2: as eHealth's control it corrupts two views; the linker's default filters
     paper="Clark et al. (2020), ELECTRA: Pre-training Text Encoders as Discriminators Rather Than Generators, ICLR",
     config_class=ElectraConfig,
     model_class=KgplmForReplacedTokenDetection,

@@ -90,8 +90,8 @@ def build_collator(context):
 SPEC = register(MethodSpec(
     name="mlm",
     summary="plain BERT masked language modelling (the baseline; use_sop and the masking make it a fair control)",
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner (issue 27.8)
-    results_version=3,  # 2: the linker's default filters change the mentions whole-entity masking reads (issue 29.1)
+    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
+    results_version=3,  # 2: the linker's default filters change the mentions whole-entity masking reads
     paper="Devlin et al. (2019), BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding, "
           "NAACL",
     config_class=MlmConfig,

@@ -121,7 +121,7 @@ class MethodEvaluation:
 
 @dataclass(frozen=True)
 class AttributionRow:
-    """An extra replication row that attributes a method's gain to one of its ingredients (issue 26.5).
+    """An extra replication row that attributes a method's gain to one of its ingredients.
 
     A pre-training of the method (``base="method"``) or of its control (``base="control"``) with extra
     ``kgplm.train`` options (``train_options``, e.g. ``graph_shuffle_seed``), fine-tuned with extra
@@ -235,7 +235,7 @@ class MethodSpec:
         """Whether a run of this method reads a knowledge graph: it needs a KG-side artefact, or its
         masking (``masking``, default the method's own) masks linked entity mentions
         (:data:`kgplm.text.masking.ENTITY_SCHEMES`). ``kgplm.train`` requires ``graph`` exactly then,
-        and runs without one otherwise (issue 29.8)."""
+        and runs without one otherwise."""
         return bool(self.artefacts) or (masking or self.default_masking) in ENTITY_SCHEMES
 
     def __post_init__(self) -> None:

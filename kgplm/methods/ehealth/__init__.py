@@ -35,7 +35,7 @@ SPEC = register(MethodSpec(
     name="ehealth",
     summary="ELECTRA generator/discriminator; RTD + multi-token selection (k=5) + contrastive sequence prediction "
             "(τ=0.07); whole-word masking",
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner (issue 27.8)
+    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
     results_version=3,  # 2: MTS target-counted (27.5), two-view control and no_csp (26.6), linker defaults (29.1)
     paper="Wang et al. (2021), Building Chinese Biomedical Language Models via Multi-Level Text Discrimination "
           "(eHealth), arXiv:2110.07244",
@@ -46,7 +46,7 @@ SPEC = register(MethodSpec(
     losses=("mlm", "rtd", "mts", "csp"),
     primary_endpoints=endpoints.EHEALTH,
     default_masking="whole_word",
-    # the control corrupts every sequence twice, as eHealth does: the same RTD/MLM targets per step (issue 26.6)
+    # the control corrupts every sequence twice, as eHealth does: the same RTD/MLM targets per step
     control=Control("electra", masking="whole_word",
                     model_options={"mask_fraction": 0.8, "random_fraction": 0.1, "corruption_views": 2}),
     ablations={"no_mts": {"use_mts": False}, "no_csp": {"use_csp": False}},

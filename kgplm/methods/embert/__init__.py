@@ -91,7 +91,7 @@ SPEC = register(MethodSpec(
     summary="context-entity consistency (synonym vs random replacement), entity segmentation, bidirectional "
             "entity masking (adjective ↔ atomic terms); MLM + CECP + ES + BEM",
     # 2: replacements in the mention's script, capped, no KG neighbours (27.13); linker defaults (29.1)
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner (issue 27.8)
+    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
     results_version=3,
     paper="Cai et al. (2021), EMBERT: A Pre-trained Language Model for Chinese Medical Text Mining, APWeb-WAIM",
     config_class=EmbertConfig,

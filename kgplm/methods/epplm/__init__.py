@@ -65,7 +65,7 @@ SPEC = register(MethodSpec(
     name="epplm",
     summary="ELECTRA RTD with biomedical entity masking (words + KG mentions) + product attribute prediction "
             "(γ=4, ρ=5%)",
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner (issue 27.8)
+    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
     results_version=3,  # 2: frequency-matched PAP negatives, exact ρ, held-out drugs' text removed (27.4, 27.6, 26.7)
     paper="Liu et al. (2022), A Domain Knowledge Enhanced Pre-Trained Language Model for Vertical Search: Case Study "
           "on Medicinal Products, COLING",

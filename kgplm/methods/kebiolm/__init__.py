@@ -37,7 +37,7 @@ SPEC = register(MethodSpec(
     name="kebiolm",
     summary="text-only layers → BIO mention detection → top-k entities of a TransE table → fusion → fusion "
             "layers; MLM + ED + EL",
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner (issue 27.8)
+    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
     results_version=3,  # 2: whole-word masking outside mentions (27.10), bf16 fusion (27.9), linker defaults (29.1)
     paper="Yuan et al. (2021), Improving Biomedical Pretrained Language Models with Knowledge, BioNLP",
     config_class=KebiolmConfig,

@@ -62,8 +62,8 @@ SPEC = register(MethodSpec(
     summary="mention-neighbour hybrid attention (PEPR neighbours, TransR); MLM + SOP + MNeM + MMeM",
     # 2: MNeM entity copy path closed, R-GCN per-mention subgraphs (27.1, 27.3), PEPR auto from a cost model
     # (27.8), linker defaults (29.1)
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner (issue 27.8)
-    # 4: PEPR fast mode's tree closure and refine="auto" change the neighbour tables (issue 30.3)
+    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
+    # 4: PEPR fast mode's tree closure and refine="auto" change the neighbour tables
     results_version=4,
     paper="Zhang et al. (2021), SMedBERT: A Knowledge-Enhanced Pre-trained Language Model with Structured "
           "Semantics for Medical Text Mining, ACL",
@@ -82,7 +82,7 @@ SPEC = register(MethodSpec(
     control=Control("mlm", masking="whole_entity", model_options={"use_sop": True}),
     ablations={"no_hybrid_attention": {"use_hybrid_attention": False},
                "no_knowledge_losses": {"use_knowledge_losses": False}},
-    # issue 26.5: which part of the gain is the graph, which the linked mention spans it sees at fine-tuning
+    # which part of the gain is the graph, which the linked mention spans it sees at fine-tuning
     attribution_rows={
         "control + linked mention spans at fine-tuning": AttributionRow(
             base="control", finetune_options={"mention_spans": True}, compare_with="method",
