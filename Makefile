@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 CONSTRAINTS ?= constraints/ci.txt
 PIP_INSTALL = $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS)
 
-.PHONY: demo test docs dist check-wheel benchmarks clean
+.PHONY: demo test docs dist check-wheel benchmarks mutations clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ dist: $(VENV)/.installed-dev
 
 check-wheel: dist
 	$(BIN)/python tools/check_wheel.py --constraints $(CONSTRAINTS) dist
+
+# opt-in: put each fixed defect back (tests/mutations/*.patch) and check that its regression test fails
+mutations: $(VENV)/.installed-dev
+	$(BIN)/python tests/mutations/runner.py
 
 benchmarks: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/kg_load.py

@@ -25,6 +25,7 @@ meanwhile.
     .venv/bin/python benchmarks/train_step.py                       # CPU table; GPU table if CUDA is there
     .venv/bin/python benchmarks/train_step.py --only gpu --data toy # on a GPU machine without the shared data
     .venv/bin/python benchmarks/train_step.py --hidden 256 --layers 4 --batch 16 --length 128 --steps 20
+    .venv/bin/python benchmarks/train_step.py --smoke                # every method, tiny, in a temporary folder
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import math
 import random
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,9 +52,9 @@ TOY_GRAPH = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
 BERT_BASE = dict(hidden=768, layers=12, length=512, batch=16, mixed_precision="bf16")
 
 
-def _corpus(data: str, length: int, store) -> Path:
+def _corpus(work: Path, data: str, length: int, store) -> Path:
     """Documents of about ``length`` characters (Chinese: about as many tokens), so chunks are full."""
-    path = CACHE / f"{data}-{length}.txt"
+    path = work / f"{data}-{length}.txt"
     if path.is_file():
         return path
     if data == "cmekg":
@@ -75,24 +77,25 @@ def _corpus(data: str, length: int, store) -> Path:
     return path
 
 
-def prepare(data: str, length: int):
-    """(store, tokenizer, linked corpus, artefacts, run) of the cached run; built on first use."""
+def prepare(work: Path, data: str, length: int, vocab_size: int = 8000):
+    """(store, tokenizer, linked corpus, artefacts, run) of the run cached in ``work``; built on first use."""
     from kgplm.kg import KGStore
     from kgplm.methods import available, get
     from kgplm.training import stages
     from kgplm.training.run import RunDirectory
 
-    CACHE.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     if data == "cmekg":
         from _data import cmekg_store
 
-        graph = cmekg_store(CACHE)
+        graph = cmekg_store(work)
     else:
         graph = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
-    corpus = _corpus(data, length, graph)
-    run = RunDirectory(CACHE / f"run-{data}-{length}")
-    store, graph_argument = stages.prepare_store(run, graph, progress=False)
-    arguments = dict(graph=graph_argument, tokenizer=None, text_model=None, vocab_size=8000, pepr_mode="fast",
+    corpus = _corpus(work, data, length, graph)
+    run = RunDirectory(work / f"run-{data}-{length}-{vocab_size}")
+    store = stages.prepare_store(run, graph, graph)
+    arguments = dict(graph=stages.recorded_graph(run, graph), tokenizer=None, text_model=None, vocab_size=vocab_size,
+                     pepr_mode="fast",
                      num_neighbors=10, kg_method="transr", entity_dim=100, kg_epochs=1, seed=0, max_length=length,
                      neighbor_table=None, kg_embeddings=None)
     run.write_run_config({"kgplm_run": 1, "benchmark": "train_step", **arguments})
@@ -213,7 +216,7 @@ def run_table(args, *, device: torch.device, hidden: int, layers: int, batch: in
     from kgplm.methods import available
     from kgplm.training.loader import batch_indices, example_seeds
 
-    store, tokenizer, dataset, artefacts, run = prepare(args.data, length)
+    store, tokenizer, dataset, artefacts, run = prepare(args.work, args.data, length, args.vocab_size)
     text = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
                 intermediate_size=4 * hidden, max_position_embeddings=max(512, length + 1))
     cache: dict = {}
@@ -265,7 +268,21 @@ def main() -> None:
     parser.add_argument("--gpu-batch", type=int, default=BERT_BASE["batch"], help="the GPU table's batch")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--work", type=Path, default=CACHE, help="where the prepared run is cached")
+    parser.add_argument("--smoke", action="store_true",
+                        help="toy data, a 1-layer encoder of width 32, 1 timed step, CPU only, in a temporary folder")
     args = parser.parse_args()
+    if args.smoke:
+        with tempfile.TemporaryDirectory(prefix="kgplm-train-step-") as work:
+            args.__dict__.update(data="toy", only="cpu", hidden=32, layers=1, batch=4, length=32, steps=1,
+                                 vocab_size=300, work=Path(work))
+            run_benchmark(args)
+        return
+    run_benchmark(args)
+
+
+def run_benchmark(args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 

@@ -79,7 +79,7 @@ def train(
     init_from: str | os.PathLike | None = None,
     kg_embeddings: str | os.PathLike | None = None,
     neighbor_table: str | os.PathLike | None = None,
-    graph_shuffle_seed: int | None = None,
+    knowledge_graph=None,
     corpus_options: dict | None = None,
     vocab_size: int = 8000,
     max_length: int = 128,
@@ -139,7 +139,7 @@ def train(
             method's own modules start fresh from ``seed``. ``text_model`` must then be ``None``.
             The source and its weights' SHA-256 are recorded under ``stages.init_from``. This is how
             the papers train (continuing from BERT, PubMedBERT or ELECTRA), and how
-            ``benchmarks/replicate.py`` continues every row from one base per family.
+            ``experiments/replicate.py`` continues every row from one base per family.
         kg_embeddings, neighbor_table: cached artefacts (a :class:`KGEmbeddings` directory, a PEPR
             ``.npz``); by default computed when the method needs them: PEPR top-``num_neighbors``
             of every mentioned entity (``pepr_mode``: ``"auto"`` computes it exactly when exact mode's
@@ -150,12 +150,14 @@ def train(
             ``stages.pepr_mode_reason``),
             ``kg_method`` embeddings (default: the
             method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``.
-        graph_shuffle_seed: a control for the knowledge's contribution: the PEPR table and the KG
-            embeddings are built on
-            :meth:`KGStore.with_shuffled_links(seed) <kgplm.KGStore.with_shuffled_links>`, the same
-            graph with its links attached to the wrong entities (text still links to the same ids).
-            Recorded in ``run_config.json`` (and under ``stages.graph_shuffle``); cannot be combined
-            with a given ``kg_embeddings``, ``neighbor_table`` or ``exclude_triples``.
+        knowledge_graph: the store whose links the PEPR table and the KG embeddings are built from,
+            when it is not ``graph`` (a :class:`~kgplm.KGStore` or a saved store's directory): it holds
+            ``graph``'s entities and relations in the same order with other triples, e.g. made by
+            :meth:`KGStore.with_triples <kgplm.KGStore.with_triples>` to prune the graph or to attach its
+            links to other entities. Text is linked with ``graph``, which the run saves for
+            fine-tuning; a store object is saved into the run's ``knowledge_store/``, and
+            ``stages.knowledge_graph`` records its size and ``derived_from``. Cannot be combined with
+            a given ``kg_embeddings``, ``neighbor_table`` or ``exclude_triples``.
         model_options: the method's own config fields (``kgplm.methods.get(method).config_class.option_names()``:
             ablations, loss weights, ``use_sop`` …).
         method_data: inputs of the method's own stages that are not model fields (files such as a
@@ -222,6 +224,7 @@ def train(
                      report_to=list(report_to))
     run = RunDirectory(output_dir)
     arguments["graph"] = stages.recorded_graph(run, graph)
+    arguments["knowledge_graph"] = stages.recorded_knowledge_graph(run, knowledge_graph)
     if warmup_steps is None:
         warmup_steps = int(0.06 * max_steps)
     settings = TrainerSettings(max_steps=max_steps, batch_size=batch_size,
@@ -230,10 +233,10 @@ def train(
                                checkpoint_every=checkpoint_every, log_every=log_every, seed=seed,
                                mixed_precision=mixed_precision, num_workers=num_workers)
     settings.validate()
-    if graph_shuffle_seed is not None and (kg_embeddings, neighbor_table, exclude_triples) != (None, None, None):
-        raise ConfigurationError(f"graph_shuffle_seed={graph_shuffle_seed} rebuilds the KG artefacts on the shuffled "
-                                 f"graph; a given kg_embeddings or neighbor_table would bypass it, and exclude_triples "
-                                 f"names facts of the real graph (leave all three None)")
+    if knowledge_graph is not None and (kg_embeddings, neighbor_table, exclude_triples) != (None, None, None):
+        raise ConfigurationError("knowledge_graph rebuilds the KG artefacts from its links; a given kg_embeddings or "
+                                 "neighbor_table would bypass it, and exclude_triples names facts of the linking "
+                                 "graph (leave all three None)")
     context = distributed.initialize(device)
     try:
         settings.validate(context.world_size)
@@ -259,12 +262,8 @@ def train(
                 if prepared.hub:
                     run.record_stage("hub", prepared.hub)
             store = stages.prepare_store(run, prepared.store, graph, save=main)
-            if graph_shuffle_seed is not None:  # the saved store stays the real one: fine-tuning links with it
-                store = store.with_shuffled_links(graph_shuffle_seed)
-                if main:
-                    run.record_stage("graph_shuffle", {"seed": int(graph_shuffle_seed),
-                                                       "what": "entity ids permuted in every triple (a derangement) "
-                                                               "before PEPR and KG embeddings"})
+            if knowledge_graph is not None:  # the saved store stays the linking one: fine-tuning links with it
+                store = stages.prepare_knowledge_store(run, knowledge_graph, store, save=main)
             # the stages read local paths (a hub id resolved to its snapshot)
             stage_arguments = {**arguments, "text_model": prepared.text_model, "tokenizer": prepared.tokenizer}
             inputs = stages.StageInputs(arguments=stage_arguments, store=store, corpus=corpus,
@@ -351,7 +350,7 @@ def _read_config_file(path: Path) -> dict[str, Any]:
 
 # fine-tuning, evaluation and prediction live in kgplm.finetuning_api; re-exported here
 from kgplm.finetuning_api import (  # noqa: E402
-    EVALUATION_SUBSET_SEED,
+    EVALUATION_SUBSET_SEED,  # noqa: F401  (re-exported for callers of kgplm.api)
     FineTuningResult,
     evaluate,
     finetune,

@@ -250,7 +250,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              report_to=tuple(args.report_to),
                              model_options=json.loads(args.model_options) if args.model_options else None,
                              method_data=json.loads(args.method_data) if args.method_data else None,
-                             exclude_triples=args.exclude_triples, graph_shuffle_seed=args.graph_shuffle_seed,
+                             exclude_triples=args.exclude_triples, knowledge_graph=args.knowledge_graph,
                              linking=json.loads(args.linking) if args.linking else None,
                              progress=not args.no_progress)
     if not _is_main_process():
@@ -270,8 +270,7 @@ def _cmd_methods(args: argparse.Namespace) -> int:
         if spec.kg_embedding:
             needs = needs.replace("kg_embeddings", f"kg_embeddings ({spec.kg_embedding})")
         print(f"{name:<10} {spec.summary}")
-        print(f"{'':<10} losses: {', '.join(spec.losses)}; needs: {needs}; masking: {spec.default_masking}"
-              + (f"; control: {spec.control.method}" if spec.control else ""))
+        print(f"{'':<10} losses: {', '.join(spec.losses)}; needs: {needs}; masking: {spec.default_masking}")
     return 0
 
 
@@ -551,8 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "kgplm.kg.pepr.exact_cost)")
     p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
     p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
-    p.add_argument("--graph-shuffle-seed", type=int, default=None,
-                   help="build PEPR and KG embeddings on the graph with its links moved to other entities (a control)")
+    p.add_argument("--knowledge-graph", default=None,
+                   help="a saved store with the same entities as --graph whose links PEPR and the KG embeddings are "
+                        "built from (linking and fine-tuning use --graph)")
     p.add_argument("--linking", default=None,
                    help='JSON dict of linking options, e.g. \'{"roots": ["HP:0000118"], "common_word_share": 0.2}\'')
     p.add_argument("--exclude-triples", default=None,

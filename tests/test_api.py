@@ -174,30 +174,42 @@ def test_the_same_call_on_a_slower_machine_builds_identical_artefacts(toy_corpus
     assert configs[0].pop("output_dir") != configs[1].pop("output_dir") and configs[0] == configs[1]
 
 
-def test_a_shuffled_graph_run_builds_pepr_on_the_shuffled_graph_and_records_it(toy_run, toy_corpus, tmp_path):
-    """``graph_shuffle_seed``: the PEPR table is the shuffled graph's, the saved store (what fine-tuning
-    links with) the real one, the seed recorded; given artefacts cannot bypass it."""
+def test_a_knowledge_graph_run_builds_pepr_on_its_links_and_links_text_with_the_graph(toy_run, toy_corpus, tmp_path):
+    """``knowledge_graph``: the PEPR table is that store's, the saved store (what fine-tuning links with) the
+    graph, the knowledge store saved into the run and recorded; a store of other entities and given artefacts
+    are refused."""
     from kgplm.kg.pepr import NeighborTable, top_k_neighbors
-
-    run = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "shuffled", max_steps=1,
-                                                  graph_shuffle_seed=3, pepr_mode="exact"))
-    config = json.loads((run.output_dir / "run_config.json").read_text())
-    assert config["graph_shuffle_seed"] == 3 and config["stages"]["graph_shuffle"]["seed"] == 3
-    table = NeighborTable.load(run.output_dir / "kg" / "neighbors.npz")
-    frequencies = np.load(run.output_dir / "kg" / "entity_frequencies.npy")
-    store = kgplm.KGStore.from_rdf(TOY_GRAPH, show_progress=False)
-    seeds = np.flatnonzero(frequencies > 0)
-    shuffled = top_k_neighbors(store.with_shuffled_links(3), seeds, k=10, mode="exact", frequencies=frequencies,
-                               show_progress=False)
-    real = NeighborTable.load(toy_run.output_dir / "kg" / "neighbors.npz")
-    assert (table.neighbors == shuffled.neighbors).all()
-    assert not (table.neighbors == real.neighbors).all()
     from kgplm.training.run import RunDirectory
 
-    assert RunDirectory(run.output_dir).open_store().shuffled_links is None
-    with pytest.raises(ConfigurationError, match="graph_shuffle_seed"):
-        kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "bypass", graph_shuffle_seed=3,
+    store = kgplm.KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+    triples = np.asarray(store.triples, dtype=np.int64)
+    pruned = store.with_triples(triples[::2], derived_from={"pruned": "every other triple"})
+    run = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "pruned", max_steps=1,
+                                                  knowledge_graph=pruned, pepr_mode="exact"))
+    config = json.loads((run.output_dir / "run_config.json").read_text())
+    assert config["knowledge_graph"] == str(run.output_dir / "knowledge_store")
+    assert config["stages"]["knowledge_graph"] == {"num_triples": len(triples[::2]),
+                                                   "derived_from": {"pruned": "every other triple"}}
+    saved = kgplm.KGStore.load(config["knowledge_graph"])
+    assert (np.asarray(saved.triples) == np.asarray(pruned.triples)).all()
+    table = NeighborTable.load(run.output_dir / "kg" / "neighbors.npz")
+    frequencies = np.load(run.output_dir / "kg" / "entity_frequencies.npy")
+    seeds = np.flatnonzero(frequencies > 0)
+    expected = top_k_neighbors(pruned, seeds, k=10, mode="exact", frequencies=frequencies,
+                               show_progress=False)
+    real = NeighborTable.load(toy_run.output_dir / "kg" / "neighbors.npz")
+    assert (table.neighbors == expected.neighbors).all()
+    assert not (table.neighbors == real.neighbors).all()
+    linking_store = RunDirectory(run.output_dir).open_store()
+    assert linking_store.derived_from is None and (np.asarray(linking_store.triples) == triples).all()
+    with pytest.raises(ConfigurationError, match="knowledge_graph"):
+        kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "bypass", knowledge_graph=pruned,
                                                 neighbor_table=str(toy_run.output_dir / "kg" / "neighbors.npz")))
+    fewer = tmp_path / "fewer.ttl"
+    fewer.write_text('@prefix ex: <http://example.org/> .\nex:a ex:r ex:b .\n', encoding="utf-8")
+    with pytest.raises(ConfigurationError, match="same entities as the graph"):
+        kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "other", max_steps=1, pepr_mode="exact",
+                                                knowledge_graph=kgplm.KGStore.from_rdf(fewer, show_progress=False)))
 
 
 def test_the_kg_tables_in_the_model_are_the_trained_embeddings(toy_run):
@@ -245,11 +257,8 @@ def test_mlm_baseline_uses_the_same_loop_and_needs_no_kg_artefacts(toy_corpus, t
 
 
 def test_the_fair_control_takes_smedberts_masking_and_sop(toy_corpus, tmp_path):
-    from kgplm.methods import get
-
-    control = get("smedbert").control
-    result = kgplm.train(control.method, **toy_arguments(toy_corpus, tmp_path, max_steps=10, masking=control.masking,
-                                                        model_options=dict(control.model_options)))
+    result = kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path, max_steps=10, masking="whole_entity",
+                                               model_options={"use_sop": True}))
     assert {"mlm", "sop", "sop_accuracy"} <= set(result.metrics[-1])
     assert result.run_config["masking"] == "whole_entity"
 
@@ -315,7 +324,7 @@ def test_losses_decrease_on_real_medical_dialogue(cmekg_store, shared_data, tmp_
         curve = result.curve(name)
         assert curve[-1] < 0.9 * curve[0], (name, curve)
     sop = result.curve("sop")
-    # near chance (ln 2) in so short a run on real text, and finite: SOP needs scale (benchmarks/sop_curve.py)
+    # near chance (ln 2) in so short a run on real text, and finite: SOP needs scale (experiments/sop_curve.py)
     assert all(0.5 < value < 0.8 for value in sop)
 
 

@@ -117,7 +117,6 @@ from kgplm._csr import row_subset
 
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.pepr import TransitionMatrix
-    from kgplm.kg.store import KGStore
 
 __all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "hub_tolerance", "rows_to_refine",
            "short_cycle_share", "tree_closure"]

@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import rdflib
     import scipy.sparse
 
-__all__ = ["KGStore", "STORE_FORMAT_VERSION", "ARRAY_NAMES", "shuffled_entity_permutation"]
+__all__ = ["KGStore", "STORE_FORMAT_VERSION", "ARRAY_NAMES"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,15 +86,6 @@ def _load_array(path: Path, mmap: bool) -> np.ndarray:
         raise ArtifactError(f"store directory is missing {path.name} (at {path.parent})")
     array_ = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     return array_
-
-
-def shuffled_entity_permutation(num_entities: int, seed: int) -> np.ndarray:
-    """π for :meth:`KGStore.with_shuffled_links`: a seeded permutation of the entity ids with no fixed point
-    (every entity gets another's links; a cyclic shift of a random order, so it is a derangement)."""
-    order = np.random.default_rng(seed).permutation(num_entities)
-    permutation = np.empty(num_entities, dtype=np.int64)
-    permutation[order] = np.roll(order, 1)
-    return permutation
 
 
 class KGStore:
@@ -498,29 +489,44 @@ class KGStore:
         """``(out_degree, in_degree)`` arrays counting triples."""
         return np.diff(np.asarray(self._arrays["out_indptr"])), np.diff(np.asarray(self._arrays["in_indptr"]))
 
-    def with_shuffled_links(self, seed: int) -> "KGStore":
-        """A copy whose links are attached to the wrong entities (the replication study's "shuffled graph").
+    def with_triples(self, triples, *, derived_from: dict | None = None) -> "KGStore":
+        """A copy with the same entities, relations, names, aliases, types and attributes, linked by
+        ``triples`` instead of this store's links.
 
-        Entity ids are relabelled in every triple by the seeded permutation π of
-        :func:`shuffled_entity_permutation`: (h, r, t) becomes (π(h), r, π(t)). Names, aliases,
-        types and attributes stay on their ids, so text links to the same ids as before, but the
-        links, PEPR neighbours and KG embeddings of id π(e) are those of e: the same graph (degree
-        sequence, relations, shape) attached to the wrong entities. The manifest records the seed.
+        ``triples`` is an ``(n, 3)`` integer array of ``(head, relation, tail)`` ids of this store;
+        duplicate rows are dropped and the rest sorted, as an importer leaves them. Text still links
+        to the same ids, while PEPR neighbours and KG embeddings computed from the copy follow the new
+        links: a pruned graph, a graph with held-out facts removed, or a control that attaches the
+        links to other entities. ``derived_from`` (JSON-safe) says how the triples were made; it is
+        kept in the copy's manifest (:attr:`derived_from`) and saved with it.
+
+        Raises :class:`~kgplm.exceptions.ConfigurationError` for an array of the wrong shape or with an
+        id outside this store's entities or relations.
         """
         from kgplm.kg.collector import compile_adjacency
 
-        permutation = shuffled_entity_permutation(self.num_entities, seed)
-        triples = np.asarray(self._arrays["triples"], dtype=np.int64)
-        moved = np.stack([permutation[triples[:, 0]], triples[:, 1], permutation[triples[:, 2]]], 1)
-        moved = moved[np.lexsort((moved[:, 2], moved[:, 1], moved[:, 0]))]  # sorted by (head, relation, tail)
-        arrays = {**self._arrays, **compile_adjacency(moved, self.num_entities)}
-        manifest = {**self._manifest, "shuffled_links": {"seed": int(seed)}}
+        rows = np.asarray(triples)
+        if rows.ndim != 2 or rows.shape[1] != 3 or (rows.size and not np.issubdtype(rows.dtype, np.integer)):
+            raise ConfigurationError(f"with_triples expects an (n, 3) integer array of (head, relation, tail) ids, "
+                                     f"got shape {rows.shape} of {rows.dtype}")
+        rows = rows.astype(np.int64, copy=False)
+        for column, name, bound in ((0, "head", self.num_entities), (1, "relation", self.num_relations),
+                                    (2, "tail", self.num_entities)):
+            bad = np.flatnonzero((rows[:, column] < 0) | (rows[:, column] >= bound))
+            if len(bad):
+                raise ConfigurationError(f"with_triples: row {int(bad[0])} has {name} id {int(rows[bad[0], column])}, "
+                                         f"outside 0…{bound - 1} of this store")
+        rows = np.unique(rows, axis=0) if len(rows) else rows.reshape(0, 3)  # sorted by (head, relation, tail)
+        arrays = {**self._arrays, **compile_adjacency(rows, self.num_entities)}
+        manifest = {**self._manifest, "num_triples": int(len(rows))}
+        if derived_from is not None:
+            manifest["derived_from"] = json.loads(json.dumps(derived_from))
         return KGStore(manifest=manifest, arrays=arrays, entity_iris=self._entity_iris, strings=self._strings)
 
     @property
-    def shuffled_links(self) -> dict | None:
-        """``{"seed": …}`` for a store made by :meth:`with_shuffled_links`, else None."""
-        return self._manifest.get("shuffled_links")
+    def derived_from(self) -> dict | None:
+        """How a store made by :meth:`with_triples` got its links (what the caller recorded), else None."""
+        return self._manifest.get("derived_from")
 
     def one_hop(self, entity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(neighbors, relations, directions)`` over both directions; direction 0 = out, 1 = in."""

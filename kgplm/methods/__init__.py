@@ -2,19 +2,15 @@
 
 ``kgplm.methods.available()`` lists the method names, ``kgplm.methods.get(name)`` returns a
 :class:`MethodSpec` (config and model classes, batch building, logged losses, the KG artefacts it
-needs, default masking, how its encoder runs at fine-tuning, its fair control and ablations).
+needs, default masking, how its encoder runs at fine-tuning, its own evaluations).
 See :mod:`kgplm.methods.registry` and the README's "Adding a method".
 """
 
 from kgplm.methods.registry import (
-    Ablation,
-    Control,
-    Endpoint,
     MethodContext,
     MethodEvaluation,
     MethodSpec,
     available,
-    claim_table,
     get,
     known_artefacts,
     method_table,
@@ -31,5 +27,5 @@ from kgplm.methods import electra as _electra  # noqa: E402,F401  isort: skip
 from kgplm.methods import ehealth as _ehealth  # noqa: E402,F401  isort: skip
 from kgplm.methods import epplm as _epplm  # noqa: E402,F401  isort: skip
 
-__all__ = ["known_artefacts", "method_table", "claim_table", "Ablation", "Control", "Endpoint", "MethodContext",
-           "MethodEvaluation", "MethodSpec", "available", "get", "register", "unregister"]
+__all__ = ["known_artefacts", "method_table", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get",
+           "register", "unregister"]

@@ -24,8 +24,6 @@ __all__ = ["SPEC"]
 SPEC = register(MethodSpec(
     name="electra",
     summary="plain ELECTRA: generator MLM + discriminator replaced-token detection (the ELECTRA-family control)",
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
-    results_version=3,  # 2: as eHealth's control it corrupts two views; the linker's default filters
     paper="Clark et al. (2020), ELECTRA: Pre-training Text Encoders as Discriminators Rather Than Generators, ICLR",
     config_class=ElectraConfig,
     model_class=KgplmForReplacedTokenDetection,

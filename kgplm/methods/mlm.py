@@ -7,8 +7,8 @@ MLM head (transform, LayerNorm, decoder tied to the word embeddings).
 It is the fair control of the BERT-style knowledge methods: run with the same data, budget,
 vocabulary, masking and input format, so a difference can be attributed to the knowledge. For
 SMedBERT that means ``masking="whole_entity"`` and ``model_options={"use_sop": True}`` (SOP pairs
-as input and L += L_SOP, Lan et al. 2020), which is what
-``kgplm.methods.get("smedbert").control`` records and ``benchmarks/replicate.py`` runs.
+as input and L += L_SOP, Lan et al. 2020), the control the replication study in ``experiments/``
+runs beside SMedBERT.
 Defaults: token masking (``bert``) and no SOP (RoBERTa showed next-sentence objectives are not
 needed for MLM alone).
 """
@@ -90,8 +90,6 @@ def build_collator(context):
 SPEC = register(MethodSpec(
     name="mlm",
     summary="plain BERT masked language modelling (the baseline; use_sop and the masking make it a fair control)",
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
-    results_version=3,  # 2: the linker's default filters change the mentions whole-entity masking reads
     paper="Devlin et al. (2019), BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding, "
           "NAACL",
     config_class=MlmConfig,

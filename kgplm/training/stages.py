@@ -23,11 +23,15 @@ from typing import Any
 import numpy as np
 
 from kgplm._io import atomic_file
-from kgplm.exceptions import ArtifactError, ConfigurationError, MissingFileError
+from kgplm.exceptions import ArtifactError, ConfigurationError
 from kgplm.training.run import RunDirectory
 
+#: the directory of a run's knowledge graph, when it is not the linking graph (``kgplm.train(knowledge_graph=...)``)
+KNOWLEDGE_STORE = "knowledge_store"
+
 __all__ = ["StageInputs", "Stage", "STAGES", "register_stage", "run_artefact_stages", "prepare_store",
-           "prepare_tokenizer", "prepare_corpus", "build_model", "load_text_checkpoint", "recorded_graph", "cached_graph"]
+           "prepare_tokenizer", "prepare_corpus", "build_model", "load_text_checkpoint", "recorded_graph", "cached_graph",
+           "recorded_knowledge_graph", "prepare_knowledge_store", "KNOWLEDGE_STORE"]
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +193,42 @@ def recorded_graph(run: RunDirectory, graph):
     from kgplm.kg import KGStore
 
     return str(run.store_dir) if isinstance(graph, KGStore) else graph
+
+
+def recorded_knowledge_graph(run: RunDirectory, knowledge_graph):
+    """What ``run_config.json`` records as the knowledge graph: a :class:`KGStore` object is saved into the
+    run (:func:`prepare_knowledge_store`), so the path of that copy; a path as given; ``None``."""
+    from kgplm.kg import KGStore
+
+    return str(run.path / KNOWLEDGE_STORE) if isinstance(knowledge_graph, KGStore) else knowledge_graph
+
+
+def prepare_knowledge_store(run: RunDirectory, knowledge_graph, store, *, save: bool = True):
+    """The store the KG artefacts are built from when it is not the linking store ``store``:
+    ``knowledge_graph`` (a :class:`KGStore`, or a saved store's directory), which must hold exactly
+    ``store``'s entities and relations, in the same order (text links to ``store``'s ids). A store object
+    is saved into the run's ``knowledge_store/`` (``save``), so the run replays from its
+    ``run_config.json``; the stage ``knowledge_graph`` records its size and ``derived_from``."""
+    from kgplm.kg import KGStore
+
+    knowledge = knowledge_graph if isinstance(knowledge_graph, KGStore) else KGStore.load(knowledge_graph)
+    where = "the knowledge graph" if isinstance(knowledge_graph, KGStore) else str(knowledge_graph)
+    same_entities = knowledge.num_entities == store.num_entities and all(
+        np.array_equal(a, b) for a, b in zip(knowledge.entity_iris.buffers(), store.entity_iris.buffers()))
+    if not same_entities:
+        raise ConfigurationError(f"{where} must hold the same entities as the graph, in the same order (text links to "
+                                 f"the graph's ids); it has {knowledge.num_entities:,} entities, the graph "
+                                 f"{store.num_entities:,} (make it with KGStore.with_triples on the graph)")
+    if knowledge.relation_iris != store.relation_iris:
+        raise ConfigurationError(f"{where} must have the graph's relations, in the same order; it has "
+                                 f"{knowledge.num_relations} relations, the graph {store.num_relations}")
+    if save:
+        target = run.path / KNOWLEDGE_STORE
+        if isinstance(knowledge_graph, KGStore) and not (target / "manifest.json").is_file():
+            knowledge.save(target)
+        run.record_stage("knowledge_graph", {"num_triples": knowledge.num_triples,
+                                             "derived_from": knowledge.derived_from})
+    return knowledge
 
 
 def cached_graph(run: RunDirectory, graph):

@@ -10,7 +10,6 @@ licence, a GPU, a SPARQL server, the real task files) is preceded by an HTML com
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from pathlib import Path

@@ -57,6 +57,36 @@ def test_csr_matches_brute_force() -> None:
     assert out_degree.tolist() == [2, 1, 2, 0] and in_degree.tolist() == [1, 1, 3, 0]
 
 
+def test_with_triples_keeps_the_entities_and_replaces_the_links(tmp_path: Path) -> None:
+    store = small_store()
+    # a, b, c, d = 0, 1, 2, 3; r0, r1 = 0, 1: d gets a link, a duplicate row is dropped, rows come back sorted
+    derived = store.with_triples([[3, 1, 0], [0, 0, 1], [3, 1, 0], [1, 1, 2]], derived_from={"kind": "hand-made"})
+    assert derived.triples.tolist() == [[0, 0, 1], [1, 1, 2], [3, 1, 0]] and derived.num_triples == 3
+    assert derived.out_edges(3)[0].tolist() == [0] and derived.in_edges(0)[0].tolist() == [3]
+    assert derived.degrees()[0].tolist() == [1, 1, 0, 1] and derived.degrees()[1].tolist() == [1, 1, 1, 0]
+    for entity in range(store.num_entities):  # what text links to stays on its id
+        assert derived.entity_name(entity) == store.entity_name(entity)
+        assert derived.entity_types(entity) == store.entity_types(entity)
+        assert derived.aliases(entity) == store.aliases(entity)
+    assert store.num_triples == 5 and store.derived_from is None  # the original is untouched
+    derived.save(tmp_path / "derived")
+    reloaded = KGStore.load(tmp_path / "derived")
+    assert reloaded.triples.tolist() == derived.triples.tolist() and reloaded.derived_from == {"kind": "hand-made"}
+    assert store.with_triples(np.zeros((0, 3), dtype=np.int64)).num_triples == 0
+
+
+def test_with_triples_refuses_ids_outside_the_store() -> None:
+    store = small_store()
+    with pytest.raises(ConfigurationError, match="row 1 has tail id 4, outside 0…3"):
+        store.with_triples([[0, 0, 1], [0, 0, 4]])
+    with pytest.raises(ConfigurationError, match="row 0 has relation id 2, outside 0…1"):
+        store.with_triples([[0, 2, 1]])
+    with pytest.raises(ConfigurationError, match=r"\(n, 3\) integer array"):
+        store.with_triples([[0, 0]])
+    with pytest.raises(ConfigurationError, match=r"\(n, 3\) integer array"):
+        store.with_triples([[0.0, 0.0, 1.0]])
+
+
 def test_adjacency_against_networkx() -> None:
     store = small_store()
     graph = nx.MultiDiGraph()

@@ -117,11 +117,6 @@ def test_ehealth_losses_and_weights_and_no_generator_gradient_from_the_discrimin
 
 
 def test_ablations_drop_their_objective():
-    from kgplm.methods import get
-
-    spec = get("ehealth")
-    assert spec.ablations == {"no_mts": {"use_mts": False}, "no_csp": {"use_csp": False}}
-    assert spec.control.method == "electra" and spec.control.masking == "whole_word"
     no_csp = tiny_ehealth(use_csp=False)
     output = no_csp(**collated())
     assert set(output.losses) == {"mlm", "rtd", "mts"}
@@ -142,14 +137,14 @@ class _Tokenizer:
 
 
 def test_the_control_and_no_csp_train_on_as_many_corruptions_as_ehealth():
-    """Issue 26.6: eHealth corrupts every sequence twice (CSP's pair); its control (plain ELECTRA) and its
-    ``no_csp`` ablation must see the same RTD and MLM targets per step, not half of them."""
+    """eHealth corrupts every sequence twice (CSP's pair); plain ELECTRA with ``corruption_views=2`` (its
+    control in the study) and ``use_csp=False`` must see the same RTD and MLM targets per step, not half."""
     from kgplm.methods import get
     from kgplm.methods.registry import MethodContext
     from kgplm.models.electra import ElectraConfig, KgplmForReplacedTokenDetection
 
     spec = get("ehealth")
-    control = get(spec.control.method)
+    control = get("electra")
     sizes = dict(vocab_size=VOCAB, **TINY_TEXT_ENCODER, **NO_DROPOUT)
     rng = np.random.default_rng(3)
     lengths = (18, 11, 15, 9)
@@ -159,8 +154,9 @@ def test_the_control_and_no_csp_train_on_as_many_corruptions_as_ehealth():
     built = {}
     for row, (method_spec, config, masking) in {
         "ehealth": (spec, EhealthConfig(**sizes), spec.default_masking),
-        "no_csp": (spec, EhealthConfig(**sizes, **spec.ablations["no_csp"]), spec.default_masking),
-        "control": (control, ElectraConfig(**sizes, **spec.control.model_options), spec.control.masking),
+        "no_csp": (spec, EhealthConfig(**sizes, use_csp=False), spec.default_masking),
+        "control": (control, ElectraConfig(**sizes, mask_fraction=0.8, random_fraction=0.1, corruption_views=2),
+                    "whole_word"),
     }.items():
         context = MethodContext(config=config, tokenizer=_Tokenizer(), store=None, masking=masking, seed=0)
         built[row] = (config, method_spec.build_collator(context)(rows, seeds))

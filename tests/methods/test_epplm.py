@@ -213,8 +213,6 @@ def test_epplm_record_and_config():
 
     spec = get("epplm")
     assert spec.artefacts == {"product_attributes"} and spec.default_masking == "word_entity"
-    assert spec.control.method == "electra" and spec.control.masking == "word_entity"
-    assert spec.control.model_options == {"mask_fraction": 1.0, "random_fraction": 0.0}
     config = EpplmConfig()
     assert (config.rtd_weight, config.pap_margin, config.pap_probability, config.mask_fraction) == (50.0, 4.0, 0.05, 1.0)
     with pytest.raises(ConfigurationError, match="pap_schedule"):

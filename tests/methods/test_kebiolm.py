@@ -239,7 +239,6 @@ def test_frozen_and_random_init_ablations():
 
     spec = get("kebiolm")
     assert spec.kg_embedding == "transe" and spec.artefacts == {"kg_embeddings"}
-    assert spec.ablations["frozen_entities"] == {"freeze_entity_embeddings": True}
     frozen = KebiolmForPreTraining(tiny_config(freeze_entity_embeddings=True))
     assert not frozen.entity_memory.weight.requires_grad
     assert all(p is not frozen.entity_memory.weight for p in frozen.parameters())
@@ -325,24 +324,17 @@ def test_kebiolm_masks_whole_words_outside_mentions_and_whole_mentions():
     from kgplm.methods import get
 
     spec = get("kebiolm")
-    assert spec.default_masking == "word_entity" and spec.control.masking == "word_entity"
+    assert spec.default_masking == "word_entity"
     # units: w0, the part of w1 outside the mention, the mention, w3, w4
     counts = _chosen_units(spec.default_masking, [(1, 3), (3, 5), (5, 8), (8, 9), (9, 11)])
     assert all(count > 0 for count in counts.values()), counts  # every unit is chosen in some draw
 
 
-def test_kebiolm_wem_ablation_keeps_whole_word_masking_only():
-    from kgplm.methods import Ablation, get
-
-    spec = get("kebiolm")
-    ablation = spec.ablation("no_whole_entity_masking")
-    assert ablation == Ablation(masking="whole_word") and not ablation.model_options
+def test_whole_word_masking_without_entities_masks_words_only():
+    """KeBioLM's −wem ablation (§4.5 (a)): whole-word masking, the mention no longer one unit."""
     # units: the words alone; the mention no longer holds w1's last token and w2 together
-    counts = _chosen_units(ablation.masking, [(1, 3), (3, 6), (6, 8), (8, 9), (9, 11)])
+    counts = _chosen_units("whole_word", [(1, 3), (3, 6), (6, 8), (8, 9), (9, 11)])
     assert all(count > 0 for count in counts.values()), counts
-    assert spec.ablation("frozen_entities") == Ablation(model_options={"freeze_entity_embeddings": True})
-    with pytest.raises(ConfigurationError, match="no ablation 'nothing'"):
-        spec.ablation("nothing")
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

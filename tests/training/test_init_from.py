@@ -111,7 +111,7 @@ def test_bad_init_from_fails_before_anything_is_written(mlm_base, corpus, tmp_pa
     (tmp_path / "swapped" / "vocab.txt").write_text("\n".join(pieces) + "\n", encoding="utf-8")
     with pytest.raises(ConfigurationError, match="numbers 2 pieces differently"):
         _continued("smedbert", mlm_base, corpus, tmp_path / "d", tokenizer=str(tmp_path / "swapped"))
-    # the base's own tokenizer passed explicitly is accepted (benchmarks/replicate.py passes the shared one)
+    # the base's own tokenizer passed explicitly is accepted (experiments/replicate.py passes the shared one)
     _continued("mlm", mlm_base, corpus, tmp_path / "e", tokenizer=str(mlm_base.output_dir / "tokenizer"),
                model_options={"use_sop": True})
     for name in "abcd":

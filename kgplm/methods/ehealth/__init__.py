@@ -14,8 +14,7 @@ from kgplm.methods.ehealth.modeling import (
     mts_candidates,
     multi_token_selection_objective,
 )
-from kgplm.methods import endpoints
-from kgplm.methods.registry import Control, MethodSpec, register
+from kgplm.methods.registry import MethodSpec, register
 from kgplm.models.electra import ELECTRA_ENCODING
 from kgplm.models.electra_batching import build_electra_collator
 
@@ -35,8 +34,6 @@ SPEC = register(MethodSpec(
     name="ehealth",
     summary="ELECTRA generator/discriminator; RTD + multi-token selection (k=5) + contrastive sequence prediction "
             "(τ=0.07); whole-word masking",
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
-    results_version=3,  # 2: MTS target-counted (27.5), two-view control and no_csp (26.6), linker defaults (29.1)
     paper="Wang et al. (2021), Building Chinese Biomedical Language Models via Multi-Level Text Discrimination "
           "(eHealth), arXiv:2110.07244",
     config_class=EhealthConfig,
@@ -44,10 +41,5 @@ SPEC = register(MethodSpec(
     encoding=ELECTRA_ENCODING,
     build_collator=build_collator,
     losses=("mlm", "rtd", "mts", "csp"),
-    primary_endpoints=endpoints.EHEALTH,
     default_masking="whole_word",
-    # the control corrupts every sequence twice, as eHealth does: the same RTD/MLM targets per step
-    control=Control("electra", masking="whole_word",
-                    model_options={"mask_fraction": 0.8, "random_fraction": 0.1, "corruption_views": 2}),
-    ablations={"no_mts": {"use_mts": False}, "no_csp": {"use_csp": False}},
 ))

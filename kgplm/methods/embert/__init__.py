@@ -25,8 +25,7 @@ from kgplm.methods.embert.modeling import (
 from kgplm.methods.embert.segments import EntitySegmenter, EntitySegments, build_entity_segments, derive_cut_points
 from kgplm.methods.embert.thesaurus import Thesaurus, build_thesaurus, default_equivalence_relations
 from kgplm.methods.mlm import BERT_ENCODING
-from kgplm.methods import endpoints
-from kgplm.methods.registry import Control, MethodSpec, register
+from kgplm.methods.registry import MethodSpec, register
 from kgplm.training.stages import Stage, register_stage
 
 __all__ = ["EmbertConfig", "EmbertForPreTraining", "ConsistencyHead", "SegmentationHead", "BidirectionalMaskingHead",
@@ -90,9 +89,6 @@ SPEC = register(MethodSpec(
     name="embert",
     summary="context-entity consistency (synonym vs random replacement), entity segmentation, bidirectional "
             "entity masking (adjective ↔ atomic terms); MLM + CECP + ES + BEM",
-    # 2: replacements in the mention's script, capped, no KG neighbours (27.13); linker defaults (29.1)
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
-    results_version=3,
     paper="Cai et al. (2021), EMBERT: A Pre-trained Language Model for Chinese Medical Text Mining, APWeb-WAIM",
     config_class=EmbertConfig,
     model_class=EmbertForPreTraining,
@@ -101,9 +97,4 @@ SPEC = register(MethodSpec(
     losses=("mlm", "sop", "cecp", "es", "bem"),
     artefacts=frozenset({"thesaurus", "entity_segments", "entity_frequencies"}),
     default_masking="bert",
-    primary_endpoints=endpoints.EMBERT,
-    control=Control("mlm"),
-    ablations={"no_consistency": {"use_cecp": False}, "no_bidirectional_masking": {"use_bem": False},
-               "no_segmentation": {"use_es": False},
-               "no_knowledge_tasks": {"use_cecp": False, "use_es": False, "use_bem": False}},
 ))

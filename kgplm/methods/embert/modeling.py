@@ -65,7 +65,7 @@ Deviations and choices
     near-synonyms labelled inconsistent (癫痫发作 → 羊癫风, an alias of its neighbour 癫痫); the
     thesaurus misses them, the 1-hop exclusion removes them.
 
-  Measured after them (``benchmarks/embert_replacements.py --dialogues 1000 --repeats 2``: 1,093
+  Measured after them (``experiments/embert_replacements.py --dialogues 1000 --repeats 2``: 1,093
   chunks of 256 tokens drawn twice, 630 replacements, 319 consistent / 311 inconsistent): 0% of
   surfaces in another script than the mention's, 0.8% Latin surfaces inside mostly-Chinese text
   (Latin mentions there, replaced in their own script); the top entities' shares of all
@@ -118,7 +118,7 @@ label, the tiny encoder leaves chance (held-out accuracy on 512 sequences, chanc
 2 entities × 200 steps 1.00, 4 × 400 0.94; at half those steps 0.58 and 0.54, still near chance;
 the fixed-surface control 1.00 at 150 steps). On real text the same control is
 ``model_options={"cecp_negatives": "fixed_surface"}`` (every inconsistent replacement one surface; a
-diagnostic, not the paper's method); ``benchmarks/embert_cecp.py`` trains it beside the shipped
+diagnostic, not the paper's method); ``experiments/embert_cecp.py`` trains it beside the shipped
 negatives, both continued from the replication run's MLM base.
 """
 

@@ -22,7 +22,6 @@ from kgplm.methods.epplm.modeling import (
     attribute_distances,
     product_attribute_objective,
 )
-from kgplm.methods import endpoints
 from kgplm.methods.epplm.evaluation import (
     drop_leaking_text,
     held_out_triples,
@@ -30,7 +29,7 @@ from kgplm.methods.epplm.evaluation import (
     pap_auc_shuffled,
     pap_held_out_pairs,
 )
-from kgplm.methods.registry import Control, MethodEvaluation, MethodSpec, register
+from kgplm.methods.registry import MethodEvaluation, MethodSpec, register
 from kgplm.models.electra import ELECTRA_ENCODING
 from kgplm.models.electra_batching import build_electra_collator
 
@@ -65,8 +64,6 @@ SPEC = register(MethodSpec(
     name="epplm",
     summary="ELECTRA RTD with biomedical entity masking (words + KG mentions) + product attribute prediction "
             "(γ=4, ρ=5%)",
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
-    results_version=3,  # 2: frequency-matched PAP negatives, exact ρ, held-out drugs' text removed (27.4, 27.6, 26.7)
     paper="Liu et al. (2022), A Domain Knowledge Enhanced Pre-Trained Language Model for Vertical Search: Case Study "
           "on Medicinal Products, COLING",
     config_class=EpplmConfig,
@@ -76,8 +73,6 @@ SPEC = register(MethodSpec(
     losses=("mlm", "rtd", "pap"),
     artefacts=frozenset({"product_attributes"}),
     default_masking="word_entity",
-    primary_endpoints=endpoints.EPPLM,
-    control=Control("electra", masking="word_entity", model_options={"mask_fraction": 1.0, "random_fraction": 0.0}),
     evaluations={
         "PAP AUC": MethodEvaluation(
             run=pap_auc, chance=0.5, method_data={"pap_held_out": PAP_HELD_OUT_DRUGS}, filter_text=filter_held_out_text,

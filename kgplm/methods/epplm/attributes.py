@@ -18,7 +18,7 @@ The stage :func:`product_attributes_stage` (artefact ``product_attributes``) rea
   ``[]`` reads none);
 * ``product_attributes``: the path of a user table;
 * ``exclude_attributes``: the path of a table in the same format whose (title, attribute, value)
-  triples are removed — a held-out set for evaluation (``benchmarks/electra_family.py``);
+  triples are removed — a held-out set for evaluation (``experiments/electra_family.py``);
 * ``pap_held_out``: a number n of drugs whose PAP evaluation pairs are held out
   (:mod:`kgplm.methods.epplm.evaluation`, the ``PAP AUC`` evaluation of the method's record):
   one 适应症 value of each of n drugs (seed 0, from the graph), and every triple of the drug's

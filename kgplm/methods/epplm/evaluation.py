@@ -25,7 +25,7 @@ d′ (none of whose true values they are). A scorer that reads the drug falls to
 that reads only the value keeps its AUC. :func:`chance_interval` is the AUC's 95% interval
 under "scores independent of the label" (Mann–Whitney's null variance, no ties).
 
-:func:`pap_auc` is the ``PAP AUC`` evaluation of the ``epplm`` record (``benchmarks/replicate.py``
+:func:`pap_auc` is the ``PAP AUC`` evaluation of the ``epplm`` record (``experiments/replicate.py``
 reports it for EP-PLM, its control and its ablations): the same probe for every encoder — D
 frozen, a fresh pooler + f trained with the PAP loss on the run's training 适应症 triples (popularity
 -matched negatives) — scored on the matched set; ``PAP AUC, drug-shuffled`` is the same probe on

@@ -64,7 +64,7 @@ Deviations and choices, and why:
   Algorithm 1 it is all of it;
   the RTD budget no longer depends on ρ, and one step exercises every parameter (the registry's
   generic test, which checks that gradients reach every trainable parameter in one batch, needs
-  that: under "alternate" no batch reaches both G and f). ``benchmarks/electra_family.py``
+  that: under "alternate" no batch reaches both G and f). ``experiments/electra_family.py``
   reports both schedules.
 * PAP steps are evenly spread (⌊1/ρ⌋ or ⌈1/ρ⌉ apart, exactly ⌊nρ⌋ or ⌈nρ⌉ of any first n steps)
   rather than drawn independently (see :mod:`kgplm.methods.epplm.batching`): each step still has

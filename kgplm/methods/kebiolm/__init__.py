@@ -12,8 +12,7 @@ from __future__ import annotations
 from kgplm.methods.kebiolm.batching import KebiolmCollator
 from kgplm.methods.kebiolm.configuration import KebiolmConfig
 from kgplm.methods.kebiolm.modeling import KEBIOLM_ENCODING, KebiolmEncoding, KebiolmForPreTraining
-from kgplm.methods import endpoints
-from kgplm.methods.registry import Ablation, Control, MethodSpec, register
+from kgplm.methods.registry import MethodSpec, register
 
 __all__ = ["KebiolmConfig", "KebiolmForPreTraining", "KebiolmEncoding", "KebiolmCollator", "SPEC"]
 
@@ -37,8 +36,6 @@ SPEC = register(MethodSpec(
     name="kebiolm",
     summary="text-only layers → BIO mention detection → top-k entities of a TransE table → fusion → fusion "
             "layers; MLM + ED + EL",
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
-    results_version=3,  # 2: whole-word masking outside mentions (27.10), bf16 fusion (27.9), linker defaults (29.1)
     paper="Yuan et al. (2021), Improving Biomedical Pretrained Language Models with Knowledge, BioNLP",
     config_class=KebiolmConfig,
     model_class=KebiolmForPreTraining,
@@ -50,11 +47,4 @@ SPEC = register(MethodSpec(
     # §3.2 "we mask all tokens within a word or entity span": mentions whole, other words whole
     default_masking="word_entity",
     prepare_model=prepare_model,
-    primary_endpoints=endpoints.KEBIOLM,
-    control=Control("mlm", masking="word_entity"),
-    ablations={"random_entity_init": {"entity_init": "random"},
-               "frozen_entities": {"freeze_entity_embeddings": True},
-               "no_fusion_layers": {"fusion_layers": 0},
-               # §4.5 (a) −wem: "remove whole entity masking and retain whole word masking"
-               "no_whole_entity_masking": Ablation(masking="whole_word")},
 ))

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from kgplm.methods import endpoints
-from kgplm.methods.registry import AttributionRow, Control, MethodSpec, register
+from kgplm.methods.registry import MethodSpec, register
 from kgplm.methods.smedbert.batching import (
     KnowledgeLookup,
     SmedbertCollator,
@@ -60,11 +59,6 @@ def prepare_model(model: SmedbertForPreTraining, context) -> None:
 SPEC = register(MethodSpec(
     name="smedbert",
     summary="mention-neighbour hybrid attention (PEPR neighbours, TransR); MLM + SOP + MNeM + MMeM",
-    # 2: MNeM entity copy path closed, R-GCN per-mention subgraphs (27.1, 27.3), PEPR auto from a cost model
-    # (27.8), linker defaults (29.1)
-    # 3: the vocabulary is built by kgplm's deterministic WordPiece learner
-    # 4: PEPR fast mode's tree closure and refine="auto" change the neighbour tables
-    results_version=4,
     paper="Zhang et al. (2021), SMedBERT: A Knowledge-Enhanced Pre-trained Language Model with Structured "
           "Semantics for Medical Text Mining, ACL",
     config_class=SmedbertConfig,
@@ -78,19 +72,4 @@ SPEC = register(MethodSpec(
     finetuning_inputs=knowledge_inputs,
     derive_config=derive_config,
     prepare_model=prepare_model,
-    primary_endpoints=endpoints.SMEDBERT,
-    control=Control("mlm", masking="whole_entity", model_options={"use_sop": True}),
-    ablations={"no_hybrid_attention": {"use_hybrid_attention": False},
-               "no_knowledge_losses": {"use_knowledge_losses": False}},
-    # which part of the gain is the graph, which the linked mention spans it sees at fine-tuning
-    attribution_rows={
-        "control + linked mention spans at fine-tuning": AttributionRow(
-            base="control", finetune_options={"mention_spans": True}, compare_with="method",
-            description="the control given exactly the mention boundaries SMedBERT sees (a span indicator); "
-                        "the method's gain over it is what the graph adds beyond the spans"),
-        "shuffled graph": AttributionRow(
-            base="method", train_options={"graph_shuffle_seed": 0}, compare_with="method",
-            description="SMedBERT whose PEPR neighbours and KG embeddings come from the graph with its links "
-                        "attached to the wrong entities (same spans, same graph shape, wrong knowledge)"),
-    },
 ))

@@ -34,7 +34,7 @@ is not enough: an unmasked mention of the *entity* of a knowledge mention in the
 has the same PEPR row, injected into the sequence, and MNeM could copy it. Such a mention is
 neither injected nor an MNeM target (it stays text for MLM;
 :func:`~kgplm.methods.smedbert.batching.split_mentions`). Measured by
-``benchmarks/smedbert_leaks.py`` (bert-base-chinese vocabulary, 128-token chunks, whole-entity
+``experiments/smedbert_leaks.py`` (bert-base-chinese vocabulary, 128-token chunks, whole-entity
 masking, SOP, 3 maskings): in 2,101 chunks of 1,000 consultations, 4,109 of 55,018 unmasked
 mentions (7.5 %) named an injected entity of their chunk and were MNeM targets before; in
 1,005 chunks of 1,000 CMeKG fact sentences, 133 of 31,874 (0.4 %); now 0 of the MNeM targets
@@ -111,7 +111,7 @@ Deviations and choices (each documented here; options where the alternative is r
   (:class:`~kgplm.models.modules.BasisRelationalConvolution`).
 * SOP stays at chance (ln 2) in short CPU runs on real text, also for Hugging Face's
   ``BertForPreTraining`` fed the same batches: it is a matter of scale, not of wiring
-  (``benchmarks/sop_curve.py``).
+  (``experiments/sop_curve.py``).
 """
 
 from __future__ import annotations
