@@ -1,7 +1,8 @@
 # Two entry points. Both create .venv when it is missing and install what they need into it.
 #   make demo  - install kgplm and run the demo on the embedded default graph (CMeKG from pycmekg)
-#   make test  - install kgplm with its dev extras and run the test suite (the docs build included)
+#   make test  - install kgplm with its dev extras and run the test suite
 #   make docs  - build the documentation site into docs/_build/html, warnings as errors
+#   make lint  - ruff check (configured in pyproject.toml)
 #   make dist  - build the wheel and the sdist into dist/
 #   make check-wheel - install the wheel into a fresh virtual environment and run its smoke test
 # pip installs the exact versions in constraints/ci.txt (torch: the CPU wheel).
@@ -11,7 +12,7 @@ BIN := $(VENV)/bin
 CONSTRAINTS ?= constraints/ci.txt
 PIP_INSTALL = $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS)
 
-.PHONY: demo test docs dist check-wheel benchmarks mutations clean
+.PHONY: demo test docs lint dist check-wheel benchmarks mutations clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +35,9 @@ test: $(VENV)/.installed-dev
 
 docs: $(VENV)/.installed-dev
 	$(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
 
 dist: $(VENV)/.installed-dev
 	rm -rf dist
