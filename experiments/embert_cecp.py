@@ -268,7 +268,7 @@ def evaluate_held_out(directory: Path, shared, dataset) -> dict:
 
 # -- report ------------------------------------------------------------------------------------------------
 def markdown(record: dict) -> str:
-    lines = [f"# EMBERT's CECP continued from the MLM base, with its positive control (issue 28.2)", "",
+    lines = ["# EMBERT's CECP continued from the MLM base, with its positive control (issue 28.2)", "",
              f"Code {record['code_version']}; base {record['base']['path']} (weights {record['base']['weights_sha256'][:12]}…, "
              f"{record['base']['steps']} steps × batch {record['base']['batch_size']}, lr {record['base']['learning_rate']}, "
              f"{record['base']['model_options']}, {record['base']['masking']} masking); each arm continues it for "

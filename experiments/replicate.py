@@ -778,7 +778,7 @@ def run_directory_name(budget: Budget) -> str:
 
 
 def cell_job(budget: Budget, row: Row, seed: int, task: str, finetune_seed: int, shared_name: str,
-             pretrained: Path | None = None) -> "CellJob":
+             pretrained: Path | None = None) -> "CellJob":  # noqa: F821  (imported below, from experiments/_cells.py)
     """The cell (row, pre-training seed, task, fine-tuning seed): its key holds every setting it depends on."""
     from _cells import CellJob
 

@@ -4,7 +4,7 @@ glibc's allocator keeps memory freed by a process for reuse: arrays up to its (a
 32 MB) mmap threshold come from the heap, and after a build phase frees them the pages stay
 resident. Building the store's name index for a 1M-concept UMLS-shaped store left about 0.3 GB
 so held; the entity linker's trie arrays allocated next are larger than the threshold and never
-reuse it, so it added to the linker's peak RSS (issue 30.6). ``malloc_trim(0)`` returns such pages;
+reuse it, so it added to the linker's peak RSS. ``malloc_trim(0)`` returns such pages;
 elsewhere (another C library, another system) this is a no-op. Results never depend on it.
 """
 

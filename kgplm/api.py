@@ -380,7 +380,7 @@ def _read_config_file(path: Path) -> dict[str, Any]:
 
 # fine-tuning, evaluation and prediction live in kgplm.finetuning_api; re-exported here
 from kgplm.finetuning_api import (  # noqa: E402
-    EVALUATION_SUBSET_SEED,
+    EVALUATION_SUBSET_SEED,  # noqa: F401  (re-exported for callers of kgplm.api)
     FineTuningResult,
     evaluate,
     finetune,

@@ -384,10 +384,13 @@ TRAINING_DEVICE_HELP = ("auto (cuda when a GPU is visible, else cpu), cpu or cud
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from kgplm import __version__
+
     parser = argparse.ArgumentParser(prog="kgplm", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     parser.add_argument("--debug", action="store_true",
                         help="log at DEBUG level and show the traceback of an error or Ctrl-C")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     kg = commands.add_parser("kg", help="knowledge-graph commands").add_subparsers(dest="kg_command", required=True)
@@ -597,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("finetune", help="fine-tune a pre-trained model on a task (kgplm.finetune)")
     p.add_argument("--model", required=True, help="a kgplm train output directory")
     p.add_argument("--task", required=True, help="task name, e.g. cmedqaner, cmedqq, cmedic (see kgplm.evaluation)")
-    p.add_argument("--data-dir", required=True, help="tasks root (like shared/data/tasks) or the task's own directory")
+    p.add_argument("--data-dir", required=True, help="tasks root (official layout) or the task's own directory")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=32)

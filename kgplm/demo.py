@@ -16,7 +16,7 @@ from pathlib import Path
 DEMO_ENTITIES = ("糖尿病", "高血压", "阿司匹林", "感冒")
 
 
-#: measured by the user report of issue 29 (a fresh clone, 2 busy cores); printed when the demo starts
+#: measured on a fresh clone with 2 busy cores; printed when the demo starts
 EXPECTED_DURATION = "about 15 minutes on 2 busy CPU cores"
 
 

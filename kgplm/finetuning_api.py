@@ -128,7 +128,7 @@ def finetune(
         model: a ``kgplm.train`` output directory (or its ``model/``); a method whose encoder reads
             more than text (SMedBERT) rebuilds those inputs from that run's artefacts.
         task: a name from :func:`kgplm.evaluation.task_names` (``"cmedqaner"``, ``"cmedqq"`` …).
-        data_dir: a tasks root laid out like ``../shared/data/tasks`` or the task's own directory.
+        data_dir: a tasks root laid out like the official releases or the task's own directory.
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay: AdamW with linear decay;
             ``patience``: epochs without dev improvement before stopping. ``learning_rate=None``
             picks one by the encoder's size (:func:`kgplm.training.finetuning.default_learning_rate`:

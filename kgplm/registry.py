@@ -164,7 +164,7 @@ class MethodSpec:
         """Whether a run of this method reads a knowledge graph: it needs a KG-side artefact, or its
         masking (``masking``, default the method's own) masks linked entity mentions
         (:data:`kgplm.text.masking.ENTITY_SCHEMES`). ``kgplm.train`` requires ``graph`` exactly then,
-        and runs without one otherwise (issue 29.8)."""
+        and runs without one otherwise."""
         return bool(self.artefacts) or (masking or self.default_masking) in ENTITY_SCHEMES
 
     def __post_init__(self) -> None:

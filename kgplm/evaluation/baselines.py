@@ -1,6 +1,6 @@
 """Model-free baselines that expose shortcuts in a task.
 
-``linker as NER`` (issue 26.5): SMedBERT receives the dictionary linker's mention spans at
+``linker as NER``: SMedBERT receives the dictionary linker's mention spans at
 fine-tuning, which mark entity boundaries for NER. How far do those spans go alone? The linker's
 spans on each text, each labelled through a map from the linked entity's KG type to a task label
 fitted on the train split (or left out, where that type's spans are mostly not gold entities),

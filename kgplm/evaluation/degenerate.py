@@ -1,4 +1,4 @@
-"""A fine-tune that learned nothing says so (issue 29.9): predictions that do not depend on the input.
+"""A fine-tune that learned nothing says so: predictions that do not depend on the input.
 
 A tagger that predicts ``O`` everywhere scores F1 0; a classifier that predicts one class scores the
 majority share. Both are what a model that learned nothing does, typically because the learning rate

@@ -9,7 +9,7 @@ Reference rows (:func:`reference_scores`), one value per query:
   of that length that most often fill the query's slot (relation and side) among the *other* training
   triples — the graph minus the held-out triples minus every triple that answers this query (same
   relation, the given entity's name on the given side). Counting the probed triple itself would let
-  a fact stated once answer its own query (issue 26.8). The budget matches the model's: 5 strings per
+  a fact stated once answer its own query. The budget matches the model's: 5 strings per
   length.
 * **chance** — the expected score of guessing uniformly: 5 distinct entity names or aliases of each
   length drawn from the graph's, hit probability 1 − Π_n C(N_n − g_n, 5) / C(N_n, 5), with N_n names

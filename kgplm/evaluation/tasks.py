@@ -1,7 +1,7 @@
 """The task registry and its splits: ChineseBLUE, CBLUE and BLURB tasks.
 
 Every task is a :class:`TaskSpec` in :data:`TASKS`; :func:`load_task` reads one split of it (or
-all three) from a directory laid out like ``../shared/data/tasks``
+all three) from a directory laid out like the official releases under one root
 (``zh/chineseblue/cMedQANER/train.json`` …) or from a user's directory holding the same files
 directly (``my_dir/train.json``, ``my_dir/CMeEE-V2_train.json``). The file formats and the example
 classes are in :mod:`kgplm.evaluation.readers`.

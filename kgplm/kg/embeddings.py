@@ -38,7 +38,7 @@ Choices and deviations, each stated here so that nobody has to read the code to 
   sparse ``SGD`` or ``Adagrad``. This is what makes 4M-triple graphs train in seconds per epoch.
 * TransR computes projections grouped by relation: the batch is sorted by relation and each group
   is one matrix product (no per-triple matrix gather).
-* Memory (issue 30.4). Training holds the tables, the optimiser's state for them, the triples as
+* Memory. Training holds the tables, the optimiser's state for them, the triples as
   given (the store's int32 array, memory-mapped when the store is: no int64 copy; a batch is cast
   when it is drawn), one permutation of their indices per epoch (8 bytes a triple) and one batch:
 
@@ -260,7 +260,7 @@ class KGEmbeddings:
     relation_dim) and, for TransR, ``projections`` (num_relations, entity_dim, relation_dim) with
     h_r = h @ projections[r]. ``config`` holds the training arguments that replay the run, and
     ``history`` the mean loss per epoch. ``timings`` (``training_seconds``, ``triples_per_second``)
-    is how long training took on this machine: kept on the object and logged, never saved, so two
+    is how long training took where it ran: kept on the object and logged, never saved, so two
     identical trainings save byte-identical directories.
     """
 

@@ -147,7 +147,7 @@ class NameIndex:
         self._owner_indptr = owner_indptr
         self._owners = owners
         # the hash tables are built on the first lookup: readers of every key (the entity linker) need neither,
-        # and the case-folded one costs a pass of Python strings over every name (issue 30.6)
+        # and the case-folded one costs a pass of Python strings over every name
         self._exact_table: _SortedHashes | None = None
         self._folded_table: _SortedHashes | None = None
 

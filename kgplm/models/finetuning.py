@@ -75,7 +75,7 @@ def build_head(config: KgplmConfig) -> torch.nn.Module:
 class MentionSpanIndicator(torch.nn.Module):
     """A learned vector added to the token embedding of every token inside a linked mention.
 
-    Issue 26.5's attribution control: SMedBERT sees the dictionary linker's mention boundaries at
+    The attribution control: SMedBERT sees the dictionary linker's mention boundaries at
     fine-tuning; an encoder with this indicator (``kgplm.finetune(mention_spans=True)``) sees the same
     boundaries without any graph knowledge. Row 0 (outside) stays zero, so the indicator only marks
     mention tokens; row 1 starts at zero too (the pre-trained encoder's function is unchanged at the

@@ -3,7 +3,7 @@
 transformers (5.x) logs a "LOAD REPORT" table as a warning on every ``from_pretrained`` that leaves
 weights new or unused. For a fine-tuning model both are expected — the task head is new, the
 pre-training heads are unused — so kgplm silences that table here, checks the loading itself
-(every encoder weight must come from the checkpoint) and logs one INFO line (issue 29.10).
+(every encoder weight must come from the checkpoint) and logs one INFO line.
 """
 
 from __future__ import annotations

@@ -325,7 +325,7 @@ def build_trie(patterns: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 #: one row of the node table: what every trie step reads. ``nodes[n + 1].child_start`` ends node ``n``'s children (a
 #: last row closes the table); ``terminal`` (module docstring) what ends at the node. 8 bytes a node instead of 24
-#: (issue 30.6: 53M nodes at 1M UMLS concepts): the word weights are a table of the words' distinct
+#: (53M nodes at 1M UMLS concepts): the word weights are a table of the words' distinct
 #: frequencies and the rare capitals-only entries a table of their own, so a step reads one row, as before
 NODE_ROW = np.dtype([("child_start", np.int32), ("terminal", np.int32)], align=True)
 

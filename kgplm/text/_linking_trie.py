@@ -1,7 +1,7 @@
 """Sorting strings and building the linker's trie from flat UTF-8 arrays (numba), no Python object per string.
 
 At UMLS scale the linker's dictionary holds millions of names (3.8M strings for 1M concepts): held
-as Python strings, lists and dicts they cost several GB (issue 30.6). Here the strings are one
+as Python strings, lists and dicts they cost several GB. Here the strings are one
 ``uint8`` array ``flat`` of UTF-8 bytes, string ``i`` at ``flat[offsets[i]:offsets[i + 1] - 1]`` (each
 followed by one separator byte, not part of it), and everything else is an integer array.
 

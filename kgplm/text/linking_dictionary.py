@@ -1,4 +1,4 @@
-"""The entity linker's dictionary (patterns, ranked candidates) and trie, built from arrays (issue 30.6).
+"""The entity linker's dictionary (patterns, ranked candidates) and trie, built from arrays.
 
 What :class:`~kgplm.text.linking.EntityLinker` links is specified in :mod:`kgplm.text.linking`; this
 module builds it without one Python object per name. Built with a dict and a list per pattern, a

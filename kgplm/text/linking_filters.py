@@ -4,7 +4,7 @@ English ontologies name their roots, qualifiers and frequencies with everyday wo
 English abstracts to the Human Phenotype Ontology with every name as it is, the most-linked
 entity was the root "All", matched by the word "all" (338 times), about 38 % of the mentions were
 qualifiers ("severe", "acute", "left", "onset", "affected"), EXACT synonyms such as "277000"
-became link names and "hearing-loss" did not match "hearing loss" (issue 29). The filters, each
+became link names and "hearing-loss" did not match "hearing loss". The filters, each
 an ``EntityLinker`` argument (and a key of ``kgplm.train(linking={...})``):
 
 * ``stop_words`` (default ``"english"``: :data:`ENGLISH_STOP_WORDS`, function words and the

@@ -23,7 +23,7 @@ from kgplm.kg.strings import StringTable
 
 __all__ = ["CandidateTable", "LINKER_FORMAT_VERSION", "save_linker_arrays", "load_linker_arrays"]
 
-#: 2: 8-byte trie node rows; capitals-only entries and the segmentation words' weights in their own arrays (issue 30.6)
+#: 2: 8-byte trie node rows; capitals-only entries and the segmentation words' weights in their own arrays
 LINKER_FORMAT_VERSION = 2
 
 
@@ -55,7 +55,7 @@ class CandidateTable(Sequence[tuple[int, ...]]):
     def rows(self, indices: np.ndarray) -> list[tuple[int, ...]]:
         """``[self[i] for i in indices]`` in a few numpy calls: one gather of every row's entities, then one
         list slice per row (indexing the arrays once per mention took a fifth to a third of ``link()`` at 4M
-        UMLS-shaped concepts, issue 30.6)."""
+        UMLS-shaped concepts)."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)
         if len(indices) <= 4:  # a short document's few mentions: the numpy calls below would cost more
             return [self[index] for index in indices.tolist()]

@@ -117,7 +117,7 @@ def build_vocab(
     settings give the same tokens with the same ids in any process and on any machine. Ids: the
     special tokens, then the single characters by code point, then the ``##`` characters by code
     point, then the merged pieces in the order they were learnt. (``tokenizers``' own WordPiece
-    trainer breaks count ties in hash-map order and is not used: huggingface/tokenizers issue 1794.)
+    trainer breaks count ties in hash-map order and is not used: huggingface/tokenizers#1794.)
     """
     from tokenizers import models
 

@@ -3,7 +3,7 @@
 Why kgplm has its own: the ``tokenizers`` WordPiece trainer (a BPE trainer) numbers the ``##``
 pieces in the order it walks a Rust hash map and breaks ties between equally frequent pairs by
 those numbers, so two identical calls can learn different vocabularies (huggingface/tokenizers
-issue 1794). Here every choice has a stated order, so the same texts and settings give the same
+#1794). Here every choice has a stated order, so the same texts and settings give the same
 vocabulary — the same tokens with the same ids — in any process, on any machine.
 
 The algorithm (the one of ``tokenizers``' ``BpeTrainer`` with ``continuing_subword_prefix="##"``,

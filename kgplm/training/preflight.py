@@ -1,7 +1,7 @@
 """What ``kgplm.train`` checks before it writes anything, and where checkpoints come from.
 
 Every argument and input a run reads is checked here, before the run directory is touched, so a
-call that fails leaves nothing behind that blocks its corrected call (issue 29.2):
+call that fails leaves nothing behind that blocks its corrected call:
 
 * the method, its ``model_options`` and the masking scheme;
 * the text model and the tokenizer: a local directory, or a Hugging Face hub id resolved through

@@ -1,4 +1,4 @@
-"""Watching training: TensorBoard event files and PNG plots of the loss curves (issue 29.7).
+"""Watching training: TensorBoard event files and PNG plots of the loss curves.
 
 ``kgplm.train(report_to=("tensorboard",))`` writes every record the loop logs to ``metrics.jsonl``
 (the total loss, each objective's loss, each metric and the learning rate) to

@@ -6,8 +6,8 @@ kind                   scores (``main`` is the task's metric: early stopping and
 =====================  ===========================================================================
 ``ner``, nested        entity micro precision/recall/F1 over the whole documents (windows merged)
 ``classification``,    accuracy, macro-F1 over the labels present in gold ∪ predictions
-``pair``, ``relation`` (sklearn's and the CBLUE/CHIP scripts' convention), relation micro-F1
-                       without the negative label (BLURB); ``unseen_labels``: gold labels the
+``pair``,              (sklearn's and the CBLUE/CHIP scripts' convention), relation micro-F1
+``relation``           without the negative label (BLURB); ``unseen_labels``: gold labels the
                        training split lacks (always errors); a cut relation example is no prediction
 ``qa_ranking``         Acc@1 (ties are misses) with the answerable share and the random and
                        first-candidate baselines on the answerable questions

@@ -1,6 +1,6 @@
 """The linked mention spans of a task text, as the span-indicator input of any encoder at fine-tuning.
 
-Issue 26.5: SMedBERT's fine-tuning lookup (:class:`kgplm.methods.smedbert.KnowledgeLookup`) gives
+SMedBERT's fine-tuning lookup (:class:`kgplm.methods.smedbert.KnowledgeLookup`) gives
 its encoder the dictionary linker's mentions; :class:`MentionSpanLookup` gives exactly those spans
 (:func:`linked_token_spans`, shared with it) to an encoder without graph knowledge, through
 :class:`~kgplm.models.finetuning.MentionSpanIndicator`. ``kgplm.finetune(mention_spans=True)``.

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as F
 
 from kgplm import KGStore
 from kgplm.kg.embeddings import _bernoulli_head_probabilities, train_kg_embeddings

@@ -50,14 +50,14 @@ distribution, with the weight the stepwise correction it replaces gave it. It is
 weakest part: on a finite tree it counts visits twice (the tests add a large disjoint chain to make it
 negligible there), and on small dense graphs it overshoots (+8 % median on a 400-entity CMeKG
 neighbourhood); without it recall falls (UMLS-shaped 115k, coarse push: 0.976 against 0.994). Variants
-measured and not kept (same graph and push): the mixing mass reduced by the residual within two steps of
+measured and rejected (same graph and push): the mixing mass reduced by the residual within two steps of
 v (0.976); the residual's entries into hubs within two steps resolved with the hub vectors in its place
 (0.978; with the mixing term as well 0.992); a cavity recursion with the hubs removed (0.9945, no
 better). The inner sum A(x) is spread from the residual's support or pulled at each x ∈ N(v), whichever
 touches fewer walk entries (a function of the graph and ε, not of the clock), and kept in a small hash table
 per seed rather than in entity-sized arrays (at 4M entities those marks missed the cache at every probe).
 
-Before issue 30.3 the closure was stepwise: α r(v) + α(1 − α)(P r)(v) + α(1 − α)²(P P r)(v) + (1 − α)³ R π(v)
+An earlier closure was stepwise: α r(v) + α(1 − α)(P r)(v) + α(1 − α)²(P P r)(v) + (1 − α)³ R π(v)
 (the residual's restart after zero, one and two exact steps), and ``α r + α(1 − α) P r + (1 − α)² R π`` after a
 deep push. It undercounts the returns of a low-degree candidate and puts every later visit where the
 walk would be after mixing, so high-degree candidates were ranked above low-degree ones whose returns
@@ -65,7 +65,7 @@ are worth more. A directed walk is not reversible, so neither the cavity recursi
 identity applies: directed walks keep the stepwise correction, with the global PageRank for π.
 
 Measured (contested recall@10 against an exact PPR written with scipy alone, benchmarks/pepr.py; ε 1e-2,
-64 hubs; wall time for every entity on this 2-core machine at load 2–3):
+64 hubs; wall time for every entity on a shared 2-core machine):
 
 ========================================  ====================  ====================
 graph, jump (contested seeds sampled)     stepwise (before)     tree closure
@@ -95,8 +95,8 @@ neighbours that does not just go back and forth on one edge (walks inside avoid 
     share(s) = 1 − Σ_{v∈N(s)} P(s,v)·(P²(s,s) + P²(v,v) − P(v,s)P(s,v)) / Σ_{v∈N(s)} P³(s,v)
 
 must reach ``CLUSTERED_SHARE`` = 0.05 (CMeKG 0.28; the UMLS-shaped graphs of
-benchmarks/synthetic_umls.py 0.004; the 274k synthetic graph 0.007). Between issue 30.3's first part and
-the tree closure the default was ``refine=True``, because the stepwise closure ranked the UMLS-shaped
+benchmarks/synthetic_umls.py 0.004; the 274k synthetic graph 0.007). Between the stepwise
+closure and the tree closure the default was ``refine=True``, because the stepwise closure ranked the UMLS-shaped
 graph's contested seeds at 0.977 although the graph is locally tree-like; the tree closure ranks them at
 0.994 unrefined (115k), so "auto" is the default again and large tree-like graphs skip the deep pushes
 (at 1M concepts the default rounds took 22 CPU-minutes and *lowered* the stepwise recall, 0.966 against
@@ -124,7 +124,7 @@ __all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "hub_toleran
 
 #: bytes the hubs' power iteration may hold in its two float32 (entities × columns) blocks, padding
 #: included; on larger graphs the hubs are iterated in narrower blocks (at 4M entities, 64 float64 hubs in
-#: one block held 4.1 GB of the coarse push's 8.04 GB peak; issue 30.3). A function of the graph's size
+#: one block held 4.1 GB of the coarse push's 8.04 GB peak). A function of the graph's size
 #: only, never of the machine: up to 1M entities the 64 default hubs and the global PageRank go in one
 #: block (65 columns, padded to 72); at 4M in two, of 33 and 32 (padded to 40 and 32: 1.3 GB)
 HUB_BLOCK_BYTES = 5 << 28

@@ -63,7 +63,7 @@ Modes
       seconds = units × EXACT_SECONDS_PER_UNIT
 
   ``EXACT_SECONDS_PER_UNIT`` = 8.0e-10 is CPU time on one core, measured once on the development
-  machine (2 cores, shared; load average 9.5 during the measurement): CMeKG (115,157 entities, walk
+  machine (2 cores, shared with other work during the measurement): CMeKG (115,157 entities, walk
   nnz 1,400,722), 256 evenly spaced seeds, 60 steps to tol 1e-6 from a uniform start, 18.65 s CPU
   (2.33e10 units). The step bound over-counts a typical run (60 of the bound's 91 here), so the
   model errs towards fast mode; on CMeKG it prices a seed at 0.11 s, so the 120 s default of
@@ -470,7 +470,8 @@ def top_k_neighbors(
             exact mode.
         num_threads: numba threads for fast mode (default: numba's current count: all cores unless limited,
             e.g. by ``kgplm.train``'s ``num_threads``).
-        Other arguments as in :func:`personalized_pagerank`.
+
+    Other arguments as in :func:`personalized_pagerank`.
     """
     _check_common(alpha, jump, dangling)
     if k < 1:

@@ -37,7 +37,7 @@ Deviations and choices, and why:
   many tokens of the batch or few; (ii) |M| is known to the collator before G samples, so
   ``mts`` is target-counted like every other loss (``Batch.target_counts["mts"]`` = masked tokens):
   under gradient accumulation and data parallelism the step's L_MTS is that of the whole batch
-  (issue 27.5; a mean over R was averaged per micro-batch, and a micro-batch without a replaced
+  (a mean over R was averaged per micro-batch, and a micro-batch without a replaced
   token lowered the step's MTS weight). Logged: ``mts`` is that loss, ``mts_replaced`` the share
   |R|/|M| (so ``mts`` / ``mts_replaced`` is the mean over R) and ``mts_correct`` the share of masked
   positions that were replaced and whose original MTS picks (``mts_correct`` / ``mts_replaced`` is
@@ -57,7 +57,7 @@ Deviations and choices, and why:
   (positions × vocabulary) one-hot per candidate is built.
 * RTD and MTS are computed on both corruptions (Fig. 1), G's MLM on both masked copies. The
   ``no_csp`` ablation and the ``electra`` control keep both corruptions (``corruption_views`` 2):
-  every row of eHealth's comparison trains on the same RTD/MLM targets per step (issue 26.6).
+  every row of eHealth's comparison trains on the same RTD/MLM targets per step.
 * CSP's negatives are the other sequences of the micro-batch: with gradient accumulation each
   micro-batch is its own contrastive batch (as SimCLR per device); ``csp`` is counted per
   anchor so that micro-batches are weighted by size.

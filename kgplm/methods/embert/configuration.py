@@ -28,7 +28,7 @@ class EmbertConfig(KgplmConfig):
       inconsistent replacement is one and the same name
       (:meth:`~kgplm.methods.embert.batching.EntityLexicon.fixed_inconsistent`), so the surface alone gives
       the label away — a diagnostic *positive control* that CECP's head, positions and labels can learn
-      (issue 28.2, ``experiments/embert_cecp.py``), not the paper's method.
+      (``experiments/embert_cecp.py``), not the paper's method.
     * ``bem_rate``: the probability that a long mention with an atomic/adjective split is a
       bidirectional-masking target (at least one per sequence that has one).
       ``bem_position_dim`` (200) and ``bem_max_positions``: the relative position embedding p.

@@ -53,7 +53,7 @@ Deviations and choices
   joins to it (1-hop neighbours, either direction). Only mentions that have a synonym are
   replaced, so both labels come from the same mentions and are equally frequent. Both put
   "another name of an entity as common as the mentioned ones" into the text, so that the surface
-  alone does not give the label away. The three restrictions (issue 27.13; the "before" shares
+  alone does not give the label away. The three restrictions (the "before" shares
   are the issue's review's, on CMeKG and the consultations):
 
   - *script*: 73% of replacement surfaces were English names inside Chinese text (英文名 is
@@ -110,8 +110,8 @@ the 300 steps): with replacements that are surfaces of equally common entities o
 only knowing which names are synonyms of the mention the context was written about separates the
 labels, and a small encoder trained from scratch for a few hundred steps does not know that. The
 paper starts from BERT-base or MC-BERT (Table 3), trained for ten days; the construction from a
-pre-trained base belongs to the replication run (issue 28). CECP itself is learnable
-(``tests/methods/test_embert_training.py``, issue 27.12): a positive control whose inconsistent
+pre-trained base belongs to the replication run. CECP itself is learnable
+(``tests/methods/test_embert_training.py``): a positive control whose inconsistent
 replacements all share one surface learns to > 90% in 150 steps, and on a toy corpus where each
 entity is named twice and the second mention is replaced, so that only the context fixes the
 label, the tiny encoder leaves chance (held-out accuracy on 512 sequences, chance 0.5 ± 0.022:
@@ -119,7 +119,7 @@ label, the tiny encoder leaves chance (held-out accuracy on 512 sequences, chanc
 the fixed-surface control 1.00 at 150 steps). On real text the same control is
 ``model_options={"cecp_negatives": "fixed_surface"}`` (every inconsistent replacement one surface; a
 diagnostic, not the paper's method); ``experiments/embert_cecp.py`` trains it beside the shipped
-negatives, both continued from the replication run's MLM base (issue 28.2).
+negatives, both continued from the replication run's MLM base.
 """
 
 from __future__ import annotations

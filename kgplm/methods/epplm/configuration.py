@@ -25,7 +25,7 @@ class EpplmConfig(ElectraConfig):
     ``"alternate"`` is the paper's Algorithm 1 (a PAP step trains L_PAP alone, so PAP is the whole
     of that step's update); ``"with_rtd"`` (the default, a deviation) adds L_PAP to that step's RTD
     loss, where it is about half of the step's gradient direction (‖∇L_PAP‖ / ‖∇L_RTD‖ ≈ 0.9–1.0,
-    measured in issue 27's review); see :mod:`kgplm.methods.epplm.modeling`.
+    measured in a review); see :mod:`kgplm.methods.epplm.modeling`.
     ``pap_negatives``: how negatives are drawn (:data:`PAP_NEGATIVES`, see
     :mod:`kgplm.methods.epplm.batching`): ``"frequency"`` (the default, a deviation) matches the
     positives' popularity so that a title-agnostic scorer cannot win; ``"uniform"`` is the paper's

@@ -60,7 +60,7 @@ Deviations and choices, and why:
   (L = L_RTD + L_PAP on that step, Eq. 4), instead of replacing it as Algorithm 1 does
   (``pap_schedule="alternate"``, which runs exactly Algorithm 1). PAP gets the same ρ of steps
   either way, but under "with_rtd" it is only about half of a PAP step's update direction
-  (‖∇L_PAP‖ / ‖∇(L_MLM + 50·L_D)‖ = 0.89–1.02, measured in the review of issue 27), where under
+  (‖∇L_PAP‖ / ‖∇(L_MLM + 50·L_D)‖ = 0.89–1.02, measured in a review), where under
   Algorithm 1 it is all of it;
   the RTD budget no longer depends on ρ, and one step exercises every parameter (the registry's
   generic test, which checks that gradients reach every trainable parameter in one batch, needs

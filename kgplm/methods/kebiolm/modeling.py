@@ -29,7 +29,7 @@ each linked mention is one unit and every word outside the mentions (jieba words
 one unit; 15% of units are chosen, of whose tokens 80% → [MASK], 10% → a random token, 10% kept —
 the paper's 12% / 1.5% / 1.5% (:mod:`kgplm.text.masking`). The −wem ablation (§4.5 (a), registered
 as ``no_whole_entity_masking``) keeps whole-word masking and drops the entity units
-(``masking="whole_word"``). Until issue 27.10 KeBioLM used ``whole_entity``, which masks the
+(``masking="whole_word"``). KeBioLM used to use ``whole_entity``, which masks the
 tokens outside mentions one by one (a two-character word half masked), not as the paper does.
 
 Which mentions (the paper via EAE; its text does not spell it out): at pre-training the linker's
