@@ -54,7 +54,7 @@ intersphinx_mapping: dict = {}
 
 html_theme = "furo"
 html_title = f"kgplm {release}"
-html_static_path = ["_static"]
+
 html_show_sourcelink = False
 
 suppress_warnings = [
