@@ -44,7 +44,7 @@ def available_cores() -> int:
 
 def default_num_threads() -> int:
     """``OMP_NUM_THREADS`` when it is set; else :func:`available_cores` shared among the processes ``torchrun``
-    starts on this machine (``LOCAL_WORLD_SIZE``)."""
+    starts on the node (``LOCAL_WORLD_SIZE``)."""
     configured = os.environ.get("OMP_NUM_THREADS", "")
     if configured.isdigit() and int(configured) > 0:
         return int(configured)
