@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -85,6 +86,9 @@ def test_an_fp16_run_saves_its_gradient_scaler_and_resumes_to_the_same_losses(tm
     shutil.copytree(middle, edited)
     state["grad_scaler"]["scale"] = 2.0 ** 100
     (edited / "trainer_state.json").write_text(json.dumps(state))
+    checksums = json.loads((edited / "checksums.json").read_text())  # the edit is deliberate: record it
+    checksums["trainer_state.json"] = hashlib.sha256((edited / "trainer_state.json").read_bytes()).hexdigest()
+    (edited / "checksums.json").write_text(json.dumps(checksums))
     train_loop(_model(), Rows(), _collator(), output_dir=tmp_path / "edited", settings=settings, progress=False)
     final = json.loads((tmp_path / "edited" / "checkpoints" / "step-0000004" / "trainer_state.json").read_text())
     assert final["grad_scaler"]["scale"] == 2.0 ** 98  # two overflowing steps, each halving the scale
