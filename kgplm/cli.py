@@ -15,9 +15,13 @@ from kgplm.exceptions import ConfigurationError, KgplmError
 logger = logging.getLogger("kgplm.cli")
 
 
-def _store(spec: str):
+def _store(spec: str | None):
     from kgplm.kg import open_store
 
+    if spec is None:
+        print("kgplm: no --store given: using CMeKG (the graph of the pycmekg package); pass --store to read "
+              "another graph", file=sys.stderr)
+        spec = "cmekg"
     return open_store(spec)
 
 
@@ -79,12 +83,15 @@ def _cmd_kg_pepr(args: argparse.Namespace) -> int:
 
     store = _store(args.store)
     seeds = None if args.seeds is None else [int(s) if s.isdigit() else s for s in args.seeds]
+    budget = {} if args.budget_seconds is None else {"budget_seconds": args.budget_seconds}
     table = top_k_neighbors(store, seeds, k=args.k, mode=args.mode, candidates=args.candidates, alpha=args.alpha,
-                            jump=args.jump, directed=args.directed, epsilon=args.epsilon, num_hubs=args.num_hubs)
+                            jump=args.jump, directed=args.directed, epsilon=args.epsilon, num_hubs=args.num_hubs,
+                            **budget)
     table.save(args.out)
     filled = (table.neighbors >= 0).sum(axis=1)
     print(f"wrote top-{args.k} PEPR neighbours of {len(table):,} entities to {args.out} "
-          f"({int((filled > 0).sum()):,} with at least one neighbour, mean {filled.mean():.2f} per entity)")
+          f"({int((filled > 0).sum()):,} with at least one neighbour, mean {filled.mean():.2f} per entity); "
+          f"{table.config.get('mode_reason')}")
     return 0
 
 
@@ -420,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = kg.add_parser("neighbors", help="one-hop neighbours of an entity")
     p.add_argument("entity", help="name, alias or IRI")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--k", type=int, default=None, help="show at most K rows")
     p.add_argument("--direction", choices=["both", "out", "in"], default="both")
     p.add_argument("--ranked-by", choices=["none", "pepr"], default="pepr",
@@ -428,10 +435,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_kg_neighbors)
 
     p = kg.add_parser("pepr", help="top-K PEPR neighbour table for every entity (or --seeds)")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--out", required=True, help="output .npz")
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--mode", choices=["exact", "fast"], default="fast")
+    p.add_argument("--mode", choices=["auto", "exact", "fast"], default="auto",
+                   help="exact, fast, or exact when its modelled time fits --budget-seconds (default)")
+    p.add_argument("--budget-seconds", type=float, default=None,
+                   help="time exact mode may take under --mode auto (modelled from the graph, never timed; "
+                        "default: kgplm.kg.pepr.DEFAULT_BUDGET_SECONDS)")
     p.add_argument("--candidates", choices=["one_hop", "any"], default="one_hop")
     p.add_argument("--alpha", type=float, default=0.15, help="jump probability")
     p.add_argument("--jump", choices=["paper", "seed"], default="paper")
@@ -442,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_kg_pepr)
 
     p = kg.add_parser("embed", help="train TransE / TransR embeddings of a store")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--method", choices=["transe", "transr"], default="transe")
     p.add_argument("--dim", type=int, default=100, help="entity embedding size")
@@ -486,7 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = text.add_parser("link", help="link KG mentions in text; prints one JSON object per mention")
     p.add_argument("text", nargs="*", default=[], help="texts to link")
     p.add_argument("--file", default=None, help="a corpus file to link")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--min-length", type=int, default=2)
     p.add_argument("--nested", action="store_true", help="every match, also inside longer names")
     p.add_argument("--stop-words", default=None,
@@ -504,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = text.add_parser("build-corpus", help="tokenize, link and attach neighbours; write Arrow shards")
     p.add_argument("corpus", help="corpus file (text lines, CSV, JSON lines)")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--tokenizer", required=True, help="tokenizer directory or vocab.txt")
     p.add_argument("--out", required=True)
     p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to attach")
@@ -626,7 +637,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_evaluate)
 
     p = commands.add_parser("probe", help="build a KG cloze probe with held-out facts (kgplm.evaluation.probing)")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--out", required=True, help="probe file to write (JSON)")
     p.add_argument("--queries-per-relation", type=int, default=100)
     p.add_argument("--max-answer-tokens", type=int, default=10)
