@@ -198,6 +198,11 @@ def train(
     the same ``output_dir`` raises :class:`~kgplm.exceptions.ArtifactError`.
     """
     arguments = {name: value for name, value in locals().items()}
+    # the checks that need no model code run before torch and the methods load, so a refused call answers at once
+    _check_call(method, corpus=corpus, exclude_triples=exclude_triples,
+                counts=dict(max_steps=max_steps, batch_size=batch_size,
+                            gradient_accumulation_steps=gradient_accumulation_steps,
+                            checkpoint_every=checkpoint_every, log_every=log_every))
     from kgplm.methods import MethodContext, get
     from kgplm.models.card import write_model_card
     from kgplm.text.masking import SCHEMES
@@ -304,6 +309,31 @@ def train(
                               run_config=run.read_run_config())
     finally:
         context.close()
+
+
+#: The methods kgplm registers itself (:func:`kgplm.methods.available` before any other is registered),
+#: known here without importing them (each imports torch).
+BUILT_IN_METHODS = ("mlm", "smedbert", "kebiolm", "embert", "electra", "ehealth", "epplm")
+
+
+def _check_call(method: str, *, corpus, exclude_triples, counts: dict[str, Any]) -> None:
+    """What ``train`` can refuse without loading torch or a method: the method's name (the built-in ones
+    unless :mod:`kgplm.methods` is loaded, where other methods register), the input files and the counts."""
+    import sys
+
+    from kgplm.exceptions import MissingFileError
+
+    if "kgplm.methods" in sys.modules:
+        sys.modules["kgplm.methods"].get(method)
+    elif method not in BUILT_IN_METHODS:
+        raise ConfigurationError(f"unknown method {method!r}; available methods: {', '.join(BUILT_IN_METHODS)}")
+    for name, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(corpus, (str, os.PathLike)) and not Path(corpus).is_file():
+        raise MissingFileError(corpus, "corpus file")
+    if exclude_triples is not None and not Path(exclude_triples).is_file():
+        raise MissingFileError(exclude_triples, "exclude_triples file")
 
 
 def _held_out(run, exclude_triples, store, *, record: bool = True):

@@ -239,7 +239,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         text_model = args.text_model
         if text_model is not None and text_model.lstrip().startswith("{"):
             text_model = json.loads(text_model)
-        corpus_options = {"columns": args.columns} if args.columns else None
+        corpus_options = {"columns": args.columns} if args.columns else {}
+        if args.encoding is not None:
+            corpus_options["encoding"] = args.encoding
+        corpus_options = corpus_options or None
         result = kgplm.train(args.method, graph=args.graph, corpus=args.corpus, output_dir=args.out,
                              text_model=text_model, tokenizer=args.tokenizer, init_from=args.init_from,
                              kg_embeddings=args.kg_embeddings,
@@ -541,6 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "(`make demo` uses cmekg)")
     p.add_argument("--corpus", default=None, help="corpus file (text lines, CSV, JSON lines)")
     p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use")
+    p.add_argument("--encoding", default=None, help="the corpus file's text encoding (default utf-8; e.g. gbk)")
     p.add_argument("--out", default=None, help="output directory")
     p.add_argument("--config", default=None, help="replay or resume a run_config.json instead")
     p.add_argument("--text-model", default=None,

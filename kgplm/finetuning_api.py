@@ -169,6 +169,13 @@ def finetune(
     """
     arguments = json_safe({name: value for name, value in locals().items()})
     from kgplm.evaluation.tasks import get_task, load_task_splits
+
+    # the task's name and the model's path are checked before torch loads, so a refused call answers at once
+    spec = get_task(task)
+    if not Path(model).exists():
+        from kgplm.exceptions import MissingFileError
+
+        raise MissingFileError(model, "kgplm model (a train/finetune output directory or a save_pretrained directory)")
     from kgplm.models import KgplmConfig, KgplmForFineTuning
     from kgplm.models.card import write_model_card
     from kgplm.models.loading import load_under_task_head
@@ -187,7 +194,6 @@ def finetune(
     from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import locate_model
 
-    spec = get_task(task)
     arguments["device"] = device = distributed.auto_device(device)
     report_to = check_report_to(report_to)
     arguments["report_to"] = list(report_to)

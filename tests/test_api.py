@@ -236,6 +236,55 @@ def test_unknown_methods_and_options_fail_early(toy_corpus, tmp_path):
         kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path / "y", masking="whole_sentence"))
 
 
+_REFUSED_CALLS = """
+import json, sys
+import kgplm
+from kgplm.exceptions import KgplmError
+corpus, out, model = sys.argv[1:4]
+calls = {
+    "misspelt method": lambda: kgplm.train("smedbret", corpus=corpus, output_dir=out),
+    "missing corpus": lambda: kgplm.train("smedbert", corpus=corpus + ".missing", output_dir=out),
+    "no steps": lambda: kgplm.train("mlm", corpus=corpus, output_dir=out, max_steps=0),
+    "unknown task": lambda: kgplm.finetune(model=model, task="cmedqanr", data_dir=out, output_dir=out),
+    "missing model": lambda: kgplm.finetune(model=model + ".missing", task="cmedqaner", data_dir=out,
+                                            output_dir=out),
+}
+answers = {}
+for name, call in calls.items():
+    try:
+        call()
+    except KgplmError as error:
+        answers[name] = [type(error).__name__, str(error), "torch" in sys.modules]
+print(json.dumps(answers))
+"""
+
+
+def test_refused_calls_fail_before_torch_loads(toy_corpus, tmp_path):
+    """A misspelt method, a missing corpus or model, max_steps=0 and an unknown task are refused by a
+    KgplmError before torch is imported (checked in a fresh interpreter: no timing)."""
+    environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    completed = subprocess.run([sys.executable, "-c", _REFUSED_CALLS, str(toy_corpus), str(tmp_path / "out"),
+                                str(tmp_path)], cwd=REPO_ROOT, env=environment, capture_output=True, text=True,
+                               timeout=600)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    answers = json.loads(completed.stdout.splitlines()[-1])
+    assert answers["misspelt method"][:2] == ["ConfigurationError", "unknown method 'smedbret'; available methods: "
+                                              "mlm, smedbert, kebiolm, embert, electra, ehealth, epplm"]
+    assert answers["missing corpus"][0] == "MissingFileError" and "notes.txt.missing" in answers["missing corpus"][1]
+    assert answers["no steps"][:2] == ["ConfigurationError", "max_steps must be a positive integer, got 0"]
+    assert answers["unknown task"][0] == "ConfigurationError" and "did you mean cmedqaner" in answers["unknown task"][1]
+    assert answers["missing model"][0] == "MissingFileError"
+    assert {name: answer[2] for name, answer in answers.items()} == dict.fromkeys(answers, False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_built_in_method_names_are_the_registrys():
+    from kgplm.api import BUILT_IN_METHODS
+    from kgplm.methods import available
+
+    assert tuple(available()[: len(BUILT_IN_METHODS)]) == BUILT_IN_METHODS
+
+
 def test_mlm_baseline_uses_the_same_loop_and_needs_no_kg_artefacts(toy_corpus, tmp_path):
     result = kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path, max_steps=10))
     assert all(set(r) == {"step", "loss", "mlm", "mlm_accuracy", "learning_rate"} for r in result.metrics)
