@@ -107,6 +107,7 @@ def train(
     mixed_precision: str = "no",
     num_workers: int = 0,
     report_to: tuple[str, ...] | list[str] = (),
+    resume_with_new_schedule: bool = False,
     progress: bool = True,
 ) -> TrainingResult:
     """Pre-train ``method`` (a name from :func:`kgplm.methods.available`) on ``corpus`` with ``graph``.
@@ -196,6 +197,19 @@ def train(
 
     Returns a :class:`TrainingResult`. Rerunning the same call resumes; a different call into
     the same ``output_dir`` raises :class:`~kgplm.exceptions.ArtifactError`.
+
+    Extending a run: a call whose ``max_steps`` differs from that of a run in ``output_dir`` that has
+    trained steps (checkpoints, loss curve or model) would change the learning-rate schedule of
+    that run from its next step, and replace its ``model/``; it raises
+    :class:`~kgplm.exceptions.ArtifactError` saying how to go on, unless ``resume_with_new_schedule=True``.
+    Then the run resumes from its latest checkpoint under the schedule of the new ``max_steps`` (the
+    same linear warmup and decay, recomputed: warmup over ``warmup_steps`` — by default 6% of the
+    new ``max_steps`` — then a linear decay to 0 at the new ``max_steps``, so the rate rises at the
+    resume step when the run had decayed), its finished ``model/`` is kept as ``model-step-N/`` (N the
+    previous ``max_steps``), and ``run_config.json`` records the change under
+    ``stages.schedule_changes`` (the step it resumed after, the previous and the new ``max_steps``,
+    where the earlier model went). To train further under a fresh schedule instead, start a new run
+    with ``init_from=`` the finished run and another ``output_dir``.
     """
     arguments = {name: value for name, value in locals().items()}
     # the checks that need no model code run before torch and the methods load, so a refused call answers at once
@@ -226,6 +240,7 @@ def train(
     arguments.update(kg_method=kg_method, masking=masking, linking=linking_settings(linking), device=device,
                      report_to=list(report_to))
     run = RunDirectory(output_dir)
+    schedule_change = _schedule_change(run, max_steps, allowed=resume_with_new_schedule)
     arguments["graph"] = stages.recorded_graph(run, graph)
     if warmup_steps is None:
         warmup_steps = int(0.06 * max_steps)
@@ -263,6 +278,8 @@ def train(
                 run.record_stage("device", str(context.device))
                 if prepared.hub:
                     run.record_stage("hub", prepared.hub)
+                if schedule_change is not None:
+                    _record_schedule_change(run, schedule_change)
             store = stages.prepare_store(run, prepared.store, graph, save=main)
             if graph_shuffle_seed is not None:  # the saved store stays the real one: fine-tuning links with it
                 store = store.with_shuffled_links(graph_shuffle_seed)
@@ -309,6 +326,55 @@ def train(
                               run_config=run.read_run_config())
     finally:
         context.close()
+
+
+def _schedule_change(run, max_steps: int, *, allowed: bool) -> dict[str, Any] | None:
+    """How ``max_steps`` changes the schedule of the run in ``run`` that trained steps under another one
+    (None when it does not); refused unless ``allowed`` (``resume_with_new_schedule``)."""
+    from kgplm.exceptions import ArtifactError
+
+    if not run.run_config_path.is_file():
+        return None
+    previous = run.read_run_config().get("max_steps")
+    checkpoints = run.path / "checkpoints"
+    trained = (run.model_dir.exists() or run.metrics_path.is_file()
+               or (checkpoints.is_dir() and any(checkpoints.iterdir())))
+    if previous is None or previous == max_steps or not trained:
+        return None
+    last_step = 0
+    if run.metrics_path.is_file():
+        for line in run.metrics_path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                last_step = max(last_step, int(json.loads(line).get("step", 0)))
+    change = {"after_step": last_step, "previous_max_steps": previous, "max_steps": max_steps}
+    if not allowed:
+        finished = "finished" if run.model_dir.exists() else f"logged up to step {last_step}"
+        raise ArtifactError(
+            f"{run.path} holds a run ({finished}) trained under a learning-rate schedule for max_steps={previous}; "
+            f"max_steps={max_steps} would recompute that schedule from its next step and replace its model/. "
+            f"To go on under the schedule for {max_steps} steps, pass resume_with_new_schedule=True (the finished "
+            f"model/ is kept as model-step-{previous}/ and the change recorded in run_config.json); to train "
+            f"further under a fresh schedule, start a new run with init_from={str(run.path)!r} and another "
+            f"output_dir; to resume the run as it was, pass max_steps={previous}")
+    return change
+
+
+def _record_schedule_change(run, change: dict[str, Any]) -> None:
+    """Keep the finished model of the previous schedule and record the change (rank 0)."""
+    change = dict(change, kept_model=None)
+    if run.model_dir.exists():
+        kept = run.path / f"model-step-{change['previous_max_steps']}"
+        if kept.exists():
+            from kgplm.exceptions import ArtifactError
+
+            raise ArtifactError(f"{kept} exists already; move it away to keep the model of the earlier schedule")
+        os.replace(run.model_dir, kept)
+        change["kept_model"] = kept.name
+    logger.warning("%s: resuming after step %d under a schedule for %d steps instead of %d (resume_with_new_schedule)"
+                   "%s", run.path, change["after_step"], change["max_steps"], change["previous_max_steps"],
+                   f"; the earlier model is kept as {change['kept_model']}/" if change["kept_model"] else "")
+    recorded = run.read_run_config().get("stages", {}).get("schedule_changes", [])
+    run.record_stage("schedule_changes", [*recorded, change])
 
 
 #: The methods kgplm registers itself (:func:`kgplm.methods.available` before any other is registered),

@@ -262,6 +262,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              method_data=json.loads(args.method_data) if args.method_data else None,
                              exclude_triples=args.exclude_triples, graph_shuffle_seed=args.graph_shuffle_seed,
                              linking=json.loads(args.linking) if args.linking else None,
+                             resume_with_new_schedule=args.resume_with_new_schedule,
                              progress=not args.no_progress)
     if not _is_main_process():
         return 0
@@ -581,6 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--entity-dim", type=int, default=100, help="KG embedding size")
     p.add_argument("--kg-epochs", type=int, default=5, help="KG embedding training epochs")
     p.add_argument("--max-steps", type=int, default=1000)
+    p.add_argument("--resume-with-new-schedule", action="store_true",
+                   help="continue a run of --out that trained under another --max-steps, with the learning-rate "
+                        "schedule recomputed for this one (its finished model/ is kept as model-step-N/)")
     p.add_argument("--batch-size", type=int, default=16,
                    help="examples per optimiser step over all processes (torchrun splits it)")
     p.add_argument("--learning-rate", type=float, default=5e-4)

@@ -278,6 +278,40 @@ def test_refused_calls_fail_before_torch_loads(toy_corpus, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_extending_a_finished_run_is_refused_unless_asked_and_then_recorded(toy_corpus, tmp_path):
+    """A finished run re-run with a larger max_steps is refused (its model/ untouched); with
+    resume_with_new_schedule=True it trains the further steps under the recomputed schedule, keeps the
+    earlier model and records the change."""
+    import hashlib
+
+    arguments = toy_arguments(toy_corpus, tmp_path, graph=None, max_steps=4, checkpoint_every=2, log_every=1,
+                              warmup_steps=0, learning_rate=1e-3)
+    first = kgplm.train("mlm", **arguments)
+    weights = tmp_path / "model" / "model.safetensors"
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    with pytest.raises(ArtifactError) as refused:
+        kgplm.train("mlm", **{**arguments, "max_steps": 6})
+    message = str(refused.value)
+    assert "max_steps=4" in message and "resume_with_new_schedule=True" in message and "init_from=" in message
+    assert hashlib.sha256(weights.read_bytes()).hexdigest() == digest
+    assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
+    # the same call as before still resumes without training
+    assert kgplm.train("mlm", **arguments).metrics == first.metrics
+
+    extended = kgplm.train("mlm", **{**arguments, "max_steps": 6}, resume_with_new_schedule=True)
+    assert [record["step"] for record in extended.metrics] == [1, 2, 3, 4, 5, 6]
+    assert extended.metrics[:4] == first.metrics
+    # the schedule for 6 steps from step 5 on: lr · (6 − s) / 6 at optimiser step s (counted from 0)
+    assert [record["learning_rate"] for record in extended.metrics[4:]] == pytest.approx([1e-3 * 2 / 6, 1e-3 * 1 / 6])
+    kept = tmp_path / "model-step-4" / "model.safetensors"
+    assert hashlib.sha256(kept.read_bytes()).hexdigest() == digest
+    assert hashlib.sha256(weights.read_bytes()).hexdigest() != digest
+    config = json.loads((tmp_path / "run_config.json").read_text())
+    assert config["max_steps"] == 6
+    assert config["stages"]["schedule_changes"] == [{"after_step": 4, "previous_max_steps": 4, "max_steps": 6,
+                                                     "kept_model": "model-step-4"}]
+
+
 def test_the_built_in_method_names_are_the_registrys():
     from kgplm.api import BUILT_IN_METHODS
     from kgplm.methods import available

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 #: run_config.json keys that may differ when a run is resumed (they do not change its result so far).
 #: ``stages`` holds what the stages decided and the launch (``stages.distributed``: world size and
 #: backend of the latest launch; a run may resume with another number of processes).
-RESUMABLE_KEYS = ("max_steps", "progress", "stages", "num_workers", "report_to")
+RESUMABLE_KEYS = ("max_steps", "progress", "stages", "num_workers", "report_to", "resume_with_new_schedule")
 
 #: Arguments added after runs were first written, with the value that reproduces those runs:
 #: an older run_config.json without them resumes under these values.
