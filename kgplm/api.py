@@ -289,9 +289,12 @@ def train(
                                                                "before PEPR and KG embeddings"})
             # the stages read local paths (a hub id resolved to its snapshot)
             stage_arguments = {**arguments, "text_model": prepared.text_model, "tokenizer": prepared.tokenizer}
+            from kgplm.artefact_cache import default_cache
+
             inputs = stages.StageInputs(arguments=stage_arguments, store=store, corpus=corpus,
                                         corpus_options=dict(corpus_options or {}), progress=progress and main,
-                                        held_out=_held_out(run, exclude_triples, store, record=main))
+                                        held_out=_held_out(run, exclude_triples, store, record=main),
+                                        cache=default_cache() if main else None)
             tokenizer_object = stages.prepare_tokenizer(run, inputs)
             stages.run_artefact_stages(spec.artefacts, run, inputs)
             dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)

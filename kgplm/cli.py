@@ -272,6 +272,35 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cache_ls(args: argparse.Namespace) -> int:
+    from kgplm.artefact_cache import ArtefactCache, cache_dir
+
+    root = args.dir or cache_dir()
+    if root is None:
+        print("the KG artefact cache is turned off (KGPLM_CACHE)")
+        return 0
+    entries = ArtefactCache(root).entries(args.kind)
+    print(f"{root}: {len(entries)} entries, {sum(e.size for e in entries) / 1e6:,.1f} MB")
+    for entry in entries:
+        settings = entry.record.get("settings", {})
+        shown = {k: v for k, v in settings.items() if k not in ("defaults", "graph", "seeds_and_counts", "triples")}
+        print(f"{entry.kind:<15} {entry.key[:16]}  {entry.size / 1e6:>9,.1f} MB  graph {settings.get('graph', '')[:12]}  "
+              f"{json.dumps(shown, ensure_ascii=False, sort_keys=True)}")
+    return 0
+
+
+def _cmd_cache_prune(args: argparse.Namespace) -> int:
+    from kgplm.artefact_cache import ArtefactCache, cache_dir
+
+    root = args.dir or cache_dir()
+    if root is None:
+        print("the KG artefact cache is turned off (KGPLM_CACHE)")
+        return 0
+    removed = ArtefactCache(root).prune(kind=args.kind, older_than_days=args.older_than, everything=args.all)
+    print(f"removed {len(removed)} entries from {root}")
+    return 0
+
+
 def _cmd_methods(args: argparse.Namespace) -> int:
     from kgplm.methods import available, get
 
@@ -358,6 +387,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from kgplm.demo import run_demo
 
     return run_demo(work_dir=args.work_dir)
+
+
+def _number_or_auto(kind):
+    """An argparse type: ``auto`` or a number of ``kind``."""
+    def parse(text: str):
+        return "auto" if text == "auto" else kind(text)
+    parse.__name__ = kind.__name__
+    return parse
 
 
 class _Choices:
@@ -534,6 +571,20 @@ def build_parser() -> argparse.ArgumentParser:
     SCHEMES = _Choices("kgplm.text.masking", "SCHEMES")
     MIXED_PRECISION = _Choices("kgplm.training.precision", "MIXED_PRECISION")
 
+    cache = commands.add_parser("cache", help="the KG artefact cache (PEPR tables, TransE/TransR embeddings)"
+                                ).add_subparsers(dest="cache_command", required=True)
+    cache_kinds = ["neighbor_table", "transe", "transr"]
+    p = cache.add_parser("ls", help="list the cached artefacts")
+    p.add_argument("--dir", default=None, help="the cache directory (default: $KGPLM_CACHE, else ~/.cache/kgplm)")
+    p.add_argument("--kind", choices=cache_kinds, default=None)
+    p.set_defaults(handler=_cmd_cache_ls)
+    p = cache.add_parser("prune", help="remove cached artefacts (runs keep their own links or copies)")
+    p.add_argument("--dir", default=None, help="the cache directory (default: $KGPLM_CACHE, else ~/.cache/kgplm)")
+    p.add_argument("--kind", choices=cache_kinds, default=None, help="only this kind")
+    p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="entries unused for DAYS days")
+    p.add_argument("--all", action="store_true", help="every entry")
+    p.set_defaults(handler=_cmd_cache_prune)
+
     p = commands.add_parser("methods", help="list the registered pre-training methods")
     p.set_defaults(handler=_cmd_methods)
 
@@ -608,11 +659,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True, help="task name, e.g. cmedqaner, cmedqq, cmedic (see kgplm.evaluation)")
     p.add_argument("--data-dir", required=True, help="tasks root (like shared/data/tasks) or the task's own directory")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs", type=_number_or_auto(int), default="auto",
+                   help="default auto: by the encoder's width (3 for BERT-base and larger, 10 for small encoders)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--learning-rate", type=float, default=None,
-                   help="default: by the encoder's size (5e-5 for BERT-base and larger, more for small encoders)")
-    p.add_argument("--patience", type=int, default=2, help="epochs without dev improvement before stopping")
+    p.add_argument("--learning-rate", type=_number_or_auto(float), default="auto",
+                   help="default auto: by the encoder's width (5e-5 for BERT-base, 2e-5 from BERT-large, 1e-3 to "
+                        "3e-3 for small encoders; kgplm.training.finetuning.FINE_TUNING_DEFAULTS)")
+    p.add_argument("--patience", type=_number_or_auto(int), default="auto",
+                   help="epochs without dev improvement before stopping (default auto: 2, or 4 for small encoders)")
     p.add_argument("--max-length", type=int, default=None,
                    help="tokens per window (default: the model's positions, at most 512)")
     p.add_argument("--tagging", default="bio", help="bio or bioes (NER tasks)")

@@ -26,6 +26,15 @@ def pytest_configure(config) -> None:
     _SESSION_TEMP = Path(tempfile.mkdtemp(prefix="kgplm-tests-"))
     os.environ["TMPDIR"] = str(_SESSION_TEMP)
     tempfile.tempdir = str(_SESSION_TEMP)
+    # the KG artefact cache of kgplm.train: never the user's own (each test gets its own below)
+    os.environ["KGPLM_CACHE"] = str(_SESSION_TEMP / "kgplm-cache")
+
+
+@pytest.fixture(autouse=True)
+def _own_artefact_cache(monkeypatch, request) -> None:
+    """Each test's ``kgplm.train`` calls share a cache of their own (module fixtures share the session's)."""
+    name = "".join(c if c.isalnum() else "-" for c in request.node.nodeid)[-150:]
+    monkeypatch.setenv("KGPLM_CACHE", str(_SESSION_TEMP / "kgplm-cache-per-test" / name))
 
 
 def pytest_unconfigure(config) -> None:
