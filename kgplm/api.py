@@ -89,6 +89,7 @@ def train(
     kg_method: str | None = None,
     entity_dim: int = 100,
     kg_epochs: int = 5,
+    kg_seed: int | None = None,
     model_options: dict | None = None,
     method_data: dict | None = None,
     exclude_triples: str | os.PathLike | None = None,
@@ -150,7 +151,10 @@ def train(
             are recorded in ``run_config.json`` under ``stages.pepr_mode_used`` and
             ``stages.pepr_mode_reason``),
             ``kg_method`` embeddings (default: the
-            method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``.
+            method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``, seeded by
+            ``kg_seed`` (default: ``seed``). The PEPR table and the embeddings are kept in the KG artefact
+            cache (:mod:`kgplm.artefact_cache`), so a later run on the same graph and settings takes them
+            from there; a fixed ``kg_seed`` lets runs with other ``seed`` values share the embeddings.
         graph_shuffle_seed: a control for the knowledge's contribution: the PEPR table and the KG
             embeddings are built on
             :meth:`KGStore.with_shuffled_links(seed) <kgplm.KGStore.with_shuffled_links>`, the same

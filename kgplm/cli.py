@@ -250,7 +250,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              pepr_budget_seconds=args.pepr_budget_seconds, corpus_options=corpus_options,
                              vocab_size=args.vocab_size,
                              max_length=args.max_length, num_neighbors=args.num_neighbors, kg_method=args.kg_method,
-                             entity_dim=args.entity_dim, kg_epochs=args.kg_epochs, masking=args.masking,
+                             entity_dim=args.entity_dim, kg_epochs=args.kg_epochs, kg_seed=args.kg_seed,
+                             masking=args.masking,
                              max_steps=args.max_steps, batch_size=args.batch_size,
                              gradient_accumulation_steps=args.gradient_accumulation_steps,
                              learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
@@ -632,6 +633,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="KG embeddings (default: the method's)")
     p.add_argument("--entity-dim", type=int, default=100, help="KG embedding size")
     p.add_argument("--kg-epochs", type=int, default=5, help="KG embedding training epochs")
+    p.add_argument("--kg-seed", type=int, default=None,
+                   help="seed of the KG embeddings (default: --seed); fixed, runs with other seeds share them")
     p.add_argument("--max-steps", type=int, default=1000)
     p.add_argument("--resume-with-new-schedule", action="store_true",
                    help="continue a run of --out that trained under another --max-steps, with the learning-rate "

@@ -106,6 +106,13 @@ def test_a_second_run_on_the_same_graph_trains_no_embedding_and_computes_no_pepr
     assert calls == [("embeddings", "transe"), ("embeddings", "transr")]  # PEPR reads no KG epochs: reused
     assert json.loads((third.output_dir / "kg" / "transe" / "config.json").read_text())["config"]["epochs"] == 3
 
+    # another seed: the embeddings follow it unless kg_seed fixes them; the PEPR table reads no seed
+    calls.clear()
+    kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "fourth", max_steps=2, seed=1, kg_seed=0))
+    assert calls == []
+    kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "fifth", max_steps=2, seed=1))
+    assert calls == [("embeddings", "transe"), ("embeddings", "transr")]
+
 
 def test_cache_ls_and_prune(tmp_path, capsys):
     cache = ArtefactCache(tmp_path / "cache")

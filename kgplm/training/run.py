@@ -34,7 +34,7 @@ RESUMABLE_KEYS = ("max_steps", "progress", "stages", "num_workers", "report_to",
 
 #: Arguments added after runs were first written, with the value that reproduces those runs:
 #: an older run_config.json without them resumes under these values.
-ADDED_ARGUMENTS = {"mixed_precision": "no", "num_workers": 0}
+ADDED_ARGUMENTS = {"mixed_precision": "no", "num_workers": 0, "kg_seed": None}
 
 
 class RunDirectory:

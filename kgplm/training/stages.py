@@ -209,7 +209,9 @@ def _kg_embeddings(run: RunDirectory, inputs: StageInputs):
                                      "have been trained on the held-out triples); leave kg_embeddings out")
         return KGEmbeddings.load(arguments["kg_embeddings"], store=store)
     method = arguments["kg_method"]
-    options = dict(dim=arguments["entity_dim"], epochs=arguments["kg_epochs"], seed=arguments["seed"],
+    kg_seed = arguments.get("kg_seed")
+    options = dict(dim=arguments["entity_dim"], epochs=arguments["kg_epochs"],
+                   seed=arguments["seed"] if kg_seed is None else kg_seed,
                    progress=inputs.progress)
     if inputs.held_out is not None:
         options["triples"] = inputs.held_out.kept_triples()
