@@ -5,7 +5,8 @@ and, for methods whose encoder reads more, the extra inputs of the method's prov
 (``MethodSpec.finetuning_inputs``: SMedBERT's linked mentions with their PEPR neighbours)), batches them and turns model outputs back into task predictions:
 character spans for NER, labels, candidate scores. :func:`finetune_loop` trains with AdamW and a
 linear schedule, scores the dev split after every epoch, keeps the best state and stops after
-``patience`` epochs without improvement.
+``patience`` epochs without improvement, counted once the dev score has risen above 0 (a tagger's
+first epochs often find no entity at all: entity F1 0, the score of the constant all-O prediction).
 
 Label handling: NER spans become token tags over every token they cover (WordPiece pieces
 included), so a span whose boundary falls inside a token cannot be represented; it is left out of
@@ -691,7 +692,7 @@ def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_e
                         encoder.spec.metric, dev_scores["main"])
         if best is None or dev_scores["main"] > best["main"]:
             best, best_state, waited = dev_scores, copy.deepcopy(model.state_dict()), 0
-        else:
+        elif best["main"] > 0:  # a model that has scored nothing on dev yet (no entity found) is not waiting
             waited += 1
             if waited >= settings.patience:
                 if context.is_main:
