@@ -264,6 +264,12 @@ def train(
         main = context.is_main
         logger.info("pre-training %s on %s", method, context.device)
         # rank 0 builds every cached artefact; the other ranks wait, then load them
+        import torch
+
+        # numba's parallel kernels (linking, PEPR, KG embeddings) start OpenMP threads, which changes torch's
+        # intra-op thread count; the loop runs with the count the call began with, as a resumed run (which
+        # computes none of them) does, so that both compute with the same reductions
+        threads = torch.get_num_threads()
         with context.main_first("preparing the run's artefacts"):
             # every input is checked before anything is written (a failed call leaves nothing that blocks
             # its corrected call)
@@ -302,8 +308,7 @@ def train(
             tokenizer_object = stages.prepare_tokenizer(run, inputs)
             stages.run_artefact_stages(spec.artefacts, run, inputs)
             dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)
-        import torch
-
+        torch.set_num_threads(threads)
         torch.manual_seed(seed)  # the model's initial weights
         model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=prepared.text_model,
                                                model_options=dict(model_options or {}), max_length=max_length,

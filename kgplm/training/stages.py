@@ -241,7 +241,9 @@ def _kg_embeddings(run: RunDirectory, inputs: StageInputs):
         embeddings.save(path)
         if settings is not None:
             cache.put(kind, settings, path)
-        return embeddings
+        # what a resumed run or a run served by the cache reads: the saved tensors, so every run of these
+        # settings computes with the same numbers whether it trained the embeddings or loaded them
+        return KGEmbeddings.load(path, store=store)
 
     transe_settings = None if base_settings is None else {**base_settings, "method": "transe"}
     transe = trained("transe", transe_settings)
