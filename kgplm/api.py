@@ -90,6 +90,7 @@ def train(
     kg_method: str | None = None,
     entity_dim: int = 100,
     kg_epochs: int = 5,
+    kg_seed: int | None = None,
     model_options: dict | None = None,
     method_data: dict | None = None,
     exclude_triples: str | os.PathLike | None = None,
@@ -110,6 +111,7 @@ def train(
     num_threads: int | None = None,
     report_to: tuple[str, ...] | list[str] = (),
     stop_signals: tuple[str, ...] | list[str] = ("SIGTERM", "SIGUSR1"),
+    resume_with_new_schedule: bool = False,
     progress: bool = True,
 ) -> TrainingResult:
     """Pre-train ``method`` (a name from :func:`kgplm.methods.available`) on ``corpus`` with ``graph``.
@@ -152,7 +154,10 @@ def train(
             are recorded in ``run_config.json`` under ``stages.pepr_mode_used`` and
             ``stages.pepr_mode_reason``),
             ``kg_method`` embeddings (default: the
-            method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``.
+            method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``, seeded by
+            ``kg_seed`` (default: ``seed``). The PEPR table and the embeddings are kept in the KG artefact
+            cache (:mod:`kgplm.artefact_cache`), so a later run on the same graph and settings takes them
+            from there; a fixed ``kg_seed`` lets runs with other ``seed`` values share the embeddings.
         knowledge_graph: the store whose links the PEPR table and the KG embeddings are built from,
             when it is not ``graph`` (a :class:`~kgplm.KGStore` or a saved store's directory): it holds
             ``graph``'s entities and relations in the same order with other triples, e.g. made by
@@ -213,8 +218,26 @@ def train(
     the same ``output_dir`` raises :class:`~kgplm.exceptions.ArtifactError`. The call holds an
     advisory lock on ``output_dir`` (:mod:`kgplm.training.locking`): a second call into it while
     this one runs raises :class:`~kgplm.exceptions.RunDirectoryLockedError` naming this process.
+
+    Extending a run: a call whose ``max_steps`` differs from that of a run in ``output_dir`` that has
+    trained steps (checkpoints, loss curve or model) would change the learning-rate schedule of
+    that run from its next step, and replace its ``model/``; it raises
+    :class:`~kgplm.exceptions.ArtifactError` saying how to go on, unless ``resume_with_new_schedule=True``.
+    Then the run resumes from its latest checkpoint under the schedule of the new ``max_steps`` (the
+    same linear warmup and decay, recomputed: warmup over ``warmup_steps`` — by default 6% of the
+    new ``max_steps`` — then a linear decay to 0 at the new ``max_steps``, so the rate rises at the
+    resume step when the run had decayed), its finished ``model/`` is kept as ``model-step-N/`` (N the
+    previous ``max_steps``), and ``run_config.json`` records the change under
+    ``stages.schedule_changes`` (the step it resumed after, the previous and the new ``max_steps``,
+    where the earlier model went). To train further under a fresh schedule instead, start a new run
+    with ``init_from=`` the finished run and another ``output_dir``.
     """
     arguments = {name: value for name, value in locals().items()}
+    # the checks that need no model code run before torch and the methods load, so a refused call answers at once
+    _check_call(method, corpus=corpus, exclude_triples=exclude_triples,
+                counts=dict(max_steps=max_steps, batch_size=batch_size,
+                            gradient_accumulation_steps=gradient_accumulation_steps,
+                            checkpoint_every=checkpoint_every, log_every=log_every))
     from kgplm.methods import MethodContext, get
     from kgplm.models.card import write_model_card
     from kgplm.text.masking import SCHEMES
@@ -244,6 +267,7 @@ def train(
                      report_to=list(report_to), stop_signals=list(stop_signals),
                      num_threads=num_threads)
     run = RunDirectory(output_dir)
+    schedule_change = _schedule_change(run, max_steps, allowed=resume_with_new_schedule)
     arguments["graph"] = stages.recorded_graph(run, graph)
     arguments["knowledge_graph"] = stages.recorded_knowledge_graph(run, knowledge_graph)
     if warmup_steps is None:
@@ -267,6 +291,12 @@ def train(
         main = context.is_main
         logger.info("pre-training %s on %s", method, context.device)
         # rank 0 builds every cached artefact; the other ranks wait, then load them
+        import torch
+
+        # numba's parallel kernels (linking, PEPR, KG embeddings) start OpenMP threads, which changes torch's
+        # intra-op thread count; the loop runs with the count the call began with, as a resumed run (which
+        # computes none of them) does, so that both compute with the same reductions
+        threads = torch.get_num_threads()
         with context.main_first("preparing the run's artefacts"):
             if main:
                 lock.acquire()
@@ -288,19 +318,23 @@ def train(
                 run.record_stage("threads", describe_threads(num_workers))
                 if prepared.hub:
                     run.record_stage("hub", prepared.hub)
+                if schedule_change is not None:
+                    _record_schedule_change(run, schedule_change)
             store = stages.prepare_store(run, prepared.store, graph, save=main)
             if knowledge_graph is not None:  # the saved store stays the linking one: fine-tuning links with it
                 store = stages.prepare_knowledge_store(run, knowledge_graph, store, save=main)
             # the stages read local paths (a hub id resolved to its snapshot)
             stage_arguments = {**arguments, "text_model": prepared.text_model, "tokenizer": prepared.tokenizer}
+            from kgplm.artefact_cache import default_cache
+
             inputs = stages.StageInputs(arguments=stage_arguments, store=store, corpus=corpus,
                                         corpus_options=dict(corpus_options or {}), progress=progress and main,
-                                        held_out=_held_out(run, exclude_triples, store, record=main))
+                                        held_out=_held_out(run, exclude_triples, store, record=main),
+                                        cache=default_cache() if main else None)
             tokenizer_object = stages.prepare_tokenizer(run, inputs)
             stages.run_artefact_stages(spec.artefacts, run, inputs)
             dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)
-        import torch
-
+        torch.set_num_threads(threads)
         torch.manual_seed(seed)  # the model's initial weights
         model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=prepared.text_model,
                                                model_options=dict(model_options or {}), max_length=max_length,
@@ -333,6 +367,80 @@ def train(
         lock.release()
         threads.close()
         context.close()
+
+
+def _schedule_change(run, max_steps: int, *, allowed: bool) -> dict[str, Any] | None:
+    """How ``max_steps`` changes the schedule of the run in ``run`` that trained steps under another one
+    (None when it does not); refused unless ``allowed`` (``resume_with_new_schedule``)."""
+    from kgplm.exceptions import ArtifactError
+
+    if not run.run_config_path.is_file():
+        return None
+    previous = run.read_run_config().get("max_steps")
+    checkpoints = run.path / "checkpoints"
+    trained = (run.model_dir.exists() or run.metrics_path.is_file()
+               or (checkpoints.is_dir() and any(checkpoints.iterdir())))
+    if previous is None or previous == max_steps or not trained:
+        return None
+    last_step = 0
+    if run.metrics_path.is_file():
+        for line in run.metrics_path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                last_step = max(last_step, int(json.loads(line).get("step", 0)))
+    change = {"after_step": last_step, "previous_max_steps": previous, "max_steps": max_steps}
+    if not allowed:
+        finished = "finished" if run.model_dir.exists() else f"logged up to step {last_step}"
+        raise ArtifactError(
+            f"{run.path} holds a run ({finished}) trained under a learning-rate schedule for max_steps={previous}; "
+            f"max_steps={max_steps} would recompute that schedule from its next step and replace its model/. "
+            f"To go on under the schedule for {max_steps} steps, pass resume_with_new_schedule=True (the finished "
+            f"model/ is kept as model-step-{previous}/ and the change recorded in run_config.json); to train "
+            f"further under a fresh schedule, start a new run with init_from={str(run.path)!r} and another "
+            f"output_dir; to resume the run as it was, pass max_steps={previous}")
+    return change
+
+
+def _record_schedule_change(run, change: dict[str, Any]) -> None:
+    """Keep the finished model of the previous schedule and record the change (rank 0)."""
+    change = dict(change, kept_model=None)
+    if run.model_dir.exists():
+        kept = run.path / f"model-step-{change['previous_max_steps']}"
+        if kept.exists():
+            from kgplm.exceptions import ArtifactError
+
+            raise ArtifactError(f"{kept} exists already; move it away to keep the model of the earlier schedule")
+        os.replace(run.model_dir, kept)
+        change["kept_model"] = kept.name
+    logger.warning("%s: resuming after step %d under a schedule for %d steps instead of %d (resume_with_new_schedule)"
+                   "%s", run.path, change["after_step"], change["max_steps"], change["previous_max_steps"],
+                   f"; the earlier model is kept as {change['kept_model']}/" if change["kept_model"] else "")
+    recorded = run.read_run_config().get("stages", {}).get("schedule_changes", [])
+    run.record_stage("schedule_changes", [*recorded, change])
+
+
+#: The methods kgplm registers itself (:func:`kgplm.methods.available` before any other is registered),
+#: known here without importing them (each imports torch).
+BUILT_IN_METHODS = ("mlm", "smedbert", "kebiolm", "embert", "electra", "ehealth", "epplm")
+
+
+def _check_call(method: str, *, corpus, exclude_triples, counts: dict[str, Any]) -> None:
+    """What ``train`` can refuse without loading torch or a method: the method's name (the built-in ones
+    unless :mod:`kgplm.methods` is loaded, where other methods register), the input files and the counts."""
+    import sys
+
+    from kgplm.exceptions import MissingFileError
+
+    if "kgplm.methods" in sys.modules:
+        sys.modules["kgplm.methods"].get(method)
+    elif method not in BUILT_IN_METHODS:
+        raise ConfigurationError(f"unknown method {method!r}; available methods: {', '.join(BUILT_IN_METHODS)}")
+    for name, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(corpus, (str, os.PathLike)) and not Path(corpus).is_file():
+        raise MissingFileError(corpus, "corpus file")
+    if exclude_triples is not None and not Path(exclude_triples).is_file():
+        raise MissingFileError(exclude_triples, "exclude_triples file")
 
 
 def _held_out(run, exclude_triples, store, *, record: bool = True):

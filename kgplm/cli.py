@@ -16,9 +16,13 @@ from kgplm.exceptions import ConfigurationError, KgplmError
 logger = logging.getLogger("kgplm.cli")
 
 
-def _store(spec: str):
+def _store(spec: str | None):
     from kgplm.kg import open_store
 
+    if spec is None:
+        print("kgplm: no --store given: using CMeKG (the graph of the pycmekg package); pass --store to read "
+              "another graph", file=sys.stderr)
+        spec = "cmekg"
     return open_store(spec)
 
 
@@ -80,12 +84,15 @@ def _cmd_kg_pepr(args: argparse.Namespace) -> int:
 
     store = _store(args.store)
     seeds = None if args.seeds is None else [int(s) if s.isdigit() else s for s in args.seeds]
+    budget = {} if args.budget_seconds is None else {"budget_seconds": args.budget_seconds}
     table = top_k_neighbors(store, seeds, k=args.k, mode=args.mode, candidates=args.candidates, alpha=args.alpha,
-                            jump=args.jump, directed=args.directed, epsilon=args.epsilon, num_hubs=args.num_hubs)
+                            jump=args.jump, directed=args.directed, epsilon=args.epsilon, num_hubs=args.num_hubs,
+                            **budget)
     table.save(args.out)
     filled = (table.neighbors >= 0).sum(axis=1)
     print(f"wrote top-{args.k} PEPR neighbours of {len(table):,} entities to {args.out} "
-          f"({int((filled > 0).sum()):,} with at least one neighbour, mean {filled.mean():.2f} per entity)")
+          f"({int((filled > 0).sum()):,} with at least one neighbour, mean {filled.mean():.2f} per entity); "
+          f"{table.config.get('mode_reason')}")
     return 0
 
 
@@ -233,7 +240,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         text_model = args.text_model
         if text_model is not None and text_model.lstrip().startswith("{"):
             text_model = json.loads(text_model)
-        corpus_options = {"columns": args.columns} if args.columns else None
+        corpus_options = {"columns": args.columns} if args.columns else {}
+        if args.encoding is not None:
+            corpus_options["encoding"] = args.encoding
+        corpus_options = corpus_options or None
         result = kgplm.train(args.method, graph=args.graph, corpus=args.corpus, output_dir=args.out,
                              text_model=text_model, tokenizer=args.tokenizer, init_from=args.init_from,
                              kg_embeddings=args.kg_embeddings,
@@ -241,7 +251,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              pepr_budget_seconds=args.pepr_budget_seconds, corpus_options=corpus_options,
                              vocab_size=args.vocab_size,
                              max_length=args.max_length, num_neighbors=args.num_neighbors, kg_method=args.kg_method,
-                             entity_dim=args.entity_dim, kg_epochs=args.kg_epochs, masking=args.masking,
+                             entity_dim=args.entity_dim, kg_epochs=args.kg_epochs, kg_seed=args.kg_seed,
+                             masking=args.masking,
                              max_steps=args.max_steps, batch_size=args.batch_size,
                              gradient_accumulation_steps=args.gradient_accumulation_steps,
                              learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
@@ -254,12 +265,42 @@ def _cmd_train(args: argparse.Namespace) -> int:
                              method_data=json.loads(args.method_data) if args.method_data else None,
                              exclude_triples=args.exclude_triples, knowledge_graph=args.knowledge_graph,
                              linking=json.loads(args.linking) if args.linking else None,
+                             resume_with_new_schedule=args.resume_with_new_schedule,
                              progress=not args.no_progress)
     if not _is_main_process():
         return 0
     first, last = result.metrics[0], result.metrics[-1]
     print(f"{result.method}: {result.steps} steps; loss {first['loss']:.4f} (step {first['step']}) → "
           f"{last['loss']:.4f} (step {last['step']}); model in {result.model_dir}")
+    return 0
+
+
+def _cmd_cache_ls(args: argparse.Namespace) -> int:
+    from kgplm.artefact_cache import ArtefactCache, cache_dir
+
+    root = args.dir or cache_dir()
+    if root is None:
+        print("the KG artefact cache is turned off (KGPLM_CACHE)")
+        return 0
+    entries = ArtefactCache(root).entries(args.kind)
+    print(f"{root}: {len(entries)} entries, {sum(e.size for e in entries) / 1e6:,.1f} MB")
+    for entry in entries:
+        settings = entry.record.get("settings", {})
+        shown = {k: v for k, v in settings.items() if k not in ("defaults", "graph", "seeds_and_counts", "triples")}
+        print(f"{entry.kind:<15} {entry.key[:16]}  {entry.size / 1e6:>9,.1f} MB  graph {settings.get('graph', '')[:12]}  "
+              f"{json.dumps(shown, ensure_ascii=False, sort_keys=True)}")
+    return 0
+
+
+def _cmd_cache_prune(args: argparse.Namespace) -> int:
+    from kgplm.artefact_cache import ArtefactCache, cache_dir
+
+    root = args.dir or cache_dir()
+    if root is None:
+        print("the KG artefact cache is turned off (KGPLM_CACHE)")
+        return 0
+    removed = ArtefactCache(root).prune(kind=args.kind, older_than_days=args.older_than, everything=args.all)
+    print(f"removed {len(removed)} entries from {root}")
     return 0
 
 
@@ -350,6 +391,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(work_dir=args.work_dir)
 
 
+def _number_or_auto(kind):
+    """An argparse type: ``auto`` or a number of ``kind``."""
+    def parse(text: str):
+        return "auto" if text == "auto" else kind(text)
+    parse.__name__ = kind.__name__
+    return parse
+
+
 class _Choices:
     """An argparse ``choices`` read from a registry on first use, so that ``kgplm --help`` and the commands
     that need no model do not import torch (the registries' modules do)."""
@@ -426,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = kg.add_parser("neighbors", help="one-hop neighbours of an entity")
     p.add_argument("entity", help="name, alias or IRI")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--k", type=int, default=None, help="show at most K rows")
     p.add_argument("--direction", choices=["both", "out", "in"], default="both")
     p.add_argument("--ranked-by", choices=["none", "pepr"], default="pepr",
@@ -434,10 +483,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_kg_neighbors)
 
     p = kg.add_parser("pepr", help="top-K PEPR neighbour table for every entity (or --seeds)")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--out", required=True, help="output .npz")
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--mode", choices=["exact", "fast"], default="fast")
+    p.add_argument("--mode", choices=["auto", "exact", "fast"], default="auto",
+                   help="exact, fast, or exact when its modelled time fits --budget-seconds (default)")
+    p.add_argument("--budget-seconds", type=float, default=None,
+                   help="time exact mode may take under --mode auto (modelled from the graph, never timed; "
+                        "default: kgplm.kg.pepr.DEFAULT_BUDGET_SECONDS)")
     p.add_argument("--candidates", choices=["one_hop", "any"], default="one_hop")
     p.add_argument("--alpha", type=float, default=0.15, help="jump probability")
     p.add_argument("--jump", choices=["paper", "seed"], default="paper")
@@ -448,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_kg_pepr)
 
     p = kg.add_parser("embed", help="train TransE / TransR embeddings of a store")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--method", choices=["transe", "transr"], default="transe")
     p.add_argument("--dim", type=int, default=100, help="entity embedding size")
@@ -492,7 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = text.add_parser("link", help="link KG mentions in text; prints one JSON object per mention")
     p.add_argument("text", nargs="*", default=[], help="texts to link")
     p.add_argument("--file", default=None, help="a corpus file to link")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--min-length", type=int, default=2)
     p.add_argument("--nested", action="store_true", help="every match, also inside longer names")
     p.add_argument("--stop-words", default=None,
@@ -510,7 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = text.add_parser("build-corpus", help="tokenize, link and attach neighbours; write Arrow shards")
     p.add_argument("corpus", help="corpus file (text lines, CSV, JSON lines)")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--tokenizer", required=True, help="tokenizer directory or vocab.txt")
     p.add_argument("--out", required=True)
     p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to attach")
@@ -525,6 +578,20 @@ def build_parser() -> argparse.ArgumentParser:
     SCHEMES = _Choices("kgplm.text.masking", "SCHEMES")
     MIXED_PRECISION = _Choices("kgplm.training.precision", "MIXED_PRECISION")
 
+    cache = commands.add_parser("cache", help="the KG artefact cache (PEPR tables, TransE/TransR embeddings)"
+                                ).add_subparsers(dest="cache_command", required=True)
+    cache_kinds = ["neighbor_table", "transe", "transr"]
+    p = cache.add_parser("ls", help="list the cached artefacts")
+    p.add_argument("--dir", default=None, help="the cache directory (default: $KGPLM_CACHE, else ~/.cache/kgplm)")
+    p.add_argument("--kind", choices=cache_kinds, default=None)
+    p.set_defaults(handler=_cmd_cache_ls)
+    p = cache.add_parser("prune", help="remove cached artefacts (runs keep their own links or copies)")
+    p.add_argument("--dir", default=None, help="the cache directory (default: $KGPLM_CACHE, else ~/.cache/kgplm)")
+    p.add_argument("--kind", choices=cache_kinds, default=None, help="only this kind")
+    p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="entries unused for DAYS days")
+    p.add_argument("--all", action="store_true", help="every entry")
+    p.set_defaults(handler=_cmd_cache_prune)
+
     p = commands.add_parser("methods", help="list the registered pre-training methods")
     p.set_defaults(handler=_cmd_methods)
 
@@ -536,6 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "(`make demo` uses cmekg)")
     p.add_argument("--corpus", default=None, help="corpus file (text lines, CSV, JSON lines)")
     p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use")
+    p.add_argument("--encoding", default=None, help="the corpus file's text encoding (default utf-8; e.g. gbk)")
     p.add_argument("--out", default=None, help="output directory")
     p.add_argument("--config", default=None, help="replay or resume a run_config.json instead")
     p.add_argument("--text-model", default=None,
@@ -572,7 +640,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="KG embeddings (default: the method's)")
     p.add_argument("--entity-dim", type=int, default=100, help="KG embedding size")
     p.add_argument("--kg-epochs", type=int, default=5, help="KG embedding training epochs")
+    p.add_argument("--kg-seed", type=int, default=None,
+                   help="seed of the KG embeddings (default: --seed); fixed, runs with other seeds share them")
     p.add_argument("--max-steps", type=int, default=1000)
+    p.add_argument("--resume-with-new-schedule", action="store_true",
+                   help="continue a run of --out that trained under another --max-steps, with the learning-rate "
+                        "schedule recomputed for this one (its finished model/ is kept as model-step-N/)")
     p.add_argument("--batch-size", type=int, default=16,
                    help="examples per optimiser step over all processes (torchrun splits it)")
     p.add_argument("--learning-rate", type=float, default=5e-4)
@@ -602,11 +675,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True, help="task name, e.g. cmedqaner, cmedqq, cmedic (see kgplm.evaluation)")
     p.add_argument("--data-dir", required=True, help="tasks root (official layout) or the task's own directory")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs", type=_number_or_auto(int), default="auto",
+                   help="default auto: by the encoder's width (3 for BERT-base and larger, 10 for small encoders)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--learning-rate", type=float, default=None,
-                   help="default: by the encoder's size (5e-5 for BERT-base and larger, more for small encoders)")
-    p.add_argument("--patience", type=int, default=2, help="epochs without dev improvement before stopping")
+    p.add_argument("--learning-rate", type=_number_or_auto(float), default="auto",
+                   help="default auto: by the encoder's width (5e-5 for BERT-base, 2e-5 from BERT-large, 1e-3 to "
+                        "3e-3 for small encoders; kgplm.training.finetuning.FINE_TUNING_DEFAULTS)")
+    p.add_argument("--patience", type=_number_or_auto(int), default="auto",
+                   help="epochs without dev improvement before stopping (default auto: 2, or 4 for small encoders)")
     p.add_argument("--max-length", type=int, default=None,
                    help="tokens per window (default: the model's positions, at most 512)")
     p.add_argument("--tagging", default="bio", help="bio or bioes (NER tasks)")
@@ -639,7 +715,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_evaluate)
 
     p = commands.add_parser("probe", help="build a KG cloze probe with held-out facts (kgplm.evaluation.probing)")
-    p.add_argument("--store", default="cmekg", help=store_help)
+    p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--out", required=True, help="probe file to write (JSON)")
     p.add_argument("--queries-per-relation", type=int, default=100)
     p.add_argument("--max-answer-tokens", type=int, default=10)

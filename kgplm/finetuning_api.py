@@ -104,12 +104,12 @@ def finetune(
     task: str,
     data_dir: str | os.PathLike,
     output_dir: str | os.PathLike,
-    epochs: int = 3,
+    epochs: int | str = "auto",
     batch_size: int = 32,
-    learning_rate: float | None = None,
+    learning_rate: float | str | None = "auto",
     warmup_ratio: float = 0.1,
     weight_decay: float = 0.01,
-    patience: int = 2,
+    patience: int | str = "auto",
     max_length: int | None = None,
     tagging: str = "bio",
     max_train_examples: int | None = None,
@@ -130,10 +130,13 @@ def finetune(
         task: a name from :func:`kgplm.evaluation.task_names` (``"cmedqaner"``, ``"cmedqq"`` …).
         data_dir: a tasks root laid out like the official releases or the task's own directory.
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay: AdamW with linear decay;
-            ``patience``: epochs without dev improvement before stopping. ``learning_rate=None``
-            picks one by the encoder's size (:func:`kgplm.training.finetuning.default_learning_rate`:
-            5e-5 for BERT-base and larger, more for the small encoders ``kgplm.train`` builds by
-            default); the rate used is logged and saved in ``finetune_config.json``.
+            ``patience``: epochs without dev improvement before stopping. ``"auto"`` (the default of
+            ``learning_rate``, ``epochs`` and ``patience``; ``learning_rate=None`` means the same) follows
+            the encoder's width by the table :data:`kgplm.training.finetuning.FINE_TUNING_DEFAULTS`:
+            BERT-large and larger 2e-5, BERT-base 5e-5 (3 epochs, patience 2); narrower encoders, such
+            as the ones ``kgplm.train`` builds by default, more (1e-3 from 256 wide, 3e-3 below; 10
+            epochs, patience 4). A value given always wins. The values used are logged and saved in
+            ``finetune_config.json``, with what each ``"auto"`` resolved to under ``"auto"``.
         max_length: tokens per window (``None``: as many as the model has positions, at most 512);
             longer NER documents are read in overlapping windows, see
             :class:`kgplm.training.finetuning.TaskEncoder`.
@@ -169,6 +172,13 @@ def finetune(
     """
     arguments = json_safe({name: value for name, value in locals().items()})
     from kgplm.evaluation.tasks import get_task, load_task_splits
+
+    # the task's name and the model's path are checked before torch loads, so a refused call answers at once
+    spec = get_task(task)
+    if not Path(model).exists():
+        from kgplm.exceptions import MissingFileError
+
+        raise MissingFileError(model, "kgplm model (a train/finetune output directory or a save_pretrained directory)")
     from kgplm.models import KgplmConfig, KgplmForFineTuning
     from kgplm.models.card import write_model_card
     from kgplm.models.loading import load_under_task_head
@@ -176,7 +186,7 @@ def finetune(
     from kgplm.training.finetuning import (
         FineTuneSettings,
         TaskEncoder,
-        default_learning_rate,
+        fine_tuning_defaults,
         finetune_loop,
         label_names_for,
         predict,
@@ -187,7 +197,6 @@ def finetune(
     from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import locate_model
 
-    spec = get_task(task)
     arguments["device"] = device = distributed.auto_device(device)
     report_to = check_report_to(report_to)
     arguments["report_to"] = list(report_to)
@@ -195,11 +204,22 @@ def finetune(
     output_dir = Path(output_dir)
     arguments["model"] = str(Path(model).resolve())
     config = KgplmConfig.from_pretrained(str(model_dir))
-    if learning_rate is None:
-        learning_rate = default_learning_rate(config.hidden_size)
-        logger.info("fine-tuning learning rate %g (chosen by the encoder's size; pass learning_rate to override)",
-                    learning_rate)
-    arguments["learning_rate"] = learning_rate
+    defaults = fine_tuning_defaults(config.hidden_size)
+    resolved = {}
+    for name, value in (("learning_rate", learning_rate), ("epochs", epochs), ("patience", patience)):
+        if value is None and name == "learning_rate" or value == "auto":
+            resolved[name] = getattr(defaults, name)
+        elif isinstance(value, str):
+            raise ConfigurationError(f"{name} must be a number or 'auto', got {value!r}")
+    if resolved:
+        logger.info("fine-tuning %s (by the width of the encoder, %d: %s; pass a value to override)",
+                    ", ".join(f"{name} {value:g}" for name, value in resolved.items()), config.hidden_size,
+                    defaults.encoders)
+        learning_rate = resolved.get("learning_rate", learning_rate)
+        epochs = resolved.get("epochs", epochs)
+        patience = resolved.get("patience", patience)
+        arguments["auto"] = {"hidden_size": config.hidden_size, **resolved}
+    arguments.update(learning_rate=learning_rate, epochs=epochs, patience=patience)
     settings = FineTuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                                 warmup_ratio=warmup_ratio, weight_decay=weight_decay, patience=patience, seed=seed,
                                 mixed_precision=mixed_precision)

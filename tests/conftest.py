@@ -3,11 +3,45 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+_SESSION_TEMP: Path | None = None
+
+
+def pytest_configure(config) -> None:
+    """Everything the tests and the libraries they call write to the system temp folder outside
+    ``tmp_path`` (subprocesses, PyG's generated modules, ``tempfile`` users) goes to one folder that is
+    removed when the run ends; pytest's own ``tmp_path`` folders stay where pytest keeps them (and
+    ``tmp_path_retention_policy`` keeps only those of failed tests)."""
+    global _SESSION_TEMP
+    if _SESSION_TEMP is not None:
+        return
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    _SESSION_TEMP = Path(tempfile.mkdtemp(prefix="kgplm-tests-"))
+    os.environ["TMPDIR"] = str(_SESSION_TEMP)
+    tempfile.tempdir = str(_SESSION_TEMP)
+    # the KG artefact cache of kgplm.train: never the user's own (each test gets its own below)
+    os.environ["KGPLM_CACHE"] = str(_SESSION_TEMP / "kgplm-cache")
+
+
+@pytest.fixture(autouse=True)
+def _own_artefact_cache(monkeypatch, request) -> None:
+    """Each test's ``kgplm.train`` calls share a cache of their own (module fixtures share the session's)."""
+    name = "".join(c if c.isalnum() else "-" for c in request.node.nodeid)[-150:]
+    monkeypatch.setenv("KGPLM_CACHE", str(_SESSION_TEMP / "kgplm-cache-per-test" / name))
+
+
+def pytest_unconfigure(config) -> None:
+    global _SESSION_TEMP
+    if _SESSION_TEMP is not None:
+        shutil.rmtree(_SESSION_TEMP, ignore_errors=True)
+        _SESSION_TEMP = None
 
 
 def shared_data_dir() -> Path:

@@ -248,6 +248,89 @@ def test_unknown_methods_and_options_fail_early(toy_corpus, tmp_path):
         kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path / "y", masking="whole_sentence"))
 
 
+_REFUSED_CALLS = """
+import json, sys
+import kgplm
+from kgplm.exceptions import KgplmError
+corpus, out, model = sys.argv[1:4]
+calls = {
+    "misspelt method": lambda: kgplm.train("smedbret", corpus=corpus, output_dir=out),
+    "missing corpus": lambda: kgplm.train("smedbert", corpus=corpus + ".missing", output_dir=out),
+    "no steps": lambda: kgplm.train("mlm", corpus=corpus, output_dir=out, max_steps=0),
+    "unknown task": lambda: kgplm.finetune(model=model, task="cmedqanr", data_dir=out, output_dir=out),
+    "missing model": lambda: kgplm.finetune(model=model + ".missing", task="cmedqaner", data_dir=out,
+                                            output_dir=out),
+}
+answers = {}
+for name, call in calls.items():
+    try:
+        call()
+    except KgplmError as error:
+        answers[name] = [type(error).__name__, str(error), "torch" in sys.modules]
+print(json.dumps(answers))
+"""
+
+
+def test_refused_calls_fail_before_torch_loads(toy_corpus, tmp_path):
+    """A misspelt method, a missing corpus or model, max_steps=0 and an unknown task are refused by a
+    KgplmError before torch is imported (checked in a fresh interpreter: no timing)."""
+    environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    completed = subprocess.run([sys.executable, "-c", _REFUSED_CALLS, str(toy_corpus), str(tmp_path / "out"),
+                                str(tmp_path)], cwd=REPO_ROOT, env=environment, capture_output=True, text=True,
+                               timeout=600)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    answers = json.loads(completed.stdout.splitlines()[-1])
+    assert answers["misspelt method"][:2] == ["ConfigurationError", "unknown method 'smedbret'; available methods: "
+                                              "mlm, smedbert, kebiolm, embert, electra, ehealth, epplm"]
+    assert answers["missing corpus"][0] == "MissingFileError" and "notes.txt.missing" in answers["missing corpus"][1]
+    assert answers["no steps"][:2] == ["ConfigurationError", "max_steps must be a positive integer, got 0"]
+    assert answers["unknown task"][0] == "ConfigurationError" and "did you mean cmedqaner" in answers["unknown task"][1]
+    assert answers["missing model"][0] == "MissingFileError"
+    assert {name: answer[2] for name, answer in answers.items()} == dict.fromkeys(answers, False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_extending_a_finished_run_is_refused_unless_asked_and_then_recorded(toy_corpus, tmp_path):
+    """A finished run re-run with a larger max_steps is refused (its model/ untouched); with
+    resume_with_new_schedule=True it trains the further steps under the recomputed schedule, keeps the
+    earlier model and records the change."""
+    import hashlib
+
+    arguments = toy_arguments(toy_corpus, tmp_path, graph=None, max_steps=4, checkpoint_every=2, log_every=1,
+                              warmup_steps=0, learning_rate=1e-3)
+    first = kgplm.train("mlm", **arguments)
+    weights = tmp_path / "model" / "model.safetensors"
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    with pytest.raises(ArtifactError) as refused:
+        kgplm.train("mlm", **{**arguments, "max_steps": 6})
+    message = str(refused.value)
+    assert "max_steps=4" in message and "resume_with_new_schedule=True" in message and "init_from=" in message
+    assert hashlib.sha256(weights.read_bytes()).hexdigest() == digest
+    assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
+    # the same call as before still resumes without training
+    assert kgplm.train("mlm", **arguments).metrics == first.metrics
+
+    extended = kgplm.train("mlm", **{**arguments, "max_steps": 6}, resume_with_new_schedule=True)
+    assert [record["step"] for record in extended.metrics] == [1, 2, 3, 4, 5, 6]
+    assert extended.metrics[:4] == first.metrics
+    # the schedule for 6 steps from step 5 on: lr · (6 − s) / 6 at optimiser step s (counted from 0)
+    assert [record["learning_rate"] for record in extended.metrics[4:]] == pytest.approx([1e-3 * 2 / 6, 1e-3 * 1 / 6])
+    kept = tmp_path / "model-step-4" / "model.safetensors"
+    assert hashlib.sha256(kept.read_bytes()).hexdigest() == digest
+    assert hashlib.sha256(weights.read_bytes()).hexdigest() != digest
+    config = json.loads((tmp_path / "run_config.json").read_text())
+    assert config["max_steps"] == 6
+    assert config["stages"]["schedule_changes"] == [{"after_step": 4, "previous_max_steps": 4, "max_steps": 6,
+                                                     "kept_model": "model-step-4"}]
+
+
+def test_the_built_in_method_names_are_the_registrys():
+    from kgplm.api import BUILT_IN_METHODS
+    from kgplm.methods import available
+
+    assert tuple(available()[: len(BUILT_IN_METHODS)]) == BUILT_IN_METHODS
+
+
 def test_mlm_baseline_uses_the_same_loop_and_needs_no_kg_artefacts(toy_corpus, tmp_path):
     result = kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path, max_steps=10))
     assert all(set(r) == {"step", "loss", "mlm", "mlm_accuracy", "learning_rate"} for r in result.metrics)

@@ -9,6 +9,7 @@ import numpy as np
 
 from kgplm import KGStore
 from kgplm.cli import main
+from kgplm.kg.pepr import top_k_neighbors
 
 
 def test_kg_import_stats_neighbors_export(tmp_path: Path, toy_turtle: Path, capsys) -> None:
@@ -69,9 +70,16 @@ def test_kg_pepr_and_ranked_neighbors(tmp_path: Path, capsys) -> None:
     assert "29 entities" in capsys.readouterr().out
     table = NeighborTable.load(out)
     assert table.neighbors.shape == (29, 3)
+    default_out = tmp_path / "default.npz"
+    assert main(["kg", "pepr", "--store", str(toy), "--out", str(default_out), "--k", "3"]) == 0
+    default = NeighborTable.load(default_out)
+    # one default across API and CLI: auto with the default budget (exact on this graph)
+    assert default.config["mode_requested"] == "auto" and default.mode == "exact"
+    assert default.config == top_k_neighbors(KGStore.from_rdf(toy, show_progress=False), k=3,
+                                             show_progress=False).config
     fast_out = tmp_path / "fast.npz"
     assert main(["kg", "pepr", "--store", str(toy), "--out", str(fast_out), "--k", "3", "--epsilon", "1e-9",
-                 "--num-hubs", "2"]) == 0
+                 "--num-hubs", "2", "--mode", "fast"]) == 0
     fast = NeighborTable.load(fast_out)
     assert fast.config["epsilon"] == 1e-9 and fast.config["num_hubs"] == 2 and fast.config["mode"] == "fast"
     np.testing.assert_array_equal(fast.neighbors, table.neighbors)
@@ -79,6 +87,19 @@ def test_kg_pepr_and_ranked_neighbors(tmp_path: Path, capsys) -> None:
     assert main(["kg", "neighbors", "糖尿病", "--store", str(toy), "--k", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "score" in lines[1] and len(lines) == 4 and "糖尿病肾病" in lines[2]
+
+
+def test_kg_commands_say_when_they_use_cmekg(monkeypatch, capsys) -> None:
+    """Without --store a kg command says on stderr that it reads CMeKG (opened here as the toy graph)."""
+    import kgplm.kg
+
+    toy = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
+    opened = []
+    monkeypatch.setattr(kgplm.kg, "open_store", lambda spec: opened.append(spec) or KGStore.from_rdf(toy, show_progress=False))
+    assert main(["kg", "neighbors", "糖尿病", "--ranked-by", "none"]) == 0
+    assert opened == ["cmekg"] and "using CMeKG" in capsys.readouterr().err
+    assert main(["kg", "neighbors", "糖尿病", "--ranked-by", "none", "--store", str(toy)]) == 0
+    assert opened == ["cmekg", str(toy)] and capsys.readouterr().err == ""
 
 
 def test_kg_embed_trains_saves_and_evaluates(tmp_path: Path, capsys) -> None:

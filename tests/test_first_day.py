@@ -222,6 +222,26 @@ def test_a_gbk_corpus_error_names_the_file_and_the_iconv_fix(tmp_path):
         kgplm.train("mlm", **mlm_arguments(latin, tmp_path / "run2"))
 
 
+def test_a_gbk_corpus_reads_with_the_encoding_option_and_a_text_method_warns_of_no_graph(tmp_path, caplog):
+    """corpus_options={"encoding": "gbk"} reads a GBK corpus; the UTF-8 error names that option; a text-only
+    method run without a graph logs no warning about the graph it does not read."""
+    import logging
+
+    from kgplm.exceptions import EncodingError
+
+    corpus = tmp_path / "notes_gbk.txt"
+    corpus.write_bytes("\n".join(ENGLISH[:4] + ["患者主诉头痛三天"] * 4).encode("gbk"))
+    with pytest.raises(EncodingError) as error:
+        kgplm.train("mlm", **mlm_arguments(corpus, tmp_path / "refused"))
+    assert f"{corpus}:5" in str(error.value) and "corpus_options={'encoding'" in str(error.value)
+    with caplog.at_level(logging.WARNING, logger="kgplm"):
+        result = kgplm.train("mlm", **mlm_arguments(corpus, tmp_path / "run", corpus_options={"encoding": "gbk"}))
+    assert result.steps == 4 and result.run_config["corpus_options"] == {"encoding": "gbk"}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    tokens = json.loads((tmp_path / "run" / "tokenizer" / "tokenizer.json").read_text(encoding="utf-8"))
+    assert "患" in tokens["model"]["vocab"]  # the GBK text was read as Chinese, not as replacement characters
+
+
 def test_an_empty_corpus_error_names_the_input_file(tmp_path):
     from kgplm.exceptions import DataFormatError
     from kgplm.kg.collector import GraphCollector

@@ -153,7 +153,7 @@ class GraphCollector:
                 f"the {self.source} source{where} has no statement (no entity, triple, name or attribute); "
                 "expected at least one statement about an entity"
             )
-        if len(self.heads) == 0:
+        if len(self.heads) == 0 and num_entities > 0:  # an empty store (a method that reads no graph) says nothing
             logger.warning("%s%s has no entity-to-entity triple: %d entities with names, types and attributes only "
                            "(PEPR and KG embeddings need links)", self.source,
                            f" in {self.location}" if self.location else "", num_entities)

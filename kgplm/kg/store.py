@@ -536,17 +536,34 @@ class KGStore:
         """The entity's one-hop neighbours as a DataFrame.
 
         Columns: ``relation``, ``direction`` (``out`` when the entity is the head, ``in`` when it
-        is the tail), ``neighbor`` (display name), ``neighbor_id``, ``neighbor_type``. With
-        ``ranked_by="pepr"`` rows are sorted by the neighbour's personalised entity PageRank
-        score (column ``score``) and cut to ``k`` when given.
+        is the tail), ``neighbor`` (display name), ``neighbor_id``, ``neighbor_type``; one row per
+        triple, cut to ``k`` rows when given.
+
+        With ``ranked_by="pepr"`` each distinct neighbour is one row, ranked as
+        :func:`kgplm.kg.pepr.top_k_neighbors` ranks it (same neighbours, same order: the first ``k``
+        of its row for this entity; every linked neighbour when ``k`` is None). ``relation`` and
+        ``direction`` are the link the neighbour table records (lowest relation id, out before in),
+        ``relations`` lists every ``(relation, direction)`` that links the two, and ``score`` is the
+        neighbour's personalised entity PageRank. ``ranking_options`` go to ``top_k_neighbors``
+        (``mode`` defaults to ``"auto"`` there, as everywhere); with ``direction="out"`` or ``"in"``
+        the ranking keeps the neighbours linked in that direction.
         """
         entity = self._resolve(entity)
         if direction not in ("both", "out", "in"):
             raise ConfigurationError(f"direction must be 'both', 'out' or 'in', got {direction!r}")
+        if ranked_by is not None and ranked_by != "pepr":
+            raise ConfigurationError(f"ranked_by must be None or 'pepr', got {ranked_by!r}")
+        if k is not None and k < 1:
+            raise ConfigurationError(f"k must be at least 1, got {k}")
         neighbors, relations, directions = self.one_hop(entity)
         if direction != "both":
             keep = directions == (0 if direction == "out" else 1)
             neighbors, relations, directions = neighbors[keep], relations[keep], directions[keep]
+        if ranked_by == "pepr":
+            return self._neighbors_by_pepr(entity, neighbors, relations, directions, k=k,
+                                           every_direction=direction == "both", **ranking_options)
+        if ranking_options:
+            raise ConfigurationError(f"ranking options {sorted(ranking_options)} need ranked_by='pepr'")
         frame = pd.DataFrame(
             {
                 "relation": [self.relation_name(r) for r in relations.tolist()],
@@ -556,18 +573,45 @@ class KGStore:
                 "neighbor_type": [self.entity_type(n) for n in neighbors.tolist()],
             }
         )
-        if ranked_by is not None:
-            if ranked_by != "pepr":
-                raise ConfigurationError(f"ranked_by must be None or 'pepr', got {ranked_by!r}")
-            from kgplm.kg.pepr import personalized_pagerank
-
-            scores = personalized_pagerank(self, [entity], **ranking_options)[0]
-            frame["score"] = scores[neighbors] if len(neighbors) else np.zeros(0)
-            frame = frame.sort_values(["score", "neighbor_id"], ascending=[False, True], kind="stable")
-            frame = frame.reset_index(drop=True)
         if k is not None:
             frame = frame.head(k)
         return frame
+
+    def _neighbors_by_pepr(self, entity: int, neighbors: np.ndarray, relations: np.ndarray, directions: np.ndarray,
+                           *, k: int | None, every_direction: bool, **ranking_options) -> pd.DataFrame:
+        """One row per distinct neighbour, in the order of the entity's row of a PEPR neighbour table."""
+        from kgplm.kg.pepr import top_k_neighbors
+
+        # every link to each neighbour, out before in, lowest relation id first (the neighbour table's choice)
+        links: dict[int, list[tuple[str, str]]] = {}
+        for way, relation, node in sorted(zip(directions.tolist(), relations.tolist(), neighbors.tolist())):
+            if node != entity:
+                links.setdefault(node, []).append((self.relation_name(relation), _DIRECTION_NAMES[way]))
+        columns = ("relation", "direction", "neighbor", "neighbor_id", "neighbor_type", "score", "relations")
+        if not links:
+            return pd.DataFrame({name: [] for name in columns}).astype({"neighbor_id": np.int64, "score": np.float32})
+        ranking_options.setdefault("show_progress", False)
+        if ranking_options.get("candidates", "one_hop") != "one_hop":
+            raise ConfigurationError("store.neighbors ranks linked neighbours (candidates='one_hop'); use "
+                                     "kgplm.kg.pepr.top_k_neighbors for candidates='any'")
+        # with one direction only, rank every linked neighbour and keep those linked that way
+        table_k = k if every_direction and k is not None else len(np.unique(self.one_hop(entity)[0]))
+        table = top_k_neighbors(self, [entity], k=max(int(table_k), 1), **ranking_options)
+        rows = [j for j, node in enumerate(table.neighbors[0].tolist()) if node in links]
+        if k is not None:
+            rows = rows[:k]
+        ids = table.neighbors[0][rows].astype(np.int64)
+        return pd.DataFrame(
+            {
+                "relation": [links[n][0][0] for n in ids.tolist()],
+                "direction": [links[n][0][1] for n in ids.tolist()],
+                "neighbor": [self.entity_name(n) for n in ids.tolist()],
+                "neighbor_id": ids,
+                "neighbor_type": [self.entity_type(n) for n in ids.tolist()],
+                "score": table.scores[0][rows],
+                "relations": [links[n] for n in ids.tolist()],
+            }
+        )
 
     def adjacency(self, *, symmetric: bool = False, dtype=np.float64) -> "scipy.sparse.csr_array":
         """``(num_entities, num_entities)`` CSR array; entry (h, t) counts the triples from h to t.

@@ -36,7 +36,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from kgplm._io import atomic_directory, atomic_file, iter_lines, require_file
-from kgplm.exceptions import ArtifactError, ConfigurationError, DataFormatError, MissingFileError
+from kgplm.exceptions import ArtifactError, ConfigurationError, DataFormatError, EncodingError, MissingFileError
 from kgplm.text.alignment import char_spans_to_token_spans, char_to_word_ids
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,22 +69,71 @@ def _detect_format(path: Path) -> str:
     return "lines"
 
 
+#: How a decoding error tells the reader to name the file's encoding (``kgplm.train`` passes
+#: ``corpus_options`` to :func:`read_corpus`).
+_ENCODING_OPTION_HINT = ("or read it in its own encoding with encoding= (kgplm.train: corpus_options={'encoding': "
+                         "'gbk'}, for instance)")
+
+
+def _check_encoding(encoding: str) -> str:
+    """The codec's canonical name; the encoding must keep ASCII bytes as they are (lines split on b"\n")."""
+    import codecs
+
+    try:
+        name = codecs.lookup(encoding).name
+    except (LookupError, TypeError):
+        raise ConfigurationError(f"encoding {encoding!r} is not a text encoding Python knows (e.g. 'utf-8', 'gbk', "
+                                 f"'gb18030', 'big5', 'latin1')") from None
+    if "\n,a".encode(name) != b"\n,a":
+        raise ConfigurationError(f"encoding {encoding!r} does not keep ASCII as it is (as UTF-16 or UTF-32 do not); "
+                                 f"convert the file to UTF-8 first")
+    return name
+
+
+def _iter_lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
+    """``(line_number, line)`` as :func:`kgplm._io.iter_lines` yields them, in ``encoding``; a line that does
+    not decode raises :class:`EncodingError` naming the file, the line and the ``encoding`` option."""
+    if encoding == "utf-8":
+        try:
+            yield from iter_lines(path)
+        except EncodingError as error:
+            error.args = (f"{error.args[0]}; {_ENCODING_OPTION_HINT}",)
+            raise
+        return
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode(encoding)
+            except UnicodeDecodeError as error:
+                raise EncodingError(f"not valid {encoding} ({error.reason} at byte {error.start} of the line)",
+                                    path=path, line=line_number,
+                                    expected=f"a text file in the encoding given by encoding={encoding!r}") from None
+            yield line_number, line.rstrip("\r\n")
+
+
 def read_corpus(path: str | os.PathLike, *, format: str = "auto", columns: Sequence[str] | None = None,
-                field: str = "text", separator: str = "\n") -> Iterator[Document]:
+                field: str = "text", separator: str = "\n", encoding: str = "utf-8") -> Iterator[Document]:
     """Stream documents from ``path``.
 
     format ``lines`` (default for ``.txt``): every non-empty line is a document.
     ``csv``: one document per row, the ``columns`` (default: all) joined by ``separator``; empty
     cells are skipped. ``jsonl``: one JSON object per line, its ``field`` is the document.
+    ``encoding``: the file's text encoding (default UTF-8; e.g. ``"gbk"`` or ``"gb18030"`` for Chinese
+    text that is not UTF-8); a line that does not decode raises :class:`EncodingError` with its file
+    and line.
     """
     path = require_file(path, "corpus file")
+    encoding = _check_encoding(encoding)
     format = _detect_format(path) if format == "auto" else format
     if format == "lines":
-        for line_number, line in iter_lines(path):
+        for line_number, line in _iter_lines(path, encoding):
             if line.strip():
                 yield Document(f"{path.name}:{line_number}", line, line_number)
     elif format == "jsonl":
-        for line_number, line in iter_lines(path):
+        for line_number, line in _iter_lines(path, encoding):
             if not line.strip():
                 continue
             try:
@@ -98,16 +147,20 @@ def read_corpus(path: str | os.PathLike, *, format: str = "auto", columns: Seque
             if record[field].strip():
                 yield Document(f"{path.name}:{line_number}", record[field], line_number)
     elif format == "csv":
-        yield from _read_csv(path, columns, separator)
+        yield from _read_csv(path, columns, separator, encoding)
     else:
         raise ConfigurationError(f"format must be 'auto', 'lines', 'csv' or 'jsonl', got {format!r}")
 
 
-def _read_csv(path: Path, columns: Sequence[str] | None, separator: str) -> Iterator[Document]:
+def _read_csv(path: Path, columns: Sequence[str] | None, separator: str, encoding: str = "utf-8") -> Iterator[Document]:
+    import gzip
+
     from kgplm._io import open_text
 
     try:
-        with open_text(path) as handle:
+        with (open_text(path) if encoding == "utf-8" else
+              gzip.open(path, "rt", encoding=encoding, errors="strict", newline="") if path.suffix == ".gz" else
+              open(path, encoding=encoding, errors="strict", newline="")) as handle:
             reader = csv.reader(handle)
             header = next(reader, None)
             if header is None:
@@ -128,7 +181,11 @@ def _read_csv(path: Path, columns: Sequence[str] | None, separator: str) -> Iter
                     yield Document(f"{path.name}:{start_line}", text, start_line)
                 start_line = reader.line_num + 1
     except UnicodeDecodeError as error:
-        raise DataFormatError(f"not valid UTF-8 ({error.reason})", path=path, expected="a UTF-8 CSV file") from None
+        if encoding == "utf-8":
+            raise EncodingError(f"not valid UTF-8 ({error.reason})", path=path,
+                                expected=f"a UTF-8 CSV file; {_ENCODING_OPTION_HINT}") from None
+        raise EncodingError(f"not valid {encoding} ({error.reason})", path=path,
+                            expected=f"a CSV file in the encoding given by encoding={encoding!r}") from None
 
 
 def _iter_documents(corpus, **reader_options) -> Iterator[Document]:

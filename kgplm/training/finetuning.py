@@ -5,7 +5,8 @@ and, for methods whose encoder reads more, the extra inputs of the method's prov
 (``MethodSpec.finetuning_inputs``: SMedBERT's linked mentions with their PEPR neighbours)), batches them and turns model outputs back into task predictions:
 character spans for NER, labels, candidate scores. :func:`finetune_loop` trains with AdamW and a
 linear schedule, scores the dev split after every epoch, keeps the best state and stops after
-``patience`` epochs without improvement.
+``patience`` epochs without improvement, counted once the dev score has risen above 0 (a tagger's
+first epochs often find no entity at all: entity F1 0, the score of the constant all-O prediction).
 
 Label handling: NER spans become token tags over every token they cover (WordPiece pieces
 included), so a span whose boundary falls inside a token cannot be represented; it is left out of
@@ -37,7 +38,8 @@ from kgplm.training.precision import autocast, check_mixed_precision, grad_scale
 from kgplm.training.scoring import score
 from kgplm.training.trainer import build_optimizer, optimizer_step, wrap_data_parallel, zero_objective
 
-__all__ = ["TaskEncoder", "FineTuneSettings", "default_learning_rate", "finetune_loop", "predict", "score",
+__all__ = ["TaskEncoder", "FineTuneSettings", "default_learning_rate", "fine_tuning_defaults", "FINE_TUNING_DEFAULTS",
+           "FineTuningDefaults", "finetune_loop", "predict", "score",
            "label_names_for", "loss_items", "TOKEN_KINDS", "RANKING_KINDS", "NO_RELATION", "STATISTICS"]
 
 logger = logging.getLogger(__name__)
@@ -524,19 +526,45 @@ def predict(model, encoder: TaskEncoder, features: list[dict], *, batch_size: in
 #: Encoders at least this wide fine-tune at BERT's rate.
 BERT_BASE_HIDDEN_SIZE = 768
 BERT_LEARNING_RATE = 5e-5
-SMALL_ENCODER_LEARNING_RATE = 5e-4
+SMALL_ENCODER_LEARNING_RATE = 3e-3
+
+
+@dataclass(frozen=True)
+class FineTuningDefaults:
+    """What ``kgplm.finetune``'s ``"auto"`` arguments resolve to for encoders at least ``min_hidden_size`` wide."""
+
+    min_hidden_size: int
+    learning_rate: float
+    epochs: int
+    patience: int
+    encoders: str
+
+
+#: The table ``learning_rate="auto"``, ``epochs="auto"`` and ``patience="auto"`` read, widest encoders first:
+#: the first row whose ``min_hidden_size`` the encoder's ``hidden_size`` reaches. BERT-base and larger take
+#: the rates of Devlin et al. (2019) (2e-5 to 5e-5, 2 to 4 epochs). The narrow encoders kgplm builds and
+#: trains from scratch (``CPU_TEXT_ENCODER``, 128 wide; ``TINY_TEXT_ENCODER``, 32 wide) learn nothing at
+#: those rates in a few epochs: they take the rate kgplm's "learned nothing" warning recommends (1e-3 to
+#: 5e-3) and more epochs, with a patience that lets the first epochs predict no entity yet.
+FINE_TUNING_DEFAULTS = (
+    FineTuningDefaults(1024, 2e-5, 3, 2, "BERT-large and larger"),
+    FineTuningDefaults(BERT_BASE_HIDDEN_SIZE, BERT_LEARNING_RATE, 3, 2, "BERT-base"),
+    FineTuningDefaults(256, 1e-3, 10, 4, "small encoders (BERT-mini to BERT-medium sizes)"),
+    FineTuningDefaults(0, SMALL_ENCODER_LEARNING_RATE, 10, 4, "the narrow encoders kgplm trains in tests and demos"),
+)
+
+
+def fine_tuning_defaults(hidden_size: int) -> FineTuningDefaults:
+    """The row of :data:`FINE_TUNING_DEFAULTS` for an encoder ``hidden_size`` wide."""
+    for row in FINE_TUNING_DEFAULTS:
+        if hidden_size >= row.min_hidden_size:
+            return row
+    return FINE_TUNING_DEFAULTS[-1]
 
 
 def default_learning_rate(hidden_size: int) -> float:
-    """The fine-tuning rate used when none is given.
-
-    BERT-base and larger (``hidden_size`` ≥ 768): 5e-5, Devlin et al. (2019)'s range (2e-5–5e-5).
-    Narrower encoders — the 4-layer, 128-wide encoder ``kgplm.train`` builds by default, trained
-    from scratch on a small corpus — barely move at that rate in a few epochs; they get 5e-4.
-    Measured on that model after 300 pre-training steps (cMedQANER, 2,000 training examples, 3
-    epochs, 500 dev/test examples): test entity F1 0.0 at 5e-5, 0.202 at 5e-4.
-    """
-    return BERT_LEARNING_RATE if hidden_size >= BERT_BASE_HIDDEN_SIZE else SMALL_ENCODER_LEARNING_RATE
+    """The fine-tuning rate ``learning_rate="auto"`` resolves to (:data:`FINE_TUNING_DEFAULTS`)."""
+    return fine_tuning_defaults(hidden_size).learning_rate
 
 
 @dataclass
@@ -664,7 +692,7 @@ def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_e
                         encoder.spec.metric, dev_scores["main"])
         if best is None or dev_scores["main"] > best["main"]:
             best, best_state, waited = dev_scores, copy.deepcopy(model.state_dict()), 0
-        else:
+        elif best["main"] > 0:  # a model that has scored nothing on dev yet (no entity found) is not waiting
             waited += 1
             if waited >= settings.patience:
                 if context.is_main:

@@ -31,11 +31,11 @@ logger = logging.getLogger(__name__)
 #: ``stages`` holds what the stages decided and the launch (``stages.distributed``: world size and
 #: backend of the latest launch; a run may resume with another number of processes).
 RESUMABLE_KEYS = ("max_steps", "progress", "stages", "num_workers", "report_to", "stop_signals",
-                  "num_threads")
+                  "num_threads", "resume_with_new_schedule")
 
 #: Arguments added after runs were first written, with the value that reproduces those runs:
 #: an older run_config.json without them resumes under these values.
-ADDED_ARGUMENTS = {"mixed_precision": "no", "num_workers": 0}
+ADDED_ARGUMENTS = {"mixed_precision": "no", "num_workers": 0, "kg_seed": None}
 
 
 class RunDirectory:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -49,6 +50,15 @@ class StageInputs:
     artefacts: dict[str, Any] = field(default_factory=dict)
     #: triples kept out of every stage (``kgplm.train(exclude_triples=...)``), or None
     held_out: Any = None
+    #: where the KG artefacts of a graph are kept between runs (:mod:`kgplm.artefact_cache`), or None
+    cache: Any = None
+
+    @cached_property
+    def graph_hash(self) -> str:
+        """The graph's content hash (:func:`kgplm.artefact_cache.graph_content_hash`), computed once."""
+        from kgplm.artefact_cache import graph_content_hash
+
+        return graph_content_hash(self.store)
 
     @cached_property
     def linker(self):
@@ -111,7 +121,11 @@ def _entity_frequencies(run: RunDirectory, inputs: StageInputs) -> np.ndarray:
     path = run.entity_frequencies_path
     if path.is_file():
         return np.load(path, allow_pickle=False)
+    logger.info("entity frequency stage: linking the corpus to the graph's %d entities", inputs.store.num_entities)
+    began = time.perf_counter()
     counts = inputs.linker.count(inputs.corpus_texts())
+    logger.info("entity frequency stage: %d mentions of %d entities, in %.1f s", int(counts.sum()),
+                int(np.count_nonzero(counts)), time.perf_counter() - began)
     if counts.sum() == 0:
         raise ConfigurationError(f"no mention of the graph's {inputs.store.num_entities:,} entities was found in "
                                  f"{inputs.corpus}; a knowledge-enhanced method needs linked mentions")
@@ -135,18 +149,59 @@ def _neighbor_table(run: RunDirectory, inputs: StageInputs):
     seeds = np.flatnonzero(frequencies > 0)
     mode, k = arguments["pepr_mode"], arguments["num_neighbors"]
     budget = arguments.get("pepr_budget_seconds") if mode == "auto" else None
-    logger.info("PEPR top-%d neighbours of the %d mentioned entities (%s mode)", k, len(seeds), mode)
-    table = top_k_neighbors(inputs.store, seeds, k=k, mode=mode, frequencies=frequencies,
+    cache = inputs.cache if inputs.held_out is None else None  # held-out facts are filtered from the run's table
+    settings = None
+    if cache is not None:
+        settings = {"graph": inputs.graph_hash, "seeds_and_counts": _digest(np.asarray(frequencies)), "k": k,
+                    "mode": mode, "budget_seconds": budget, "defaults": _defaults(top_k_neighbors),
+                    "kgplm": _kgplm_version()}
+        if cache.fetch("neighbor_table", settings, path):
+            table = NeighborTable.load(path)
+            _record_pepr(run, table, mode)
+            return table
+    store = inputs.store
+    logger.info("PEPR stage: top-%d neighbours of the %d mentioned entities in a graph of %d entities and %d triples "
+                "(%s mode)", k, len(seeds), store.num_entities, store.num_triples, mode)
+    began = time.perf_counter()
+    table = top_k_neighbors(store, seeds, k=k, mode=mode, frequencies=frequencies,
                             budget_seconds=budget, show_progress=inputs.progress)
+    logger.info("PEPR stage: done in %.1f s (%s)", time.perf_counter() - began, table.config.get("mode_reason"))
     if inputs.held_out is not None:
         table = inputs.held_out.filter_neighbor_table(table)
     table.save(path)
+    if cache is not None:
+        cache.put("neighbor_table", settings, path)
+    _record_pepr(run, table, mode)
+    return table
+
+
+def _record_pepr(run: RunDirectory, table, mode: str) -> None:
     # the mode actually used ("auto" resolves to "exact" or "fast" by the modelled cost) and why
     run.record_stage("pepr_mode_used", table.mode)
     run.record_stage("pepr_mode_reason", table.config.get("mode_reason"))
     if mode == "auto":
         run.record_stage("pepr_exact_seconds_estimate", table.config.get("exact_seconds_estimate"))
-    return table
+
+
+def _digest(array: np.ndarray) -> str:
+    import hashlib
+
+    array = np.ascontiguousarray(array)
+    return hashlib.sha256(f"{array.dtype.str} {array.shape}".encode("ascii") + array.tobytes()).hexdigest()
+
+
+def _defaults(function) -> dict[str, Any]:
+    """The keyword defaults of ``function``: a cached artefact's key changes when one of them does."""
+    import inspect
+
+    return {name: parameter.default for name, parameter in inspect.signature(function).parameters.items()
+            if parameter.default is not inspect.Parameter.empty and name not in ("show_progress", "progress")}
+
+
+def _kgplm_version() -> str:
+    from kgplm import __version__
+
+    return __version__
 
 
 def _kg_embeddings(run: RunDirectory, inputs: StageInputs):
@@ -160,23 +215,49 @@ def _kg_embeddings(run: RunDirectory, inputs: StageInputs):
                                      "have been trained on the held-out triples); leave kg_embeddings out")
         return KGEmbeddings.load(arguments["kg_embeddings"], store=store)
     method = arguments["kg_method"]
-    options = dict(dim=arguments["entity_dim"], epochs=arguments["kg_epochs"], seed=arguments["seed"],
+    kg_seed = arguments.get("kg_seed")
+    options = dict(dim=arguments["entity_dim"], epochs=arguments["kg_epochs"],
+                   seed=arguments["seed"] if kg_seed is None else kg_seed,
                    progress=inputs.progress)
     if inputs.held_out is not None:
         options["triples"] = inputs.held_out.kept_triples()
         logger.info("KG embeddings without the %d held-out triples", len(inputs.held_out))
 
-    def trained(kind: str, **extra):
+    cache = inputs.cache
+    triples = options.get("triples")
+    base_settings = None
+    if cache is not None:
+        base_settings = {"graph": inputs.graph_hash, "dim": options["dim"], "epochs": options["epochs"],
+                         "seed": options["seed"], "triples": "all" if triples is None else _digest(np.asarray(triples)),
+                         "defaults": _defaults(train_kg_embeddings), "kgplm": _kgplm_version()}
+
+    def trained(kind: str, settings: dict | None, **extra):
         path = run.embeddings_dir(kind)
         if path.is_dir():
             return KGEmbeddings.load(path, store=store)
-        logger.info("training %s embeddings (%d epochs)", kind, options["epochs"])
+        if settings is not None and cache.fetch(kind, settings, path):
+            return KGEmbeddings.load(path, store=store)
+        count = store.num_triples if triples is None else len(triples)
+        logger.info("KG embedding stage: training %s (dimension %d) on %d triples of %d entities and %d relations "
+                    "for %d epochs", kind, options["dim"], count, store.num_entities, store.num_relations,
+                    options["epochs"])
+        began = time.perf_counter()
         embeddings = train_kg_embeddings(store, method=kind, **options, **extra)
+        logger.info("KG embedding stage: %s trained in %.1f s", kind, time.perf_counter() - began)
         embeddings.save(path)
-        return embeddings
+        if settings is not None:
+            cache.put(kind, settings, path)
+        # what a resumed run or a run served by the cache reads: the saved tensors, so every run of these
+        # settings computes with the same numbers whether it trained the embeddings or loaded them
+        return KGEmbeddings.load(path, store=store)
 
-    transe = trained("transe")
-    return transe if method == "transe" else trained("transr", initialize_from=transe)
+    transe_settings = None if base_settings is None else {**base_settings, "method": "transe"}
+    transe = trained("transe", transe_settings)
+    if method == "transe":
+        return transe
+    transr_settings = None if base_settings is None else {
+        **base_settings, "method": "transr", "initialize_from": cache.key("transe", transe_settings)}
+    return trained("transr", transr_settings, initialize_from=transe)
 
 
 register_stage(Stage("entity_frequencies", _entity_frequencies))
@@ -294,11 +375,16 @@ def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking
     held_out = inputs.held_out
     if held_out is not None:
         held_out.statistics.update(documents=0, sentences_removed=0, documents_emptied=0)
+    logger.info("corpus stage: tokenizing and linking %s into examples of at most %d tokens",
+                inputs.corpus if isinstance(inputs.corpus, (str, os.PathLike)) else "the corpus",
+                inputs.arguments["max_length"])
+    began = time.perf_counter()
     dataset = build_corpus(inputs.corpus if held_out is None else inputs.documents(), store=inputs.store,
                            tokenizer=tokenizer, output_dir=run.corpus_dir,
                            neighbor_table=inputs.artefacts.get("neighbor_table"),
                            linker=inputs.linker, whole_word=masking in WORD_SCHEMES,
                            max_length=inputs.arguments["max_length"], progress=inputs.progress, **inputs.corpus_options)
+    logger.info("corpus stage: %d examples in %.1f s", len(dataset), time.perf_counter() - began)
     if held_out is not None:
         logger.info("held-out triples: %s", held_out.statistics)
         run.record_stage("held_out_text", dict(held_out.statistics))

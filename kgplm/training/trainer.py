@@ -346,6 +346,10 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
     checkpoint, state = resume_checkpoint(output_dir, model, optimizer, scheduler, grad_scaler=scaler)
     if checkpoint is not None:
         start_step, window = state["step"], _Window(state["window"])
+        # the next step's rate under this call's schedule: what the checkpoint holds when max_steps is the
+        # run's, the recomputed schedule's when a run is extended (kgplm.train(resume_with_new_schedule=True))
+        for group, base_rate, factor in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+            group["lr"] = base_rate * factor(scheduler.last_epoch)
         if context.is_main:
             logger.info("resuming from %s (step %d)", checkpoint, start_step)
             _truncate_metrics(metrics_path, start_step)

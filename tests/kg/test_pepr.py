@@ -11,6 +11,7 @@ import pytest
 from kgplm import KGStore
 from kgplm.exceptions import ConfigurationError, MissingFileError
 from kgplm.kg.pepr import (
+    DEFAULT_BUDGET_SECONDS,
     NeighborTable,
     global_pagerank,
     paper_jump_weights,
@@ -148,7 +149,7 @@ def test_top_k_one_hop_table() -> None:
 
 
 def test_fast_mode_agrees_with_exact(cmekg_subgraph: KGStore) -> None:
-    exact = top_k_neighbors(cmekg_subgraph, k=10, show_progress=False, tol=1e-12)
+    exact = top_k_neighbors(cmekg_subgraph, k=10, mode="exact", show_progress=False, tol=1e-12)
     fast = top_k_neighbors(cmekg_subgraph, k=10, mode="fast", num_hubs=8, epsilon=1e-9, show_progress=False)
     np.testing.assert_array_equal(fast.neighbors, exact.neighbors)
     np.testing.assert_allclose(fast.scores, exact.scores, atol=1e-6)
@@ -310,6 +311,40 @@ def test_store_neighbors_ranked_by_pepr() -> None:
     scores = personalized_pagerank(store, [store.entity_id("糖尿病")])[0]
     assert frame.score.iloc[0] == pytest.approx(scores[frame.neighbor_id.iloc[0]])
     assert len(store.neighbors("糖尿病", ranked_by="pepr", k=3)) == 3
+    assert frame.neighbor_id.is_unique
+    assert set(frame.neighbor_id) == set(store.neighbors("糖尿病").neighbor_id) - {store.entity_id("糖尿病")}
+    incoming = store.neighbors("糖尿病", ranked_by="pepr", direction="in")
+    assert all(any(way == "in" for _, way in links) for links in incoming.relations)
+    assert incoming.neighbor_id.tolist() == [n for n in frame.neighbor_id if n in set(incoming.neighbor_id)]
+
+
+def test_store_neighbors_by_pepr_are_the_neighbor_table_row(cmekg_store: KGStore) -> None:
+    """``store.neighbors(e, ranked_by="pepr", k=K)`` lists the K distinct neighbours of ``top_k_neighbors``'s
+    row for e, in its order, with every linking relation beside each (recounted from the triples); CMeKG
+    entities whose top neighbours are linked by several relations."""
+    store = cmekg_store
+    triples = np.asarray(store.triples)
+    checked_multiple = 0
+    for name in ("糖尿病", "高血压"):
+        entity = store.entity_id(name)
+        table = top_k_neighbors(store, [entity], k=10, show_progress=False)
+        assert table.mode == "exact" and table.config["mode_requested"] == "auto"
+        frame = store.neighbors(name, ranked_by="pepr", k=10)
+        expected = table.neighbors[0][table.neighbors[0] >= 0]
+        assert len(expected) == 10
+        assert frame.neighbor_id.tolist() == expected.tolist()
+        assert frame.neighbor_id.is_unique
+        np.testing.assert_array_equal(frame.score.to_numpy(), table.scores[0][:10])
+        for row in frame.itertuples():
+            out = triples[(triples[:, 0] == entity) & (triples[:, 2] == row.neighbor_id)]
+            into = triples[(triples[:, 2] == entity) & (triples[:, 0] == row.neighbor_id)]
+            links = sorted([(store.relation_name(int(r)), "out") for r in out[:, 1]]
+                           + [(store.relation_name(int(r)), "in") for r in into[:, 1]])
+            assert sorted(row.relations) == links
+            checked_multiple += len(links) > 1
+        # the first k of the ranking: a shorter k is a prefix
+        assert store.neighbors(name, ranked_by="pepr", k=3).neighbor_id.tolist() == expected[:3].tolist()
+    assert checked_multiple >= 2
 
 
 def test_argument_errors() -> None:
@@ -432,9 +467,14 @@ def test_auto_mode_chooses_exact_within_the_budget_and_records_it(cmekg_subgraph
     assert loaded.mode == "exact" and loaded.config == roomy.config
     assert exact.mode == "exact" and fast.mode == "fast"
     with pytest.raises(ConfigurationError, match="budget_seconds"):
-        top_k_neighbors(store, seeds, mode="auto", show_progress=False)
+        top_k_neighbors(store, seeds, mode="auto", budget_seconds=None, show_progress=False)
     with pytest.raises(ConfigurationError, match="one-hop"):
-        top_k_neighbors(store, seeds, mode="auto", candidates="any", budget_seconds=1.0, show_progress=False)
+        top_k_neighbors(store, seeds, mode="fast", candidates="any", show_progress=False)
+    # the default is auto with the default budget; candidates="any", which only exact mode computes, is exact
+    default = top_k_neighbors(store, seeds, k=10, show_progress=False)
+    assert default.config["mode_requested"] == "auto" and default.config["budget_seconds"] == DEFAULT_BUDGET_SECONDS
+    anything = top_k_neighbors(store, seeds[:3], k=4, candidates="any", budget_seconds=0, show_progress=False)
+    assert anything.mode == "exact" and "candidates='any'" in anything.config["mode_reason"]
 
 
 # -- mode="auto" decides from the graph, never from the clock ---------------------------------------------

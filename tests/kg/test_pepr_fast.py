@@ -106,7 +106,7 @@ def test_directed_one_step_correction_by_hand() -> None:
 def test_refinement_reaches_exact_as_its_push_deepens(cmekg_store: KGStore) -> None:
     """Refining every contested seed with a vanishing push threshold gives exact mode's table."""
     store = bfs_subgraph(cmekg_store, "糖尿病", 400)
-    exact = top_k_neighbors(store, k=10, tol=1e-12, show_progress=False)
+    exact = top_k_neighbors(store, k=10, mode="exact", tol=1e-12, show_progress=False)
     refined = top_k_neighbors(store, k=10, mode="fast", num_hubs=8, refine=True, refine_rounds=[(1e-11, 1.0)],
                               show_progress=False)
     contested = np.diff(one_hop_candidates(store, refined.seeds)[0]) > 10

@@ -119,7 +119,7 @@ def test_the_title_agnostic_baseline_loss_equals_a_monte_carlo_fit(tokenizer):
     assert title_agnostic_baseline_loss(attributes, "uniform") < title_agnostic_baseline_loss(attributes, "frequency")
 
 
-def test_a_withheld_value_is_never_a_negative_of_its_own_title(tokenizer):
+def test_a_withheld_value_is_never_a_negative_of_its_own_title(tokenizer, tmp_path):
     """阿司匹林's held-out 脑卒中 stays in the pool (布洛芬 has it) but is never drawn against 阿司匹林, under either law."""
     attributes = ProductAttributes([
         AttributeGroup("阿司匹林", "适应症", ("发热", "头痛", "脑卒中")), AttributeGroup("布洛芬", "适应症", ("脑卒中",)),
@@ -136,7 +136,7 @@ def test_a_withheld_value_is_never_a_negative_of_its_own_title(tokenizer):
             if group == aspirin:
                 drawn_for_aspirin.update(negatives.tolist())
         assert drawn_for_aspirin and stroke not in drawn_for_aspirin, law
-    saved = ProductAttributes.load(training.save(Path(pytest.importorskip("tempfile").mkdtemp()) / "a.json"))
+    saved = ProductAttributes.load(training.save(tmp_path / "a.json"))
     assert saved.true_values("阿司匹林", "适应症") == {"发热", "头痛", "脑卒中"}  # withheld survives a save
 
 

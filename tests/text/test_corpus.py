@@ -41,6 +41,31 @@ def toy_store():
     return KGStore.from_rdf(TOY, show_progress=False)
 
 
+def test_the_encoding_option_reads_lines_csv_and_json_lines(tmp_path):
+    from kgplm.exceptions import EncodingError
+
+    text = ["患者主诉头痛三天", "伴有恶心，既往有高血压病史"]
+    lines = tmp_path / "notes.txt"
+    lines.write_bytes("\n".join(text).encode("gb18030"))
+    table = tmp_path / "dialogue.csv"
+    table.write_bytes(("title,ask\n" + "\n".join(f"{t},问" for t in text)).encode("gbk"))
+    records = tmp_path / "notes.jsonl"
+    records.write_bytes("\n".join(json.dumps({"text": t}, ensure_ascii=False) for t in text).encode("big5", "replace"))
+    assert [d.text for d in read_corpus(lines, encoding="gb18030")] == text
+    assert [d.text for d in read_corpus(table, encoding="gbk", columns=["title"])] == text
+    assert len(list(read_corpus(records, encoding="big5"))) == 2
+    for path in (lines, table):
+        with pytest.raises(EncodingError, match=r"encoding= \(kgplm.train: corpus_options=\{'encoding'") as error:
+            list(read_corpus(path))
+        assert str(error.value).startswith(str(path))
+    with pytest.raises(EncodingError, match=r"notes.txt:1: not valid ascii.*encoding='ascii'"):
+        list(read_corpus(lines, encoding="ascii"))
+    with pytest.raises(ConfigurationError, match="not a text encoding"):
+        list(read_corpus(lines, encoding="gkb"))
+    with pytest.raises(ConfigurationError, match="ASCII"):
+        list(read_corpus(lines, encoding="utf-16"))
+
+
 def test_examples_carry_exact_mentions_and_pepr_neighbours(tmp_path, toy_store, chinese_tokenizer):
     store = toy_store
     table = top_k_neighbors(store, k=3, mode="exact")

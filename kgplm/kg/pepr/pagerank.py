@@ -50,8 +50,9 @@ Modes
   with one exact global PageRank shared by all seeds (exact when no isolated entity exists; otherwise
   dangling mass differs at order ε). Parallel over seeds on all cores with numba; a seed's row does
   not depend on the number of threads.
-* ``mode="auto"`` (``budget_seconds``): exact mode when its *modelled* cost fits the budget, fast
-  mode otherwise. The decision reads the graph and the settings only, never the clock, so the same
+* ``mode="auto"`` (``budget_seconds``, default :data:`DEFAULT_BUDGET_SECONDS`; the default mode of
+  :func:`top_k_neighbors`, ``KGStore.neighbors(ranked_by="pepr")``, ``kgplm.train`` and ``kgplm kg pepr``):
+  exact mode when its *modelled* cost fits the budget, fast mode otherwise. The decision reads the graph and the settings only, never the clock, so the same
   call builds the same table on any machine at any load (a timed calibration, as before, chose exact
   on one run and fast on the other of two identical CMeKG calls: 102.9 s and 134.5 s against 120 s).
   The cost model counts exact mode's work: each power-iteration step multiplies the walk (nnz of the
@@ -97,13 +98,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
 __all__ = ["personalized_pagerank", "global_pagerank", "top_k_neighbors", "NeighborTable", "one_hop_candidates",
-           "exact_cost", "EXACT_SECONDS_PER_UNIT"]
+           "exact_cost", "EXACT_SECONDS_PER_UNIT", "DEFAULT_BUDGET_SECONDS"]
 
 logger = logging.getLogger(__name__)
 
 #: CPU seconds (one core) per unit of exact mode's work, one seed × one step × one walk entry; measured
 #: once, never at run time (see the module docstring: CMeKG, 256 seeds, 18.65 s for 2.33e10 units).
 EXACT_SECONDS_PER_UNIT = 8.0e-10
+
+#: The modelled time ``mode="auto"`` (the default of :func:`top_k_neighbors`, ``kgplm.train`` and
+#: ``kgplm kg pepr``) allows exact mode before it takes fast mode.
+DEFAULT_BUDGET_SECONDS = 120.0
 
 
 def _initial_vector(num_entities: int, frequencies: np.ndarray | None) -> np.ndarray:
@@ -430,7 +435,7 @@ def top_k_neighbors(
     *,
     k: int = 10,
     candidates: str = "one_hop",
-    mode: str = "exact",
+    mode: str = "auto",
     alpha: float = 0.15,
     jump: str = "paper",
     frequencies: np.ndarray | None = None,
@@ -443,7 +448,7 @@ def top_k_neighbors(
     num_hubs: int = 64,
     refine: bool | str = "auto",
     refine_rounds: tuple[tuple[float, float], ...] = ((5e-6, 0.05), (2e-6, 0.002)),
-    budget_seconds: float | None = None,
+    budget_seconds: float | None = DEFAULT_BUDGET_SECONDS,
     num_threads: int | None = None,
     show_progress: bool = True,
 ) -> NeighborTable:
@@ -454,10 +459,11 @@ def top_k_neighbors(
         k: neighbours per seed (the paper's K = 10).
         candidates: ``"one_hop"`` (default: linked neighbours, with relation and direction) or ``"any"``.
         mode: ``"exact"`` (batched power iteration to ``tol``), ``"fast"`` (forward push with ``epsilon``
-            and ``num_hubs`` exactly resolved hubs, then the refinement; one_hop candidates) or ``"auto"``:
-            exact when its cost, modelled from the graph and the settings (:func:`exact_cost`, no clock),
-            fits ``budget_seconds``, fast otherwise. The mode used is :attr:`NeighborTable.mode`
-            (``config["mode"]``), why in ``config["mode_reason"]``.
+            and ``num_hubs`` exactly resolved hubs, then the refinement; one_hop candidates) or ``"auto"``
+            (default): exact when its cost, modelled from the graph and the settings (:func:`exact_cost`, no
+            clock), fits ``budget_seconds``, fast otherwise; always exact for ``candidates="any"`` or
+            ``dangling="uniform"``, which fast mode does not compute. The mode used is
+            :attr:`NeighborTable.mode` (``config["mode"]``), why in ``config["mode_reason"]``.
         num_hubs: fast mode's exactly resolved highest-degree entities; their PPR vectors are iterated to an L1
             change of a thousandth of the finest push ε, within [1e-6, 1e-5] (``config["hub_tol"]``).
         refine: fast mode's deep pushes of the contested seeds whose boundary is close: ``"auto"`` (default:
@@ -467,7 +473,7 @@ def top_k_neighbors(
             (k+1)-th scores are within ``gap`` of each other (relative), among those the previous round
             refined. See the module docstring.
         budget_seconds: the modelled time (one core of the calibration machine) ``mode="auto"`` allows
-            exact mode.
+            exact mode (default :data:`DEFAULT_BUDGET_SECONDS`).
         num_threads: numba threads for fast mode (default: numba's current count: all cores unless limited,
             e.g. by ``kgplm.train``'s ``num_threads``).
 
@@ -480,11 +486,11 @@ def top_k_neighbors(
         raise ConfigurationError(f"candidates must be 'one_hop' or 'any', got {candidates!r}")
     if mode not in ("exact", "fast", "auto"):
         raise ConfigurationError(f"mode must be 'exact', 'fast' or 'auto', got {mode!r}")
-    if mode != "exact" and dangling != "jump":
-        raise ConfigurationError(f"mode={mode!r} may push, which sends dangling mass to the jump vector; "
+    if mode == "fast" and dangling != "jump":
+        raise ConfigurationError(f"mode={mode!r} pushes, which sends dangling mass to the jump vector; "
                                  "use dangling='jump'")
-    if mode != "exact" and candidates == "any":
-        raise ConfigurationError(f"mode={mode!r} may push, which ranks one-hop candidates; use mode='exact' for "
+    if mode == "fast" and candidates == "any":
+        raise ConfigurationError(f"mode={mode!r} pushes, which ranks one-hop candidates; use mode='exact' for "
                                  "candidates='any'")
     if mode == "auto" and (budget_seconds is None or not budget_seconds >= 0):
         raise ConfigurationError(f"mode='auto' needs budget_seconds ≥ 0 (the time exact mode may take), "
@@ -502,14 +508,20 @@ def top_k_neighbors(
               "frequencies": frequencies is not None, "num_entities": store.num_entities}
     common = dict(alpha=alpha, jump=jump, dangling=dangling, start=start, tol=tol, max_iter=max_iter,
                   batch_size=batch_size, dtype=np.float64, show_progress=show_progress)
+    if mode == "auto" and (candidates == "any" or dangling != "jump"):
+        setting = "candidates='any'" if candidates == "any" else f"dangling={dangling!r}"
+        config.update(mode="exact", mode_requested="auto", budget_seconds=budget_seconds,
+                      mode_reason=f"exact: {setting} is computed by exact mode only")
+        mode = "exact"
     if candidates == "any":
+        config.setdefault("mode_reason", "exact: requested")
         columns = _exact_any_candidates(store, walk, seeds, k, **common)
         return NeighborTable(seeds, *columns, config=config)
     indptr, neighbors, relations, directions = one_hop_candidates(store, seeds)
     if mode == "auto":
         choice = _auto_choice(walk, len(seeds), budget_seconds, alpha=alpha, tol=tol, max_iter=max_iter)
         config.update(mode_requested="auto", budget_seconds=budget_seconds, **choice)
-    else:
+    elif "mode_reason" not in config:
         config.update(mode_reason=f"{mode}: requested")
     if config["mode"] == "exact":
         scores = _exact_candidate_scores(walk, seeds, indptr, neighbors, **common)
