@@ -6,12 +6,10 @@ import functools
 import json
 import logging
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import kgplm
 from kgplm.artefact_cache import ArtefactCache, cache_dir, graph_content_hash
 from kgplm.cli import main
 from kgplm.exceptions import ConfigurationError
