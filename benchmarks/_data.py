@@ -49,6 +49,5 @@ def fact_probe(path: Path, store, num_facts: int, per_relation: int = 10) -> Pat
 
     if not path.is_file():
         stated = np.array([t for _, triples in verbalized_facts(store, num_facts) for t in triples], dtype=np.int64)
-        build_probe(store, queries_per_relation=per_relation, held_out_fraction=0.5, triples=stated,
-                    seed=0).save(path)
+        build_probe(store, queries_per_relation=per_relation, held_out_fraction=0.5, triples=stated, seed=0).save(path)
     return path

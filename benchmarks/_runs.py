@@ -28,11 +28,14 @@ __all__ = ["code_version", "run_directory", "settings_hash", "KEY_FILE"]
 
 def code_version(root: Path = ROOT) -> str:
     """The commit of ``root`` (12 hex digits), with ``+dirty-<hash of the changes>`` when the tree differs."""
+
     def git(*args: str) -> str:
         result = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
         if result.returncode != 0:
-            raise ConfigurationError(f"git {' '.join(args)} failed in {root}: {result.stderr.strip()} (benchmark "
-                                     "run directories are keyed by the commit: run them from a git checkout)")
+            raise ConfigurationError(
+                f"git {' '.join(args)} failed in {root}: {result.stderr.strip()} (benchmark "
+                "run directories are keyed by the commit: run them from a git checkout)"
+            )
         return result.stdout
 
     head = git("rev-parse", "--short=12", "HEAD").strip()
@@ -49,15 +52,19 @@ def settings_hash(settings: dict) -> str:
 
 def run_directory(parent: Path, name: str, settings: dict, *, version: str | None = None) -> Path:
     """``parent/<name>-<hash of settings and code version>``, created, with its key written (or checked)."""
-    key = {"settings": json.loads(json.dumps(settings, sort_keys=True, default=str)),
-           "code_version": version or code_version()}
+    key = {
+        "settings": json.loads(json.dumps(settings, sort_keys=True, default=str)),
+        "code_version": version or code_version(),
+    }
     directory = Path(parent) / f"{name}-{settings_hash(key)}"
     marker = directory / KEY_FILE
     if marker.is_file():
         stored = json.loads(marker.read_text(encoding="utf-8"))
         if stored != key:
-            raise ConfigurationError(f"{directory} holds a run made with other settings or code: {marker} records "
-                                     f"{stored}, this run is {key}; remove the directory or use another --work")
+            raise ConfigurationError(
+                f"{directory} holds a run made with other settings or code: {marker} records "
+                f"{stored}, this run is {key}; remove the directory or use another --work"
+            )
         return directory
     directory.mkdir(parents=True, exist_ok=True)
     temporary = marker.with_suffix(".tmp")

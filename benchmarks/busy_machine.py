@@ -50,13 +50,16 @@ def _cores() -> int:
 def _argv(corpus: Path, output_dir: Path, steps: int, extra: list[str]) -> list[str]:
     argv = command(corpus, output_dir, steps, checkpoint_every=max(steps, 1))
     at = argv.index("--num-threads")
-    del argv[at: at + 2]  # the setting decides
+    del argv[at : at + 2]  # the setting decides
     return argv + [str(_cores()) if value == "ALL" else value for value in extra]
 
 
 def _environment(extra: dict[str, str]) -> dict[str, str]:
-    environment = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY",
-                                                                   "NUMBA_NUM_THREADS", "MKL_NUM_THREADS")}
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS")
+    }
     return {**environment, "PYTHONPATH": str(REPO_ROOT), **extra}
 
 
@@ -66,11 +69,23 @@ def timed_run(corpus: Path, prepared: Path, work: Path, steps: int, setting: str
 
     output_dir = work / f"run-{time.monotonic_ns()}"
     environment, extra = SETTINGS[setting]
-    artefacts = ["--tokenizer", str(prepared / "tokenizer"), "--kg-embeddings", str(prepared / "kg" / "embeddings"),
-                 "--pepr", str(prepared / "kg" / "neighbors.npz")]
+    artefacts = [
+        "--tokenizer",
+        str(prepared / "tokenizer"),
+        "--kg-embeddings",
+        str(prepared / "kg" / "embeddings"),
+        "--pepr",
+        str(prepared / "kg" / "neighbors.npz"),
+    ]
     started = time.monotonic()
-    subprocess.run(_argv(corpus, output_dir, steps, extra + artefacts), cwd=REPO_ROOT,
-                   env=_environment(environment), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        _argv(corpus, output_dir, steps, extra + artefacts),
+        cwd=REPO_ROOT,
+        env=_environment(environment),
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     seconds = time.monotonic() - started
     shutil.rmtree(output_dir, ignore_errors=True)
     return seconds
@@ -91,8 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     corpus = write_corpus(work / "notes.txt")
     prepared = work / "prepared"
-    subprocess.run(_argv(corpus, prepared, 1, ["--num-threads", "1"]), cwd=REPO_ROOT, env=_environment({}),
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        _argv(corpus, prepared, 1, ["--num-threads", "1"]),
+        cwd=REPO_ROOT,
+        env=_environment({}),
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     print(f"{args.steps} steps of a tiny SMedBERT on {_cores()} cores; median of {args.repeats}")
     print("| setting | neighbours | wall time (s) | load average at start |")
@@ -102,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for setting in settings:
                 load = os.getloadavg()[0]
-                seconds = statistics.median(timed_run(corpus, prepared, work, args.steps, setting)
-                                            for _ in range(args.repeats))
+                seconds = statistics.median(
+                    timed_run(corpus, prepared, work, args.steps, setting) for _ in range(args.repeats)
+                )
                 print(f"| {setting} | {busy} | {seconds:.1f} | {load:.2f} |", flush=True)
         finally:
             for process in neighbours:

@@ -71,16 +71,18 @@ print(json.dumps(result))
 
 
 def run_step(name: str, path: Path, store: Path) -> dict:
-    completed = subprocess.run([sys.executable, "-c", RUNNER % STEPS[name], str(path), str(store)],
-                               capture_output=True, text=True, check=True)
+    completed = subprocess.run(
+        [sys.executable, "-c", RUNNER % STEPS[name], str(path), str(store)], capture_output=True, text=True, check=True
+    )
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--skip-rdflib", action="store_true")
-    parser.add_argument("--smoke", action="store_true",
-                        help="the tiny synthetic graph (synthetic_kg.SMOKE) in a temporary folder")
+    parser.add_argument(
+        "--smoke", action="store_true", help="the tiny synthetic graph (synthetic_kg.SMOKE) in a temporary folder"
+    )
     args = parser.parse_args()
     from synthetic_kg import SMOKE, synthetic_ntriples, write_ntriples
 
@@ -107,8 +109,10 @@ def main() -> None:
     print("| step | wall (s) | peak RSS (GB) | triples | note |")
     print("|---|---|---|---|---|")
     for step, result in rows:
-        print(f"| {labels[step]} | {result['seconds']:.2f} | {result['peak_rss_gb']:.2f} | {result['statements']:,} "
-              f"| {result.get('note', '')} |")
+        print(
+            f"| {labels[step]} | {result['seconds']:.2f} | {result['peak_rss_gb']:.2f} | {result['statements']:,} "
+            f"| {result.get('note', '')} |"
+        )
 
 
 if __name__ == "__main__":

@@ -55,16 +55,29 @@ def load_umls_from_pykeen() -> tuple[KGStore, dict[str, np.ndarray]] | None:
     return store, arrays
 
 
-def train_pykeen(store: KGStore, train: np.ndarray, *, model_name: str, dim: int, epochs: int, batch_size: int,
-                 lr: float, margin: float, seed: int) -> tuple[KGEmbeddings, float]:
+def train_pykeen(
+    store: KGStore,
+    train: np.ndarray,
+    *,
+    model_name: str,
+    dim: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    margin: float,
+    seed: int,
+) -> tuple[KGEmbeddings, float]:
     """Train PyKEEN's model on the same id-mapped triples; return its tables as KGEmbeddings and triples/s."""
     from pykeen.models import TransE, TransR
     from pykeen.training import SLCWATrainingLoop
     from pykeen.triples import CoreTriplesFactory
 
     torch.manual_seed(seed)
-    factory = CoreTriplesFactory.create(mapped_triples=torch.as_tensor(train, dtype=torch.long),
-                                        num_entities=store.num_entities, num_relations=store.num_relations)
+    factory = CoreTriplesFactory.create(
+        mapped_triples=torch.as_tensor(train, dtype=torch.long),
+        num_entities=store.num_entities,
+        num_relations=store.num_relations,
+    )
     if model_name == "transe":
         model = TransE(triples_factory=factory, embedding_dim=dim, scoring_fct_norm=1, random_seed=seed)
     else:
@@ -73,8 +86,7 @@ def train_pykeen(store: KGStore, train: np.ndarray, *, model_name: str, dim: int
 
     model.loss = MarginRankingLoss(margin=margin)
     optimizer = torch.optim.Adam(model.get_grad_params(), lr=lr)
-    loop = SLCWATrainingLoop(model=model, triples_factory=factory, optimizer=optimizer,
-                             negative_sampler="basic")
+    loop = SLCWATrainingLoop(model=model, triples_factory=factory, optimizer=optimizer, negative_sampler="basic")
     started = time.perf_counter()
     loop.train(triples_factory=factory, num_epochs=epochs, batch_size=batch_size, use_tqdm=False)
     elapsed = time.perf_counter() - started
@@ -83,11 +95,17 @@ def train_pykeen(store: KGStore, train: np.ndarray, *, model_name: str, dim: int
         relations = model.relation_representations[0](indices=None).detach().clone()
         projections = None
         if model_name == "transr":
-            projections = model.relation_representations[1](indices=None).detach().clone().view(
-                store.num_relations, dim, dim)
+            projections = (
+                model.relation_representations[1](indices=None).detach().clone().view(store.num_relations, dim, dim)
+            )
     # PyKEEN's TransR scores ‖clamp(h M_r) + r − clamp(t M_r)‖₂ as kgplm does; TransE with p = 1
-    embeddings = KGEmbeddings(method=model_name, entity_embeddings=entities, relation_embeddings=relations,
-                              projections=projections, norm=1 if model_name == "transe" else 2)
+    embeddings = KGEmbeddings(
+        method=model_name,
+        entity_embeddings=entities,
+        relation_embeddings=relations,
+        projections=projections,
+        norm=1 if model_name == "transe" else 2,
+    )
     return embeddings, epochs * len(train) / elapsed
 
 
@@ -98,8 +116,11 @@ def main() -> None:
     parser.add_argument("--eval-sample", type=int, default=2000, help="CMeKG test triples ranked (both sides)")
     parser.add_argument("--skip-pykeen-transr", action="store_true", help="PyKEEN TransR on CMeKG takes long")
     parser.add_argument("--skip-synthetic", action="store_true")
-    parser.add_argument("--smoke", action="store_true",
-                        help="toy graph and a tiny synthetic graph, 1 epoch, dimension 16, in a temporary folder")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="toy graph and a tiny synthetic graph, 1 epoch, dimension 16, in a temporary folder",
+    )
     args = parser.parse_args()
     if args.smoke:
         args.epochs, args.dim, args.eval_sample = 1, 16, 50
@@ -116,8 +137,11 @@ def run_benchmark(args: argparse.Namespace, smoke_folder: Path | None) -> None:
 
     def report(dataset, model, epochs, speed, metrics):
         rows.append((dataset, model, epochs, speed, metrics["mrr"], metrics["hits@1"], metrics["hits@10"]))
-        print(f"  {dataset:<8} {model:<22} {epochs:>3} ep  {speed:>10,.0f} triples/s  MRR {metrics['mrr']:.4f}  "
-              f"H@1 {metrics['hits@1']:.4f}  H@10 {metrics['hits@10']:.4f}", flush=True)
+        print(
+            f"  {dataset:<8} {model:<22} {epochs:>3} ep  {speed:>10,.0f} triples/s  MRR {metrics['mrr']:.4f}  "
+            f"H@1 {metrics['hits@1']:.4f}  H@10 {metrics['hits@10']:.4f}",
+            flush=True,
+        )
 
     datasets = []
     if smoke_folder is None:
@@ -129,8 +153,10 @@ def run_benchmark(args: argparse.Namespace, smoke_folder: Path | None) -> None:
     datasets.append(("CMeKG" if smoke_folder is None else "toy", cmekg, train, sample, 8192, args.epochs))
     umls = load_umls_from_pykeen()
     if umls is None:
-        print("PyKEEN is not installed: the UMLS dataset (bundled with PyKEEN) and the PyKEEN anchors are skipped;"
-              " `pip install -e '.[bench]'` installs it")
+        print(
+            "PyKEEN is not installed: the UMLS dataset (bundled with PyKEEN) and the PyKEEN anchors are skipped;"
+            " `pip install -e '.[bench]'` installs it"
+        )
     else:
         store, splits = umls
         if smoke_folder is None:
@@ -140,29 +166,70 @@ def run_benchmark(args: argparse.Namespace, smoke_folder: Path | None) -> None:
             datasets.append(("UMLS", store, splits["train"], sample, 256, args.epochs))
 
     for name, store, train, test, batch_size, epochs in datasets:
-        print(f"{name}: {store.num_entities:,} entities, {store.num_relations} relations, {len(train):,} training "
-              f"and {len(test):,} evaluated test triples", flush=True)
+        print(
+            f"{name}: {store.num_entities:,} entities, {store.num_relations} relations, {len(train):,} training "
+            f"and {len(test):,} evaluated test triples",
+            flush=True,
+        )
         filter_triples = store.triples
         common = dict(dim=args.dim, epochs=epochs, batch_size=batch_size, triples=train, progress=False, seed=0)
         transe = train_kg_embeddings(store, method="transe", lr=0.01, **common)
-        report(name, "kgplm TransE (L1)", epochs, transe.timings["triples_per_second"],
-               transe.evaluate(test, filter_triples=filter_triples, progress=False))
+        report(
+            name,
+            "kgplm TransE (L1)",
+            epochs,
+            transe.timings["triples_per_second"],
+            transe.evaluate(test, filter_triples=filter_triples, progress=False),
+        )
         transr = train_kg_embeddings(store, method="transr", lr=0.01, initialize_from=transe, **common)
-        report(name, "kgplm TransR (from TransE)", epochs, transr.timings["triples_per_second"],
-               transr.evaluate(test, filter_triples=filter_triples, progress=False))
+        report(
+            name,
+            "kgplm TransR (from TransE)",
+            epochs,
+            transr.timings["triples_per_second"],
+            transr.evaluate(test, filter_triples=filter_triples, progress=False),
+        )
         if umls is None:
             continue
-        pykeen_transe, speed = train_pykeen(store, train, model_name="transe", dim=args.dim, epochs=epochs,
-                                            batch_size=batch_size, lr=0.01, margin=1.0, seed=0)
-        report(name, "PyKEEN TransE (L1)", epochs, speed,
-               pykeen_transe.evaluate(test, filter_triples=filter_triples, progress=False))
+        pykeen_transe, speed = train_pykeen(
+            store,
+            train,
+            model_name="transe",
+            dim=args.dim,
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=0.01,
+            margin=1.0,
+            seed=0,
+        )
+        report(
+            name,
+            "PyKEEN TransE (L1)",
+            epochs,
+            speed,
+            pykeen_transe.evaluate(test, filter_triples=filter_triples, progress=False),
+        )
         if name == "CMeKG" and args.skip_pykeen_transr:
             continue
         pykeen_epochs = epochs if name != "CMeKG" else max(1, epochs // 5)
-        pykeen_transr, speed = train_pykeen(store, train, model_name="transr", dim=args.dim, epochs=pykeen_epochs,
-                                            batch_size=batch_size, lr=0.01, margin=1.0, seed=0)
-        report(name, "PyKEEN TransR", pykeen_epochs, speed,
-               pykeen_transr.evaluate(test, filter_triples=filter_triples, progress=False))
+        pykeen_transr, speed = train_pykeen(
+            store,
+            train,
+            model_name="transr",
+            dim=args.dim,
+            epochs=pykeen_epochs,
+            batch_size=batch_size,
+            lr=0.01,
+            margin=1.0,
+            seed=0,
+        )
+        report(
+            name,
+            "PyKEEN TransR",
+            pykeen_epochs,
+            speed,
+            pykeen_transr.evaluate(test, filter_triples=filter_triples, progress=False),
+        )
 
     if not args.skip_synthetic:
         if smoke_folder is None:
@@ -182,8 +249,17 @@ def run_benchmark(args: argparse.Namespace, smoke_folder: Path | None) -> None:
         for method in ("transe", "transr"):
             result = train_kg_embeddings(store, method=method, dim=dim, epochs=1, triples=subset, progress=False)
             label = "1M" if size == 1_000_000 else f"{size:,}"
-            rows.append(("synthetic", f"kgplm {method} ({label} triples)", 1, result.timings["triples_per_second"],
-                         float("nan"), float("nan"), float("nan")))
+            rows.append(
+                (
+                    "synthetic",
+                    f"kgplm {method} ({label} triples)",
+                    1,
+                    result.timings["triples_per_second"],
+                    float("nan"),
+                    float("nan"),
+                    float("nan"),
+                )
+            )
             print(f"  synthetic {method}: {result.timings['triples_per_second']:,.0f} triples/s", flush=True)
 
     print("\n| dataset | model | epochs | training triples/s | filtered MRR | Hits@1 | Hits@10 |")

@@ -104,8 +104,10 @@ def _crosses(a: tuple[int, int], b: tuple[int, int]) -> bool:
 def boundary_quality(linker: EntityLinker, path: Path) -> dict[str, int]:
     """The word-boundary figures of the module docstring on one ChineseBLUE NER JSON-lines file."""
     names = set(linker.patterns)
-    figures = dict.fromkeys(("gold", "named_gold", "named_gold_linked_exactly", "lost_to_crossing_match",
-                             "linked", "linked_crossing_gold"), 0)
+    figures = dict.fromkeys(
+        ("gold", "named_gold", "named_gold_linked_exactly", "lost_to_crossing_match", "linked", "linked_crossing_gold"),
+        0,
+    )
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
@@ -116,7 +118,7 @@ def boundary_quality(linker: EntityLinker, path: Path) -> dict[str, int]:
         found = set(linked)
         for span in gold:
             figures["gold"] += 1
-            if normalize_for_matching(text[span[0]:span[1]]) not in names:
+            if normalize_for_matching(text[span[0] : span[1]]) not in names:
                 continue
             figures["named_gold"] += 1
             if span in found:
@@ -150,10 +152,12 @@ def write_smoke_data(folder: Path, store, documents: int = 200, seed: int = 0) -
         writer = csv.writer(handle)
         writer.writerow(["department", "title", "ask", "answer"])
         writer.writerows(["内科", record["text"][:8], record["text"], "建议复查。"] for record in records[:half])
-    (corpus / "IM_neike.utf8.txt").write_text("".join(f"{record['text']}\n建议复查。\n\n" for record in records[half:]),
-                                              encoding="utf-8")
-    (folder / "test.json").write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records),
-                                      encoding="utf-8")
+    (corpus / "IM_neike.utf8.txt").write_text(
+        "".join(f"{record['text']}\n建议复查。\n\n" for record in records[half:]), encoding="utf-8"
+    )
+    (folder / "test.json").write_text(
+        "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records), encoding="utf-8"
+    )
     return folder
 
 
@@ -161,8 +165,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quality-only", action="store_true", help="only the word-boundary figures")
-    parser.add_argument("--smoke", action="store_true",
-                        help="the toy graph and generated text in a temporary folder, each row once")
+    parser.add_argument(
+        "--smoke", action="store_true", help="the toy graph and generated text in a temporary folder, each row once"
+    )
     args = parser.parse_args()
     if args.smoke:
         args.repeat = 1
@@ -171,8 +176,12 @@ def main() -> None:
             folder = write_smoke_data(Path(scratch), store)
             run_benchmark(args, store, folder / "medical_dialogue", folder / "test.json")
         return
-    run_benchmark(args, None, SHARED / "corpus" / "medical_dialogue",
-                  SHARED / "tasks" / "zh" / "chineseblue" / "cMedQANER" / "test.json")
+    run_benchmark(
+        args,
+        None,
+        SHARED / "corpus" / "medical_dialogue",
+        SHARED / "tasks" / "zh" / "chineseblue" / "cMedQANER" / "test.json",
+    )
 
 
 def run_benchmark(args: argparse.Namespace, store, folder: Path, ner_test: Path) -> None:
@@ -185,31 +194,47 @@ def run_benchmark(args: argparse.Namespace, store, folder: Path, ner_test: Path)
     if store is None:
         store = KGStore.from_cmekg(show_progress=False)
     build_seconds, linker = best_of(1, lambda: EntityLinker(store))
-    print(f"corpus: {len(texts):,} documents, {characters:,} characters, {megabytes:.2f} MB; dictionary: "
-          f"{linker.num_names:,} distinct names (≥ 2 characters) of {store.num_entities:,} entities; "
-          f"linker built in {build_seconds:.1f} s", flush=True)
+    print(
+        f"corpus: {len(texts):,} documents, {characters:,} characters, {megabytes:.2f} MB; dictionary: "
+        f"{linker.num_names:,} distinct names (≥ 2 characters) of {store.num_entities:,} entities; "
+        f"linker built in {build_seconds:.1f} s",
+        flush=True,
+    )
     quality = boundary_quality(linker, ner_test)
     print(f"\n{'cMedQANER test' if ner_test.parent.name == 'cMedQANER' else 'generated NER records'}, word boundaries:")
-    print(f"  named gold mentions (surface is a CMeKG name): {quality['named_gold']:,} of {quality['gold']:,}; "
-          f"linked exactly {quality['named_gold_linked_exactly']:,}; "
-          f"lost to a crossing match {quality['lost_to_crossing_match']:,}")
+    print(
+        f"  named gold mentions (surface is a CMeKG name): {quality['named_gold']:,} of {quality['gold']:,}; "
+        f"linked exactly {quality['named_gold_linked_exactly']:,}; "
+        f"lost to a crossing match {quality['lost_to_crossing_match']:,}"
+    )
     named = max(quality["named_gold"], 1)
-    print(f"  gold-name recall (named gold not lost to a crossing match, issue 29's figure): "
-          f"{1 - quality['lost_to_crossing_match'] / named:.4f}; named gold linked at exactly their span: "
-          f"{quality['named_gold_linked_exactly'] / named:.4f} (the others lie inside or around a linked name)")
-    print(f"  linked mentions crossing a gold boundary: {quality['linked_crossing_gold']:,} of {quality['linked']:,}",
-          flush=True)
+    print(
+        f"  gold-name recall (named gold not lost to a crossing match, issue 29's figure): "
+        f"{1 - quality['lost_to_crossing_match'] / named:.4f}; named gold linked at exactly their span: "
+        f"{quality['named_gold_linked_exactly'] / named:.4f} (the others lie inside or around a linked name)"
+    )
+    print(
+        f"  linked mentions crossing a gold boundary: {quality['linked_crossing_gold']:,} of {quality['linked']:,}",
+        flush=True,
+    )
     if args.quality_only:
         return
     rows = []
 
     linker.find(texts[0])  # load the compiled kernel
     seconds, result = best_of(args.repeat, lambda: list(linker.find_many(texts)))
-    rows.append(("kgplm EntityLinker.find_many (arrays, batches of documents)", seconds,
-                 sum(len(found[0]) for found in result), result))
+    rows.append(
+        (
+            "kgplm EntityLinker.find_many (arrays, batches of documents)",
+            seconds,
+            sum(len(found[0]) for found in result),
+            result,
+        )
+    )
     seconds, result = best_of(args.repeat, lambda: [linker.find(t) for t in texts])
-    rows.append(("kgplm EntityLinker.find per document (arrays)", seconds, sum(len(found[0]) for found in result),
-                 result))
+    rows.append(
+        ("kgplm EntityLinker.find per document (arrays)", seconds, sum(len(found[0]) for found in result), result)
+    )
     seconds, result = best_of(args.repeat, lambda: linker.link_many(texts))
     rows.append(("kgplm EntityLinker.link_many (Mention objects)", seconds, sum(map(len, result)), result))
     seconds, result = best_of(args.repeat, lambda: [linker.link(t) for t in texts])
@@ -217,13 +242,25 @@ def run_benchmark(args: argparse.Namespace, store, folder: Path, ner_test: Path)
     unfiltered = EntityLinker(store, stop_words=None, exclude_numeric=False, hyphen_variants=False)
     unfiltered.find(texts[0])
     seconds, result = best_of(args.repeat, lambda: list(unfiltered.find_many(texts)))
-    rows.append(("kgplm EntityLinker.find_many, filters off (stop words, numeric names, hyphens)", seconds,
-                 sum(len(found[0]) for found in result), result))
+    rows.append(
+        (
+            "kgplm EntityLinker.find_many, filters off (stop words, numeric names, hyphens)",
+            seconds,
+            sum(len(found[0]) for found in result),
+            result,
+        )
+    )
     longest = EntityLinker(store, word_boundaries=None)
     longest.find(texts[0])
     seconds, result = best_of(args.repeat, lambda: list(longest.find_many(texts)))
-    rows.append(("kgplm EntityLinker.find_many, leftmost-longest (word_boundaries=None)", seconds,
-                 sum(len(found[0]) for found in result), result))
+    rows.append(
+        (
+            "kgplm EntityLinker.find_many, leftmost-longest (word_boundaries=None)",
+            seconds,
+            sum(len(found[0]) for found in result),
+            result,
+        )
+    )
 
     try:
         import ahocorasick
@@ -234,8 +271,9 @@ def run_benchmark(args: argparse.Namespace, store, folder: Path, ner_test: Path)
         for index, pattern in enumerate(linker.patterns):
             automaton.add_word(pattern, index)
         automaton.make_automaton()
-        seconds, result = best_of(args.repeat, lambda: [list(automaton.iter_long(normalize_for_matching(t)))
-                                                        for t in texts])
+        seconds, result = best_of(
+            args.repeat, lambda: [list(automaton.iter_long(normalize_for_matching(t))) for t in texts]
+        )
         rows.append(("pyahocorasick iter_long (no Latin boundaries)", seconds, sum(map(len, result)), result))
 
     root = python_trie(linker.patterns)
@@ -250,8 +288,10 @@ def run_benchmark(args: argparse.Namespace, store, folder: Path, ner_test: Path)
     seconds, result = best_of(1, lambda: [list(segmenter.cut(t)) for t in texts])
     rows.append(("jieba segmentation (HMM on)", seconds, sum(map(len, result)), result))
 
-    print(f"\ncommit {code_version()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min): "
-          "wall-clock MB/s falls with the load, CPU MB/s (bytes / user+system CPU seconds, one thread) less")
+    print(
+        f"\ncommit {code_version()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min): "
+        "wall-clock MB/s falls with the load, CPU MB/s (bytes / user+system CPU seconds, one thread) less"
+    )
     print("\n| method | seconds | MB/s | CPU seconds | MB/s per CPU second | mentions (or words) |")
     print("|---|---|---|---|---|---|")
     for name, seconds, count, result in rows:

@@ -82,8 +82,9 @@ def contested_sample(store, size: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(contested, min(size, len(contested)), replace=False))
 
 
-def independent_ppr(store, seeds: np.ndarray, jump: str, alpha: float = 0.15, tol: float = 1e-12,
-                    block: int = 64) -> np.ndarray:
+def independent_ppr(
+    store, seeds: np.ndarray, jump: str, alpha: float = 0.15, tol: float = 1e-12, block: int = 64
+) -> np.ndarray:
     """Exact PEPR of ``seeds``, ``(len(seeds), entities)``, written here with scipy alone (no kgplm walk or
     kernel): the undirected walk P(u, v) = (triples linking u and v) / deg(u), self-loops dropped; the jump
     vector one-hot at the seed (``jump="seed"``) or the paper's w_s · one-hot + w_u / Z (Z entities,
@@ -102,8 +103,9 @@ def independent_ppr(store, seeds: np.ndarray, jump: str, alpha: float = 0.15, to
     transposed = (scipy.sparse.diags(np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)) @ counts).T.tocsr()
     dangling = degree == 0
     z = float(n)
-    seed_weight, uniform_weight = ((1 - 1 / z) / (1 + (z - 1) / z), 1 / (1 + (z - 1) / z)) if jump == "paper" \
-        else (1.0, 0.0)
+    seed_weight, uniform_weight = (
+        ((1 - 1 / z) / (1 + (z - 1) / z), 1 / (1 + (z - 1) / z)) if jump == "paper" else (1.0, 0.0)
+    )
     result = np.empty((len(seeds), n))
     for begin in range(0, len(seeds), block):
         part = seeds[begin : begin + block]
@@ -149,8 +151,9 @@ def contested_recall(reference: dict, table) -> tuple[float, float]:
     values = []
     indptr, neighbors, scores = reference["indptr"], reference["neighbors"], reference["scores"]
     for row, seed in enumerate(reference["seeds"].tolist()):
-        candidate_scores = dict(zip(neighbors[indptr[row] : indptr[row + 1]].tolist(),
-                                    scores[indptr[row] : indptr[row + 1]].tolist()))
+        candidate_scores = dict(
+            zip(neighbors[indptr[row] : indptr[row + 1]].tolist(), scores[indptr[row] : indptr[row + 1]].tolist())
+        )
         kth = np.sort(list(candidate_scores.values()))[-K]
         chosen = table.neighbors[table.row_of(seed)]
         chosen = chosen[chosen >= 0].tolist()
@@ -174,8 +177,10 @@ def _describe(setting: dict, table) -> str:
     config = table.config
     text = f"kgplm fast (push eps {setting['epsilon']:g}, {setting['num_hubs']} exact hubs"
     if config.get("refined"):
-        rounds = ", ".join(f"{count:,} to eps {level[0]:g} (gap < {level[1]:g})"
-                           for count, level in zip(config["num_refined"], config["refine_rounds"]))
+        rounds = ", ".join(
+            f"{count:,} to eps {level[0]:g} (gap < {level[1]:g})"
+            for count, level in zip(config["num_refined"], config["refine_rounds"])
+        )
         text += f"; of {config['num_contested']:,} contested seeds, deep pushes: {rounds}"
     else:
         text += "; no refinement"
@@ -187,27 +192,42 @@ def _describe(setting: dict, table) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--graph", choices=["synthetic", "cmekg"], default="synthetic")
-    parser.add_argument("--jumps", nargs="+", choices=["paper", "seed"], default=["paper", "seed"],
-                        help="jump vectors measured: the paper's (seed 1, others 1/Z) and plain PPR's one-hot")
+    parser.add_argument(
+        "--jumps",
+        nargs="+",
+        choices=["paper", "seed"],
+        default=["paper", "seed"],
+        help="jump vectors measured: the paper's (seed 1, others 1/Z) and plain PPR's one-hot",
+    )
     parser.add_argument("--recall-seeds", type=int, default=800, help="contested seeds compared with exact PEPR")
     parser.add_argument("--sample-seed", type=int, default=1, help="random seed of the contested sample")
-    parser.add_argument("--fast", type=_fast_setting, nargs="+",
-                        default=[_fast_setting("1e-2/64/off"), _fast_setting("1e-2/64")],
-                        help="fast-mode settings to time, each EPSILON/NUM_HUBS[/off or EPS:GAP,EPS:GAP]; "
-                             "without the third part, the defaults (refine='auto': deep pushes only where the graph has short cycles)")
+    parser.add_argument(
+        "--fast",
+        type=_fast_setting,
+        nargs="+",
+        default=[_fast_setting("1e-2/64/off"), _fast_setting("1e-2/64")],
+        help="fast-mode settings to time, each EPSILON/NUM_HUBS[/off or EPS:GAP,EPS:GAP]; "
+        "without the third part, the defaults (refine='auto': deep pushes only where the graph has short cycles)",
+    )
     parser.add_argument("--exact-seeds", type=int, default=256, help="sample seeds timed in exact mode")
     parser.add_argument("--anchor-seeds", type=int, default=3, help="seeds timed for networkx / scikit-network")
     parser.add_argument("--skip-networkx", action="store_true")
-    parser.add_argument("--smoke", action="store_true",
-                        help="the tiny synthetic graph, a few seeds, everything in a temporary folder")
+    parser.add_argument(
+        "--smoke", action="store_true", help="the tiny synthetic graph, a few seeds, everything in a temporary folder"
+    )
     args = parser.parse_args()
     if args.smoke:
         import importlib.util
         import tempfile
 
         global CACHE
-        args.__dict__.update(graph="smoke", recall_seeds=20, exact_seeds=8, anchor_seeds=1,
-                             skip_networkx=args.skip_networkx or importlib.util.find_spec("networkx") is None)
+        args.__dict__.update(
+            graph="smoke",
+            recall_seeds=20,
+            exact_seeds=8,
+            anchor_seeds=1,
+            skip_networkx=args.skip_networkx or importlib.util.find_spec("networkx") is None,
+        )
         cache = CACHE
         with tempfile.TemporaryDirectory(prefix="kgplm-pepr-") as scratch:
             try:
@@ -232,8 +252,17 @@ def run_benchmark(args: argparse.Namespace) -> None:
     references = {jump: exact_reference(store, args.graph, sample, args.sample_seed, jump) for jump in args.jumps}
     load_before = os.getloadavg()
     rows = _LoggedRows()
-    top_k_neighbors(store, sample[:2], k=K, mode="fast", num_hubs=1, epsilon=0.5, refine=True, refine_rounds=[(0.1, 1.0)],
-                    show_progress=False)  # compile
+    top_k_neighbors(
+        store,
+        sample[:2],
+        k=K,
+        mode="fast",
+        num_hubs=1,
+        epsilon=0.5,
+        refine=True,
+        refine_rounds=[(0.1, 1.0)],
+        show_progress=False,
+    )  # compile
     for jump in args.jumps:
         reference = references[jump]
         # exact mode, timed on part of the sample and extrapolated; its recall on the whole sample
@@ -243,23 +272,40 @@ def run_benchmark(args: argparse.Namespace) -> None:
             top_k_neighbors(store, timed, k=K, mode="exact", tol=1e-6, jump=jump, show_progress=False)
             per_seed = (time.perf_counter() - began) / len(timed)
             exact = top_k_neighbors(store, sample, k=K, mode="exact", tol=1e-6, jump=jump, show_progress=False)
-            rows.append((jump, "kgplm exact (batched power iteration, f64, tol 1e-6, 256 seeds/block)", per_seed,
-                         n * per_seed, *contested_recall(reference, exact), peak_rss_gb()))
+            rows.append(
+                (
+                    jump,
+                    "kgplm exact (batched power iteration, f64, tol 1e-6, 256 seeds/block)",
+                    per_seed,
+                    n * per_seed,
+                    *contested_recall(reference, exact),
+                    peak_rss_gb(),
+                )
+            )
         # fast: timed on every entity, the real job (hub vectors, global PageRank, candidate lists and the
         # refinement included); recall from the rows of the contested sample
         for setting in args.fast:
             began = time.perf_counter()
             fast = top_k_neighbors(store, None, k=K, mode="fast", jump=jump, show_progress=False, **setting)
             seconds = time.perf_counter() - began
-            rows.append((jump, _describe(setting, fast), seconds / n, seconds, *contested_recall(reference, fast),
-                         peak_rss_gb()))
+            rows.append(
+                (
+                    jump,
+                    _describe(setting, fast),
+                    seconds / n,
+                    seconds,
+                    *contested_recall(reference, fast),
+                    peak_rss_gb(),
+                )
+            )
 
     # anchors: one seed at a time, the paper's jump vector
     import scipy.sparse
 
     walk = TransitionMatrix.from_store(store)
-    adjacency = scipy.sparse.csr_matrix((np.ones(len(walk.push_indices)), walk.push_indices, walk.push_indptr),
-                                        shape=(n, n))  # scikit-network takes csr_matrix, not csr_array
+    adjacency = scipy.sparse.csr_matrix(
+        (np.ones(len(walk.push_indices)), walk.push_indices, walk.push_indptr), shape=(n, n)
+    )  # scikit-network takes csr_matrix, not csr_array
     anchors = sample[: args.anchor_seeds]
     try:
         if not len(anchors):
@@ -272,8 +318,17 @@ def run_benchmark(args: argparse.Namespace) -> None:
             weights[seed] = 1.0
             PageRank(damping_factor=0.85, n_iter=100, tol=1e-6).fit(adjacency, weights=weights / weights.sum())
         per_seed = (time.perf_counter() - began) / len(anchors)
-        rows.append(("paper", "scikit-network PageRank (power iteration, tol 1e-6), per seed", per_seed, n * per_seed,
-                     float("nan"), float("nan"), peak_rss_gb()))
+        rows.append(
+            (
+                "paper",
+                "scikit-network PageRank (power iteration, tol 1e-6), per seed",
+                per_seed,
+                n * per_seed,
+                float("nan"),
+                float("nan"),
+                peak_rss_gb(),
+            )
+        )
     except ImportError:
         print("scikit-network is not installed (pip install -e '.[bench]'): anchor skipped", file=sys.stderr)
     if not args.skip_networkx and len(anchors):
@@ -286,12 +341,16 @@ def run_benchmark(args: argparse.Namespace) -> None:
             personalization[seed] = 1.0
             nx.pagerank(graph, alpha=0.85, personalization=personalization, tol=1e-6)
         per_seed = time.perf_counter() - began
-        rows.append(("paper", "networkx pagerank, per seed", per_seed, n * per_seed, float("nan"), float("nan"), peak_rss_gb()))
+        rows.append(
+            ("paper", "networkx pagerank, per seed", per_seed, n * per_seed, float("nan"), float("nan"), peak_rss_gb())
+        )
 
     load_after = os.getloadavg()
-    print(f"{args.graph}: {n:,} entities, {store.num_triples:,} triples; recall on {len(sample)} of the contested "
-          f"seeds (> {K} candidates); load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
-          f"({os.cpu_count()} cores)\n")
+    print(
+        f"{args.graph}: {n:,} entities, {store.num_triples:,} triples; recall on {len(sample)} of the contested "
+        f"seeds (> {K} candidates); load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
+        f"({os.cpu_count()} cores)\n"
+    )
     print("| jump | method | seeds/s | all entities | contested recall@10 mean | min | peak RSS (GB) |")
     print("|---|---|---|---|---|---|---|")
     for jump, name, seconds, total, mean, minimum, rss in rows:

@@ -34,8 +34,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CACHE = Path(__file__).resolve().parent / ".cache"
-STAGES = ("import", "save", "load", "name_index", "pepr", "pepr_coarse", "pepr_recall", "transe", "linker_build", "linker_load", "linker_link",
-          "kebiolm", "smedbert")
+STAGES = (
+    "import",
+    "save",
+    "load",
+    "name_index",
+    "pepr",
+    "pepr_coarse",
+    "pepr_recall",
+    "transe",
+    "linker_build",
+    "linker_load",
+    "linker_link",
+    "kebiolm",
+    "smedbert",
+)
 MODEL_STAGES = {"transe": "transe_epoch", "kebiolm": "kebiolm_step", "smedbert": "smedbert_step"}
 #: contested seeds whose fast PEPR rows are checked against exact PEPR (power iteration, tol 1e-8)
 RECALL_SEEDS = 32
@@ -55,9 +68,15 @@ def _paths(size: str) -> dict[str, Path]:
     root = CACHE / f"umls-{size}"
     if size == COMPARATOR:  # CMeKG's own store (benchmarks/_data.py), linked on text of the same generator
         return {"cmekg": True, "linker": CACHE / "scale-cmekg" / "linker", "text": CACHE / "scale-cmekg" / "text.txt"}
-    return {"rrf": root, "store": CACHE / f"scale-{size}" / "store", "linker": CACHE / f"scale-{size}" / "linker",
-            "text": CACHE / f"scale-{size}" / "text.txt", "pepr": CACHE / f"scale-{size}" / "pepr.npz",
-            "pepr_coarse": CACHE / f"scale-{size}" / "pepr-coarse.npz", "copy": CACHE / f"scale-{size}" / "store-copy"}
+    return {
+        "rrf": root,
+        "store": CACHE / f"scale-{size}" / "store",
+        "linker": CACHE / f"scale-{size}" / "linker",
+        "text": CACHE / f"scale-{size}" / "text.txt",
+        "pepr": CACHE / f"scale-{size}" / "pepr.npz",
+        "pepr_coarse": CACHE / f"scale-{size}" / "pepr-coarse.npz",
+        "copy": CACHE / f"scale-{size}" / "store-copy",
+    }
 
 
 def _store(paths):
@@ -79,8 +98,24 @@ def _text(store, paths, megabytes: float | None = None) -> str:
     if paths["text"].is_file():
         return paths["text"].read_text(encoding="utf-8")
     rng = np.random.default_rng(0)
-    filler = ["the", "patient", "was", "given", "with", "and", "after", "shows", "no", "signs", "of", "患者", "出现",
-              "治疗", "后", "症状"]
+    filler = [
+        "the",
+        "patient",
+        "was",
+        "given",
+        "with",
+        "and",
+        "after",
+        "shows",
+        "no",
+        "signs",
+        "of",
+        "患者",
+        "出现",
+        "治疗",
+        "后",
+        "症状",
+    ]
     pieces, size = [], 0
     while size < megabytes * 1_000_000:
         words = [filler[i] for i in rng.integers(0, len(filler), 6)]
@@ -103,8 +138,12 @@ def run_stage(stage: str, size: str) -> dict:
         store = KGStore.from_umls_rrf(paths["rrf"], show_progress=False)
         began = time.perf_counter()
         store.save(paths["store"])
-        return {"count": store.num_entities, "unit": "concepts", "note": f"{store.num_triples:,} triples, "
-                f"{len(store.strings):,} strings; save {time.perf_counter() - began:.1f} s"}
+        return {
+            "count": store.num_entities,
+            "unit": "concepts",
+            "note": f"{store.num_triples:,} triples, "
+            f"{len(store.strings):,} strings; save {time.perf_counter() - began:.1f} s",
+        }
     if stage == "save":
         store = _store(paths)
         store.save(paths["copy"])
@@ -122,21 +161,29 @@ def run_stage(stage: str, size: str) -> dict:
         began = time.perf_counter()
         found = sum(entity in store.entity_ids(store.entity_name(entity)) for entity in probes)
         per_lookup = (time.perf_counter() - began) / len(probes)
-        return {"count": len(lookup), "unit": "names", "note": f"index {lookup.nbytes / 1e6:.0f} MB; "
-                f"{found}/1000 display names found, {per_lookup * 1e6:.0f} µs a lookup"}
+        return {
+            "count": len(lookup),
+            "unit": "names",
+            "note": f"index {lookup.nbytes / 1e6:.0f} MB; "
+            f"{found}/1000 display names found, {per_lookup * 1e6:.0f} µs a lookup",
+        }
     if stage in ("pepr", "pepr_coarse"):
         from kgplm.kg.pepr import top_k_neighbors
 
         store = _store(paths)
         # "pepr": the defaults (fast mode refines contested seeds); "pepr_coarse": the coarse push alone
         options = {} if stage == "pepr" else {"refine": False}
-        table = top_k_neighbors(store, None, k=10, mode="auto", budget_seconds=PEPR_BUDGET_SECONDS,
-                                show_progress=False, **options)
+        table = top_k_neighbors(
+            store, None, k=10, mode="auto", budget_seconds=PEPR_BUDGET_SECONDS, show_progress=False, **options
+        )
         table.save(paths[stage])
         config = table.config
-        return {"count": store.num_entities, "unit": "seeds",
-                "note": f"mode {config['mode']} ({config['mode_reason']}); {config.get('num_contested', 0):,} "
-                        f"contested, refined {config.get('num_refined')}"}
+        return {
+            "count": store.num_entities,
+            "unit": "seeds",
+            "note": f"mode {config['mode']} ({config['mode_reason']}); {config.get('num_contested', 0):,} "
+            f"contested, refined {config.get('num_refined')}",
+        }
     if stage == "pepr_recall":
         import numpy as np
 
@@ -162,8 +209,12 @@ def run_stage(stage: str, size: str) -> dict:
                 chosen = table.neighbors[table.row_of(seed)]
                 recalls.append(float(np.mean(exact[row, chosen[chosen >= 0]] >= kth * (1 - 1e-6))))
             notes.append(f"{name} {np.mean(recalls):.4f} (min {np.min(recalls):.2f})")
-        return {"count": len(sample), "unit": "seeds", "note": f"fast PEPR contested recall@10: {', '.join(notes)} "
-                f"on {len(sample)} contested seeds vs exact (tol 1e-8)"}
+        return {
+            "count": len(sample),
+            "unit": "seeds",
+            "note": f"fast PEPR contested recall@10: {', '.join(notes)} "
+            f"on {len(sample)} contested seeds vs exact (tol 1e-8)",
+        }
     if stage == "linker_build":
         from kgplm.text.linking import EntityLinker
 
@@ -195,25 +246,36 @@ def run_stage(stage: str, size: str) -> dict:
             del linker
         if len(counts) != 1:
             raise SystemExit(f"the two loads found different mentions: {counts}")
-        return {"count": megabytes, "unit": "MB", "seconds_override": megabytes / rates[False],
-                "mb_per_cpu_second": {"memory": rates[False], "mapped": rates[True]},
-                "note": f"{rates[False]:.2f} MB per CPU-second loaded into memory, {rates[True]:.2f} memory-mapped; "
-                        f"{counts.pop():,} mentions"}
+        return {
+            "count": megabytes,
+            "unit": "MB",
+            "seconds_override": megabytes / rates[False],
+            "mb_per_cpu_second": {"memory": rates[False], "mapped": rates[True]},
+            "note": f"{rates[False]:.2f} MB per CPU-second loaded into memory, {rates[True]:.2f} memory-mapped; "
+            f"{counts.pop():,} mentions",
+        }
     if stage in MODEL_STAGES:
         import scale_models  # benchmarks/scale_models.py (issue 30.4-30.5): its figures, this stage's process
 
         store = _store(paths)
         if stage == "transe":
             figures = scale_models.transe_epoch(store)
-            return {"count": store.num_triples, "unit": "triples",
-                    "note": f"one TransE epoch: {figures['triples_per_cpu_second']:,.0f} triples per CPU-second"}
+            return {
+                "count": store.num_triples,
+                "unit": "triples",
+                "note": f"one TransE epoch: {figures['triples_per_cpu_second']:,.0f} triples per CPU-second",
+            }
         step = scale_models.kebiolm_step if stage == "kebiolm" else scale_models.smedbert_step
         figures = step(store.num_entities)
         # the rate and the growth exponent read the step's own CPU time, not the model's build
-        return {"count": 1, "unit": "steps", "seconds_override": figures["step_cpu_seconds"],
-                "note": f"a step with {store.num_entities:,} entities: {figures['seconds']:.2f} s wall, "
-                        f"{figures['step_cpu_seconds']:.2f} s CPU (the stage's time includes building the model and "
-                        "the optimiser)"}
+        return {
+            "count": 1,
+            "unit": "steps",
+            "seconds_override": figures["step_cpu_seconds"],
+            "note": f"a step with {store.num_entities:,} entities: {figures['seconds']:.2f} s wall, "
+            f"{figures['step_cpu_seconds']:.2f} s CPU (the stage's time includes building the model and "
+            "the optimiser)",
+        }
     raise SystemExit(f"unknown stage {stage!r}")
 
 
@@ -228,8 +290,12 @@ def _measure_here(stage: str, size: str) -> dict:
     began_wall, began_cpu = time.perf_counter(), time.process_time()
     result = run_stage(stage, size)
     wall, cpu = time.perf_counter() - began_wall, time.process_time() - began_cpu
-    result.update(wall=wall, cpu=cpu, peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
-                  load_average=os.getloadavg()[0])
+    result.update(
+        wall=wall,
+        cpu=cpu,
+        peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+        load_average=os.getloadavg()[0],
+    )
     from _runs import code_version
 
     result["commit"] = code_version()
@@ -279,7 +345,7 @@ def _measure_in_child(stage: str, size: str, timeout: float) -> dict:
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["?"])[-1]
         return {"missing": f"failed: {tail[:160]}"}
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = json.loads(lines[-1][len("RESULT ") :])
     print(f"  {size} {stage}: {result}", file=sys.stderr, flush=True)
     return result
 
@@ -295,13 +361,18 @@ def _ensure_rrf(size: str) -> None:
 def _link_ratio(reference: dict, result: dict) -> str:
     """CMeKG's MB per CPU-second over this size's, read into memory and memory-mapped (a record made before the
     stage timed both loads has one rate, its rate column)."""
+
     def rates(record: dict) -> dict[str, float]:
-        return record.get("mb_per_cpu_second") or {"memory": record["count"] / record.get("seconds_override",
-                                                                                             record["cpu"])}
+        return record.get("mb_per_cpu_second") or {
+            "memory": record["count"] / record.get("seconds_override", record["cpu"])
+        }
 
     mine, theirs = rates(result), rates(reference)
-    return ", ".join(f"{theirs[load] / mine[load]:.2f} {'in memory' if load == 'memory' else 'memory-mapped'}"
-                     for load in ("memory", "mapped") if load in mine and load in theirs)
+    return ", ".join(
+        f"{theirs[load] / mine[load]:.2f} {'in memory' if load == 'memory' else 'memory-mapped'}"
+        for load in ("memory", "mapped")
+        if load in mine and load in theirs
+    )
 
 
 def _format_seconds(seconds: float) -> str:
@@ -315,13 +386,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stage", help=argparse.SUPPRESS)
     parser.add_argument("--size", help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a stage may take")
-    parser.add_argument("--reuse", action="store_true",
-                        help="take a stage's figures from its newest record at any commit (the cell names the commit)")
-    parser.add_argument("--skip", nargs="*", default=[], metavar="STAGE@SIZE", help="cells not run, each STAGE@SIZE or STAGE@SIZE=why")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="take a stage's figures from its newest record at any commit (the cell names the commit)",
+    )
+    parser.add_argument(
+        "--skip", nargs="*", default=[], metavar="STAGE@SIZE", help="cells not run, each STAGE@SIZE or STAGE@SIZE=why"
+    )
     parser.add_argument("--skip-reason", default="skipped", help="what the skipped cells say")
     parser.add_argument("--cache", type=Path, default=None, help=argparse.SUPPRESS)  # a child's CACHE
-    parser.add_argument("--smoke", action="store_true",
-                        help="every stage on 300 generated concepts, in a temporary folder")
+    parser.add_argument(
+        "--smoke", action="store_true", help="every stage on 300 generated concepts, in a temporary folder"
+    )
     args = parser.parse_args(argv)
     global CACHE, TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE
     settings = CACHE, TEXT_MB, PEPR_BUDGET_SECONDS, SMOKE
@@ -363,15 +440,18 @@ def run_benchmark(args: argparse.Namespace) -> None:
             if f"{stage}@{size}" in skipped:
                 results[stage, size] = {"missing": f"not run: {skipped[f'{stage}@{size}'] or args.skip_reason}"}
                 continue
-            results[stage, size] = measure(stage, size, args.timeout, commit, args.reuse,
-                                           in_process=args.smoke and stage != args.stages[0])
+            results[stage, size] = measure(
+                stage, size, args.timeout, commit, args.reuse, in_process=args.smoke and stage != args.stages[0]
+            )
     load_after = os.getloadavg()
     scaled = [size for size in args.sizes if size != COMPARATOR]  # the UMLS-shaped sizes
     concepts = {size: synthetic_umls.parse_size(size) for size in scaled}
-    print(f"benchmarks/scale.py at commit {commit}; UMLS-shaped sets of {', '.join(scaled)} concepts "
-          f"(benchmarks/synthetic_umls.py, seed 0); {os.cpu_count()} cores, load average {load_before[0]:.1f} "
-          f"before, {load_after[0]:.1f} after. Wall and CPU (user + sys) time, peak RSS of the stage's own "
-          "process, throughput per CPU-second.\n")
+    print(
+        f"benchmarks/scale.py at commit {commit}; UMLS-shaped sets of {', '.join(scaled)} concepts "
+        f"(benchmarks/synthetic_umls.py, seed 0); {os.cpu_count()} cores, load average {load_before[0]:.1f} "
+        f"before, {load_after[0]:.1f} after. Wall and CPU (user + sys) time, peak RSS of the stage's own "
+        "process, throughput per CPU-second.\n"
+    )
     print("| stage | " + " | ".join(args.sizes) + " |")
     print("|---|" + "---|" * len(args.sizes))
     for stage in args.stages:
@@ -384,19 +464,29 @@ def run_benchmark(args: argparse.Namespace) -> None:
             cpu = result.get("seconds_override", result["cpu"])
             rate = result["count"] / cpu if cpu > 0 else float("inf")
             measured_at = "" if result.get("commit") == commit else f" (at {result.get('commit')})"
-            cells.append(f"{_format_seconds(result['wall'])} wall, {_format_seconds(result['cpu'])} CPU, "
-                         f"{result['peak_rss_gb']:.2f} GB; {rate:,.1f} {result['unit']}/CPU-s; {result.get('note', '')}; "
-                         f"load {result.get('load_average', float('nan')):.1f}{measured_at}")
+            cells.append(
+                f"{_format_seconds(result['wall'])} wall, {_format_seconds(result['cpu'])} CPU, "
+                f"{result['peak_rss_gb']:.2f} GB; {rate:,.1f} {result['unit']}/CPU-s; {result.get('note', '')}; "
+                f"load {result.get('load_average', float('nan')):.1f}{measured_at}"
+            )
         print(f"| {stage} | " + " | ".join(cells) + " |")
     if COMPARATOR in args.sizes and "missing" not in results.get(("linker_link", COMPARATOR), {"missing": ""}):
         reference = results["linker_link", COMPARATOR]
-        print(f"\nCMeKG's linking rate ÷ each size's (the `{COMPARATOR}` column: CMeKG's store, text of the same "
-              "generator; issue 30.6 asks for at most 2): " + "; ".join(
-                  f"{size} {_link_ratio(reference, results['linker_link', size])}" for size in scaled
-                  if "missing" not in results["linker_link", size]) + ".")
+        print(
+            f"\nCMeKG's linking rate ÷ each size's (the `{COMPARATOR}` column: CMeKG's store, text of the same "
+            "generator; issue 30.6 asks for at most 2): "
+            + "; ".join(
+                f"{size} {_link_ratio(reference, results['linker_link', size])}"
+                for size in scaled
+                if "missing" not in results["linker_link", size]
+            )
+            + "."
+        )
     if len(scaled) > 1:
-        print("\nGrowth exponents (slope of log cost against log concepts between consecutive sizes; CPU time "
-              "(of the linking or the step alone where the rate reads it), peak RSS):\n")
+        print(
+            "\nGrowth exponents (slope of log cost against log concepts between consecutive sizes; CPU time "
+            "(of the linking or the step alone where the rate reads it), peak RSS):\n"
+        )
         pairs = list(zip(scaled[:-1], scaled[1:]))
         print("| stage | " + " | ".join(f"{a}→{b} CPU | {a}→{b} RSS" for a, b in pairs) + " |")
         print("|---|" + "---|---|" * len(pairs))
@@ -409,8 +499,10 @@ def run_benchmark(args: argparse.Namespace) -> None:
                     continue
                 ratio = math.log(concepts[large] / concepts[small])
                 cost = [result.get("seconds_override", result["cpu"]) for result in (first, second)]
-                cells += [f"{math.log(max(cost[1], 1e-3) / max(cost[0], 1e-3)) / ratio:.2f}",
-                          f"{math.log(second['peak_rss_gb'] / first['peak_rss_gb']) / ratio:.2f}"]
+                cells += [
+                    f"{math.log(max(cost[1], 1e-3) / max(cost[0], 1e-3)) / ratio:.2f}",
+                    f"{math.log(second['peak_rss_gb'] / first['peak_rss_gb']) / ratio:.2f}",
+                ]
             print(f"| {stage} | " + " | ".join(cells) + " |")
 
 

@@ -54,8 +54,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-__all__ = ["transe_epoch", "kebiolm_step", "smedbert_step", "random_triples", "TriplesGraph",
-           "compare_linking_softmaxes", "parse_size", "toy_corpus", "print_softmax_table"]
+__all__ = [
+    "transe_epoch",
+    "kebiolm_step",
+    "smedbert_step",
+    "random_triples",
+    "TriplesGraph",
+    "compare_linking_softmaxes",
+    "parse_size",
+    "toy_corpus",
+    "print_softmax_table",
+]
 
 SIZES = {"115k": 115_157, "1M": 1_000_000, "4M": 4_000_000}
 TRIPLES_PER_ENTITY = 7
@@ -94,13 +103,14 @@ def measured(into: dict):
 
 
 # -- TransE / TransR -------------------------------------------------------------------------------
-def random_triples(num_entities: int, num_triples: int, num_relations: int = NUM_RELATIONS, seed: int = 0,
-                   chunk: int = 1 << 22) -> np.ndarray:
+def random_triples(
+    num_entities: int, num_triples: int, num_relations: int = NUM_RELATIONS, seed: int = 0, chunk: int = 1 << 22
+) -> np.ndarray:
     """``(num_triples, 3)`` int32 (head, relation, tail), uniform, written chunk by chunk."""
     rng = np.random.default_rng(seed)
     triples = np.empty((num_triples, 3), dtype=np.int32)
     for start in range(0, num_triples, chunk):
-        rows = triples[start:start + chunk]
+        rows = triples[start : start + chunk]
         rows[:, 0] = rng.integers(0, num_entities, len(rows), dtype=np.int32)
         rows[:, 1] = rng.integers(0, num_relations, len(rows), dtype=np.int32)
         rows[:, 2] = rng.integers(0, num_entities, len(rows), dtype=np.int32)
@@ -123,9 +133,17 @@ class TriplesGraph:
         return None
 
 
-def transe_epoch(store_or_triples, *, num_entities: int | None = None, num_relations: int | None = None,
-                 method: str = "transe", dim: int = 100, relation_dim: int | None = None, batch_size: int = 8192,
-                 seed: int = 0) -> dict:
+def transe_epoch(
+    store_or_triples,
+    *,
+    num_entities: int | None = None,
+    num_relations: int | None = None,
+    method: str = "transe",
+    dim: int = 100,
+    relation_dim: int | None = None,
+    batch_size: int = 8192,
+    seed: int = 0,
+) -> dict:
     """One epoch of :func:`kgplm.kg.embeddings.train_kg_embeddings` over every triple (a ``KGStore``,
     or an ``(n, 3)`` id array with ``num_entities``/``num_relations``)."""
     from kgplm.kg.embeddings import train_kg_embeddings
@@ -135,15 +153,32 @@ def transe_epoch(store_or_triples, *, num_entities: int | None = None, num_relat
         graph = TriplesGraph(store_or_triples, num_entities, num_relations)
     warm_up = TriplesGraph(np.zeros((8, 3), dtype=np.int32), 2, 1)  # loads the numba kernels before timing
     train_kg_embeddings(warm_up, method=method, dim=dim, relation_dim=relation_dim, epochs=1, progress=False)
-    result = {"stage": method, "num_entities": graph.num_entities, "num_triples": graph.num_triples,
-              "num_relations": graph.num_relations, "dim": dim, "relation_dim": relation_dim or dim}
+    result = {
+        "stage": method,
+        "num_entities": graph.num_entities,
+        "num_triples": graph.num_triples,
+        "num_relations": graph.num_relations,
+        "dim": dim,
+        "relation_dim": relation_dim or dim,
+    }
     with measured(result):
-        embeddings = train_kg_embeddings(graph, method=method, dim=dim, relation_dim=relation_dim, epochs=1,
-                                         batch_size=batch_size, seed=seed, progress=False)
+        embeddings = train_kg_embeddings(
+            graph,
+            method=method,
+            dim=dim,
+            relation_dim=relation_dim,
+            epochs=1,
+            batch_size=batch_size,
+            seed=seed,
+            progress=False,
+        )
     result["triples_per_second"] = graph.num_triples / result["seconds"]
     result["triples_per_cpu_second"] = graph.num_triples / result["cpu_seconds"]
-    result["table_bytes"] = sum(t.numel() * 4 for t in (embeddings.entity_embeddings, embeddings.relation_embeddings,
-                                                         embeddings.projections) if t is not None)
+    result["table_bytes"] = sum(
+        t.numel() * 4
+        for t in (embeddings.entity_embeddings, embeddings.relation_embeddings, embeddings.projections)
+        if t is not None
+    )
     return result
 
 
@@ -161,8 +196,16 @@ def _text_batch(generator, batch_size: int, length: int, vocab_size: int, mentio
     mention_batch = torch.arange(batch_size).repeat_interleave(len(mention_starts))
     starts = torch.tensor(mention_starts).repeat(batch_size)
     spans = torch.stack([starts, starts + 2], 1)
-    return dict(input_ids=input_ids, attention_mask=torch.ones(batch_size, length, dtype=torch.long),
-                token_type_ids=torch.zeros(batch_size, length, dtype=torch.long), labels=labels), mention_batch, spans
+    return (
+        dict(
+            input_ids=input_ids,
+            attention_mask=torch.ones(batch_size, length, dtype=torch.long),
+            token_type_ids=torch.zeros(batch_size, length, dtype=torch.long),
+            labels=labels,
+        ),
+        mention_batch,
+        spans,
+    )
 
 
 def _measure_steps(build, batch: dict, steps: int, seed: int, mentions: int, result: dict) -> dict:
@@ -202,9 +245,18 @@ def _time_steps(model, batch: dict, steps: int, result: dict) -> None:
     result["step_cpu_seconds"] = (time.process_time() - cpu) / steps
 
 
-def kebiolm_step(num_entities: int, *, linking_softmax: str = "full", entity_dim: int = 64, batch_size: int = 8,
-                 length: int = 128, mentions: int = 20, steps: int = 2, vocab_size: int = 8000,
-                 seed: int = 0) -> dict:
+def kebiolm_step(
+    num_entities: int,
+    *,
+    linking_softmax: str = "full",
+    entity_dim: int = 64,
+    batch_size: int = 8,
+    length: int = 128,
+    mentions: int = 20,
+    steps: int = 2,
+    vocab_size: int = 8000,
+    seed: int = 0,
+) -> dict:
     """A KeBioLM pre-training step with ``num_entities`` entities (see the module docstring)."""
     import torch
 
@@ -217,20 +269,52 @@ def kebiolm_step(num_entities: int, *, linking_softmax: str = "full", entity_dim
     text, mention_batch, spans = _text_batch(generator, batch_size, length, vocab_size, starts)
     valid = np.ones(length, dtype=bool)
     valid[[0, -1]] = False  # [CLS] and [SEP] are not scored
-    batch = dict(text, mention_batch=mention_batch, mention_spans=spans,
-                 mention_entity_ids=torch.randint(0, num_entities, (len(spans),), generator=generator),
-                 detection_labels=torch.from_numpy(np.stack([
-                     tags_from_spans(length, spans[mention_batch == row].numpy(), valid) for row in range(batch_size)])))
-    result = {"stage": f"kebiolm-{linking_softmax}", "num_entities": num_entities, "entity_dim": entity_dim,
-              "mentions": len(spans)}
-    return _measure_steps(lambda: KebiolmForPreTraining(KebiolmConfig(
-        vocab_size=vocab_size, num_entities=num_entities, entity_dim=entity_dim, linking_softmax=linking_softmax,
-        **TINY_TEXT_ENCODER)), batch, steps, seed, len(spans), result)
+    batch = dict(
+        text,
+        mention_batch=mention_batch,
+        mention_spans=spans,
+        mention_entity_ids=torch.randint(0, num_entities, (len(spans),), generator=generator),
+        detection_labels=torch.from_numpy(
+            np.stack([tags_from_spans(length, spans[mention_batch == row].numpy(), valid) for row in range(batch_size)])
+        ),
+    )
+    result = {
+        "stage": f"kebiolm-{linking_softmax}",
+        "num_entities": num_entities,
+        "entity_dim": entity_dim,
+        "mentions": len(spans),
+    }
+    return _measure_steps(
+        lambda: KebiolmForPreTraining(
+            KebiolmConfig(
+                vocab_size=vocab_size,
+                num_entities=num_entities,
+                entity_dim=entity_dim,
+                linking_softmax=linking_softmax,
+                **TINY_TEXT_ENCODER,
+            )
+        ),
+        batch,
+        steps,
+        seed,
+        len(spans),
+        result,
+    )
 
 
-def smedbert_step(num_entities: int, *, entity_dim: int = 64, batch_size: int = 8, length: int = 128,
-                  mentions: int = 4, neighbours: int = 10, steps: int = 2, vocab_size: int = 8000,
-                  num_relations: int = NUM_RELATIONS, seed: int = 0) -> dict:
+def smedbert_step(
+    num_entities: int,
+    *,
+    entity_dim: int = 64,
+    batch_size: int = 8,
+    length: int = 128,
+    mentions: int = 4,
+    neighbours: int = 10,
+    steps: int = 2,
+    vocab_size: int = 8000,
+    num_relations: int = NUM_RELATIONS,
+    seed: int = 0,
+) -> dict:
     """A SMedBERT pre-training step with ``num_entities`` entities (see the module docstring)."""
     import torch
 
@@ -247,28 +331,66 @@ def smedbert_step(num_entities: int, *, entity_dim: int = 64, batch_size: int = 
         return torch.randint(0, high, (count,), generator=generator)
 
     batch = dict(
-        text, sentence_order_label=ids(batch_size, 2),
-        mention_batch=mention_batch, mention_spans=spans, mention_masked=torch.rand(len(spans), generator=generator) < 0.5,
-        neighbor_mention=torch.arange(len(spans)).repeat_interleave(neighbours), neighbor_entity_ids=ids(edges, num_entities),
-        neighbor_relation_ids=ids(edges, num_relations), neighbor_directions=ids(edges, 2),
+        text,
+        sentence_order_label=ids(batch_size, 2),
+        mention_batch=mention_batch,
+        mention_spans=spans,
+        mention_masked=torch.rand(len(spans), generator=generator) < 0.5,
+        neighbor_mention=torch.arange(len(spans)).repeat_interleave(neighbours),
+        neighbor_entity_ids=ids(edges, num_entities),
+        neighbor_relation_ids=ids(edges, num_relations),
+        neighbor_directions=ids(edges, 2),
         neighbor_type_ids=ids(edges, 8),
-        mnem_mention_batch=mnem_batch, mnem_mention_spans=mnem_spans,
-        mnem_edge_mention=torch.arange(len(mnem_spans)).repeat_interleave(3), mnem_entity_ids=ids(mnem_edges, num_entities),
-        mnem_relation_ids=ids(mnem_edges, num_relations), mnem_directions=ids(mnem_edges, 2),
+        mnem_mention_batch=mnem_batch,
+        mnem_mention_spans=mnem_spans,
+        mnem_edge_mention=torch.arange(len(mnem_spans)).repeat_interleave(3),
+        mnem_entity_ids=ids(mnem_edges, num_entities),
+        mnem_relation_ids=ids(mnem_edges, num_relations),
+        mnem_directions=ids(mnem_edges, 2),
         mnem_negative_ids=torch.randint(0, num_entities, (mnem_edges, negatives), generator=generator),
-        mnem_log_q=-torch.rand(mnem_edges, negatives + 1, generator=generator) - 5)
-    result = {"stage": "smedbert", "num_entities": num_entities, "entity_dim": entity_dim, "mentions": len(spans),
-              "neighbour_edges": edges}
-    return _measure_steps(lambda: SmedbertForPreTraining(SmedbertConfig(
-        vocab_size=vocab_size, num_entities=num_entities, num_relations=num_relations, num_entity_types=8,
-        entity_dim=entity_dim, relation_dim=entity_dim, mnem_num_negatives=negatives, **TINY_TEXT_ENCODER)),
-        batch, steps, seed, len(spans), result)
+        mnem_log_q=-torch.rand(mnem_edges, negatives + 1, generator=generator) - 5,
+    )
+    result = {
+        "stage": "smedbert",
+        "num_entities": num_entities,
+        "entity_dim": entity_dim,
+        "mentions": len(spans),
+        "neighbour_edges": edges,
+    }
+    return _measure_steps(
+        lambda: SmedbertForPreTraining(
+            SmedbertConfig(
+                vocab_size=vocab_size,
+                num_entities=num_entities,
+                num_relations=num_relations,
+                num_entity_types=8,
+                entity_dim=entity_dim,
+                relation_dim=entity_dim,
+                mnem_num_negatives=negatives,
+                **TINY_TEXT_ENCODER,
+            )
+        ),
+        batch,
+        steps,
+        seed,
+        len(spans),
+        result,
+    )
 
 
 # -- the sampled softmax against the exact one on CMeKG --------------------------------------------
-def compare_linking_softmaxes(work: Path, *, steps: int = 150, batch_size: int = 8, seed: int = 0,
-                              num_facts: int = 3000, num_dialogues: int = 300, log_every: int = 10,
-                              store=None, corpus: Path | None = None) -> dict:
+def compare_linking_softmaxes(
+    work: Path,
+    *,
+    steps: int = 150,
+    batch_size: int = 8,
+    seed: int = 0,
+    num_facts: int = 3000,
+    num_dialogues: int = 300,
+    log_every: int = 10,
+    store=None,
+    corpus: Path | None = None,
+) -> dict:
     """Two short KeBioLM runs on CMeKG (exact, then sampled with the exact run's artefacts); on ``store``
     and ``corpus`` instead when given (``num_facts`` and ``num_dialogues`` then unused)."""
     from _data import cmekg_store, mixed_corpus
@@ -284,13 +406,25 @@ def compare_linking_softmaxes(work: Path, *, steps: int = 150, batch_size: int =
     elif corpus is None:
         from kgplm.exceptions import ConfigurationError
 
-        raise ConfigurationError("compare_linking_softmaxes got a store without a corpus: pass the text to "
-                                 "pre-train on as corpus= (a file path)")
+        raise ConfigurationError(
+            "compare_linking_softmaxes got a store without a corpus: pass the text to "
+            "pre-train on as corpus= (a file path)"
+        )
     else:
         given = {"graph": repr(store), "corpus": str(corpus)}
-    common = dict(text_model=dict(TINY_TEXT_ENCODER, max_position_embeddings=160), max_length=128,
-                  entity_dim=64, kg_epochs=1, max_steps=steps, batch_size=batch_size, seed=seed,
-                  log_every=log_every, checkpoint_every=steps, device="cpu", progress=False)
+    common = dict(
+        text_model=dict(TINY_TEXT_ENCODER, max_position_embeddings=160),
+        max_length=128,
+        entity_dim=64,
+        kg_epochs=1,
+        max_steps=steps,
+        batch_size=batch_size,
+        seed=seed,
+        log_every=log_every,
+        checkpoint_every=steps,
+        device="cpu",
+        progress=False,
+    )
     version = code_version()
     runs = {}
     for softmax in ("full", "sampled"):
@@ -299,8 +433,15 @@ def compare_linking_softmaxes(work: Path, *, steps: int = 150, batch_size: int =
         extra = {}
         if softmax == "sampled":  # the exact run's tokenizer and TransE table: only the softmax differs
             extra = dict(tokenizer=runs["full"].tokenizer_dir, kg_embeddings=runs["full"].output_dir / "kg" / "transe")
-        runs[softmax] = kgplm.train("kebiolm", graph=store, corpus=corpus, output_dir=directory,
-                                    model_options={"linking_softmax": softmax}, **common, **extra)
+        runs[softmax] = kgplm.train(
+            "kebiolm",
+            graph=store,
+            corpus=corpus,
+            output_dir=directory,
+            model_options={"linking_softmax": softmax},
+            **common,
+            **extra,
+        )
     summary = {"commit": version, "num_entities": store.num_entities, "steps": steps}
     for softmax, run in runs.items():
         exact_name = "el" if softmax == "full" else "el_exact_loss"
@@ -309,9 +450,14 @@ def compare_linking_softmaxes(work: Path, *, steps: int = 150, batch_size: int =
             values = run.curve(name)
             return float(np.mean(values[-3:])) if values else float("nan")  # the last 3 logged values
 
-        summary[softmax] = {"exact_el": tail(exact_name), "optimised_el": tail("el"),
-                            "el_accuracy": tail("el_accuracy"), "first_exact_el": run.curve(exact_name)[0],
-                            "loss": tail("loss"), "output_dir": str(run.output_dir)}
+        summary[softmax] = {
+            "exact_el": tail(exact_name),
+            "optimised_el": tail("el"),
+            "el_accuracy": tail("el_accuracy"),
+            "first_exact_el": run.curve(exact_name)[0],
+            "loss": tail("loss"),
+            "output_dir": str(run.output_dir),
+        }
     return summary
 
 
@@ -321,21 +467,30 @@ def toy_corpus(path: Path, store, documents: int = 200, seed: int = 0) -> Path:
 
     rng = random.Random(seed)
     names = [store.entity_name(entity) for entity in range(store.num_entities)]
-    path.write_text("\n".join(f"患者主诉{a}三天，伴有{b}，既往有{c}病史，建议复查。"
-                              for a, b, c in (rng.sample(names, 3) for _ in range(documents))), encoding="utf-8")
+    path.write_text(
+        "\n".join(
+            f"患者主诉{a}三天，伴有{b}，既往有{c}病史，建议复查。"
+            for a, b, c in (rng.sample(names, 3) for _ in range(documents))
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
 def print_softmax_table(summary: dict) -> None:
     """The comparison's figures as a Markdown table, one row per softmax."""
-    print(f"\nKeBioLM, {summary['num_entities']:,} entities, {summary['steps']} steps (commit {summary['commit']}); "
-          "means of the last 3 logged values\n")
+    print(
+        f"\nKeBioLM, {summary['num_entities']:,} entities, {summary['steps']} steps (commit {summary['commit']}); "
+        "means of the last 3 logged values\n"
+    )
     print("| linking softmax | exact L_EL, first | exact L_EL | optimised L_EL | EL accuracy | loss |")
     print("|---|---|---|---|---|---|")
     for softmax in ("full", "sampled"):
         row = summary[softmax]
-        print(f"| {softmax} | {row['first_exact_el']:.4f} | {row['exact_el']:.4f} | {row['optimised_el']:.4f} | "
-              f"{row['el_accuracy']:.4f} | {row['loss']:.4f} |")
+        print(
+            f"| {softmax} | {row['first_exact_el']:.4f} | {row['exact_el']:.4f} | {row['optimised_el']:.4f} | "
+            f"{row['el_accuracy']:.4f} | {row['loss']:.4f} |"
+        )
 
 
 # -- CLI -------------------------------------------------------------------------------------------
@@ -360,8 +515,12 @@ def _run_cell(stage: str, size: str, seed: int, limit: float | None) -> dict:
     import threading
 
     errors = tempfile.TemporaryFile("w+")  # not a pipe: a child that logs much must not block on it
-    process = subprocess.Popen([sys.executable, __file__, "--one", stage, size, "--seed", str(seed)],
-                               stdout=subprocess.PIPE, stderr=errors, text=True)
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--one", stage, size, "--seed", str(seed)],
+        stdout=subprocess.PIPE,
+        stderr=errors,
+        text=True,
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
     reader.start()
@@ -377,8 +536,12 @@ def _run_cell(stage: str, size: str, seed: int, limit: float | None) -> dict:
             process.wait()
             reader.join(5)
             before = next((json.loads(line)["rss_before"] for line in lines if "rss_before" in line), 0)
-            return {"stage": stage, "num_entities": parse_size(size), "partial_seconds": limit,
-                    "peak_rss_delta": peak - before}
+            return {
+                "stage": stage,
+                "num_entities": parse_size(size),
+                "partial_seconds": limit,
+                "peak_rss_delta": peak - before,
+            }
         time.sleep(0.5)
     reader.join(5)
     if process.returncode:
@@ -391,15 +554,21 @@ def _row(result: dict) -> str:
     if "error" in result:
         return f"| {result['stage']} | {result['num_entities']:,} | failed: {result['error']} |"
     if "partial_seconds" in result:
-        return (f"| {result['stage']} | {result['num_entities']:,} | stopped after {result['partial_seconds']:.0f} s "
-                f"(peak RSS Δ so far {result['peak_rss_delta'] / 2 ** 30:.2f} GiB) |")
-    throughput = (f"{result['triples_per_second'] / 1e3:,.0f}k triples/s, "
-                  f"{result['triples_per_cpu_second'] / 1e3:,.0f}k /CPU-s" if "triples_per_second" in result
-                  else f"{result['mentions_per_second']:,.0f} mentions/s")
+        return (
+            f"| {result['stage']} | {result['num_entities']:,} | stopped after {result['partial_seconds']:.0f} s "
+            f"(peak RSS Δ so far {result['peak_rss_delta'] / 2**30:.2f} GiB) |"
+        )
+    throughput = (
+        f"{result['triples_per_second'] / 1e3:,.0f}k triples/s, {result['triples_per_cpu_second'] / 1e3:,.0f}k /CPU-s"
+        if "triples_per_second" in result
+        else f"{result['mentions_per_second']:,.0f} mentions/s"
+    )
     seconds = result["seconds"]
     cpu = result.get("step_cpu_seconds", result["cpu_seconds"])
-    return (f"| {result['stage']} | {result['num_entities']:,} | {result.get('num_triples', '')} | {seconds:.2f} | "
-            f"{cpu:.2f} | {result['peak_rss_delta'] / 2 ** 30:.2f} | {throughput} |")
+    return (
+        f"| {result['stage']} | {result['num_entities']:,} | {result.get('num_triples', '')} | {seconds:.2f} | "
+        f"{cpu:.2f} | {result['peak_rss_delta'] / 2**30:.2f} | {throughput} |"
+    )
 
 
 def main(argv=None) -> None:
@@ -410,11 +579,18 @@ def main(argv=None) -> None:
     parser.add_argument("--one", nargs=2, metavar=("STAGE", "SIZE"), help=argparse.SUPPRESS)
     parser.add_argument("--compare-softmax", action="store_true")
     parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--limit-seconds", type=float, default=None,
-                        help="stop a cell after this many seconds and report the peak RSS it reached")
+    parser.add_argument(
+        "--limit-seconds",
+        type=float,
+        default=None,
+        help="stop a cell after this many seconds and report the peak RSS it reached",
+    )
     parser.add_argument("--work", type=Path, default=ROOT / "benchmarks" / ".cache" / "scale_models")
-    parser.add_argument("--smoke", action="store_true",
-                        help="the table's stages at 1,000 entities (one process per cell, as in the full table)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the table's stages at 1,000 entities (one process per cell, as in the full table)",
+    )
     args = parser.parse_args(argv)
     if args.smoke and args.compare_softmax:
         import tempfile
@@ -423,8 +599,15 @@ def main(argv=None) -> None:
 
         with tempfile.TemporaryDirectory(prefix="kgplm-scale-models-") as scratch:
             store = KGStore.from_rdf(ROOT / "graphs" / "toy_medical.ttl", show_progress=False)
-            summary = compare_linking_softmaxes(Path(scratch), steps=3, batch_size=4, seed=args.seed, log_every=1,
-                                                store=store, corpus=toy_corpus(Path(scratch) / "corpus.txt", store))
+            summary = compare_linking_softmaxes(
+                Path(scratch),
+                steps=3,
+                batch_size=4,
+                seed=args.seed,
+                log_every=1,
+                store=store,
+                corpus=toy_corpus(Path(scratch) / "corpus.txt", store),
+            )
             print(json.dumps(summary, indent=1))
             print_softmax_table(summary)
         return

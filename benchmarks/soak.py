@@ -29,8 +29,15 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOY_GRAPH = REPO_ROOT / "graphs" / "toy_medical.ttl"
-TEXT_MODEL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
-              "max_position_embeddings": 80, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+TEXT_MODEL = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 80,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
 PREEMPTED = 75  # kgplm.training.interrupts.PREEMPTED_EXIT_STATUS
 
 
@@ -50,11 +57,45 @@ def write_corpus(path: Path, lines: int = 80) -> Path:
 
 
 def command(corpus: Path, output_dir: Path, steps: int, checkpoint_every: int) -> list[str]:
-    return [sys.executable, "-m", "kgplm", "train", "--method", "smedbert", "--graph", str(TOY_GRAPH),
-            "--corpus", str(corpus), "--out", str(output_dir), "--text-model", json.dumps(TEXT_MODEL),
-            "--vocab-size", "300", "--entity-dim", "16", "--kg-epochs", "2", "--max-steps", str(steps),
-            "--batch-size", "8", "--learning-rate", "2e-3", "--checkpoint-every", str(checkpoint_every),
-            "--log-every", "1", "--max-length", "64", "--device", "cpu", "--num-threads", "1", "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "kgplm",
+        "train",
+        "--method",
+        "smedbert",
+        "--graph",
+        str(TOY_GRAPH),
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(output_dir),
+        "--text-model",
+        json.dumps(TEXT_MODEL),
+        "--vocab-size",
+        "300",
+        "--entity-dim",
+        "16",
+        "--kg-epochs",
+        "2",
+        "--max-steps",
+        str(steps),
+        "--batch-size",
+        "8",
+        "--learning-rate",
+        "2e-3",
+        "--checkpoint-every",
+        str(checkpoint_every),
+        "--log-every",
+        "1",
+        "--max-length",
+        "64",
+        "--device",
+        "cpu",
+        "--num-threads",
+        "1",
+        "--no-progress",
+    ]
 
 
 def environment() -> dict[str, str]:
@@ -76,20 +117,29 @@ def logged_steps(output_dir: Path) -> int:
 
 def checkpoint_step(output_dir: Path) -> int:
     """The step of the last complete checkpoint (0 without one): where a launch resumes."""
-    steps = [int(p.name.split("-")[1]) for p in (output_dir / "checkpoints").glob("step-*")
-             if (p / "trainer_state.json").is_file()] if (output_dir / "checkpoints").is_dir() else []
+    steps = (
+        [
+            int(p.name.split("-")[1])
+            for p in (output_dir / "checkpoints").glob("step-*")
+            if (p / "trainer_state.json").is_file()
+        ]
+        if (output_dir / "checkpoints").is_dir()
+        else []
+    )
     return max(steps, default=0)
 
 
-def interrupted_launch(argv: list[str], output_dir: Path, kind: signal.Signals | None, delay: float,
-                       timeout: float) -> tuple[int, int, int]:
+def interrupted_launch(
+    argv: list[str], output_dir: Path, kind: signal.Signals | None, delay: float, timeout: float
+) -> tuple[int, int, int]:
     """Launch; once the loop has logged a step past the checkpoint it resumed from, wait ``delay`` s and send
     ``kind`` (None: let it finish). Returns (exit status, step resumed from, logged step after)."""
     before = checkpoint_step(output_dir)
     metrics = output_dir / "metrics.jsonl"
     launched = time.time()
-    process = subprocess.Popen(argv, cwd=REPO_ROOT, env=environment(), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        argv, cwd=REPO_ROOT, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + timeout
 
     def progressed() -> bool:  # a line this launch wrote (an older file may still hold later steps)
@@ -123,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     reference, soaked = work / "reference", work / "soaked"
 
     started = time.monotonic()
-    status, _, _ = interrupted_launch(command(corpus, reference, args.steps, args.checkpoint_every), reference,
-                                      None, 0.0, args.timeout)
+    status, _, _ = interrupted_launch(
+        command(corpus, reference, args.steps, args.checkpoint_every), reference, None, 0.0, args.timeout
+    )
     if status != 0:
         print(f"the uninterrupted run failed (exit {status})")
         return 1
@@ -140,8 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         launch += 1
         kind = None
         if sum(counts.values()) < args.interruptions:
-            kind = rng.choice([signal.SIGTERM, signal.SIGKILL]) if not args.smoke else \
-                [signal.SIGTERM, signal.SIGKILL][sum(counts.values())]
+            kind = (
+                rng.choice([signal.SIGTERM, signal.SIGKILL])
+                if not args.smoke
+                else [signal.SIGTERM, signal.SIGKILL][sum(counts.values())]
+            )
         delay = rng.uniform(0.0, 0.05 if args.smoke else 0.4)  # the smoke run's steps are few: signal early
         status, before, after = interrupted_launch(argv, soaked, kind, delay, args.timeout)
         sent = kind.name if kind is not None else "—"
@@ -158,14 +212,19 @@ def main(argv: list[str] | None = None) -> int:
         counts[kind.name] += 1
     soaked_seconds = time.monotonic() - started
 
-    same_model = (soaked / "model" / "model.safetensors").read_bytes() == \
-        (reference / "model" / "model.safetensors").read_bytes()
+    same_model = (soaked / "model" / "model.safetensors").read_bytes() == (
+        reference / "model" / "model.safetensors"
+    ).read_bytes()
     same_metrics = (soaked / "metrics.jsonl").read_bytes() == (reference / "metrics.jsonl").read_bytes()
     print()
-    print(f"steps {args.steps}, checkpoint every {args.checkpoint_every}; survived {counts['SIGTERM']} SIGTERM and "
-          f"{counts['SIGKILL']} SIGKILL over {launch} launches")
-    print(f"final weights equal the uninterrupted run's: {'yes' if same_model else 'NO'}; metrics.jsonl equal: "
-          f"{'yes' if same_metrics else 'NO'}")
+    print(
+        f"steps {args.steps}, checkpoint every {args.checkpoint_every}; survived {counts['SIGTERM']} SIGTERM and "
+        f"{counts['SIGKILL']} SIGKILL over {launch} launches"
+    )
+    print(
+        f"final weights equal the uninterrupted run's: {'yes' if same_model else 'NO'}; metrics.jsonl equal: "
+        f"{'yes' if same_metrics else 'NO'}"
+    )
     print(f"wall time: uninterrupted {reference_seconds:.0f} s, interrupted {soaked_seconds:.0f} s")
     return 0 if same_model and same_metrics else 1
 

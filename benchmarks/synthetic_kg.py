@@ -27,8 +27,9 @@ CACHE = Path(__file__).resolve().parent / ".cache"
 SMOKE = {"num_entities": 500, "num_triples": 3_000, "num_relations": 8, "num_types": 4}
 
 
-def chung_lu_triples(num_entities: int, num_triples: int, num_relations: int, seed: int,
-                     exponent: float = 0.75) -> np.ndarray:
+def chung_lu_triples(
+    num_entities: int, num_triples: int, num_relations: int, seed: int, exponent: float = 0.75
+) -> np.ndarray:
     """(num_triples, 3) unique triples with heads and tails drawn ∝ a power-law weight."""
     rng = np.random.default_rng(seed)
     weights = (np.arange(1, num_entities + 1, dtype=np.float64)) ** -exponent
@@ -46,8 +47,15 @@ def chung_lu_triples(num_entities: int, num_triples: int, num_relations: int, se
     return triples[rng.permutation(len(triples))[:num_triples]]
 
 
-def write_ntriples(path: Path, seed: int = 0, *, num_entities: int = NUM_ENTITIES, num_triples: int = NUM_TRIPLES,
-                   num_relations: int = NUM_RELATIONS, num_types: int = NUM_TYPES) -> Path:
+def write_ntriples(
+    path: Path,
+    seed: int = 0,
+    *,
+    num_entities: int = NUM_ENTITIES,
+    num_triples: int = NUM_TRIPLES,
+    num_relations: int = NUM_RELATIONS,
+    num_types: int = NUM_TYPES,
+) -> Path:
     rng = np.random.default_rng(seed + 1)
     triples = chung_lu_triples(num_entities, num_triples, num_relations, seed)
     types = rng.integers(0, num_types, size=num_entities)
@@ -61,8 +69,10 @@ def write_ntriples(path: Path, seed: int = 0, *, num_entities: int = NUM_ENTITIE
     with open(temporary, "w", encoding="utf-8") as handle:
         for entity in range(num_entities):
             label = "".join(characters[rng.integers(0, 3000, size=lengths[entity])])
-            handle.write(f'<{NAMESPACE}e{entity}> {label_type} "{label}{entity}"@zh .\n'
-                         f"<{NAMESPACE}e{entity}> {rdf_type} <{NAMESPACE}Type{types[entity]}> .\n")
+            handle.write(
+                f'<{NAMESPACE}e{entity}> {label_type} "{label}{entity}"@zh .\n'
+                f"<{NAMESPACE}e{entity}> {rdf_type} <{NAMESPACE}Type{types[entity]}> .\n"
+            )
         lines = []
         for head, relation, tail in triples.tolist():
             lines.append(f"<{NAMESPACE}e{head}> <{NAMESPACE}r{relation}> <{NAMESPACE}e{tail}> .\n")
@@ -97,8 +107,10 @@ def describe(path: Path, seconds: float) -> None:
                 types.add(rest.rsplit(" ", 1)[0])
     print("| file | entities | relation triples | relations | types | lines | MB | seconds |")
     print("|---|---|---|---|---|---|---|---|")
-    print(f"| {path} | {len(entities):,} | {links:,} | {len(relations)} | {len(types)} | {lines:,} | "
-          f"{path.stat().st_size / 1e6:.2f} | {seconds:.1f} |")
+    print(
+        f"| {path} | {len(entities):,} | {links:,} | {len(relations)} | {len(types)} | {lines:,} | "
+        f"{path.stat().st_size / 1e6:.2f} | {seconds:.1f} |"
+    )
 
 
 if __name__ == "__main__":

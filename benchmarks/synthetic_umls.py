@@ -47,17 +47,29 @@ LANGUAGES = (
 )
 #: (TUI, STN, STY) of real semantic types; drawn with Zipf weights in this order
 SEMANTIC_TYPES = (
-    ("T047", "B2.2.1.2.1", "Disease or Syndrome"), ("T121", "A1.4.1.1.1", "Pharmacologic Substance"),
-    ("T109", "A1.4.1.2.1", "Organic Chemical"), ("T061", "B1.3.1.3", "Therapeutic or Preventive Procedure"),
-    ("T023", "A1.2.3.1", "Body Part, Organ, or Organ Component"), ("T184", "A2.2.2", "Sign or Symptom"),
-    ("T033", "A2.2", "Finding"), ("T116", "A1.4.1.2.1.7", "Amino Acid, Peptide, or Protein"),
-    ("T028", "A1.2.3.5", "Gene or Genome"), ("T191", "B2.2.1.2.1.2", "Neoplastic Process"),
-    ("T037", "B2.3", "Injury or Poisoning"), ("T059", "B1.3.1.1", "Laboratory Procedure"),
-    ("T060", "B1.3.1.2", "Diagnostic Procedure"), ("T074", "A1.3.1", "Medical Device"),
-    ("T046", "B2.2.1.2", "Pathologic Function"), ("T200", "A1.4.1.1.4", "Clinical Drug"),
-    ("T126", "A1.4.1.1.3.3", "Enzyme"), ("T129", "A1.4.1.1.4", "Immunologic Factor"),
-    ("T007", "A1.1.2", "Bacterium"), ("T005", "A1.1.4", "Virus"), ("T201", "A2.3", "Clinical Attribute"),
-    ("T029", "A2.1.5.2", "Body Location or Region"), ("T048", "B2.2.1.2.1.1", "Mental or Behavioral Dysfunction"),
+    ("T047", "B2.2.1.2.1", "Disease or Syndrome"),
+    ("T121", "A1.4.1.1.1", "Pharmacologic Substance"),
+    ("T109", "A1.4.1.2.1", "Organic Chemical"),
+    ("T061", "B1.3.1.3", "Therapeutic or Preventive Procedure"),
+    ("T023", "A1.2.3.1", "Body Part, Organ, or Organ Component"),
+    ("T184", "A2.2.2", "Sign or Symptom"),
+    ("T033", "A2.2", "Finding"),
+    ("T116", "A1.4.1.2.1.7", "Amino Acid, Peptide, or Protein"),
+    ("T028", "A1.2.3.5", "Gene or Genome"),
+    ("T191", "B2.2.1.2.1.2", "Neoplastic Process"),
+    ("T037", "B2.3", "Injury or Poisoning"),
+    ("T059", "B1.3.1.1", "Laboratory Procedure"),
+    ("T060", "B1.3.1.2", "Diagnostic Procedure"),
+    ("T074", "A1.3.1", "Medical Device"),
+    ("T046", "B2.2.1.2", "Pathologic Function"),
+    ("T200", "A1.4.1.1.4", "Clinical Drug"),
+    ("T126", "A1.4.1.1.3.3", "Enzyme"),
+    ("T129", "A1.4.1.1.4", "Immunologic Factor"),
+    ("T007", "A1.1.2", "Bacterium"),
+    ("T005", "A1.1.4", "Virus"),
+    ("T201", "A2.3", "Clinical Attribute"),
+    ("T029", "A2.1.5.2", "Body Location or Region"),
+    ("T048", "B2.2.1.2.1.1", "Mental or Behavioral Dysfunction"),
     ("T170", "A2.4", "Intellectual Product"),
 )
 #: (REL, RELA) of a row and (REL, RELA) of its inverse, with their shares of relation pairs
@@ -75,9 +87,46 @@ RELATION_PAIRS = (
     (("PAR", ""), ("CHD", ""), 0.03),
 )
 _RELATION_SOURCES = ("SNOMEDCT_US", "MSH", "NCI", "MED-RT", "RXNORM", "MDR")
-_SYLLABLES = ("car", "dio", "neu", "ro", "gas", "tro", "hep", "at", "itis", "oma", "pulm", "on", "ren", "al",
-              "derm", "ost", "eo", "my", "ocyt", "lymph", "angi", "ectomy", "plasia", "trophy", "algia",
-              "emia", "osis", "path", "ic", "ase", "ine", "ol", "ide", "mab", "cillin", "vir", "pril", "statin")
+_SYLLABLES = (
+    "car",
+    "dio",
+    "neu",
+    "ro",
+    "gas",
+    "tro",
+    "hep",
+    "at",
+    "itis",
+    "oma",
+    "pulm",
+    "on",
+    "ren",
+    "al",
+    "derm",
+    "ost",
+    "eo",
+    "my",
+    "ocyt",
+    "lymph",
+    "angi",
+    "ectomy",
+    "plasia",
+    "trophy",
+    "algia",
+    "emia",
+    "osis",
+    "path",
+    "ic",
+    "ase",
+    "ine",
+    "ol",
+    "ide",
+    "mab",
+    "cillin",
+    "vir",
+    "pril",
+    "statin",
+)
 _WORDS_PER_LANGUAGE = 4000
 _SUPPRESS_SHARE = 0.06  # of the non-preferred strings
 _SHARED_STRING_SHARE = 0.02  # of the non-preferred strings: taken from a pool shared by every concept
@@ -122,8 +171,11 @@ class _Writer:
     def __init__(self, path: Path, compress: bool) -> None:
         self.path = path
         self.temporary = path.with_name(path.name + ".tmp")
-        self.handle = gzip.open(self.temporary, "wt", encoding="utf-8", newline="") if compress else \
-            open(self.temporary, "w", encoding="utf-8", newline="")
+        self.handle = (
+            gzip.open(self.temporary, "wt", encoding="utf-8", newline="")
+            if compress
+            else open(self.temporary, "w", encoding="utf-8", newline="")
+        )
 
     def write(self, lines: list[str]) -> None:
         self.handle.write("".join(lines))
@@ -155,9 +207,20 @@ def _conso_chunk(rng: np.random.Generator, start: int, stop: int, vocabularies, 
     suppress_kind = rng.integers(0, 3, size=total)
     source_pick = rng.integers(0, 1000, size=total)
     lines = []
-    for row, (concept, language, first, common, count, picks, kind, hidden, hidden_kind, sab_pick) in enumerate(zip(
-            concepts.tolist(), languages.tolist(), first_of_language.tolist(), shared.tolist(), word_counts.tolist(),
-            words_drawn.tolist(), variant.tolist(), suppressed.tolist(), suppress_kind.tolist(), source_pick.tolist())):
+    for row, (concept, language, first, common, count, picks, kind, hidden, hidden_kind, sab_pick) in enumerate(
+        zip(
+            concepts.tolist(),
+            languages.tolist(),
+            first_of_language.tolist(),
+            shared.tolist(),
+            word_counts.tolist(),
+            words_drawn.tolist(),
+            variant.tolist(),
+            suppressed.tolist(),
+            suppress_kind.tolist(),
+            source_pick.tolist(),
+        )
+    ):
         lat, _, sources = LANGUAGES[language]
         words = vocabularies[language]
         if common:
@@ -171,15 +234,18 @@ def _conso_chunk(rng: np.random.Generator, start: int, stop: int, vocabularies, 
             ts, stt, ispref, tty = "S", ("PF", "VO", "VC")[kind], "N", ("SY", "ET", "AB")[kind]
         suppress = ("O", "E", "Y")[hidden_kind] if hidden else "N"
         number = counters["strings"] + row + 1
-        lines.append(f"{_cui(concept)}|{lat}|{ts}|L{concept + 1:07d}|{stt}|S{number:08d}|{ispref}|A{number:08d}|||"
-                     f"|{sources[sab_pick % len(sources)]}|{tty}|{concept}|{text}|0|{suppress}|256|\n")
+        lines.append(
+            f"{_cui(concept)}|{lat}|{ts}|L{concept + 1:07d}|{stt}|S{number:08d}|{ispref}|A{number:08d}|||"
+            f"|{sources[sab_pick % len(sources)]}|{tty}|{concept}|{text}|0|{suppress}|256|\n"
+        )
     counters["strings"] += total
     counters["suppressed_strings"] += int(suppressed.sum())
     return lines
 
 
-def _rel_chunk(rng: np.random.Generator, start: int, stop: int, num_concepts: int, permutation: np.ndarray,
-               counters: dict) -> list[str]:
+def _rel_chunk(
+    rng: np.random.Generator, start: int, stop: int, num_concepts: int, permutation: np.ndarray, counters: dict
+) -> list[str]:
     n = stop - start
     pairs = np.minimum(rng.zipf(2.0, size=n), 500)
     total = int(pairs.sum())
@@ -193,15 +259,18 @@ def _rel_chunk(rng: np.random.Generator, start: int, stop: int, num_concepts: in
     suppressed = rng.random(total) < _SUPPRESSED_RELATION_SHARE
     relation_sources = rng.integers(0, len(_RELATION_SOURCES), size=total)
     lines = []
-    for source, target, kind, hidden, sab in zip(sources.tolist(), targets.tolist(), kinds.tolist(),
-                                                 suppressed.tolist(), relation_sources.tolist()):
+    for source, target, kind, hidden, sab in zip(
+        sources.tolist(), targets.tolist(), kinds.tolist(), suppressed.tolist(), relation_sources.tolist()
+    ):
         forward, inverse, _ = RELATION_PAIRS[kind]
         flag = "O" if hidden else "N"
         sab_name = _RELATION_SOURCES[sab]
         for (rel, rela), cui1, cui2 in ((forward, source, target), (inverse, target, source)):
             counters["relation_rows"] += 1
-            lines.append(f"{_cui(cui1)}||CUI|{rel}|{_cui(cui2)}||CUI|{rela}|R{counters['relation_rows']:09d}||"
-                         f"{sab_name}|{sab_name}|||{flag}|256|\n")
+            lines.append(
+                f"{_cui(cui1)}||CUI|{rel}|{_cui(cui2)}||CUI|{rela}|R{counters['relation_rows']:09d}||"
+                f"{sab_name}|{sab_name}|||{flag}|256|\n"
+            )
     return lines
 
 
@@ -223,8 +292,15 @@ def _sty_chunk(rng: np.random.Generator, start: int, stop: int, counters: dict) 
     return lines
 
 
-def write_synthetic_umls(directory: str | os.PathLike, num_concepts: int, *, seed: int = 0,
-                         chunk_size: int = 20_000, compress: bool = False, show_progress: bool = False) -> dict:
+def write_synthetic_umls(
+    directory: str | os.PathLike,
+    num_concepts: int,
+    *,
+    seed: int = 0,
+    chunk_size: int = 20_000,
+    compress: bool = False,
+    show_progress: bool = False,
+) -> dict:
     """Write ``MRCONSO.RRF``, ``MRREL.RRF`` and ``MRSTY.RRF`` (``.RRF.gz`` with ``compress``) for
     ``num_concepts`` concepts into ``directory``; returns the row counts written."""
     if num_concepts < 1:
@@ -234,8 +310,13 @@ def write_synthetic_umls(directory: str | os.PathLike, num_concepts: int, *, see
     suffix = ".RRF.gz" if compress else ".RRF"
     vocabularies = _vocabularies(seed)
     permutation = np.random.default_rng([seed, 7]).permutation(num_concepts)
-    counters = {"concepts": num_concepts, "strings": 0, "suppressed_strings": 0, "relation_rows": 0,
-                "semantic_type_rows": 0}
+    counters = {
+        "concepts": num_concepts,
+        "strings": 0,
+        "suppressed_strings": 0,
+        "relation_rows": 0,
+        "semantic_type_rows": 0,
+    }
     writers = {table: _Writer(directory / f"{table}{suffix}", compress) for table in ("MRCONSO", "MRREL", "MRSTY")}
     chunks = range(0, num_concepts, chunk_size)
     if show_progress:
@@ -245,10 +326,12 @@ def write_synthetic_umls(directory: str | os.PathLike, num_concepts: int, *, see
     try:
         for index, start in enumerate(chunks):
             stop = min(start + chunk_size, num_concepts)
-            writers["MRCONSO"].write(_conso_chunk(np.random.default_rng([seed, 1, index]), start, stop,
-                                                  vocabularies, counters))
-            writers["MRREL"].write(_rel_chunk(np.random.default_rng([seed, 2, index]), start, stop, num_concepts,
-                                              permutation, counters))
+            writers["MRCONSO"].write(
+                _conso_chunk(np.random.default_rng([seed, 1, index]), start, stop, vocabularies, counters)
+            )
+            writers["MRREL"].write(
+                _rel_chunk(np.random.default_rng([seed, 2, index]), start, stop, num_concepts, permutation, counters)
+            )
             writers["MRSTY"].write(_sty_chunk(np.random.default_rng([seed, 3, index]), start, stop, counters))
     except BaseException:
         for writer in writers.values():
@@ -270,8 +353,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concepts", default="1M", help="number of concepts: 250, 115k, 1M, 4M")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gzip", action="store_true", help="write .RRF.gz")
-    parser.add_argument("--smoke", action="store_true",
-                        help=f"write {SMOKE_CONCEPTS} concepts to a temporary folder and print a table of the files")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"write {SMOKE_CONCEPTS} concepts to a temporary folder and print a table of the files",
+    )
     arguments = parser.parse_args(argv)
     if arguments.smoke:
         import tempfile
@@ -289,8 +375,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     if arguments.directory is None:
         parser.error("the output directory is required (or --smoke)")
-    counts = write_synthetic_umls(arguments.directory, parse_size(arguments.concepts), seed=arguments.seed,
-                                  compress=arguments.gzip, show_progress=True)
+    counts = write_synthetic_umls(
+        arguments.directory,
+        parse_size(arguments.concepts),
+        seed=arguments.seed,
+        compress=arguments.gzip,
+        show_progress=True,
+    )
     print(" ".join(f"{key}={value:,}" for key, value in counts.items()))
 
 

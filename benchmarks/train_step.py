@@ -64,8 +64,10 @@ def _corpus(work: Path, data: str, length: int, store) -> Path:
     else:
         rng = random.Random(0)
         names = [store.entity_name(e) for e in range(store.num_entities)]
-        pieces = [f"患者主诉{a}三天，伴有{b}，既往有{c}病史，建议复查并随访观察。" for a, b, c in
-                  (rng.sample(names, 3) for _ in range(6000))]
+        pieces = [
+            f"患者主诉{a}三天，伴有{b}，既往有{c}病史，建议复查并随访观察。"
+            for a, b, c in (rng.sample(names, 3) for _ in range(6000))
+        ]
     documents, current = [], ""
     for piece in pieces:
         current += piece
@@ -94,10 +96,21 @@ def prepare(work: Path, data: str, length: int, vocab_size: int = 8000):
     corpus = _corpus(work, data, length, graph)
     run = RunDirectory(work / f"run-{data}-{length}-{vocab_size}")
     store = stages.prepare_store(run, graph, graph)
-    arguments = dict(graph=stages.recorded_graph(run, graph), tokenizer=None, text_model=None, vocab_size=vocab_size,
-                     pepr_mode="fast",
-                     num_neighbors=10, kg_method="transr", entity_dim=100, kg_epochs=1, seed=0, max_length=length,
-                     neighbor_table=None, kg_embeddings=None)
+    arguments = dict(
+        graph=stages.recorded_graph(run, graph),
+        tokenizer=None,
+        text_model=None,
+        vocab_size=vocab_size,
+        pepr_mode="fast",
+        num_neighbors=10,
+        kg_method="transr",
+        entity_dim=100,
+        kg_epochs=1,
+        seed=0,
+        max_length=length,
+        neighbor_table=None,
+        kg_embeddings=None,
+    )
     run.write_run_config({"kgplm_run": 1, "benchmark": "train_step", **arguments})
     inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus, corpus_options={}, progress=False)
     tokenizer = stages.prepare_tokenizer(run, inputs)
@@ -116,10 +129,12 @@ def build(name, store, tokenizer, artefacts, run, text, length):
     if spec.kg_embedding == "transe":
         own["kg_embeddings"] = KGEmbeddings.load(run.embeddings_dir("transe"), store=store)
     torch.manual_seed(0)
-    model, _ = stages.build_model(spec, store, tokenizer, text_model=text, model_options={}, max_length=length,
-                                  entity_dim=100, artefacts=own)
-    context = MethodContext(config=model.config, tokenizer=tokenizer, store=store, masking=spec.default_masking,
-                            seed=0, artefacts=own)
+    model, _ = stages.build_model(
+        spec, store, tokenizer, text_model=text, model_options={}, max_length=length, entity_dim=100, artefacts=own
+    )
+    context = MethodContext(
+        config=model.config, tokenizer=tokenizer, store=store, masking=spec.default_masking, seed=0, artefacts=own
+    )
     if spec.prepare_model is not None:
         spec.prepare_model(model, context)
     return model, spec.build_collator(context)
@@ -140,8 +155,9 @@ class HuggingFaceBert(torch.nn.Module):
         return list(self.parameters())
 
     def forward(self, input_ids, attention_mask, token_type_ids, labels, **_):
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                            token_type_ids=token_type_ids).prediction_logits
+        logits = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).prediction_logits
         loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
         return type("Output", (), {"loss": loss})()
 
@@ -170,8 +186,8 @@ def _reset_peak(device: torch.device) -> int:
 
 def _peak(device: torch.device, baseline: int) -> float:
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2 ** 20
-    return max(0, 1024 * _resident_kb("VmHWM") - baseline) / 2 ** 20
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return max(0, 1024 * _resident_kb("VmHWM") - baseline) / 2**20
 
 
 def _synchronize(device: torch.device) -> None:
@@ -207,21 +223,34 @@ def measure(model, collate, batches, device: torch.device, mixed_precision: str)
             tokens.append(int(batch["attention_mask"].sum()))
             mentions.append(len(batch.get("mention_spans", [])) + len(batch.get("mnem_mention_spans", [])))
     step = statistics.median(step_times)
-    return {"collate": statistics.median(collate_times), "step": step, "tokens_per_s": np.mean(tokens) / step,
-            "peak_mb": _peak(device, baseline), "mentions": float(np.mean(mentions))}
+    return {
+        "collate": statistics.median(collate_times),
+        "step": step,
+        "tokens_per_s": np.mean(tokens) / step,
+        "peak_mb": _peak(device, baseline),
+        "mentions": float(np.mean(mentions)),
+    }
 
 
-def run_table(args, *, device: torch.device, hidden: int, layers: int, batch: int, length: int,
-              mixed_precision: str) -> dict[str, dict]:
+def run_table(
+    args, *, device: torch.device, hidden: int, layers: int, batch: int, length: int, mixed_precision: str
+) -> dict[str, dict]:
     from kgplm.methods import available
     from kgplm.training.loader import batch_indices, example_seeds
 
     store, tokenizer, dataset, artefacts, run = prepare(args.work, args.data, length, args.vocab_size)
-    text = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
-                intermediate_size=4 * hidden, max_position_embeddings=max(512, length + 1))
+    text = dict(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 64),
+        intermediate_size=4 * hidden,
+        max_position_embeddings=max(512, length + 1),
+    )
     cache: dict = {}
-    batches = [(dataset[batch_indices(step, batch, len(dataset), 0, cache)], example_seeds(0, step, np.arange(batch)))
-               for step in range(args.steps + 3)]
+    batches = [
+        (dataset[batch_indices(step, batch, len(dataset), 0, cache)], example_seeds(0, step, np.arange(batch)))
+        for step in range(args.steps + 3)
+    ]
     results = {}
     for name in available():
         model, collator = build(name, store, tokenizer, artefacts, run, text, length)
@@ -229,18 +258,28 @@ def run_table(args, *, device: torch.device, hidden: int, layers: int, batch: in
         if name == "mlm":
             mlm_collator = collator
         del model
-    results["hf-bert"] = measure(HuggingFaceBert(text, len(tokenizer)), mlm_collator, batches, device,
-                                 mixed_precision)
-    results["_setting"] = dict(device=str(device), hidden=hidden, layers=layers, batch=batch, length=length,
-                               mixed_precision=mixed_precision, chunks=len(dataset), entities=store.num_entities,
-                               vocab=len(tokenizer), threads=torch.get_num_threads())
+    results["hf-bert"] = measure(HuggingFaceBert(text, len(tokenizer)), mlm_collator, batches, device, mixed_precision)
+    results["_setting"] = dict(
+        device=str(device),
+        hidden=hidden,
+        layers=layers,
+        batch=batch,
+        length=length,
+        mixed_precision=mixed_precision,
+        chunks=len(dataset),
+        entities=store.num_entities,
+        vocab=len(tokenizer),
+        threads=torch.get_num_threads(),
+    )
     return results
 
 
 def print_table(title: str, results: dict | None, methods: list[str]) -> None:
     print(f"\n{title}")
-    header = (f"{'method':<10}{'mentions':>9}{'collate ms':>12}{'step ms':>10}{'tokens/s':>11}{'peak MB':>10}"
-              f"{'step ×mlm':>11}{'total ×mlm':>12}")
+    header = (
+        f"{'method':<10}{'mentions':>9}{'collate ms':>12}{'step ms':>10}{'tokens/s':>11}{'peak MB':>10}"
+        f"{'step ×mlm':>11}{'total ×mlm':>12}"
+    )
     print(header)
     print("-" * len(header))
     if results is None:
@@ -251,9 +290,11 @@ def print_table(title: str, results: dict | None, methods: list[str]) -> None:
     for name in methods:
         row = results[name]
         total, base_total = row["collate"] + row["step"], base["collate"] + base["step"]
-        print(f"{name:<10}{row['mentions']:>9.1f}{row['collate'] * 1e3:>12.1f}{row['step'] * 1e3:>10.1f}"
-              f"{row['tokens_per_s']:>11,.0f}{row['peak_mb']:>10.0f}{row['step'] / base['step']:>11.3f}"
-              f"{total / base_total:>12.3f}")
+        print(
+            f"{name:<10}{row['mentions']:>9.1f}{row['collate'] * 1e3:>12.1f}{row['step'] * 1e3:>10.1f}"
+            f"{row['tokens_per_s']:>11,.0f}{row['peak_mb']:>10.0f}{row['step'] / base['step']:>11.3f}"
+            f"{total / base_total:>12.3f}"
+        )
 
 
 def main() -> None:
@@ -270,13 +311,25 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--work", type=Path, default=CACHE, help="where the prepared run is cached")
-    parser.add_argument("--smoke", action="store_true",
-                        help="toy data, a 1-layer encoder of width 32, 1 timed step, CPU only, in a temporary folder")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="toy data, a 1-layer encoder of width 32, 1 timed step, CPU only, in a temporary folder",
+    )
     args = parser.parse_args()
     if args.smoke:
         with tempfile.TemporaryDirectory(prefix="kgplm-train-step-") as work:
-            args.__dict__.update(data="toy", only="cpu", hidden=32, layers=1, batch=4, length=32, steps=1,
-                                 vocab_size=300, work=Path(work))
+            args.__dict__.update(
+                data="toy",
+                only="cpu",
+                hidden=32,
+                layers=1,
+                batch=4,
+                length=32,
+                steps=1,
+                vocab_size=300,
+                work=Path(work),
+            )
             run_benchmark(args)
         return
     run_benchmark(args)
@@ -291,27 +344,44 @@ def run_benchmark(args: argparse.Namespace) -> None:
     methods = [*available(), "hf-bert"]
     tables = []
     if args.only != "gpu":
-        cpu = run_table(args, device=torch.device("cpu"), hidden=args.hidden, layers=args.layers, batch=args.batch,
-                        length=args.length, mixed_precision=args.mixed_precision)
+        cpu = run_table(
+            args,
+            device=torch.device("cpu"),
+            hidden=args.hidden,
+            layers=args.layers,
+            batch=args.batch,
+            length=args.length,
+            mixed_precision=args.mixed_precision,
+        )
         tables.append(("CPU", cpu))
     if args.only != "cpu":
         gpu = None
         if torch.cuda.is_available():
-            gpu = run_table(args, device=torch.device("cuda"), hidden=BERT_BASE["hidden"],
-                            layers=BERT_BASE["layers"], batch=args.gpu_batch, length=BERT_BASE["length"],
-                            mixed_precision=BERT_BASE["mixed_precision"])
+            gpu = run_table(
+                args,
+                device=torch.device("cuda"),
+                hidden=BERT_BASE["hidden"],
+                layers=BERT_BASE["layers"],
+                batch=args.gpu_batch,
+                length=BERT_BASE["length"],
+                mixed_precision=BERT_BASE["mixed_precision"],
+            )
         tables.append(("GPU", gpu))
     for kind, results in tables:
         if results is None:
-            title = (f"GPU, BERT-base (hidden {BERT_BASE['hidden']}, {BERT_BASE['layers']} layers, length "
-                     f"{BERT_BASE['length']}, batch {args.gpu_batch}, bf16): not measured (no CUDA device)")
+            title = (
+                f"GPU, BERT-base (hidden {BERT_BASE['hidden']}, {BERT_BASE['layers']} layers, length "
+                f"{BERT_BASE['length']}, batch {args.gpu_batch}, bf16): not measured (no CUDA device)"
+            )
         else:
             s = results["_setting"]
             name = torch.cuda.get_device_name() if kind == "GPU" else f"CPU, torch threads {s['threads']}"
-            title = (f"{name}: {args.data} data ({s['entities']:,} entities, {s['chunks']:,} linked chunks of ≤ "
-                     f"{s['length']} tokens, vocabulary {s['vocab']:,}); encoder hidden {s['hidden']}, {s['layers']} "
-                     f"layers, batch {s['batch']}, mixed precision {s['mixed_precision']}; median of {args.steps} "
-                     f"steps; peak MB: {'CUDA max allocated' if kind == 'GPU' else 'growth of peak RSS'}")
+            title = (
+                f"{name}: {args.data} data ({s['entities']:,} entities, {s['chunks']:,} linked chunks of ≤ "
+                f"{s['length']} tokens, vocabulary {s['vocab']:,}); encoder hidden {s['hidden']}, {s['layers']} "
+                f"layers, batch {s['batch']}, mixed precision {s['mixed_precision']}; median of {args.steps} "
+                f"steps; peak MB: {'CUDA max allocated' if kind == 'GPU' else 'growth of peak RSS'}"
+            )
         print_table(title, results, methods)
     knowledge = [name for name in available() if name != "mlm"]
     for kind, results in tables:

@@ -28,8 +28,7 @@ from pathlib import Path
 
 from kgplm.exceptions import ArtifactError, ConfigurationError
 
-__all__ = ["CELL_FORMAT", "CellJob", "key_hash", "write_cell", "read_cell", "run_cells", "check_versions",
-           "load_cells"]
+__all__ = ["CELL_FORMAT", "CellJob", "key_hash", "write_cell", "read_cell", "run_cells", "check_versions", "load_cells"]
 
 logger = logging.getLogger("replicate")
 CELL_FORMAT = 1
@@ -58,11 +57,20 @@ class CellJob:
     inputs: dict = field(default_factory=dict)
 
     def path(self, root: Path) -> Path:
-        return Path(root) / _slug(self.row) / f"s{self.seed}-{self.task}-f{self.finetune_seed}-{key_hash(self.key)}.json"
+        return (
+            Path(root) / _slug(self.row) / f"s{self.seed}-{self.task}-f{self.finetune_seed}-{key_hash(self.key)}.json"
+        )
 
     def header(self) -> dict:
-        return {"format": CELL_FORMAT, "row": self.row, "seed": self.seed, "task": self.task,
-                "finetune_seed": self.finetune_seed, "key": self.key, "results_versions": self.results_versions}
+        return {
+            "format": CELL_FORMAT,
+            "row": self.row,
+            "seed": self.seed,
+            "task": self.task,
+            "finetune_seed": self.finetune_seed,
+            "key": self.key,
+            "results_versions": self.results_versions,
+        }
 
 
 def write_cell(path: Path, record: dict) -> None:
@@ -86,8 +94,9 @@ def read_cell(path: Path) -> dict:
         raise ArtifactError(f"{path}: not a readable cell ({error})") from None
     missing = {"format", "row", "seed", "task", "finetune_seed", "key", "results_versions", "commit"} - set(record)
     if record.get("format") != CELL_FORMAT or missing:
-        raise ArtifactError(f"{path}: not a cell of format {CELL_FORMAT} (format {record.get('format')!r}, missing "
-                            f"{sorted(missing)})")
+        raise ArtifactError(
+            f"{path}: not a cell of format {CELL_FORMAT} (format {record.get('format')!r}, missing {sorted(missing)})"
+        )
     record["path"] = str(path)
     return record
 
@@ -99,9 +108,17 @@ def _compute_and_write(compute: Callable[[CellJob], dict], job: CellJob, path: P
     return record
 
 
-def run_cells(jobs: Sequence[CellJob], compute: Callable[[CellJob], dict], root: Path, *, commit: str,
-              workers: int = 1, max_new: int | None = None, initializer: Callable | None = None,
-              initargs: tuple = ()) -> list[dict]:
+def run_cells(
+    jobs: Sequence[CellJob],
+    compute: Callable[[CellJob], dict],
+    root: Path,
+    *,
+    commit: str,
+    workers: int = 1,
+    max_new: int | None = None,
+    initializer: Callable | None = None,
+    initargs: tuple = (),
+) -> list[dict]:
     """The record of every job, in order: read where its file exists, else ``compute(job)`` (a dict of
     the cell's measurements) written at once. ``workers`` > 1 computes in that many processes
     (``compute``, ``initializer`` and the jobs must then be picklable: module-level functions).
@@ -117,8 +134,14 @@ def run_cells(jobs: Sequence[CellJob], compute: Callable[[CellJob], dict], root:
             records[index] = read_cell(path)
         else:
             pending.append(index)
-    logger.info("%d cells: %d found under %s, %d to compute with %d worker(s)", len(jobs), len(jobs) - len(pending),
-                root, len(pending), workers)
+    logger.info(
+        "%d cells: %d found under %s, %d to compute with %d worker(s)",
+        len(jobs),
+        len(jobs) - len(pending),
+        root,
+        len(pending),
+        workers,
+    )
     budget_left = len(pending) if max_new is None else max_new
     todo, stopped = pending[:budget_left], len(pending) > budget_left
     if workers == 1 or len(todo) <= 1:
@@ -131,13 +154,16 @@ def run_cells(jobs: Sequence[CellJob], compute: Callable[[CellJob], dict], root:
 
         context = multiprocessing.get_context("spawn")  # torch is not fork-safe once its threads exist
         with ProcessPoolExecutor(workers, mp_context=context, initializer=initializer, initargs=initargs) as pool:
-            futures = {pool.submit(_compute_and_write, compute, jobs[index], jobs[index].path(root), commit): index
-                       for index in todo}
+            futures = {
+                pool.submit(_compute_and_write, compute, jobs[index], jobs[index].path(root), commit): index
+                for index in todo
+            }
             for future in as_completed(futures):
                 records[futures[future]] = future.result()
     if stopped:
-        raise RuntimeError(f"stopped after {len(todo)} new cells (max_new); {len(pending) - len(todo)} remain: run "
-                           f"again to resume")
+        raise RuntimeError(
+            f"stopped after {len(todo)} new cells (max_new); {len(pending) - len(todo)} remain: run again to resume"
+        )
     return records
 
 
@@ -158,9 +184,14 @@ def check_versions(records: Sequence[dict], current: dict[str, int] | None = Non
     for method, versions in seen.items():
         expected = None if current is None else current.get(method)
         if len(versions) > 1 or (expected is not None and set(versions) != {expected}):
-            listing = "; ".join(f"version {version}: {len(paths)} cells, e.g. {', '.join(paths[:3])}"
-                                for version, paths in sorted(versions.items()))
+            listing = "; ".join(
+                f"version {version}: {len(paths)} cells, e.g. {', '.join(paths[:3])}"
+                for version, paths in sorted(versions.items())
+            )
             problems.append(f"{method} (study: {expected if expected is not None else 'not given'}) — {listing}")
     if problems:
-        raise ArtifactError("cells of different results versions cannot make one table: " + " | ".join(problems)
-                            + "; recompute the stale cells (their keys hold the version) or remove them")
+        raise ArtifactError(
+            "cells of different results versions cannot make one table: "
+            + " | ".join(problems)
+            + "; recompute the stale cells (their keys hold the version) or remove them"
+        )

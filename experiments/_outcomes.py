@@ -50,23 +50,37 @@ def scored_outcomes(finetuned: Path, task: str, data_dir: Path, *, device: str =
     network = load_pretrained(str(model_dir)).to(device)
     config = network.config
     method = get(config.method)
-    knowledge = (method.finetuning_inputs(run, False)
-                 if method.finetuning_inputs is not None and settings["encoder_inputs"] else None)
+    knowledge = (
+        method.finetuning_inputs(run, False)
+        if method.finetuning_inputs is not None and settings["encoder_inputs"]
+        else None
+    )
     if getattr(config, "mention_span_indicator", False):  # kgplm.finetune(mention_spans=True)
         from kgplm.training.span_indicator import span_lookup
 
         knowledge = span_lookup(run)
-    encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names,
-                          max_length=settings["max_length"], tagging=config.tagging, knowledge=knowledge)
+    encoder = TaskEncoder(
+        spec,
+        load_tokenizer(tokenizer_dir),
+        label_names=config.label_names,
+        max_length=settings["max_length"],
+        tagging=config.tagging,
+        knowledge=knowledge,
+    )
     features = encoder.encode(examples)
     predicted = _predictions(encoder, examples, features, predict(network, encoder, features, device=device))
     counts = example_counts(spec.metric, _gold(spec, examples), predicted)
-    return {"ids": ids, "metric": spec.metric, "counts": counts.tolist(),
-            "score": float(metric_from_counts(spec.metric, counts.sum(0)))}
+    return {
+        "ids": ids,
+        "metric": spec.metric,
+        "counts": counts.tolist(),
+        "score": float(metric_from_counts(spec.metric, counts.sum(0))),
+    }
 
 
-def baseline_counts(task: str, train_examples, test_examples, *, draws: int = 200, seed: int = 0
-                    ) -> dict[str, np.ndarray | None]:
+def baseline_counts(
+    task: str, train_examples, test_examples, *, draws: int = 200, seed: int = 0
+) -> dict[str, np.ndarray | None]:
     """Counts of the majority-class predictor (all-O for NER: no entity) and of chance (a uniformly random
     training label per example; ``draws`` seeded draws stacked as runs, (draws, examples, k)); NER has no
     chance predictor (``None``)."""
@@ -81,9 +95,17 @@ def baseline_counts(task: str, train_examples, test_examples, *, draws: int = 20
     majority = example_counts(spec.metric, gold, [labels[int(np.argmax(frequency))]] * len(gold))
     rng = np.random.default_rng(seed)
     all_labels = sorted(set(labels.tolist()) | set(gold))
-    chance = np.stack([example_counts(spec.metric, gold, labels[rng.integers(0, len(labels), len(gold))].tolist(),
-                                      labels=all_labels if spec.metric == "macro_f1" else None)
-                       for _ in range(draws)])
+    chance = np.stack(
+        [
+            example_counts(
+                spec.metric,
+                gold,
+                labels[rng.integers(0, len(labels), len(gold))].tolist(),
+                labels=all_labels if spec.metric == "macro_f1" else None,
+            )
+            for _ in range(draws)
+        ]
+    )
     return {"majority": majority, "chance": chance}
 
 
@@ -103,12 +125,22 @@ def best_constant(task: str, train_examples, examples) -> dict:
         counts = example_counts(spec.metric, gold, [set()] * len(gold))
         return {"score": float(metric_from_counts(spec.metric, counts.sum(0))), "prediction": "no entity (all-O)"}
     if spec.metric not in ("accuracy", "macro_f1"):
-        raise ConfigurationError(f"task {task!r} ({spec.kind}, {spec.metric}): the runner has no constant predictor "
-                                 f"for it (ranking and regression tasks are not replication columns yet)")
+        raise ConfigurationError(
+            f"task {task!r} ({spec.kind}, {spec.metric}): the runner has no constant predictor "
+            f"for it (ranking and regression tasks are not replication columns yet)"
+        )
     labels = sorted({example.label for example in train_examples})
     all_labels = sorted(set(labels) | set(gold))
-    scores = {label: float(metric_from_counts(spec.metric, example_counts(
-        spec.metric, gold, [label] * len(gold), labels=all_labels if spec.metric == "macro_f1" else None).sum(0)))
-        for label in labels}
+    scores = {
+        label: float(
+            metric_from_counts(
+                spec.metric,
+                example_counts(
+                    spec.metric, gold, [label] * len(gold), labels=all_labels if spec.metric == "macro_f1" else None
+                ).sum(0),
+            )
+        )
+        for label in labels
+    }
     best = max(labels, key=lambda label: (scores[label], label))
     return {"score": scores[best], "prediction": best}

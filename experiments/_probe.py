@@ -40,15 +40,22 @@ class HeldOutProbe:
         keep = np.sort(np.random.default_rng(seed).permutation(len(probe.queries))[:max_probes])
         self.probe = Probe([probe.queries[i] for i in keep], probe.exclude_from_training, probe.settings)
         lines = list(corpus_lines)
-        self.seen = np.array([self._stated(store.entity_name(store.entity_id(query.known)), query.answer_names, lines)
-                              for query in self.probe.queries], dtype=bool)
+        self.seen = np.array(
+            [
+                self._stated(store.entity_name(store.entity_id(query.known)), query.answer_names, lines)
+                for query in self.probe.queries
+            ],
+            dtype=bool,
+        )
         references = reference_scores(self.probe, store, tokenizer)
         self.baseline_hits = np.array([bool(hit) for hit in references["baseline"]], dtype=bool)
         self.hard = ~self.baseline_hits
         self.chance = np.array([hit or 0.0 for hit in references["chance"]], dtype=float)
         self.type1 = np.array([answer_in_query(query) for query in self.probe.queries], dtype=bool)
-        queries = json.dumps([[q.relation, q.direction, q.prefix, q.suffix, list(q.answer_names)]
-                              for q in self.probe.queries], ensure_ascii=False)
+        queries = json.dumps(
+            [[q.relation, q.direction, q.prefix, q.suffix, list(q.answer_names)] for q in self.probe.queries],
+            ensure_ascii=False,
+        )
         self.fingerprint = hashlib.sha1(queries.encode()).hexdigest()[:12]
 
     @staticmethod
@@ -68,5 +75,6 @@ class HeldOutProbe:
         logits = getattr(output, "prediction_logits", None)
         if logits is None or logits.dim() != 3:  # no MLM head, or per-token scores (ELECTRA's discriminator)
             return None
-        return np.array([bool(hit) for hit in evaluate_probe(model, self.tokenizer, self.probe, device=device)],
-                        dtype=bool)
+        return np.array(
+            [bool(hit) for hit in evaluate_probe(model, self.tokenizer, self.probe, device=device)], dtype=bool
+        )

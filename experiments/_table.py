@@ -37,13 +37,24 @@ import numpy as np
 
 from study import study
 
-from kgplm.evaluation.statistics import (holm, metric_from_counts, paired_bootstrap, paired_t_test, seed_interval,
-                                         sign_flip_test)
+from kgplm.evaluation.statistics import (
+    holm,
+    metric_from_counts,
+    paired_bootstrap,
+    paired_t_test,
+    seed_interval,
+    sign_flip_test,
+)
 
 __all__ = ["TASK_LABELS", "MIN_PRIMARY_SEEDS", "aggregate", "render_markdown", "cell"]
 
-TASK_LABELS = {"cmedqaner": "cMedQANER F1", "cehrner": "cEHRNER F1", "cmedqq": "cMedQQ acc",
-               "chip-sts": "CHIP-STS macro-F1", "cmedic": "cMedIC acc"}
+TASK_LABELS = {
+    "cmedqaner": "cMedQANER F1",
+    "cehrner": "cEHRNER F1",
+    "cmedqq": "cMedQQ acc",
+    "chip-sts": "CHIP-STS macro-F1",
+    "cmedic": "cMedIC acc",
+}
 SIMILARITY_CANDIDATES = 20  # the positive and 19 hard negatives (kgplm.evaluation.similarity)
 #: pre-registered: a primary endpoint is tested only with at least this many pre-training seeds
 MIN_PRIMARY_SEEDS = 5
@@ -59,14 +70,20 @@ def cell(counts: np.ndarray, metric: str, seeds: int, degenerate: list[bool] | N
     then fine-tuning seed): per-run scores, per-seed means, the seed interval, the degenerate runs."""
     runs = metric_from_counts(metric, counts.sum(1))  # (runs,)
     per_seed = runs.reshape(seeds, -1).mean(1)  # fine-tuning seeds averaged within each pre-training seed
-    return _summary(per_seed, runs=runs.tolist(), degenerate=None if degenerate is None else
-                    sum(bool(flag) for flag in degenerate))
+    return _summary(
+        per_seed, runs=runs.tolist(), degenerate=None if degenerate is None else sum(bool(flag) for flag in degenerate)
+    )
 
 
 def _summary(per_seed, **extra) -> dict:
     interval = seed_interval(per_seed)
-    return {"mean": interval.mean, "half_width": None if math.isnan(interval.half_width) else interval.half_width,
-            "n": interval.n, "per_seed": [float(v) for v in per_seed], **extra}
+    return {
+        "mean": interval.mean,
+        "half_width": None if math.isnan(interval.half_width) else interval.half_width,
+        "n": interval.n,
+        "per_seed": [float(v) for v in per_seed],
+        **extra,
+    }
 
 
 def _test_units(task: str, examples) -> tuple[int, str]:
@@ -89,13 +106,16 @@ def _cells_by_task(rows, budget, cells) -> dict[str, dict[str, list[dict]]]:
                 for finetune_seed in budget.finetune_seeds:
                     found = index.get((row.name, seed, task, finetune_seed))
                     if found is None:
-                        raise RuntimeError(f"no cell for row {row.name!r}, seed {seed}, task {task}, fine-tuning seed "
-                                           f"{finetune_seed}")
+                        raise RuntimeError(
+                            f"no cell for row {row.name!r}, seed {seed}, task {task}, fine-tuning seed {finetune_seed}"
+                        )
                     if ids is None:
                         ids = found["outcomes"]["ids"]
                     elif found["outcomes"]["ids"] != ids:
-                        raise RuntimeError(f"{task}: {found.get('path', row.name)} was scored on other test examples "
-                                           f"than the first cell; every seed and row must see the same examples")
+                        raise RuntimeError(
+                            f"{task}: {found.get('path', row.name)} was scored on other test examples "
+                            f"than the first cell; every seed and row must see the same examples"
+                        )
                     ordered.append(found)
             tasks.setdefault(task, {})[row.name] = ordered
     return tasks
@@ -114,8 +134,11 @@ def _intrinsic(measured: dict, tables: dict, baselines: dict, notes: dict, add) 
     intrinsic_columns = [f"similarity {name} Acc@1" for name in measured["similarity_sizes"]]
     # the probe's primary columns are the queries the model-free baseline misses (hard), seen and unseen in
     # the pre-training text; the queries it answers (easy) are reported apart
-    probe_groups = {"probe hard seen": probe.hard & probe.seen, "probe hard unseen": probe.hard & ~probe.seen,
-                    "probe easy": ~probe.hard}
+    probe_groups = {
+        "probe hard seen": probe.hard & probe.seen,
+        "probe hard unseen": probe.hard & ~probe.seen,
+        "probe easy": ~probe.hard,
+    }
     intrinsic_columns += list(probe_groups)
     tables["pre-trained"]["columns"] = intrinsic_columns
     for row, outcomes in measured["intrinsic"].items():
@@ -130,7 +153,8 @@ def _intrinsic(measured: dict, tables: dict, baselines: dict, notes: dict, add) 
     for name in measured["similarity_sizes"]:
         baselines["pre-trained"].setdefault("chance", {})[f"similarity {name} Acc@1"] = 1 / SIMILARITY_CANDIDATES
     baselines["pre-trained"].setdefault("chance", {}).update(
-        {column: float(probe.chance[mask].mean()) if mask.any() else None for column, mask in probe_groups.items()})
+        {column: float(probe.chance[mask].mean()) if mask.any() else None for column, mask in probe_groups.items()}
+    )
     notes["similarity queries"] = measured["similarity_sizes"]
     notes["probes"] = {column.removeprefix("probe "): int(mask.sum()) for column, mask in probe_groups.items()}
 
@@ -144,8 +168,11 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
 
     _check_versions(rows, measured["cells"])
     seeds = len(budget.seeds)
-    tables = {"fine-tuned": {"columns": [], "cells": {}}, "secondary": {"columns": [], "cells": {}},
-              "pre-trained": {"columns": [], "cells": {}}}
+    tables = {
+        "fine-tuned": {"columns": [], "cells": {}},
+        "secondary": {"columns": [], "cells": {}},
+        "pre-trained": {"columns": [], "cells": {}},
+    }
     baselines = {name: {} for name in tables}
     notes = {"test units": {}}
     column_tasks: dict[str, str] = {}  # column → the task or method evaluation it measures
@@ -169,38 +196,55 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
         scored = {example.id: example for example in splits["test"]}
         test_examples = [scored[i] for i in ids]
         scored_units, _ = _test_units(task, test_examples)
-        notes["test units"][column] = (f"{len(ids)} test {'documents' if unit_name == 'entities' else 'examples'}"
-                                       + (f" ({scored_units} entities)" if unit_name == "entities" else "")
-                                       + f" scored; the full test split has {units} {unit_name}")
+        notes["test units"][column] = (
+            f"{len(ids)} test {'documents' if unit_name == 'entities' else 'examples'}"
+            + (f" ({scored_units} entities)" if unit_name == "entities" else "")
+            + f" scored; the full test split has {units} {unit_name}"
+        )
         counts_by_column[column] = {}
         for row, row_cells in cells_by_row.items():
             counts = np.asarray([c["outcomes"]["counts"] for c in row_cells])
             flags = [c["dev"]["degenerate"] for c in row_cells]
             counts_by_column[column][row] = counts
             add(table, column, row, cell(counts, metric, seeds, flags))
-            degenerate_runs += [{"row": row, "column": column, "seed": c["seed"], "finetune_seed": c["finetune_seed"],
-                                 "dev": c["dev"]["score"], "constant": c["dev"]["constant"]}
-                                for c in row_cells if c["dev"]["degenerate"]]
+            degenerate_runs += [
+                {
+                    "row": row,
+                    "column": column,
+                    "seed": c["seed"],
+                    "finetune_seed": c["finetune_seed"],
+                    "dev": c["dev"]["score"],
+                    "constant": c["dev"]["constant"],
+                }
+                for c in row_cells
+                if c["dev"]["degenerate"]
+            ]
         constants = {c["dev"]["constant_prediction"] for cells in cells_by_row.values() for c in cells}
         if len(constants) != 1:
-            raise RuntimeError(f"{task}: runs chose different best constants on dev ({sorted(constants)}); every run "
-                               f"must see the same dev examples")
+            raise RuntimeError(
+                f"{task}: runs chose different best constants on dev ({sorted(constants)}); every run "
+                f"must see the same dev examples"
+            )
         constant = constants.pop()
-        prediction = [set()] * len(test_examples) if spec.kind in ("ner", "nested_ner") else [constant] * len(
-            test_examples)
+        prediction = (
+            [set()] * len(test_examples) if spec.kind in ("ner", "nested_ner") else [constant] * len(test_examples)
+        )
         reference = baseline_counts(task, splits["train"], test_examples)
         all_labels = None
         if spec.metric == "macro_f1":
             all_labels = sorted({e.label for e in splits["train"]} | {e.label for e in test_examples})
         gold = [e.spans if spec.kind in ("ner", "nested_ner") else e.label for e in test_examples]
-        baselines[table].setdefault(BEST_CONSTANT, {})[column] = float(metric_from_counts(
-            metric, example_counts(metric, gold, prediction, labels=all_labels).sum(0)))
+        baselines[table].setdefault(BEST_CONSTANT, {})[column] = float(
+            metric_from_counts(metric, example_counts(metric, gold, prediction, labels=all_labels).sum(0))
+        )
         if reference["chance"] is not None:
             baselines[table].setdefault("chance (uniform random training label)", {})[column] = float(
-                metric_from_counts(metric, reference["chance"].sum(1)).mean())
+                metric_from_counts(metric, reference["chance"].sum(1)).mean()
+            )
         if measured.get("link") is not None and spec.kind == "ner":  # issue 26.5: the linked spans alone
-            baselines[table].setdefault(LINKER_AS_NER, {})[column] = float(linker_as_ner(
-                splits["train"], test_examples, measured["link"])["f1"])
+            baselines[table].setdefault(LINKER_AS_NER, {})[column] = float(
+                linker_as_ner(splits["train"], test_examples, measured["link"])["f1"]
+            )
 
     if measured["probe"] is not None:
         _intrinsic(measured, tables, baselines, notes, add)
@@ -216,19 +260,40 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
 
     families = compare(rows, tables, column_tasks, counts_by_column, metric_by_column, budget.bootstrap_resamples)
     commits = sorted({c["commit"] for c in measured["cells"]})
-    return {"title": "Does the knowledge help? The replication table", "smoke": budget.smoke,
-            "commit": commit, "cell_commits": commits,
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "device": device,
-            "machine": {"cpus": os.cpu_count(), "load_average_1min": os.getloadavg()[0]},
-            "seconds": round(seconds), "timings": {k: round(v) for k, v in measured["timings"].items()},
-            "budget": dataclasses.asdict(budget), "budget_text": budget.describe(),
-            "rows": [{"name": row.name, "role": row.role, "group": row.group, "control": row.control,
-                      "encoder_inputs": row.encoder_inputs, "pretraining": row.pretraining.key()} for row in rows],
-            "results_versions": {method: version for c in measured["cells"]
-                                 for method, version in c["results_versions"].items()},
-            "tables": tables, "baselines": baselines, "families": families,
-            "degenerate_runs": degenerate_runs, "bases": measured.get("bases", {}),
-            "fine_tuned_runs": len(measured["cells"]), "notes": notes}
+    return {
+        "title": "Does the knowledge help? The replication table",
+        "smoke": budget.smoke,
+        "commit": commit,
+        "cell_commits": commits,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "device": device,
+        "machine": {"cpus": os.cpu_count(), "load_average_1min": os.getloadavg()[0]},
+        "seconds": round(seconds),
+        "timings": {k: round(v) for k, v in measured["timings"].items()},
+        "budget": dataclasses.asdict(budget),
+        "budget_text": budget.describe(),
+        "rows": [
+            {
+                "name": row.name,
+                "role": row.role,
+                "group": row.group,
+                "control": row.control,
+                "encoder_inputs": row.encoder_inputs,
+                "pretraining": row.pretraining.key(),
+            }
+            for row in rows
+        ],
+        "results_versions": {
+            method: version for c in measured["cells"] for method, version in c["results_versions"].items()
+        },
+        "tables": tables,
+        "baselines": baselines,
+        "families": families,
+        "degenerate_runs": degenerate_runs,
+        "bases": measured.get("bases", {}),
+        "fine_tuned_runs": len(measured["cells"]),
+        "notes": notes,
+    }
 
 
 # -- comparisons and families -----------------------------------------------------------------------------------
@@ -236,12 +301,20 @@ def _seed_tests(row_cell: dict, against_cell: dict) -> dict:
     method, comparator = row_cell["per_seed"], against_cell["per_seed"]
     if len(method) != len(comparator):
         raise RuntimeError(f"paired seed-level test: {len(method)} seeds against {len(comparator)}")
-    entry = {"difference": float(np.mean(np.subtract(method, comparator))), "n": len(method),
-             "p_t": None, "p_permutation": None, "t": None}
+    entry = {
+        "difference": float(np.mean(np.subtract(method, comparator))),
+        "n": len(method),
+        "p_t": None,
+        "p_permutation": None,
+        "t": None,
+    }
     if len(method) >= 2:
         t_test, permutation = paired_t_test(method, comparator), sign_flip_test(method, comparator)
-        entry.update(p_t=t_test.p_value, t=None if math.isnan(t_test.statistic) or math.isinf(t_test.statistic)
-                     else t_test.statistic, p_permutation=permutation.p_value)
+        entry.update(
+            p_t=t_test.p_value,
+            t=None if math.isnan(t_test.statistic) or math.isinf(t_test.statistic) else t_test.statistic,
+            p_permutation=permutation.p_value,
+        )
     return entry
 
 
@@ -262,24 +335,38 @@ def compare(rows, tables, column_tasks, counts_by_column, metric_by_column, resa
             against = cells.get(row.control, {}).get(column)
             if against is None:
                 continue
-            entry = {"row": row.name, "against": row.control, "role": row.role, "column": column,
-                     **_seed_tests(row_cell, against),
-                     "degenerate": (row_cell.get("degenerate") or 0) + (against.get("degenerate") or 0)}
+            entry = {
+                "row": row.name,
+                "against": row.control,
+                "role": row.role,
+                "column": column,
+                **_seed_tests(row_cell, against),
+                "degenerate": (row_cell.get("degenerate") or 0) + (against.get("degenerate") or 0),
+            }
             if column in counts_by_column:
-                bootstrap = paired_bootstrap(counts_by_column[column][row.name], counts_by_column[column][row.control],
-                                             metric_by_column[column], resamples=resamples, seed=0)
+                bootstrap = paired_bootstrap(
+                    counts_by_column[column][row.name],
+                    counts_by_column[column][row.control],
+                    metric_by_column[column],
+                    resamples=resamples,
+                    seed=0,
+                )
                 entry["test_sampling_interval"] = [bootstrap.low, bootstrap.high]
             endpoint = endpoints.get(column_tasks.get(column)) if row.role == "method" else None
             if endpoint is not None:
-                entry.update(endpoint=f"{endpoint.task} {endpoint.metric}", direction=endpoint.direction,
-                             status=_primary_status(entry, endpoint.direction))
+                entry.update(
+                    endpoint=f"{endpoint.task} {endpoint.metric}",
+                    direction=endpoint.direction,
+                    status=_primary_status(entry, endpoint.direction),
+                )
                 family["primary"].append(entry)
             else:
                 family["secondary"].append(entry)
     for method, family in families.items():
         measured = {column_tasks.get(entry["column"]) for entry in family["primary"]}
-        family["missing_endpoints"] = sorted(f"{e.task} {e.metric}" for e in study(method).primary_endpoints
-                                             if e.task not in measured)
+        family["missing_endpoints"] = sorted(
+            f"{e.task} {e.metric}" for e in study(method).primary_endpoints if e.task not in measured
+        )
         secondary = family["secondary"]
         for name in ("p_t", "p_permutation"):
             tested = [entry for entry in secondary if entry[name] is not None]
@@ -295,8 +382,11 @@ def _primary_status(entry: dict, direction: str) -> str:
         return f"not tested: {entry['degenerate']} degenerate runs (†) in the method or its control"
     favourable = entry["difference"] > 0 if direction == "higher" else entry["difference"] < 0
     if entry["p_t"] < PRIMARY_ALPHA:
-        return (f"supported (p (t) < {PRIMARY_ALPHA}, in the claimed direction)" if favourable else
-                f"contradicted (p (t) < {PRIMARY_ALPHA}, against the claimed direction)")
+        return (
+            f"supported (p (t) < {PRIMARY_ALPHA}, in the claimed direction)"
+            if favourable
+            else f"contradicted (p (t) < {PRIMARY_ALPHA}, against the claimed direction)"
+        )
     return f"not supported (p (t) ≥ {PRIMARY_ALPHA})"
 
 
@@ -308,8 +398,11 @@ def _value(value) -> str:
 def _interval(entry: dict | None) -> str:
     if entry is None:
         return "—"
-    text = _value(entry["mean"]) if entry.get("half_width") is None else (
-        f"{100 * entry['mean']:.1f} ± {100 * entry['half_width']:.1f}")
+    text = (
+        _value(entry["mean"])
+        if entry.get("half_width") is None
+        else (f"{100 * entry['mean']:.1f} ± {100 * entry['half_width']:.1f}")
+    )
     if entry.get("degenerate"):
         text += f" †{entry['degenerate']}/{len(entry['runs'])}"
     return text
@@ -328,7 +421,7 @@ def _signed(value) -> str:
 TABLE_TITLES = {
     "fine-tuned": "Fine-tuned tasks (test scores ×100)",
     "pre-trained": "Pre-trained models, no fine-tuning: similarity Acc@1, cloze probe recall@5 on the queries "
-                   "the model-free baseline misses (hard; the easy ones apart), the methods' own evaluations (×100)",
+    "the model-free baseline misses (hard; the easy ones apart), the methods' own evaluations (×100)",
     "secondary": "Secondary table: tasks with fewer than 200 test units (×100)",
 }
 
@@ -354,19 +447,32 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
     title, subtitle = "#" * heading_level, "#" * (heading_level + 1)
     lines = [f"{title} {result['title']}", ""]
     if result["smoke"]:
-        lines += ["> **Smoke run.** A tiny budget that checks the runner end to end (every row, column, interval, "
-                  "test, flag and baseline); its numbers say nothing about the papers' claims.", ""]
+        lines += [
+            "> **Smoke run.** A tiny budget that checks the runner end to end (every row, column, interval, "
+            "test, flag and baseline); its numbers say nothing about the papers' claims.",
+            "",
+        ]
     commits = result.get("cell_commits", [])
-    lines += [f"Table built at commit `{result['commit']}` from cells computed at "
-              + ", ".join(f"`{c}`" for c in commits) + f"; {result['date']}, device {result['device']} "
-              f"({result['machine']['cpus']} CPUs, load average {result['machine']['load_average_1min']:.1f}), "
-              f"{result['seconds']} s in all ("
-              + ", ".join(f"{k} {v} s" for k, v in result["timings"].items()) + "). Results versions: "
-              + ", ".join(f"{k} {v}" for k, v in sorted(result.get("results_versions", {}).items())) + ".", "",
-              f"Budget: {result['budget_text']}.", ""]
+    lines += [
+        f"Table built at commit `{result['commit']}` from cells computed at "
+        + ", ".join(f"`{c}`" for c in commits)
+        + f"; {result['date']}, device {result['device']} "
+        f"({result['machine']['cpus']} CPUs, load average {result['machine']['load_average_1min']:.1f}), "
+        f"{result['seconds']} s in all ("
+        + ", ".join(f"{k} {v} s" for k, v in result["timings"].items())
+        + "). Results versions: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(result.get("results_versions", {}).items()))
+        + ".",
+        "",
+        f"Budget: {result['budget_text']}.",
+        "",
+    ]
     if result.get("bases"):
-        lines += ["Bases (protocol continued): " + ", ".join(sorted(result["bases"])) + "; each base's recipe, the "
-                  "SHA-256 of its weights and its curves are in `experiments/results/bases/`.", ""]
+        lines += [
+            "Bases (protocol continued): " + ", ".join(sorted(result["bases"])) + "; each base's recipe, the "
+            "SHA-256 of its weights and its curves are in `experiments/results/bases/`.",
+            "",
+        ]
     lines += [PROTOCOL, ""]
     for name in ("fine-tuned", "pre-trained", "secondary"):
         table = result["tables"][name]
@@ -375,8 +481,12 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
         heading = TABLE_TITLES[name]
         if name == "pre-trained" and "similarity queries" not in result["notes"]:
             heading = "Pre-trained models, no fine-tuning: the methods' own evaluations (×100)"
-        lines += [f"{subtitle} {heading}", "",
-                  "| row | " + " | ".join(table["columns"]) + " |", "|---|" + "---:|" * len(table["columns"])]
+        lines += [
+            f"{subtitle} {heading}",
+            "",
+            "| row | " + " | ".join(table["columns"]) + " |",
+            "|---|" + "---:|" * len(table["columns"]),
+        ]
         for row in result["rows"]:
             cells = table["cells"].get(row["name"])
             if cells is None:
@@ -387,41 +497,72 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
             lines.append(f"| *{baseline}* | " + " | ".join(_value(values.get(c)) for c in table["columns"]) + " |")
         lines.append("")
     degenerate = result["degenerate_runs"]
-    lines += [f"† {len(degenerate)} of {result['fine_tuned_runs']} fine-tuned runs do not beat the best constant "
-              "predictor on dev" + (": " + "; ".join(
-                  f"{d['row']} / {d['column']} (seed {d['seed']}, fine-tuning seed {d['finetune_seed']}: dev "
-                  f"{_value(d['dev'])} ≤ {_value(d['constant'])})" for d in degenerate[:30])
-                                    + ("; …" if len(degenerate) > 30 else "") if degenerate else "") + ".", ""]
+    lines += [
+        f"† {len(degenerate)} of {result['fine_tuned_runs']} fine-tuned runs do not beat the best constant "
+        "predictor on dev"
+        + (
+            ": "
+            + "; ".join(
+                f"{d['row']} / {d['column']} (seed {d['seed']}, fine-tuning seed {d['finetune_seed']}: dev "
+                f"{_value(d['dev'])} ≤ {_value(d['constant'])})"
+                for d in degenerate[:30]
+            )
+            + ("; …" if len(degenerate) > 30 else "")
+            if degenerate
+            else ""
+        )
+        + ".",
+        "",
+    ]
     for method, family in result["families"].items():
         lines += [f"{subtitle} Evidence: {method}", ""]
-        lines += ["Primary endpoints (pre-registered; the method vs its fair control):", "",
-                  "| endpoint | δ | n seeds | p (t) | p (perm) | test-sampling interval of δ | status |",
-                  "|---|---:|---:|---:|---:|---:|---|"]
+        lines += [
+            "Primary endpoints (pre-registered; the method vs its fair control):",
+            "",
+            "| endpoint | δ | n seeds | p (t) | p (perm) | test-sampling interval of δ | status |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
         for entry in family["primary"]:
             interval = entry.get("test_sampling_interval")
-            lines.append(f"| {entry['endpoint']} ({entry['direction']} is better) | {_signed(entry['difference'])} | "
-                         f"{entry['n']} | {_p(entry['p_t'])} | {_p(entry['p_permutation'])} | "
-                         + (f"[{_signed(interval[0])}, {_signed(interval[1])}]" if interval else "—")
-                         + f" | {entry['status']} |")
+            lines.append(
+                f"| {entry['endpoint']} ({entry['direction']} is better) | {_signed(entry['difference'])} | "
+                f"{entry['n']} | {_p(entry['p_t'])} | {_p(entry['p_permutation'])} | "
+                + (f"[{_signed(interval[0])}, {_signed(interval[1])}]" if interval else "—")
+                + f" | {entry['status']} |"
+            )
         for missing in family.get("missing_endpoints", []):
             lines.append(f"| {missing} | — | — | — | — | — | not measured: the task is not among this run's |")
-        lines += ["", f"Secondary comparisons ({len(family['secondary'])} in the family; Holm-adjusted within it):", "",
-                  "| row | compared with | column | δ | n | p (t) | Holm | p (perm) | Holm | † |",
-                  "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            f"Secondary comparisons ({len(family['secondary'])} in the family; Holm-adjusted within it):",
+            "",
+            "| row | compared with | column | δ | n | p (t) | Holm | p (perm) | Holm | † |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for entry in family["secondary"]:
-            against = "the method" if entry["against"] == method else (
-                "the control" if entry["role"] == "method" else entry["against"])
-            lines.append(f"| {entry['row']} | {against} | {entry['column']} | {_signed(entry['difference'])} | "
-                         f"{entry['n']} | {_p(entry['p_t'])} | {_p(entry.get('p_t_holm'))} | "
-                         f"{_p(entry['p_permutation'])} | {_p(entry.get('p_permutation_holm'))} | "
-                         f"{entry['degenerate'] or ''} |")
+            against = (
+                "the method"
+                if entry["against"] == method
+                else ("the control" if entry["role"] == "method" else entry["against"])
+            )
+            lines.append(
+                f"| {entry['row']} | {against} | {entry['column']} | {_signed(entry['difference'])} | "
+                f"{entry['n']} | {_p(entry['p_t'])} | {_p(entry.get('p_t_holm'))} | "
+                f"{_p(entry['p_permutation'])} | {_p(entry.get('p_permutation_holm'))} | "
+                f"{entry['degenerate'] or ''} |"
+            )
         lines.append("")
     notes = result["notes"]
     lines += ["Test sets: " + "; ".join(f"{column}: {text}" for column, text in notes["test units"].items()) + "."]
     if "similarity queries" not in notes:
         return "\n".join(lines + [""])
-    lines += ["Similarity queries per set: " + ", ".join(f"{k} {v}" for k, v in notes["similarity queries"].items())
-              + "; probe queries (seen/unseen: stated in the pre-training text or not; easy: answered by the "
-                "model-free baseline, the slot's most frequent fillers among the other facts): "
-              + ", ".join(f"{group} {count}" for group, count in notes["probes"].items()) + ".", ""]
+    lines += [
+        "Similarity queries per set: "
+        + ", ".join(f"{k} {v}" for k, v in notes["similarity queries"].items())
+        + "; probe queries (seen/unseen: stated in the pre-training text or not; easy: answered by the "
+        "model-free baseline, the slot's most frequent fillers among the other facts): "
+        + ", ".join(f"{group} {count}" for group, count in notes["probes"].items())
+        + ".",
+        "",
+    ]
     return "\n".join(lines)

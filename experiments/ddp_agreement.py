@@ -31,13 +31,21 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CACHE = REPO_ROOT / "experiments" / ".cache" / "ddp_agreement"
 TOLERANCE = 1e-5  # relative, as tests/training/test_distributed.py
-TEXT_MODEL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
-              "max_position_embeddings": 160, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+TEXT_MODEL = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 160,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
 
 
 def commit() -> str:
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=REPO_ROOT).returncode != 0
     return head + ("+dirty" if dirty else "")
 
@@ -68,10 +76,37 @@ def prepare(work: Path, facts: int, dialogues: int) -> tuple[Path, Path]:
 
 
 def cli_arguments(store_dir: Path, corpus: Path, output_dir: Path, steps: int) -> list[str]:
-    return ["--method", "smedbert", "--graph", str(store_dir), "--corpus", str(corpus), "--out", str(output_dir),
-            "--text-model", json.dumps(TEXT_MODEL), "--vocab-size", "2000", "--entity-dim", "16", "--kg-epochs", "1",
-            "--max-steps", str(steps), "--batch-size", "8", "--learning-rate", "2e-3", "--checkpoint-every",
-            str(steps), "--log-every", "1", "--max-length", "128", "--no-progress"]
+    return [
+        "--method",
+        "smedbert",
+        "--graph",
+        str(store_dir),
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(output_dir),
+        "--text-model",
+        json.dumps(TEXT_MODEL),
+        "--vocab-size",
+        "2000",
+        "--entity-dim",
+        "16",
+        "--kg-epochs",
+        "1",
+        "--max-steps",
+        str(steps),
+        "--batch-size",
+        "8",
+        "--learning-rate",
+        "2e-3",
+        "--checkpoint-every",
+        str(steps),
+        "--log-every",
+        "1",
+        "--max-length",
+        "128",
+        "--no-progress",
+    ]
 
 
 def launch(command: list[str]) -> float:
@@ -90,23 +125,32 @@ def compare(one: Path, two: Path) -> dict:
 
     stages = [json.loads((path / "run_config.json").read_text())["stages"] for path in (one, two)]
     tables = [NeighborTable.load(path / "kg" / "neighbors.npz") for path in (one, two)]
-    same_table = all(np.array_equal(getattr(tables[0], c), getattr(tables[1], c))
-                     for c in ("seeds", "neighbors", "relations", "directions", "scores"))
+    same_table = all(
+        np.array_equal(getattr(tables[0], c), getattr(tables[1], c))
+        for c in ("seeds", "neighbors", "relations", "directions", "scores")
+    )
     embeddings = []
     for path in (one, two):
         files = sorted((path / "kg" / "embeddings").glob("*.safetensors"))
         embeddings.append({f.name + ":" + k: v for f in files for k, v in load_file(str(f)).items()})
     same_embeddings = embeddings[0].keys() == embeddings[1].keys() and all(
-        np.array_equal(embeddings[0][k], embeddings[1][k]) for k in embeddings[0])
+        np.array_equal(embeddings[0][k], embeddings[1][k]) for k in embeddings[0]
+    )
     same_vocabulary = (one / "tokenizer" / "vocab.txt").read_bytes() == (two / "tokenizer" / "vocab.txt").read_bytes()
     records = [[json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()] for path in (one, two)]
     steps = []
     for a, b in zip(*records):
-        worst = max(((abs(b[k] - a[k]) / max(abs(a[k]), 1e-12), k) for k in a if k != "step" and k in b),
-                    default=(0.0, ""))
+        worst = max(
+            ((abs(b[k] - a[k]) / max(abs(a[k]), 1e-12), k) for k in a if k != "step" and k in b), default=(0.0, "")
+        )
         steps.append({"step": a["step"], "largest_relative_difference": worst[0], "at": worst[1]})
-    return {"stages": stages, "same_vocabulary": same_vocabulary, "same_neighbor_table": same_table,
-            "same_kg_embeddings": same_embeddings, "steps": steps}
+    return {
+        "stages": stages,
+        "same_vocabulary": same_vocabulary,
+        "same_neighbor_table": same_table,
+        "same_kg_embeddings": same_embeddings,
+        "steps": steps,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,38 +160,70 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dialogues", type=int, default=200)
     args = parser.parse_args(argv)
     head = commit()
-    settings = {"steps": args.steps, "facts": args.facts, "dialogues": args.dialogues, "text_model": TEXT_MODEL,
-                "commit": head}
+    settings = {
+        "steps": args.steps,
+        "facts": args.facts,
+        "dialogues": args.dialogues,
+        "text_model": TEXT_MODEL,
+        "commit": head,
+    }
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     work = CACHE / key
-    print(f"commit {head}; settings {json.dumps({k: v for k, v in settings.items() if k != 'commit'})}; "
-          f"run directory {work}", flush=True)
+    print(
+        f"commit {head}; settings {json.dumps({k: v for k, v in settings.items() if k != 'commit'})}; "
+        f"run directory {work}",
+        flush=True,
+    )
     if head.endswith("+dirty"):
         print("warning: tracked files differ from the commit; the runs are keyed by it anyway", flush=True)
     store_dir, corpus = prepare(work, args.facts, args.dialogues)
     one, two = work / "one", work / "two"
     timings = {}
     if not (one / "model").is_dir():
-        timings["one"] = launch([sys.executable, "-m", "kgplm", "train", *cli_arguments(store_dir, corpus, one,
-                                                                                       args.steps)])
+        timings["one"] = launch(
+            [sys.executable, "-m", "kgplm", "train", *cli_arguments(store_dir, corpus, one, args.steps)]
+        )
     if not (two / "model").is_dir():
-        timings["two"] = launch([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-                                 "2", "-m", "kgplm", "train", *cli_arguments(store_dir, corpus, two, args.steps),
-                                 "--gradient-accumulation-steps", "2"])
+        timings["two"] = launch(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc_per_node",
+                "2",
+                "-m",
+                "kgplm",
+                "train",
+                *cli_arguments(store_dir, corpus, two, args.steps),
+                "--gradient-accumulation-steps",
+                "2",
+            ]
+        )
     result = compare(one, two)
     load = os.getloadavg()
-    print(f"\nwall seconds {json.dumps({k: round(v) for k, v in timings.items()})} (load average "
-          f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; runs found in the cache are not re-timed)")
+    print(
+        f"\nwall seconds {json.dumps({k: round(v) for k, v in timings.items()})} (load average "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; runs found in the cache are not re-timed)"
+    )
     for name, stages in zip(("1 process", "2 processes"), result["stages"]):
         print(f"{name}: PEPR {stages.get('pepr_mode_used')} — {stages.get('pepr_mode_reason')}")
-    print(f"vocabularies identical: {result['same_vocabulary']}; neighbour tables identical: "
-          f"{result['same_neighbor_table']}; KG embeddings identical: {result['same_kg_embeddings']}\n")
+    print(
+        f"vocabularies identical: {result['same_vocabulary']}; neighbour tables identical: "
+        f"{result['same_neighbor_table']}; KG embeddings identical: {result['same_kg_embeddings']}\n"
+    )
     print("| step | largest relative loss difference | where | within 1e-5 |\n|---|---|---|---|")
     for row in result["steps"]:
-        print(f"| {row['step']} | {row['largest_relative_difference']:.2e} | {row['at']} | "
-              f"{'yes' if row['largest_relative_difference'] <= TOLERANCE else 'NO'} |")
-    agree = (result["same_vocabulary"] and result["same_neighbor_table"] and result["same_kg_embeddings"]
-             and all(r["largest_relative_difference"] <= TOLERANCE for r in result["steps"]))
+        print(
+            f"| {row['step']} | {row['largest_relative_difference']:.2e} | {row['at']} | "
+            f"{'yes' if row['largest_relative_difference'] <= TOLERANCE else 'NO'} |"
+        )
+    agree = (
+        result["same_vocabulary"]
+        and result["same_neighbor_table"]
+        and result["same_kg_embeddings"]
+        and all(r["largest_relative_difference"] <= TOLERANCE for r in result["steps"])
+    )
     (work / "result.json").write_text(json.dumps({"settings": settings, **result}, indent=1, default=str))
     return 0 if agree else 1
 

@@ -49,8 +49,9 @@ from study import STUDIES, study  # noqa: E402
 ATTRIBUTE = "适应症"
 
 
-def family_rows(pap_probabilities: list[float], methods: list[str] | None = None,
-                schedules: tuple[str, ...] = ("with_rtd",)) -> dict[str, dict]:
+def family_rows(
+    pap_probabilities: list[float], methods: list[str] | None = None, schedules: tuple[str, ...] = ("with_rtd",)
+) -> dict[str, dict]:
     """Row name → kgplm.train arguments, from the registry (ELECTRA-family methods and their controls;
     only ``methods`` and their controls when given; PAP methods once per ρ and ``pap_schedule``)."""
     from kgplm.methods import available, get
@@ -59,8 +60,11 @@ def family_rows(pap_probabilities: list[float], methods: list[str] | None = None
     rows = {}
     for name in available():
         spec = get(name)
-        if name not in STUDIES or not issubclass(spec.model_class, KgplmForReplacedTokenDetection) \
-                or study(name).control is None:
+        if (
+            name not in STUDIES
+            or not issubclass(spec.model_class, KgplmForReplacedTokenDetection)
+            or study(name).control is None
+        ):
             continue
         if methods and name not in methods:
             continue
@@ -68,14 +72,19 @@ def family_rows(pap_probabilities: list[float], methods: list[str] | None = None
             for probability in pap_probabilities:
                 for schedule in schedules:
                     rows[f"{name} ρ={probability:g} {schedule}"] = {
-                        "method": name, "pap": True,
-                        "model_options": {"pap_probability": probability, "pap_schedule": schedule}}
+                        "method": name,
+                        "pap": True,
+                        "model_options": {"pap_probability": probability, "pap_schedule": schedule},
+                    }
         else:
             rows[name] = {"method": name}
         control = study(name).control
-        rows[f"{name} control: {control.method}"] = {"method": control.method, "masking": control.masking,
-                                                     "model_options": dict(control.model_options),
-                                                     "control_of_pap": spec.needs("product_attributes")}
+        rows[f"{name} control: {control.method}"] = {
+            "method": control.method,
+            "masking": control.masking,
+            "model_options": dict(control.model_options),
+            "control_of_pap": spec.needs("product_attributes"),
+        }
     return rows
 
 
@@ -88,14 +97,26 @@ def build_corpus(work: Path, store, training, num_facts: int, num_dialogues: int
     if not path.is_file():
         lines = verbalize_triples(store, num_facts) + dialogues(num_dialogues)
         kept = drop_leaking_text(lines, training)
-        logging.info("corpus: %d lines (%d dropped for naming a held-out drug with one of its values)", len(kept),
-                     len(lines) - len(kept))
+        logging.info(
+            "corpus: %d lines (%d dropped for naming a held-out drug with one of its values)",
+            len(kept),
+            len(lines) - len(kept),
+        )
         path.write_text("\n".join(kept), encoding="utf-8")
     return path
 
 
-def pretrain(work: Path, store, corpus: Path, rows: dict, steps: int, seeds: list[int], held_out: int,
-             text_model: dict, max_length: int) -> dict:
+def pretrain(
+    work: Path,
+    store,
+    corpus: Path,
+    rows: dict,
+    steps: int,
+    seeds: list[int],
+    held_out: int,
+    text_model: dict,
+    max_length: int,
+) -> dict:
     import kgplm
 
     runs: dict[str, list[Path]] = {}
@@ -103,15 +124,31 @@ def pretrain(work: Path, store, corpus: Path, rows: dict, steps: int, seeds: lis
     for row, options in rows.items():
         for seed in seeds:
             slug = "".join(c if c.isalnum() else "-" for c in row)
-            output = work / (f"pretrain-{slug}-{steps}-h{text_model['hidden_size']}x{text_model['num_hidden_layers']}"
-                             f"-l{max_length}-{corpus.stem}-{commit()}-{seed}")
+            output = work / (
+                f"pretrain-{slug}-{steps}-h{text_model['hidden_size']}x{text_model['num_hidden_layers']}"
+                f"-l{max_length}-{corpus.stem}-{commit()}-{seed}"
+            )
             started = time.perf_counter()
-            kgplm.train(options["method"], graph=store, corpus=corpus, output_dir=output,
-                        text_model=dict(text_model), tokenizer=tokenizer, vocab_size=8000,
-                        masking=options.get("masking"), model_options=options.get("model_options"),
-                        method_data={"pap_held_out": held_out} if options.get("pap") else None,
-                        max_steps=steps, batch_size=16, learning_rate=1e-3, log_every=steps // 10,
-                        checkpoint_every=steps, max_length=max_length, seed=seed, progress=False)
+            kgplm.train(
+                options["method"],
+                graph=store,
+                corpus=corpus,
+                output_dir=output,
+                text_model=dict(text_model),
+                tokenizer=tokenizer,
+                vocab_size=8000,
+                masking=options.get("masking"),
+                model_options=options.get("model_options"),
+                method_data={"pap_held_out": held_out} if options.get("pap") else None,
+                max_steps=steps,
+                batch_size=16,
+                learning_rate=1e-3,
+                log_every=steps // 10,
+                checkpoint_every=steps,
+                max_length=max_length,
+                seed=seed,
+                progress=False,
+            )
             tokenizer = tokenizer or output / "tokenizer"  # one vocabulary for every row
             logging.info("%s seed %d: %.0f s", row, seed, time.perf_counter() - started)
             runs.setdefault(row, []).append(output)
@@ -133,8 +170,16 @@ def commit() -> str:
     import subprocess
 
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parent, check=True).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                cwd=Path(__file__).resolve().parent,
+                check=True,
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -146,6 +191,7 @@ def head_scorer(model, tokenizer):
             query = encode_texts(model, tokenizer, [t for t, _ in pairs], [ATTRIBUTE] * len(pairs), head=True)
             value = encode_texts(model, tokenizer, [v for _, v in pairs], None, head=True)
             return (-(query - value).abs().sum(-1)).numpy()
+
     return score
 
 
@@ -156,15 +202,21 @@ def zero_shot_scorer(model, tokenizer):
             query = encode_texts(model, tokenizer, [t for t, _ in pairs], [ATTRIBUTE] * len(pairs), head=False)
             value = encode_texts(model, tokenizer, [v for _, v in pairs], None, head=False)
             return (-(query - value).abs().sum(-1)).numpy()
+
     return score
 
 
 def encode_texts(model, tokenizer, first, second, *, head: bool, batch_size: int = 256) -> torch.Tensor:
     parts = []
     for start in range(0, len(first), batch_size):
-        encoded = tokenizer(first[start: start + batch_size],
-                            second[start: start + batch_size] if second is not None else None, truncation=True,
-                            max_length=64 if second is not None else 20, padding=True, return_tensors="pt")
+        encoded = tokenizer(
+            first[start : start + batch_size],
+            second[start : start + batch_size] if second is not None else None,
+            truncation=True,
+            max_length=64 if second is not None else 20,
+            padding=True,
+            return_tensors="pt",
+        )
         types = encoded.get("token_type_ids")
         if head:
             parts.append(model.encode_texts(encoded["input_ids"], encoded["attention_mask"], types))
@@ -189,9 +241,12 @@ def pap_table(runs: dict, rows: dict, training, evaluation, probe_steps: int, wo
                 continue
             model = load_pretrained(path / "model")
             tokenizer = load_tokenizer(path / "tokenizer")
-            result = {"zero-shot": evaluate_scorer(zero_shot_scorer(model, tokenizer), evaluation),
-                      "probe": evaluate_scorer(probe_scorer(model, tokenizer, training, steps=probe_steps, seed=seed),
-                                               evaluation)}
+            result = {
+                "zero-shot": evaluate_scorer(zero_shot_scorer(model, tokenizer), evaluation),
+                "probe": evaluate_scorer(
+                    probe_scorer(model, tokenizer, training, steps=probe_steps, seed=seed), evaluation
+                ),
+            }
             if rows[row].get("pap"):
                 result["head"] = evaluate_scorer(head_scorer(model, tokenizer), evaluation)
             table[key] = result
@@ -239,15 +294,20 @@ def main() -> None:
     evaluation = build_evaluation_set(training, per_pair=args.negatives)
     corpus = build_corpus(args.work, store, training, args.facts, args.dialogues)
     rows = family_rows(args.pap_probability, args.methods, tuple(args.schedules))
-    text_model = dict(hidden_size=args.hidden, num_hidden_layers=args.layers,
-                      num_attention_heads=max(1, args.hidden // 32), intermediate_size=4 * args.hidden,
-                      max_position_embeddings=512)
-    runs = pretrain(args.work, store, corpus, rows, args.steps, args.seeds, args.held_out, text_model,
-                    args.max_length)
+    text_model = dict(
+        hidden_size=args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=max(1, args.hidden // 32),
+        intermediate_size=4 * args.hidden,
+        max_position_embeddings=512,
+    )
+    runs = pretrain(args.work, store, corpus, rows, args.steps, args.seeds, args.held_out, text_model, args.max_length)
 
-    print(f"\nELECTRA family on real text: {args.steps} steps, batch 16 of ≤ {args.max_length} tokens, hidden "
-          f"{args.hidden}, {args.layers} layers, seeds {args.seeds}; each logged loss, first → last logging window "
-          f"(mean over seeds)")
+    print(
+        f"\nELECTRA family on real text: {args.steps} steps, batch 16 of ≤ {args.max_length} tokens, hidden "
+        f"{args.hidden}, {args.layers} layers, seeds {args.seeds}; each logged loss, first → last logging window "
+        f"(mean over seeds)"
+    )
     for row, paths in runs.items():
         per_seed = [curves(path) for path in paths]
         cells = []
@@ -257,12 +317,15 @@ def main() -> None:
             cells.append(f"{name} {first:.3f} → {last:.3f}")
         print(f"  {row}: " + ", ".join(cells))
 
-    laws = sorted({EpplmConfig(**rows[row].get("model_options", {})).pap_negatives for row in runs
-                   if rows[row].get("pap")})
+    laws = sorted(
+        {EpplmConfig(**rows[row].get("model_options", {})).pap_negatives for row in runs if rows[row].get("pap")}
+    )
     baselines = {law: title_agnostic_baseline_loss(training, law) for law in laws}
-    print(f"\nPAP training loss (mean of the last 3 logged windows with a PAP value, mean over seeds) against the "
-          f"title-agnostic baseline (the best scorer of (attribute, value) alone; constant scorer 2 ln 2 = "
-          f"{2 * np.log(2):.4f}):")
+    print(
+        f"\nPAP training loss (mean of the last 3 logged windows with a PAP value, mean over seeds) against the "
+        f"title-agnostic baseline (the best scorer of (attribute, value) alone; constant scorer 2 ln 2 = "
+        f"{2 * np.log(2):.4f}):"
+    )
     for row, paths in runs.items():
         if not rows[row].get("pap"):
             continue
@@ -278,18 +341,23 @@ def main() -> None:
 
     table = pap_table(runs, rows, training, evaluation, args.probe_steps, args.work)
     low, high = chance_interval(len(evaluation.positives), len(evaluation.negatives))
-    print(f"\nPAP AUC on {len(evaluation.positives)} held-out (drug, {ATTRIBUTE}) pairs of CMeKG vs {args.negatives} "
-          f"popularity- and length-matched {ATTRIBUTE} values each; chance 0.500, 95% chance interval "
-          f"[{low:.3f}, {high:.3f}]; 'shuffled': the same values against another held-out drug "
-          f"({len(evaluation.shuffled_positives)} pairs; must be at chance); mean ± std over seeds {args.seeds}; "
-          f"probe: {args.probe_steps} steps of 16 groups on frozen D")
-    header = f"{'row':<34}" + "".join(f"{name:>16}" for name in
-                                      ("head", "head shuffled", "probe", "probe shuffled", "zero-shot", "z-s shuffled"))
+    print(
+        f"\nPAP AUC on {len(evaluation.positives)} held-out (drug, {ATTRIBUTE}) pairs of CMeKG vs {args.negatives} "
+        f"popularity- and length-matched {ATTRIBUTE} values each; chance 0.500, 95% chance interval "
+        f"[{low:.3f}, {high:.3f}]; 'shuffled': the same values against another held-out drug "
+        f"({len(evaluation.shuffled_positives)} pairs; must be at chance); mean ± std over seeds {args.seeds}; "
+        f"probe: {args.probe_steps} steps of 16 groups on frozen D"
+    )
+    header = f"{'row':<34}" + "".join(
+        f"{name:>16}" for name in ("head", "head shuffled", "probe", "probe shuffled", "zero-shot", "z-s shuffled")
+    )
     print(header)
     print("-" * len(header))
     for row, paths in runs.items():
-        results = [table.get(f"{path.name}:{args.probe_steps}:{len(evaluation.positives)}x{len(evaluation.negatives)}")
-                   for path in paths]
+        results = [
+            table.get(f"{path.name}:{args.probe_steps}:{len(evaluation.positives)}x{len(evaluation.negatives)}")
+            for path in paths
+        ]
         if not results[0]:
             continue
 
@@ -299,12 +367,20 @@ def main() -> None:
                 return "—"
             return f"{statistics.mean(values):.3f}" + (f" ± {statistics.stdev(values):.3f}" if len(values) > 1 else "")
 
-        print(f"{row:<34}" + "".join(f"{cell(name, part):>16}" for name in ("head", "probe", "zero-shot")
-                                     for part in ("auc", "shuffled")))
-    for name, scores in (("baseline: popularity (drug-ignoring)", lambda p: popularity_scores(training, p)),
-                         ("baseline: shorter wins (drug-ignoring)", length_scores)):
-        print(f"{name:<34}{auc(scores(evaluation.positives), scores(evaluation.negatives)):>16.3f}"
-              f"{auc(scores(evaluation.shuffled_positives), scores(evaluation.shuffled_negatives)):>16.3f}")
+        print(
+            f"{row:<34}"
+            + "".join(
+                f"{cell(name, part):>16}" for name in ("head", "probe", "zero-shot") for part in ("auc", "shuffled")
+            )
+        )
+    for name, scores in (
+        ("baseline: popularity (drug-ignoring)", lambda p: popularity_scores(training, p)),
+        ("baseline: shorter wins (drug-ignoring)", length_scores),
+    ):
+        print(
+            f"{name:<34}{auc(scores(evaluation.positives), scores(evaluation.negatives)):>16.3f}"
+            f"{auc(scores(evaluation.shuffled_positives), scores(evaluation.shuffled_negatives)):>16.3f}"
+        )
     print(f"total {time.perf_counter() - started:.0f} s")
 
 

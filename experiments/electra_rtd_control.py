@@ -52,9 +52,11 @@ def topic_lines(count: int, seed: int = 0, topics: int = 6) -> list[str]:
     characters: a character of another set is out of place anywhere in the line (content, not position)."""
     rng = random.Random(seed)
     size = len(ALPHABET) // topics
-    sets = [ALPHABET[k * size:(k + 1) * size] for k in range(topics)]
-    return ["".join(rng.choice(chosen) for _ in range(rng.randint(16, 48)))
-            for chosen in (rng.choice(sets) for _ in range(count))]
+    sets = [ALPHABET[k * size : (k + 1) * size] for k in range(topics)]
+    return [
+        "".join(rng.choice(chosen) for _ in range(rng.randint(16, 48)))
+        for chosen in (rng.choice(sets) for _ in range(count))
+    ]
 
 
 def chain_lines(count: int, seed: int = 0, alphabet: str = ALPHABET[:24]) -> list[str]:
@@ -80,6 +82,7 @@ def corpus_lines(name: str, count: int) -> list[str]:
         return chain_lines(count)
     if name == "dialogues":
         from _data import dialogues
+
         return dialogues(count)
     return [line.strip() for line in Path(name).read_text(encoding="utf-8").splitlines() if line.strip()][:count]
 
@@ -100,8 +103,13 @@ def detection_scores(model, tokenizer, lines: list[str], *, max_length: int = 64
     model.eval()
     encoded = tokenizer(lines, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
     ids, attention = encoded["input_ids"], encoded["attention_mask"]
-    special = {tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id, tokenizer.mask_token_id,
-               tokenizer.unk_token_id}
+    special = {
+        tokenizer.cls_token_id,
+        tokenizer.sep_token_id,
+        tokenizer.pad_token_id,
+        tokenizer.mask_token_id,
+        tokenizer.unk_token_id,
+    }
     real = attention.bool() & ~torch.isin(ids, torch.tensor(sorted(special)))
     generator = torch.Generator().manual_seed(seed)
     chosen = (torch.rand(ids.shape, generator=generator) < 0.15) & real
@@ -135,10 +143,13 @@ def detection_scores(model, tokenizer, lines: list[str], *, max_length: int = 64
 
 def _summary(replaced: np.ndarray, logits: np.ndarray) -> dict:
     predicted = logits > 0
-    return {"replaced_share": round(float(replaced.mean()), 4), "auc": round(roc_auc(replaced, logits), 4),
-            "accuracy": round(float((predicted == replaced).mean()), 4),
-            "constant_accuracy": round(float(1 - replaced.mean()), 4),
-            "recall": round(float(predicted[replaced].mean()), 4) if replaced.any() else float("nan")}
+    return {
+        "replaced_share": round(float(replaced.mean()), 4),
+        "auc": round(roc_auc(replaced, logits), 4),
+        "accuracy": round(float((predicted == replaced).mean()), 4),
+        "constant_accuracy": round(float(1 - replaced.mean()), 4),
+        "recall": round(float(predicted[replaced].mean()), 4) if replaced.any() else float("nan"),
+    }
 
 
 def main() -> None:
@@ -172,29 +183,53 @@ def main() -> None:
     settings = {key: value for key, value in vars(args).items() if key != "work"}
     directory = run_directory(args.work, "electra", settings, version=version)
     lines = corpus_lines(args.corpus, args.lines)
-    training, held_out = lines[:-args.held_out], lines[-args.held_out:]
+    training, held_out = lines[: -args.held_out], lines[-args.held_out :]
     corpus = directory / "train.txt"
     corpus.write_text("\n".join(training), encoding="utf-8")
     heads = max(1, args.hidden // 32)
     started, cpu_started = time.perf_counter(), time.process_time()
     result = kgplm.train(
-        "electra", corpus=corpus, output_dir=directory / "run",
-        text_model={"hidden_size": args.hidden, "num_hidden_layers": args.layers, "num_attention_heads": heads,
-                    "intermediate_size": 4 * args.hidden, "max_position_embeddings": 128},
-        vocab_size=args.vocab_size, max_length=args.max_length, masking="bert",
-        model_options={"rtd_weight": args.rtd_weight, "mlm_weight": args.mlm_weight,
-                       "generator_size": args.generator_size},
-        max_steps=args.steps, batch_size=args.batch, learning_rate=args.learning_rate,
-        warmup_steps=args.warmup_steps, log_every=max(1, args.steps // 10), checkpoint_every=args.steps,
-        seed=args.seed, device="cpu", progress=False)
+        "electra",
+        corpus=corpus,
+        output_dir=directory / "run",
+        text_model={
+            "hidden_size": args.hidden,
+            "num_hidden_layers": args.layers,
+            "num_attention_heads": heads,
+            "intermediate_size": 4 * args.hidden,
+            "max_position_embeddings": 128,
+        },
+        vocab_size=args.vocab_size,
+        max_length=args.max_length,
+        masking="bert",
+        model_options={
+            "rtd_weight": args.rtd_weight,
+            "mlm_weight": args.mlm_weight,
+            "generator_size": args.generator_size,
+        },
+        max_steps=args.steps,
+        batch_size=args.batch,
+        learning_rate=args.learning_rate,
+        warmup_steps=args.warmup_steps,
+        log_every=max(1, args.steps // 10),
+        checkpoint_every=args.steps,
+        seed=args.seed,
+        device="cpu",
+        progress=False,
+    )
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     model = load_pretrained(result.output_dir / "model")
     tokenizer = load_tokenizer(result.output_dir / "tokenizer")
     scores = detection_scores(model, tokenizer, held_out, max_length=args.max_length)
     last = result.metrics[-1]
-    record = {"settings": settings, "commit": version, "seconds": round(seconds), "cpu_seconds": round(cpu_seconds),
-              "final_training_log": {k: round(v, 4) for k, v in last.items() if isinstance(v, float)},
-              "held_out": scores}
+    record = {
+        "settings": settings,
+        "commit": version,
+        "seconds": round(seconds),
+        "cpu_seconds": round(cpu_seconds),
+        "final_training_log": {k: round(v, 4) for k, v in last.items() if isinstance(v, float)},
+        "held_out": scores,
+    }
     print(json.dumps(record, ensure_ascii=False))
 
 

@@ -37,10 +37,15 @@ CACHE = Path(__file__).resolve().parent / ".cache"
 
 
 def commit() -> str:
-    result = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
-                           cwd=Path(__file__).resolve().parent).stdout.strip()
+    result = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).resolve().parent
+    )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent,
+    ).stdout.strip()
     return (result.stdout.strip() or "unknown") + ("+dirty" if dirty else "")
 
 
@@ -70,8 +75,10 @@ def main() -> None:
     config = EmbertConfig()
     rate = config.cecp_rate if args.cecp_rate is None else args.cecp_rate
     share = config.cecp_max_entity_share if args.max_entity_share is None else args.max_entity_share
-    print(f"commit {commit()}; dialogues {args.dialogues}, max_length {args.max_length}, repeats {args.repeats}, "
-          f"cecp_rate {rate}, max_entity_share {share}, neighbours {'kept' if args.any_neighbour else 'excluded'}")
+    print(
+        f"commit {commit()}; dialogues {args.dialogues}, max_length {args.max_length}, repeats {args.repeats}, "
+        f"cecp_rate {rate}, max_entity_share {share}, neighbours {'kept' if args.any_neighbour else 'excluded'}"
+    )
 
     store = cmekg_store(CACHE)
     tokenizer = load_tokenizer(SHARED / "vocab" / "bert-base-chinese" / "vocab.txt")
@@ -80,16 +87,38 @@ def main() -> None:
     thesaurus = build_thesaurus(store)
     segments = build_entity_segments(store, linker=linker)
     work = CACHE / f"embert_corpus_{args.dialogues}_{args.max_length}"
-    dataset = build_corpus(texts, store=store, tokenizer=tokenizer, output_dir=work, linker=linker, whole_word=False,
-                           max_length=args.max_length, progress=False)
+    dataset = build_corpus(
+        texts,
+        store=store,
+        tokenizer=tokenizer,
+        output_dir=work,
+        linker=linker,
+        whole_word=False,
+        max_length=args.max_length,
+        progress=False,
+    )
     neighbors = None if args.any_neighbour else store.adjacency(symmetric=True)
-    lexicon = EntityLexicon(thesaurus, segments, tokenizer, store.primary_type_ids(), linker.count(texts),
-                            max_replacement_tokens=config.cecp_max_tokens, neighbors=neighbors,
-                            max_entity_share=share)
-    collator = EmbertCollator(lexicon=lexicon, cecp_rate=rate, bem_rate=config.bem_rate,
-                              bem_max_positions=config.bem_max_positions, max_sequence_length=512,
-                              masker=Masker.from_tokenizer(tokenizer, "bert"), cls_token_id=tokenizer.cls_token_id,
-                              sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id)
+    lexicon = EntityLexicon(
+        thesaurus,
+        segments,
+        tokenizer,
+        store.primary_type_ids(),
+        linker.count(texts),
+        max_replacement_tokens=config.cecp_max_tokens,
+        neighbors=neighbors,
+        max_entity_share=share,
+    )
+    collator = EmbertCollator(
+        lexicon=lexicon,
+        cecp_rate=rate,
+        bem_rate=config.bem_rate,
+        bem_max_positions=config.bem_max_positions,
+        max_sequence_length=512,
+        masker=Masker.from_tokenizer(tokenizer, "bert"),
+        cls_token_id=tokenizer.cls_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     adjacency = store.adjacency(symmetric=True)
     rows = dataset[:]
     labels = Counter()
@@ -120,7 +149,7 @@ def main() -> None:
                     latin_in_chinese += text_is_chinese and new_script == LATIN
                     by_entity[entity] += 1
                     if label == 0:
-                        neighbour += entity in set(adjacency.indices[adjacency.indptr[old]:adjacency.indptr[old + 1]])
+                        neighbour += entity in set(adjacency.indices[adjacency.indptr[old] : adjacency.indptr[old + 1]])
                         synonym += lexicon.names[name] in set(thesaurus.synonyms(old))
             batch = collator(part, seeds)  # the same examples, masked: BEM's target tokens as the model sees them
             for row, (start_, end_) in zip(batch["bem_batch"].tolist(), batch["bem_target_spans"].tolist()):
@@ -137,11 +166,14 @@ def main() -> None:
     print(f"| Latin surface inside mostly-Chinese text | {latin_in_chinese / max(total, 1):.1%} |")
     for entity, count in by_entity.most_common(args.top):
         print(f"| share of replacements: {store.entity_name(entity)} | {count / max(total, 1):.1%} |")
-    print(f"| inconsistent replacements that are KG neighbours of the original | "
-          f"{neighbour / max(inconsistent, 1):.1%} |")
+    print(
+        f"| inconsistent replacements that are KG neighbours of the original | {neighbour / max(inconsistent, 1):.1%} |"
+    )
     print(f"| inconsistent replacements that are synonyms of the original | {synonym / max(inconsistent, 1):.1%} |")
-    print(f"| BEM target tokens left visible (kept or random) | {bem_visible / max(bem_targets, 1):.1%} "
-          f"of {bem_targets} |")
+    print(
+        f"| BEM target tokens left visible (kept or random) | {bem_visible / max(bem_targets, 1):.1%} "
+        f"of {bem_targets} |"
+    )
 
 
 if __name__ == "__main__":

@@ -25,15 +25,17 @@ from _runs import code_version  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-def measure(work: Path, model: Path, task: str, examples: int | None, epochs: int, learning_rate: float,
-            device: str) -> dict:
+def measure(
+    work: Path, model: Path, task: str, examples: int | None, epochs: int, learning_rate: float, device: str
+) -> dict:
     import replicate
     from _outcomes import best_constant
 
     from kgplm.evaluation.tasks import load_task
 
-    budget = dataclasses.replace(replicate.Budget(), tasks={task: [examples, epochs]},
-                                 finetune_learning_rate=learning_rate)
+    budget = dataclasses.replace(
+        replicate.Budget(), tasks={task: [examples, epochs]}, finetune_learning_rate=learning_rate
+    )
     started = time.process_time()
     outcomes, directory = replicate.finetune(work, budget, model, task, 0, True, device)
     results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
@@ -41,10 +43,19 @@ def measure(work: Path, model: Path, task: str, examples: int | None, epochs: in
     by_id = {example.id: example for example in splits["dev"]}
     constant = best_constant(task, splits["train"], [by_id[i] for i in results["example_ids"]["dev"]])
     dev = float(results["dev"]["main"])
-    return {"model": str(model), "task": task, "examples": examples, "epochs": epochs, "learning_rate": learning_rate,
-            "dev": dev, "constant": constant["score"], "learns": dev > constant["score"] + 1e-9,
-            "test": float(results["test"]["main"]), "cpu_seconds": round(time.process_time() - started, 1),
-            "commit": code_version()}
+    return {
+        "model": str(model),
+        "task": task,
+        "examples": examples,
+        "epochs": epochs,
+        "learning_rate": learning_rate,
+        "dev": dev,
+        "constant": constant["score"],
+        "learns": dev > constant["score"] + 1e-9,
+        "test": float(results["test"]["main"]),
+        "cpu_seconds": round(time.process_time() - started, 1),
+        "commit": code_version(),
+    }
 
 
 def main() -> None:
@@ -75,9 +86,11 @@ def main() -> None:
     print("| train examples | epochs | lr | dev | best constant on dev | learns | test | CPU s |")
     print("|---:|---:|---:|---:|---:|---|---:|---:|")
     for row in rows:
-        print(f"| {row['examples'] or 'all'} | {row['epochs']} | {row['learning_rate']:g} | {100 * row['dev']:.1f} | "
-              f"{100 * row['constant']:.1f} | {'yes' if row['learns'] else 'no'} | {100 * row['test']:.1f} | "
-              f"{row['cpu_seconds']} |")
+        print(
+            f"| {row['examples'] or 'all'} | {row['epochs']} | {row['learning_rate']:g} | {100 * row['dev']:.1f} | "
+            f"{100 * row['constant']:.1f} | {'yes' if row['learns'] else 'no'} | {100 * row['test']:.1f} | "
+            f"{row['cpu_seconds']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -38,9 +38,15 @@ def build_inputs(num_dialogues: int, max_length: int, path: Path) -> None:
 
     store = cmekg_store(CACHE)
     tokenizer = load_tokenizer(SHARED / "vocab" / "bert-base-chinese" / "vocab.txt")
-    dataset = build_corpus(dialogues(num_dialogues), store=store, tokenizer=tokenizer,
-                           output_dir=CACHE / f"masking_corpus_{num_dialogues}_{max_length}", whole_word=False,
-                           max_length=max_length, progress=False)
+    dataset = build_corpus(
+        dialogues(num_dialogues),
+        store=store,
+        tokenizer=tokenizer,
+        output_dir=CACHE / f"masking_corpus_{num_dialogues}_{max_length}",
+        whole_word=False,
+        max_length=max_length,
+        progress=False,
+    )
     rows = [dataset[i] for i in range(len(dataset))]
     width = max(len(row["input_ids"]) for row in rows)
     input_ids = np.full((len(rows), width), tokenizer.pad_token_id, dtype=np.int64)
@@ -53,9 +59,16 @@ def build_inputs(num_dialogues: int, max_length: int, path: Path) -> None:
             spans.append((start, end))
             owners.append(index)
     special = np.array(sorted(set(tokenizer.all_special_ids)), dtype=np.int64)
-    np.savez(path, input_ids=input_ids, attention_mask=attention, spans=np.array(spans, dtype=np.int64).reshape(-1, 2),
-             owners=np.array(owners, dtype=np.int64), special_ids=special,
-             mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer))
+    np.savez(
+        path,
+        input_ids=input_ids,
+        attention_mask=attention,
+        spans=np.array(spans, dtype=np.int64).reshape(-1, 2),
+        owners=np.array(owners, dtype=np.int64),
+        special_ids=special,
+        mask_token_id=tokenizer.mask_token_id,
+        vocab_size=len(tokenizer),
+    )
 
 
 def measure(path: Path, repeats: int, batch_size: int = 64) -> dict[str, float]:
@@ -66,8 +79,13 @@ def measure(path: Path, repeats: int, batch_size: int = 64) -> dict[str, float]:
     spans_by_row = [[] for _ in range(len(input_ids))]
     for (start, end), owner in zip(data["spans"].tolist(), data["owners"].tolist()):
         spans_by_row[owner].append((start, end))
-    masker = Masker("whole_entity", mask_token_id=int(data["mask_token_id"]), vocab_size=int(data["vocab_size"]),
-                    special_token_ids=data["special_ids"].tolist(), seed=0)
+    masker = Masker(
+        "whole_entity",
+        mask_token_id=int(data["mask_token_id"]),
+        vocab_size=int(data["vocab_size"]),
+        special_token_ids=data["special_ids"].tolist(),
+        seed=0,
+    )
     maskable = attention.astype(bool) & ~np.isin(input_ids, data["special_ids"])
     in_mention = np.zeros_like(maskable)
     in_short_four = np.zeros_like(maskable)  # tokens of 4-token mentions in sequences of ≤ 24 tokens
@@ -81,8 +99,11 @@ def measure(path: Path, repeats: int, batch_size: int = 64) -> dict[str, float]:
     for _ in range(repeats):
         for start in range(0, len(input_ids), batch_size):
             rows = slice(start, start + batch_size)
-            _, labels = masker(torch.from_numpy(input_ids[rows]), attention_mask=torch.from_numpy(attention[rows]),
-                               mention_spans=spans_by_row[rows])
+            _, labels = masker(
+                torch.from_numpy(input_ids[rows]),
+                attention_mask=torch.from_numpy(attention[rows]),
+                mention_spans=spans_by_row[rows],
+            )
             targets = labels.numpy() != -100
             chosen[rows] += targets
             empty += int((~targets.any(1) & maskable[rows].any(1)).sum())
@@ -113,14 +134,18 @@ def main() -> None:
     result = measure(path, args.repeats)
     import kgplm
 
-    print(f"whole_entity masking, rate 0.15; {args.dialogues} consultations, max_length {args.max_length}, "
-          f"{result['sequences']} sequences, {args.repeats} draws each; kgplm at {Path(kgplm.__file__).parent}\n")
+    print(
+        f"whole_entity masking, rate 0.15; {args.dialogues} consultations, max_length {args.max_length}, "
+        f"{result['sequences']} sequences, {args.repeats} draws each; kgplm at {Path(kgplm.__file__).parent}\n"
+    )
     print("| tokens | count | chosen as targets |")
     print("|---|---|---|")
     print(f"| in linked mentions | {result['mention_tokens']:,} | {result['mention_rate']:.2%} |")
     print(f"| other maskable tokens | {result['other_tokens']:,} | {result['other_rate']:.2%} |")
-    print(f"| in 4-token mentions of sequences ≤ 24 tokens | {result['short_four_tokens']:,} | "
-          f"{result['short_four_rate']:.2%} |")
+    print(
+        f"| in 4-token mentions of sequences ≤ 24 tokens | {result['short_four_tokens']:,} | "
+        f"{result['short_four_rate']:.2%} |"
+    )
     print(f"\nsequences with a maskable token but no target, per draw: {result['sequences_without_target']:.1f}")
 
 

@@ -38,8 +38,15 @@ ROWS = {  # row name → kgplm.train arguments
     "kebiolm": {"method": "kebiolm"},
 }
 #: kgplm.train settings shared by both rows (with the command line's, they key the run directory)
-TRAINING = {"vocab_size": 8000, "kg_method": "transe", "entity_dim": 64, "kg_epochs": 2, "batch_size": 16,
-            "learning_rate": 1e-3, "seed": 0}
+TRAINING = {
+    "vocab_size": 8000,
+    "kg_method": "transe",
+    "entity_dim": 64,
+    "kg_epochs": 2,
+    "batch_size": 16,
+    "learning_rate": 1e-3,
+    "seed": 0,
+}
 
 
 def prepare(work: Path, store, num_facts: int, num_dialogues: int, per_relation: int):
@@ -73,10 +80,14 @@ def detection_quality(run: Path, store, texts: list[str]) -> tuple[float, float,
     from kgplm.text.linking import EntityLinker
     from kgplm.text.tokenization import load_tokenizer
 
-    model, tokenizer, linker = load_pretrained(run / "model").eval(), load_tokenizer(run / "tokenizer"), \
-        EntityLinker(store)
-    encoded = tokenizer(texts, padding=True, truncation=True, max_length=128, return_tensors="pt",
-                        return_offsets_mapping=True)
+    model, tokenizer, linker = (
+        load_pretrained(run / "model").eval(),
+        load_tokenizer(run / "tokenizer"),
+        EntityLinker(store),
+    )
+    encoded = tokenizer(
+        texts, padding=True, truncation=True, max_length=128, return_tensors="pt", return_offsets_mapping=True
+    )
     offsets = encoded.pop("offset_mapping").numpy()
     with torch.no_grad():
         extras = KEBIOLM_ENCODING.encode(model, **encoded).extras
@@ -121,16 +132,33 @@ def main() -> None:
     corpus, probe = prepare(work, store, args.facts, args.dialogues, args.per_relation)
     raw = corpus.read_text(encoding="utf-8").splitlines()
     before = stated_facts(raw, store, probe)
-    text_model = dict(CPU_TEXT_ENCODER, hidden_size=args.hidden, num_hidden_layers=args.layers,
-                      num_attention_heads=max(1, args.hidden // 32), intermediate_size=4 * args.hidden)
+    text_model = dict(
+        CPU_TEXT_ENCODER,
+        hidden_size=args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=max(1, args.hidden // 32),
+        intermediate_size=4 * args.hidden,
+    )
     tokenizer, table, runs, timings = None, {}, {}, {}
     for row, options in ROWS.items():
         output = work / f"pretrain-{options['method']}"
         began = time.perf_counter()
-        runs[row] = kgplm.train(options["method"], graph=store, corpus=corpus, output_dir=output,
-                                text_model=text_model, tokenizer=tokenizer, masking=options.get("masking"),
-                                exclude_triples=str(work / "probe.json"), max_steps=args.steps, log_every=20,
-                                checkpoint_every=args.steps, max_length=args.max_length, progress=False, **TRAINING)
+        runs[row] = kgplm.train(
+            options["method"],
+            graph=store,
+            corpus=corpus,
+            output_dir=output,
+            text_model=text_model,
+            tokenizer=tokenizer,
+            masking=options.get("masking"),
+            exclude_triples=str(work / "probe.json"),
+            max_steps=args.steps,
+            log_every=20,
+            checkpoint_every=args.steps,
+            max_length=args.max_length,
+            progress=False,
+            **TRAINING,
+        )
         timings[row] = time.perf_counter() - began
         tokenizer = tokenizer or output / "tokenizer"
         result = probe_model(output, probe, store=store, progress=False)
@@ -138,37 +166,54 @@ def main() -> None:
         table[row] = rows[row]
         table.update({name: summary for name, summary in rows.items() if name != row})  # baseline, chance
     words = load_tokenizer(tokenizer)
-    trained_on = [words.decode(ids, skip_special_tokens=True).replace(" ", "")
-                  for ids in load_corpus(runs["kebiolm"].output_dir / "corpus")["input_ids"]]
+    trained_on = [
+        words.decode(ids, skip_special_tokens=True).replace(" ", "")
+        for ids in load_corpus(runs["kebiolm"].output_dir / "corpus")["input_ids"]
+    ]
     after = stated_facts(trained_on, store, probe)
 
     print(f"\ncode version {version}")
-    print(f"KG cloze probe on CMeKG: {len(probe.queries)} queries ({before['held_out_queries']} held out, "
-          f"{before['seen_queries']} seen) over {len({q.relation for q in probe.queries})} relations, at most "
-          f"{args.per_relation} per relation, answers of 1-10 tokens, beam 5 per length")
-    print(f"text: {args.facts} CMeKG descriptions + {args.dialogues} dialogues; sentences stating a held-out fact: "
-          f"{before['held_out_sentences']} in the raw text, {after['held_out_sentences']} in the text the models "
-          f"trained on; sentences stating a seen query's fact there: {after['seen_sentences']}")
+    print(
+        f"KG cloze probe on CMeKG: {len(probe.queries)} queries ({before['held_out_queries']} held out, "
+        f"{before['seen_queries']} seen) over {len({q.relation for q in probe.queries})} relations, at most "
+        f"{args.per_relation} per relation, answers of 1-10 tokens, beam 5 per length"
+    )
+    print(
+        f"text: {args.facts} CMeKG descriptions + {args.dialogues} dialogues; sentences stating a held-out fact: "
+        f"{before['held_out_sentences']} in the raw text, {after['held_out_sentences']} in the text the models "
+        f"trained on; sentences stating a seen query's fact there: {after['seen_sentences']}"
+    )
     split = runs["kebiolm"].load_model().config.layer_split
-    print(f"both models: hidden {args.hidden}, {args.layers} layers, the same vocabulary, whole-entity masking, "
-          f"{args.steps} steps × 16 sequences of ≤ {args.max_length} tokens, lr 1e-3; KeBioLM: {split[0]} + {split[1]} "
-          f"layers, TransE (dim 64, 2 epochs, held-out triples excluded)")
+    print(
+        f"both models: hidden {args.hidden}, {args.layers} layers, the same vocabulary, whole-entity masking, "
+        f"{args.steps} steps × 16 sequences of ≤ {args.max_length} tokens, lr 1e-3; KeBioLM: {split[0]} + {split[1]} "
+        f"layers, TransE (dim 64, 2 epochs, held-out triples excluded)"
+    )
     kebiolm = runs["kebiolm"]
     for name in ("mlm", "ed", "el", "ed_accuracy", "el_accuracy"):
         curve = kebiolm.curve(name)
-        print(f"  kebiolm {name:<12} step {kebiolm.metrics[0]['step']}: {curve[0]:.3f} → step "
-              f"{kebiolm.metrics[-1]['step']}: {curve[-1]:.3f}")
+        print(
+            f"  kebiolm {name:<12} step {kebiolm.metrics[0]['step']}: {curve[0]:.3f} → step "
+            f"{kebiolm.metrics[-1]['step']}: {curve[-1]:.3f}"
+        )
     control = runs["mlm (control, whole-entity masking)"].curve("mlm")
     print(f"  control mlm          {control[0]:.3f} → {control[-1]:.3f}")
-    unseen_dialogues = dialogues(args.dialogues + 200)[args.dialogues:]
+    unseen_dialogues = dialogues(args.dialogues + 200)[args.dialogues :]
     precision, recall, predicted, gold = detection_quality(kebiolm.output_dir, store, unseen_dialogues)
-    print(f"KeBioLM's own mention detection on 200 unseen dialogues vs the linker: precision {precision:.3f}, "
-          f"recall {recall:.3f} ({predicted} detected, {gold} linked)")
-    print("pre-training time: " + ", ".join(f"{row} {seconds:.0f} s" for row, seconds in timings.items())
-          + " (CPU, shared with other jobs)\n")
+    print(
+        f"KeBioLM's own mention detection on 200 unseen dialogues vs the linker: precision {precision:.3f}, "
+        f"recall {recall:.3f} ({predicted} detected, {gold} linked)"
+    )
+    print(
+        "pre-training time: "
+        + ", ".join(f"{row} {seconds:.0f} s" for row, seconds in timings.items())
+        + " (CPU, shared with other jobs)\n"
+    )
     print(probe_table(table))
-    print(f"(kebiolm's probe runs its fusion on its own detections: precision {precision:.3f}, recall {recall:.3f} "
-          f"on unseen dialogues)")
+    print(
+        f"(kebiolm's probe runs its fusion on its own detections: precision {precision:.3f}, recall {recall:.3f} "
+        f"on unseen dialogues)"
+    )
     print(f"\ntotal {time.perf_counter() - started:.0f} s, {args.threads} torch thread(s); code version {version}")
 
 

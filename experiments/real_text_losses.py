@@ -42,25 +42,51 @@ def main() -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     store = cmekg_store(CACHE)
     corpus = mixed_corpus(CACHE / f"corpus-{args.facts}-{args.dialogues}.txt", store, args.facts, args.dialogues)
-    text = dict(hidden_size=args.hidden, num_hidden_layers=args.layers, num_attention_heads=max(1, args.hidden // 64),
-                intermediate_size=4 * args.hidden, max_position_embeddings=160)
+    text = dict(
+        hidden_size=args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=max(1, args.hidden // 64),
+        intermediate_size=4 * args.hidden,
+        max_position_embeddings=160,
+    )
     options = "".join(f"-{key}={value}" for key, value in sorted(args.model_options.items()))
-    output = CACHE / (f"{args.method}-{args.steps}-{args.facts}-{args.dialogues}-{args.hidden}x{args.layers}"
-                      f"-s{args.seed}{options}")
+    output = CACHE / (
+        f"{args.method}-{args.steps}-{args.facts}-{args.dialogues}-{args.hidden}x{args.layers}-s{args.seed}{options}"
+    )
     started = time.perf_counter()
-    result = kgplm.train(args.method, graph=store, corpus=corpus, output_dir=output, text_model=text, vocab_size=4000,
-                         kg_method="transe", entity_dim=32, kg_epochs=1, max_steps=args.steps, batch_size=args.batch,
-                         learning_rate=args.learning_rate, log_every=args.log_every, model_options=args.model_options,
-                         checkpoint_every=args.steps, max_length=128, seed=args.seed, progress=False)
+    result = kgplm.train(
+        args.method,
+        graph=store,
+        corpus=corpus,
+        output_dir=output,
+        text_model=text,
+        vocab_size=4000,
+        kg_method="transe",
+        entity_dim=32,
+        kg_epochs=1,
+        max_steps=args.steps,
+        batch_size=args.batch,
+        learning_rate=args.learning_rate,
+        log_every=args.log_every,
+        model_options=args.model_options,
+        checkpoint_every=args.steps,
+        max_length=128,
+        seed=args.seed,
+        progress=False,
+    )
     elapsed = time.perf_counter() - started
     names = ["loss", *(name for name in get(args.method).losses if result.curve(name))]
-    print(f"\n{args.method}: {args.steps} steps of {args.batch} chunks (≤ 128 tokens) of {args.facts} CMeKG fact "
-          f"sentences + {args.dialogues} consultations; encoder {args.hidden}×{args.layers}; {elapsed / 60:.1f} min "
-          f"(CPU, shared machine)\n")
+    print(
+        f"\n{args.method}: {args.steps} steps of {args.batch} chunks (≤ 128 tokens) of {args.facts} CMeKG fact "
+        f"sentences + {args.dialogues} consultations; encoder {args.hidden}×{args.layers}; {elapsed / 60:.1f} min "
+        f"(CPU, shared machine)\n"
+    )
     print(f"{'step':>6}" + "".join(f"{name:>10}" for name in names))
     for record in result.metrics:
-        print(f"{record['step']:>6}" + "".join(f"{record[name]:>10.4f}" if name in record else f"{'':>10}"
-                                               for name in names))
+        print(
+            f"{record['step']:>6}"
+            + "".join(f"{record[name]:>10.4f}" if name in record else f"{'':>10}" for name in names)
+        )
     print()
     for name in names:
         curve = result.curve(name)

@@ -81,9 +81,15 @@ class Budget:
     steps: int = 400
     batch_size: int = 16
     learning_rate: float = 1e-3
-    encoder: dict = field(default_factory=lambda: {"hidden_size": 128, "num_hidden_layers": 4,
-                                                   "num_attention_heads": 4, "intermediate_size": 512,
-                                                   "max_position_embeddings": 512})
+    encoder: dict = field(
+        default_factory=lambda: {
+            "hidden_size": 128,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "intermediate_size": 512,
+            "max_position_embeddings": 512,
+        }
+    )
     max_length: int = 128
     vocab_size: int = 8000
     facts: int = 3000
@@ -99,8 +105,14 @@ class Budget:
     #: at 5e-4 and 5e-3 it stayed constant; cMedQANER 800 × 4 reached 11.0 at 5e-4 and 0.0 at 2e-3; CHIP-STS
     #: learnt on the MLM base at 2000 × 3, 2e-3 (dev 46.9 vs 33.6) and on the ELECTRA base at none of 2000–4000 ×
     #: 2–3, 1e-3–5e-3: experiments/results/finetune_budget.jsonl)
-    tasks: dict = field(default_factory=lambda: {"cmedqaner": [800, 4], "cehrner": [None, 4], "cmedqq": [2000, 3, 2e-3],
-                                                 "chip-sts": [2000, 3, 2e-3]})
+    tasks: dict = field(
+        default_factory=lambda: {
+            "cmedqaner": [800, 4],
+            "cehrner": [None, 4],
+            "cmedqq": [2000, 3, 2e-3],
+            "chip-sts": [2000, 3, 2e-3],
+        }
+    )
     max_eval_examples: int | None = None
     finetune_learning_rate: float = 5e-4
     finetune_batch_size: int = 32
@@ -122,44 +134,78 @@ class Budget:
         """(max train examples, epochs, learning rate) of fine-tuning on ``task``."""
         limit, epochs, *rate = self.tasks[task]
         if len(rate) > 1:
-            raise ValueError(f"Budget.tasks[{task!r}] = {self.tasks[task]}: expected [examples, epochs] or "
-                             f"[examples, epochs, learning rate]")
+            raise ValueError(
+                f"Budget.tasks[{task!r}] = {self.tasks[task]}: expected [examples, epochs] or "
+                f"[examples, epochs, learning rate]"
+            )
         return limit, epochs, float(rate[0]) if rate else self.finetune_learning_rate
 
     def describe(self) -> str:
         encoder = self.encoder
-        protocol = (f"continued pre-training (protocol \"continued\"): one base per family, trained once with seed 0 "
-                    f"for {self.base_steps} steps × batch {self.base_batch_size} (lr {self.base_learning_rate:g}) on "
-                    f"the same text and vocabulary (MLM + SOP with token masking for the BERT-style methods and their "
-                    f"controls, ELECTRA for the ELECTRA-style ones), then every row continues from its family's base "
-                    f"with its own seed for " if self.protocol == "continued" else
-                    "every row pre-trained from random weights (protocol \"scratch\"): ")
-        return (protocol + f"pre-training {self.steps} steps × batch {self.batch_size} (lr {self.learning_rate:g}) of an encoder "
-                f"with hidden {encoder['hidden_size']}, {encoder['num_hidden_layers']} layers, max length "
-                f"{self.max_length}, an in-domain WordPiece vocabulary of {self.vocab_size}, on {self.facts} CMeKG "
-                f"facts written as sentences + {self.dialogues} medical dialogues; KG embeddings "
-                f"{self.kg_method or 'of each method'} (dim {self.entity_dim}, {self.kg_epochs} epochs); "
-                f"pre-training seeds {list(self.seeds)}, fine-tuning seeds {list(self.finetune_seeds)} "
-                f"(lr {self.finetune_learning_rate:g}, batch {self.finetune_batch_size}, max length "
-                f"{self.finetune_max_length}; " + ", ".join(
-                    f"{task} {limit or 'all'} train examples × {epochs} epochs"
-                    + (f" (lr {rate:g})" if rate != self.finetune_learning_rate else "")
-                    for task, (limit, epochs, rate) in ((task, self.task_budget(task)) for task in self.tasks))
-                + f"; dev/test {'all' if self.max_eval_examples is None else self.max_eval_examples} examples); "
-                f"{self.similarity_queries} similarity queries per set (hard negatives from {self.similarity_pool} "
-                f"same-type entities), {self.probes} probes; "
-                f"{self.bootstrap_resamples} bootstrap resamples")
+        protocol = (
+            f'continued pre-training (protocol "continued"): one base per family, trained once with seed 0 '
+            f"for {self.base_steps} steps × batch {self.base_batch_size} (lr {self.base_learning_rate:g}) on "
+            f"the same text and vocabulary (MLM + SOP with token masking for the BERT-style methods and their "
+            f"controls, ELECTRA for the ELECTRA-style ones), then every row continues from its family's base "
+            f"with its own seed for "
+            if self.protocol == "continued"
+            else 'every row pre-trained from random weights (protocol "scratch"): '
+        )
+        return (
+            protocol
+            + f"pre-training {self.steps} steps × batch {self.batch_size} (lr {self.learning_rate:g}) of an encoder "
+            f"with hidden {encoder['hidden_size']}, {encoder['num_hidden_layers']} layers, max length "
+            f"{self.max_length}, an in-domain WordPiece vocabulary of {self.vocab_size}, on {self.facts} CMeKG "
+            f"facts written as sentences + {self.dialogues} medical dialogues; KG embeddings "
+            f"{self.kg_method or 'of each method'} (dim {self.entity_dim}, {self.kg_epochs} epochs); "
+            f"pre-training seeds {list(self.seeds)}, fine-tuning seeds {list(self.finetune_seeds)} "
+            f"(lr {self.finetune_learning_rate:g}, batch {self.finetune_batch_size}, max length "
+            f"{self.finetune_max_length}; "
+            + ", ".join(
+                f"{task} {limit or 'all'} train examples × {epochs} epochs"
+                + (f" (lr {rate:g})" if rate != self.finetune_learning_rate else "")
+                for task, (limit, epochs, rate) in ((task, self.task_budget(task)) for task in self.tasks)
+            )
+            + f"; dev/test {'all' if self.max_eval_examples is None else self.max_eval_examples} examples); "
+            f"{self.similarity_queries} similarity queries per set (hard negatives from {self.similarity_pool} "
+            f"same-type entities), {self.probes} probes; "
+            f"{self.bootstrap_resamples} bootstrap resamples"
+        )
 
 
-SMOKE = Budget(steps=30, batch_size=8, learning_rate=2e-3,
-               encoder={"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
-                        "max_position_embeddings": 160},
-               max_length=64, vocab_size=2000, facts=300, dialogues=300, kg_method="transe", entity_dim=16,
-               kg_epochs=1, seeds=(0, 1, 2), finetune_seeds=(0,),
-               tasks={"cmedqaner": [120, 1], "cehrner": [40, 1], "cmedqq": [200, 1], "chip-sts": [200, 1]},
-               max_eval_examples=60, finetune_learning_rate=2e-3, finetune_batch_size=32, finetune_max_length=64,
-               similarity_queries=60, probes=60, bootstrap_resamples=1000, smoke=True, base_steps=20, base_batch_size=8,
-               base_learning_rate=2e-3)
+SMOKE = Budget(
+    steps=30,
+    batch_size=8,
+    learning_rate=2e-3,
+    encoder={
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": 160,
+    },
+    max_length=64,
+    vocab_size=2000,
+    facts=300,
+    dialogues=300,
+    kg_method="transe",
+    entity_dim=16,
+    kg_epochs=1,
+    seeds=(0, 1, 2),
+    finetune_seeds=(0,),
+    tasks={"cmedqaner": [120, 1], "cehrner": [40, 1], "cmedqq": [200, 1], "chip-sts": [200, 1]},
+    max_eval_examples=60,
+    finetune_learning_rate=2e-3,
+    finetune_batch_size=32,
+    finetune_max_length=64,
+    similarity_queries=60,
+    probes=60,
+    bootstrap_resamples=1000,
+    smoke=True,
+    base_steps=20,
+    base_batch_size=8,
+    base_learning_rate=2e-3,
+)
 PROTOCOLS = ("continued", "scratch")
 
 
@@ -168,6 +214,7 @@ from _cells import key_hash  # noqa: E402,F401  (one hash for cache directories 
 
 def commit() -> str:
     """The repository's commit, with ``+dirty`` when tracked files differ from it."""
+
     def git(*args):
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
@@ -190,8 +237,9 @@ def cached_directory(parent: Path, name: str, key: dict) -> tuple[Path, bool]:
 
 def mark_done(directory: Path, key: dict) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "key.json").write_text(json.dumps({"key": key, "commit": commit()}, indent=1, default=str),
-                                        encoding="utf-8")
+    (directory / "key.json").write_text(
+        json.dumps({"key": key, "commit": commit()}, indent=1, default=str), encoding="utf-8"
+    )
 
 
 # -- rows ------------------------------------------------------------------------------------------------
@@ -208,8 +256,12 @@ class Pretraining:
     def of(cls, method: str, masking: str | None = None, model_options=None, train_options=None) -> Pretraining:
         from kgplm.methods import get
 
-        return cls(method, masking or get(method).default_masking, tuple(sorted(dict(model_options or {}).items())),
-                   tuple(sorted(dict(train_options or {}).items())))
+        return cls(
+            method,
+            masking or get(method).default_masking,
+            tuple(sorted(dict(model_options or {}).items())),
+            tuple(sorted(dict(train_options or {}).items())),
+        )
 
     def key(self) -> dict:
         key = {"method": self.method, "masking": self.masking, "model_options": dict(self.model_options)}
@@ -242,9 +294,11 @@ def _ablation_label(name: str) -> str:
 
 def control_row_name(name: str) -> str:
     control = study(name).control
-    return (f"{name} control: {control.method}"
-            + "".join(f", {k}={v}" for k, v in sorted(control.model_options.items()))
-            + f" ({Pretraining.of(control.method, control.masking).masking} masking)")
+    return (
+        f"{name} control: {control.method}"
+        + "".join(f", {k}={v}" for k, v in sorted(control.model_options.items()))
+        + f" ({Pretraining.of(control.method, control.masking).masking} masking)"
+    )
 
 
 #: Builders of extra rows for a knowledge method (attribution rows, model-based baselines):
@@ -270,8 +324,10 @@ def plan_rows(methods: Sequence[str] | None = None, *, primary: bool = False) ->
     from kgplm.evaluation.tasks import task_names
 
     known = set(task_names())
-    return [dataclasses.replace(row, tasks=tuple(e.task for e in study(row.group).primary_endpoints if e.task in known))
-            for row in rows]
+    return [
+        dataclasses.replace(row, tasks=tuple(e.task for e in study(row.group).primary_endpoints if e.task in known))
+        for row in rows
+    ]
 
 
 def _all_rows(methods: Sequence[str] | None, *, primary: bool) -> list[Row]:
@@ -288,12 +344,27 @@ def _all_rows(methods: Sequence[str] | None, *, primary: bool) -> list[Row]:
         method_row = Row(name, "method", own, name, control_row)
         rows.append(method_row)
         if spec.finetuning_inputs is not None:
-            rows.append(Row(f"{name} − knowledge at fine-tuning", "no knowledge at fine-tuning", own, name,
-                            name, encoder_inputs=False))
+            rows.append(
+                Row(
+                    f"{name} − knowledge at fine-tuning",
+                    "no knowledge at fine-tuning",
+                    own,
+                    name,
+                    name,
+                    encoder_inputs=False,
+                )
+            )
         for ablation_name in () if primary else record.ablations:  # each compared with the method
             ablation = record.ablation(ablation_name)
-            rows.append(Row(f"{name} − {_ablation_label(ablation_name)}", "ablation",
-                            Pretraining.of(name, ablation.masking, ablation.model_options), name, name))
+            rows.append(
+                Row(
+                    f"{name} − {_ablation_label(ablation_name)}",
+                    "ablation",
+                    Pretraining.of(name, ablation.masking, ablation.model_options),
+                    name,
+                    name,
+                )
+            )
         control_pretraining = Pretraining.of(control.method, control.masking, control.model_options)
         rows.extend(attribution_rows(name, control_row, control_pretraining))
         for builder in () if primary else EXTRA_ROWS:
@@ -314,9 +385,16 @@ def attribution_rows(name: str, control_row: str, control_pretraining: Pretraini
     for label, declared in study(name).attribution_rows.items():
         base = Pretraining.of(name) if declared.base == "method" else control_pretraining
         pretraining = dataclasses.replace(base, train_options=tuple(sorted(dict(declared.train_options).items())))
-        rows.append(Row(f"{name}: {label}", "attribution", pretraining, name,
-                        name if declared.compare_with == "method" else control_row,
-                        finetune_options=tuple(sorted(dict(declared.finetune_options).items()))))
+        rows.append(
+            Row(
+                f"{name}: {label}",
+                "attribution",
+                pretraining,
+                name,
+                name if declared.compare_with == "method" else control_row,
+                finetune_options=tuple(sorted(dict(declared.finetune_options).items())),
+            )
+        )
     return rows
 
 
@@ -369,8 +447,10 @@ SHARED_FIELDS = ("vocab_size", "kg_method", "entity_dim", "kg_epochs")
 def shared_key(budget: Budget, corpus_name: str | None = None) -> dict:
     """``corpus_name``: the pre-training text's file (default: the mixed corpus of the budget's facts and
     dialogues; :func:`held_out_text_removed` names a filtered one after its filters)."""
-    return {"corpus": corpus_name or f"corpus-{budget.facts}-{budget.dialogues}.txt",
-            **{name: getattr(budget, name) for name in SHARED_FIELDS}}
+    return {
+        "corpus": corpus_name or f"corpus-{budget.facts}-{budget.dialogues}.txt",
+        **{name: getattr(budget, name) for name in SHARED_FIELDS},
+    }
 
 
 def corpus_key(budget: Budget, knowledge: bool, whole_word: bool) -> dict:
@@ -392,16 +472,29 @@ def shared_inputs(work: Path, budget: Budget, rows: Sequence[Row]) -> Shared:
     kg = RunDirectory(work / f"shared-{key_hash(key)}")
     specs = [get(row.pretraining.method) for row in rows]
     own_kind = "transr" if any(spec.kg_embedding == "transr" for spec in specs) else "transe"
-    arguments = {"tokenizer": None, "text_model": None, "vocab_size": budget.vocab_size, "neighbor_table": None,
-                 "kg_embeddings": None, "num_neighbors": 10, "pepr_mode": "fast", "seed": 0,
-                 "kg_method": budget.kg_method or own_kind, "entity_dim": budget.entity_dim,
-                 "kg_epochs": budget.kg_epochs, "max_length": budget.max_length}
+    arguments = {
+        "tokenizer": None,
+        "text_model": None,
+        "vocab_size": budget.vocab_size,
+        "neighbor_table": None,
+        "kg_embeddings": None,
+        "num_neighbors": 10,
+        "pepr_mode": "fast",
+        "seed": 0,
+        "kg_method": budget.kg_method or own_kind,
+        "entity_dim": budget.entity_dim,
+        "kg_epochs": budget.kg_epochs,
+        "max_length": budget.max_length,
+    }
     if not kg.run_config_path.is_file():
         kg.write_run_config({"kgplm_run": 1, "shared_by": "experiments/replicate.py", **key})
     inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus, corpus_options={}, progress=False)
     stages.prepare_tokenizer(kg, inputs)
     needed = set().union(*(spec.artefacts for spec in specs)) & {
-        "entity_frequencies", "neighbor_table", "kg_embeddings"}
+        "entity_frequencies",
+        "neighbor_table",
+        "kg_embeddings",
+    }
     stages.run_artefact_stages(needed, kg, inputs)
     return Shared(store, str(ROOT / ".cache" / "cmekg_store"), corpus, kg.tokenizer_dir, kg, inputs)
 
@@ -418,9 +511,11 @@ def shared_corpus(shared: Shared, budget: Budget, pretraining: Pretraining) -> P
     spec = get(pretraining.method)
     variant = (spec.needs("neighbor_table"), pretraining.masking in WORD_SCHEMES)  # word schemes need word_ids
     if variant not in shared.corpora:
-        corpus_run = RunDirectory(shared.kg.path / f"corpus-{'knowledge' if variant[0] else 'text'}"
-                                                   f"{'-whole-word' if variant[1] else ''}-"
-                                                   f"{key_hash(corpus_key(budget, *variant))}")
+        corpus_run = RunDirectory(
+            shared.kg.path / f"corpus-{'knowledge' if variant[0] else 'text'}"
+            f"{'-whole-word' if variant[1] else ''}-"
+            f"{key_hash(corpus_key(budget, *variant))}"
+        )
         artefacts = {"neighbor_table": shared.inputs.artefacts["neighbor_table"]} if variant[0] else {}
         inputs = dataclasses.replace(shared.inputs, artefacts=artefacts)
         stages.prepare_corpus(corpus_run, inputs, load_tokenizer(shared.tokenizer), masking=pretraining.masking)
@@ -443,8 +538,12 @@ def held_out_text_removed(work: Path, store, corpus: Path, rows: Sequence[Row]) 
         for column, keep in filters.items():
             before = len(lines)
             lines = keep(store, lines)
-            logger.info("%s: %d of %d pre-training text lines hold out its facts and are dropped", column,
-                        before - len(lines), before)
+            logger.info(
+                "%s: %d of %d pre-training text lines hold out its facts and are dropped",
+                column,
+                before - len(lines),
+                before,
+            )
         path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
@@ -484,15 +583,34 @@ def prepopulate(shared: Shared, budget: Budget, pretraining: Pretraining, run_di
 
 # -- pre-training, fine-tuning, probes -----------------------------------------------------------------------
 #: The budget fields a pre-training run depends on (with the row's configuration, the seed and the shared inputs).
-PRETRAINING_FIELDS = ("steps", "batch_size", "learning_rate", "encoder", "max_length", "vocab_size", "facts",
-                      "dialogues", "kg_method", "entity_dim", "kg_epochs")
+PRETRAINING_FIELDS = (
+    "steps",
+    "batch_size",
+    "learning_rate",
+    "encoder",
+    "max_length",
+    "vocab_size",
+    "facts",
+    "dialogues",
+    "kg_method",
+    "entity_dim",
+    "kg_epochs",
+)
 #: The budget fields a fine-tuning run depends on beyond its task's (train limit, epochs) and its pre-trained model.
 FINETUNING_FIELDS = ("max_eval_examples", "finetune_learning_rate", "finetune_batch_size", "finetune_max_length")
 
 
 #: The budget fields a base encoder depends on (with its family's recipe and the shared inputs).
-BASE_FIELDS = ("base_steps", "base_batch_size", "base_learning_rate", "encoder", "max_length", "vocab_size", "facts",
-               "dialogues")
+BASE_FIELDS = (
+    "base_steps",
+    "base_batch_size",
+    "base_learning_rate",
+    "encoder",
+    "max_length",
+    "vocab_size",
+    "facts",
+    "dialogues",
+)
 #: The base encoder of each family (protocol "continued"): what every row of the family continues from.
 BASE_RECIPES = {"mlm": ("mlm", None, {"use_sop": True}), "electra": ("electra", None, {})}
 BASE_SEED = 0
@@ -514,28 +632,45 @@ def base_pretraining(family: str) -> Pretraining:
 def base_key(budget: Budget, family: str, shared_name: str) -> dict:
 
     recipe = base_pretraining(family)
-    return {"family": family, **recipe.key(), "seed": BASE_SEED, "shared": shared_name,
-            "results_version": study(recipe.method).results_version,
-            **{name: getattr(budget, name) for name in BASE_FIELDS}}
+    return {
+        "family": family,
+        **recipe.key(),
+        "seed": BASE_SEED,
+        "shared": shared_name,
+        "results_version": study(recipe.method).results_version,
+        **{name: getattr(budget, name) for name in BASE_FIELDS},
+    }
 
 
 def pretraining_key(budget: Budget, pretraining: Pretraining, seed: int, shared_name: str) -> dict:
 
-    key = {**pretraining.key(), "seed": seed, "shared": shared_name,
-           "results_version": study(pretraining.method).results_version,
-           "method_data": evaluation_method_data(pretraining.method),
-           **{name: getattr(budget, name) for name in PRETRAINING_FIELDS}}
+    key = {
+        **pretraining.key(),
+        "seed": seed,
+        "shared": shared_name,
+        "results_version": study(pretraining.method).results_version,
+        "method_data": evaluation_method_data(pretraining.method),
+        **{name: getattr(budget, name) for name in PRETRAINING_FIELDS},
+    }
     if budget.protocol == "continued":  # the scratch protocol's keys stay what they were
         key.update(protocol="continued", base=base_key(budget, base_family(pretraining.method), shared_name))
     return key
 
 
-def finetuning_key(budget: Budget, pretrained: str, task: str, seed: int, encoder_inputs: bool,
-                   options: tuple = ()) -> dict:
+def finetuning_key(
+    budget: Budget, pretrained: str, task: str, seed: int, encoder_inputs: bool, options: tuple = ()
+) -> dict:
     limit, epochs, learning_rate = budget.task_budget(task)
-    key = {"pretrained": pretrained, "task": task, "seed": seed, "encoder_inputs": encoder_inputs,
-           "max_train_examples": limit, "epochs": epochs, **{name: getattr(budget, name) for name in FINETUNING_FIELDS},
-           "finetune_learning_rate": learning_rate}  # the task's own, where it has one
+    key = {
+        "pretrained": pretrained,
+        "task": task,
+        "seed": seed,
+        "encoder_inputs": encoder_inputs,
+        "max_train_examples": limit,
+        "epochs": epochs,
+        **{name: getattr(budget, name) for name in FINETUNING_FIELDS},
+        "finetune_learning_rate": learning_rate,
+    }  # the task's own, where it has one
     return {**key, "finetune_options": dict(options)} if options else key
 
 
@@ -570,20 +705,44 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
     started, cpu_started = time.perf_counter(), time.process_time()
     recipe = base_pretraining(family)
     cached = prepopulate(shared, budget, recipe, directory)
-    result = kgplm.train(recipe.method, graph=shared.graph, corpus=shared.corpus, output_dir=directory,
-                         text_model=dict(budget.encoder), tokenizer=shared.tokenizer, vocab_size=budget.vocab_size,
-                         masking=recipe.masking, model_options=dict(recipe.model_options), kg_method=budget.kg_method,
-                         entity_dim=budget.entity_dim, kg_epochs=budget.kg_epochs, max_steps=budget.base_steps,
-                         batch_size=budget.base_batch_size, learning_rate=budget.base_learning_rate,
-                         log_every=max(1, budget.base_steps // 40), checkpoint_every=max(1, budget.base_steps // 4),
-                         max_length=budget.max_length, seed=BASE_SEED, device=device, progress=False, **cached)
+    result = kgplm.train(
+        recipe.method,
+        graph=shared.graph,
+        corpus=shared.corpus,
+        output_dir=directory,
+        text_model=dict(budget.encoder),
+        tokenizer=shared.tokenizer,
+        vocab_size=budget.vocab_size,
+        masking=recipe.masking,
+        model_options=dict(recipe.model_options),
+        kg_method=budget.kg_method,
+        entity_dim=budget.entity_dim,
+        kg_epochs=budget.kg_epochs,
+        max_steps=budget.base_steps,
+        batch_size=budget.base_batch_size,
+        learning_rate=budget.base_learning_rate,
+        log_every=max(1, budget.base_steps // 40),
+        checkpoint_every=max(1, budget.base_steps // 4),
+        max_length=budget.max_length,
+        seed=BASE_SEED,
+        device=device,
+        progress=False,
+        **cached,
+    )
     digest = _sha256(directory / "model" / "model.safetensors")
-    record = {"family": family, "recipe": key, "commit": commit(), "weights_sha256": digest,
-              "seconds": round(time.perf_counter() - started), "cpu_seconds": round(time.process_time() - cpu_started),
-              "timed_steps": budget.base_steps - resumed_from_step, "resumed_from_step": resumed_from_step,
-              "rebuild": "experiments/replicate.py builds it (pretrain_base) from this recipe; the same code on the same "
-                         "CPU gives the same weights_sha256",
-              "curve": result.metrics}
+    record = {
+        "family": family,
+        "recipe": key,
+        "commit": commit(),
+        "weights_sha256": digest,
+        "seconds": round(time.perf_counter() - started),
+        "cpu_seconds": round(time.process_time() - cpu_started),
+        "timed_steps": budget.base_steps - resumed_from_step,
+        "resumed_from_step": resumed_from_step,
+        "rebuild": "experiments/replicate.py builds it (pretrain_base) from this recipe; the same code on the same "
+        "CPU gives the same weights_sha256",
+        "curve": result.metrics,
+    }
     records.mkdir(parents=True, exist_ok=True)
     temporary = record_path.with_suffix(".tmp")
     temporary.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
@@ -599,8 +758,11 @@ def resumed_step(directory: Path) -> int:
     from kgplm.training.checkpoints import latest_checkpoint
 
     checkpoint = latest_checkpoint(directory)
-    return 0 if checkpoint is None else int(json.loads((checkpoint / "trainer_state.json").read_text(
-        encoding="utf-8"))["step"])
+    return (
+        0
+        if checkpoint is None
+        else int(json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))["step"])
+    )
 
 
 #: what a base directory needs to be continued from (``kgplm.train(init_from=...)``) and read back
@@ -630,8 +792,10 @@ def _restore_base(committed: Path, directory: Path, record: dict) -> None:
     """Put a committed base into the work directory, after checking its weights against its record."""
     digest = _sha256(committed / "model" / "model.safetensors")
     if digest != record["weights_sha256"]:
-        raise RuntimeError(f"{committed}: weights SHA-256 {digest} differs from its record's "
-                           f"{record['weights_sha256']}; delete the directory to train the base again")
+        raise RuntimeError(
+            f"{committed}: weights SHA-256 {digest} differs from its record's "
+            f"{record['weights_sha256']}; delete the directory to train the base again"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     for name in BASE_FILES:
         source, target = committed / name, directory / name
@@ -641,8 +805,15 @@ def _restore_base(committed: Path, directory: Path, record: dict) -> None:
     logger.info("base restored from %s (weights %s…)", committed, digest[:12])
 
 
-def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretraining, seed: int, device: str,
-             base: Path | None = None) -> Path:
+def pretrain(
+    work: Path,
+    shared: Shared,
+    budget: Budget,
+    pretraining: Pretraining,
+    seed: int,
+    device: str,
+    base: Path | None = None,
+) -> Path:
     """One row configuration's pre-training; under the continued protocol it starts from ``base``."""
     import kgplm
 
@@ -655,44 +826,86 @@ def pretrain(work: Path, shared: Shared, budget: Budget, pretraining: Pretrainin
     started = time.perf_counter()
     cached = prepopulate(shared, budget, pretraining, directory)
     start = {"init_from": str(base)} if base is not None else {"text_model": dict(budget.encoder)}
-    result = kgplm.train(pretraining.method, graph=shared.graph, corpus=shared.corpus, output_dir=directory,
-                         **start, tokenizer=shared.tokenizer, vocab_size=budget.vocab_size,
-                         masking=pretraining.masking, model_options=dict(pretraining.model_options),
-                         kg_method=budget.kg_method, entity_dim=budget.entity_dim, kg_epochs=budget.kg_epochs,
-                         max_steps=budget.steps, batch_size=budget.batch_size, learning_rate=budget.learning_rate,
-                         log_every=max(1, budget.steps // 20), checkpoint_every=budget.steps,
-                         max_length=budget.max_length, seed=seed, device=device, progress=False,
-                         method_data=evaluation_method_data(pretraining.method) or None, **cached,
-                         **train_arguments(shared, pretraining.train_options))
+    result = kgplm.train(
+        pretraining.method,
+        graph=shared.graph,
+        corpus=shared.corpus,
+        output_dir=directory,
+        **start,
+        tokenizer=shared.tokenizer,
+        vocab_size=budget.vocab_size,
+        masking=pretraining.masking,
+        model_options=dict(pretraining.model_options),
+        kg_method=budget.kg_method,
+        entity_dim=budget.entity_dim,
+        kg_epochs=budget.kg_epochs,
+        max_steps=budget.steps,
+        batch_size=budget.batch_size,
+        learning_rate=budget.learning_rate,
+        log_every=max(1, budget.steps // 20),
+        checkpoint_every=budget.steps,
+        max_length=budget.max_length,
+        seed=seed,
+        device=device,
+        progress=False,
+        method_data=evaluation_method_data(pretraining.method) or None,
+        **cached,
+        **train_arguments(shared, pretraining.train_options),
+    )
     curve = result.curve("loss")
-    logger.info("pre-trained %s seed %d: loss %.3f → %.3f in %.0f s", directory.name, seed, curve[0], curve[-1],
-                time.perf_counter() - started)
+    logger.info(
+        "pre-trained %s seed %d: loss %.3f → %.3f in %.0f s",
+        directory.name,
+        seed,
+        curve[0],
+        curve[-1],
+        time.perf_counter() - started,
+    )
     mark_done(directory, key)
     return directory
 
 
-def finetune(work: Path, budget: Budget, run: Path, task: str, seed: int, encoder_inputs: bool,
-             device: str, options: tuple = ()) -> tuple[dict, Path]:
+def finetune(
+    work: Path, budget: Budget, run: Path, task: str, seed: int, encoder_inputs: bool, device: str, options: tuple = ()
+) -> tuple[dict, Path]:
     """Fine-tune ``run`` on ``task``; its per-example test outcomes (cached with their key) and its directory."""
     import kgplm
     from _outcomes import scored_outcomes
 
     limit, epochs, learning_rate = budget.task_budget(task)
     key = finetuning_key(budget, run.name, task, seed, encoder_inputs, options)
-    directory, done = cached_directory(work / "finetune", f"{task}-f{seed}{'' if encoder_inputs else '-text'}"
-                                       f"{'-' + '-'.join(name for name, _ in options) if options else ''}", key)
+    directory, done = cached_directory(
+        work / "finetune",
+        f"{task}-f{seed}{'' if encoder_inputs else '-text'}"
+        f"{'-' + '-'.join(name for name, _ in options) if options else ''}",
+        key,
+    )
     outcomes_path = directory / "outcomes.json"
     if done:
         return json.loads(outcomes_path.read_text(encoding="utf-8")), directory
-    result = kgplm.finetune(model=run, task=task, data_dir=SHARED / "tasks", output_dir=directory, epochs=epochs,
-                            batch_size=budget.finetune_batch_size, learning_rate=learning_rate,
-                            max_length=budget.finetune_max_length, max_train_examples=limit,
-                            max_eval_examples=budget.max_eval_examples, seed=seed, encoder_inputs=encoder_inputs,
-                            device=device, progress=False, **dict(options))
+    result = kgplm.finetune(
+        model=run,
+        task=task,
+        data_dir=SHARED / "tasks",
+        output_dir=directory,
+        epochs=epochs,
+        batch_size=budget.finetune_batch_size,
+        learning_rate=learning_rate,
+        max_length=budget.finetune_max_length,
+        max_train_examples=limit,
+        max_eval_examples=budget.max_eval_examples,
+        seed=seed,
+        encoder_inputs=encoder_inputs,
+        device=device,
+        progress=False,
+        **dict(options),
+    )
     outcomes = scored_outcomes(directory, task, SHARED / "tasks", device=device)
     if abs(outcomes["score"] - result.test["main"]) > 1e-9:
-        raise RuntimeError(f"{directory}: per-example outcomes give {outcomes['score']:.6f}, kgplm.finetune reported "
-                           f"{result.test['main']:.6f}; the outcome decoding no longer matches kgplm's scoring")
+        raise RuntimeError(
+            f"{directory}: per-example outcomes give {outcomes['score']:.6f}, kgplm.finetune reported "
+            f"{result.test['main']:.6f}; the outcome decoding no longer matches kgplm's scoring"
+        )
     outcomes_path.write_text(json.dumps(outcomes), encoding="utf-8")
     mark_done(directory, key)
     return outcomes, directory
@@ -713,8 +926,10 @@ def intrinsic(work: Path, budget: Budget, run: Path, similarity_sets, probe, dev
     if done:
         return json.loads((directory / "outcomes.json").read_text(encoding="utf-8"))
     model, tokenizer = load_pretrained(run / "model"), load_tokenizer(run / "tokenizer")
-    outcomes = {name: hits.astype(int).tolist()
-                for name, hits in similarity_hits(model, tokenizer, similarity_sets, device=device).items()}
+    outcomes = {
+        name: hits.astype(int).tolist()
+        for name, hits in similarity_hits(model, tokenizer, similarity_sets, device=device).items()
+    }
     probe_hits = probe.hits(model, device=device)
     if probe_hits is not None:
         outcomes["probe"] = probe_hits.astype(int).tolist()
@@ -746,14 +961,27 @@ def similarity_sets_for(work: Path, shared: Shared, budget: Budget, corpus_lines
     directory, done = cached_directory(work / "similarity", "sets", key)
     if done:
         stored = json.loads((directory / "sets.json").read_text(encoding="utf-8"))
-        return {name: [SimilarityQuery(q["query"], tuple(q["candidates"]), q["query_entity"], q["positive_entity"])
-                       for q in queries] for name, queries in stored.items()}
-    sets = build_similarity_sets(shared.store, corpus_texts=corpus_lines, max_queries=budget.similarity_queries,
-                                 pool_size=budget.similarity_pool, seed=0)
+        return {
+            name: [
+                SimilarityQuery(q["query"], tuple(q["candidates"]), q["query_entity"], q["positive_entity"])
+                for q in queries
+            ]
+            for name, queries in stored.items()
+        }
+    sets = build_similarity_sets(
+        shared.store,
+        corpus_texts=corpus_lines,
+        max_queries=budget.similarity_queries,
+        pool_size=budget.similarity_pool,
+        seed=0,
+    )
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "sets.json").write_text(json.dumps({name: [dataclasses.asdict(q) for q in queries]
-                                                     for name, queries in sets.items()}, ensure_ascii=False),
-                                         encoding="utf-8")
+    (directory / "sets.json").write_text(
+        json.dumps(
+            {name: [dataclasses.asdict(q) for q in queries] for name, queries in sets.items()}, ensure_ascii=False
+        ),
+        encoding="utf-8",
+    )
     mark_done(directory, key)
     return sets
 
@@ -777,19 +1005,35 @@ def run_directory_name(budget: Budget) -> str:
     return f"{'smoke' if budget.smoke else 'run'}-{key_hash(run_key(budget))}"
 
 
-def cell_job(budget: Budget, row: Row, seed: int, task: str, finetune_seed: int, shared_name: str,
-             pretrained: Path | None = None) -> "CellJob":  # noqa: F821  (imported below, from experiments/_cells.py)
+def cell_job(
+    budget: Budget, row: Row, seed: int, task: str, finetune_seed: int, shared_name: str, pretrained: Path | None = None
+) -> "CellJob":  # noqa: F821  (imported below, from experiments/_cells.py)
     """The cell (row, pre-training seed, task, fine-tuning seed): its key holds every setting it depends on."""
     from _cells import CellJob
 
     versions = results_versions(row)
     fine = finetuning_key(budget, "<pretrained>", task, finetune_seed, row.encoder_inputs, row.finetune_options)
     del fine["pretrained"]
-    key = {"row": row.name, "role": row.role, "pretraining": pretraining_key(budget, row.pretraining, seed, shared_name),
-           "finetuning": fine, "results_versions": versions}
-    return CellJob(row.name, seed, task, finetune_seed, key, versions,
-                   {"pretrained": None if pretrained is None else str(pretrained), "encoder_inputs": row.encoder_inputs,
-                    "finetune_options": list(row.finetune_options)})
+    key = {
+        "row": row.name,
+        "role": row.role,
+        "pretraining": pretraining_key(budget, row.pretraining, seed, shared_name),
+        "finetuning": fine,
+        "results_versions": versions,
+    }
+    return CellJob(
+        row.name,
+        seed,
+        task,
+        finetune_seed,
+        key,
+        versions,
+        {
+            "pretrained": None if pretrained is None else str(pretrained),
+            "encoder_inputs": row.encoder_inputs,
+            "finetune_options": list(row.finetune_options),
+        },
+    )
 
 
 #: set in each process that computes cells (:func:`_init_cell_worker`)
@@ -833,9 +1077,16 @@ def compute_cell(job) -> dict:
     from kgplm.evaluation.tasks import load_task
 
     work, budget, device = _CELL_CONTEXT["work"], _CELL_CONTEXT["budget"], _CELL_CONTEXT["device"]
-    outcomes, directory = finetune(work, budget, Path(job.inputs["pretrained"]), job.task, job.finetune_seed,
-                                   job.inputs["encoder_inputs"], device,
-                                   tuple(tuple(option) for option in job.inputs.get("finetune_options", ())))
+    outcomes, directory = finetune(
+        work,
+        budget,
+        Path(job.inputs["pretrained"]),
+        job.task,
+        job.finetune_seed,
+        job.inputs["encoder_inputs"],
+        device,
+        tuple(tuple(option) for option in job.inputs.get("finetune_options", ())),
+    )
     results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
     splits = load_task(job.task, SHARED / "tasks")
     by_id = {example.id: example for example in splits["dev"]}
@@ -849,8 +1100,12 @@ DEGENERATE_TOLERANCE = 1e-9
 
 def dev_record(dev_score: float, constant: dict) -> dict:
     """A run's dev score beside the best constant predictor's; ``degenerate`` when it does not beat it."""
-    return {"score": dev_score, "constant": constant["score"], "constant_prediction": constant["prediction"],
-            "degenerate": bool(dev_score <= constant["score"] + DEGENERATE_TOLERANCE)}
+    return {
+        "score": dev_score,
+        "constant": constant["score"],
+        "constant_prediction": constant["prediction"],
+        "degenerate": bool(dev_score <= constant["score"] + DEGENERATE_TOLERANCE),
+    }
 
 
 def _pretrain_job(item) -> Path:
@@ -860,8 +1115,7 @@ def _pretrain_job(item) -> Path:
         context["shared"] = shared_inputs(context["work"], context["budget"], context["rows"])
     if pretraining is None:  # a base: ``seed`` is the family's name
         return pretrain_base(context["work"], context["shared"], context["budget"], seed, context["device"])
-    return pretrain(context["work"], context["shared"], context["budget"], pretraining, seed, context["device"],
-                    base)
+    return pretrain(context["work"], context["shared"], context["budget"], pretraining, seed, context["device"], base)
 
 
 def _init_pretrain_worker(work: str, budget: dict, device: str, threads: int | None, rows) -> None:
@@ -869,27 +1123,47 @@ def _init_pretrain_worker(work: str, budget: dict, device: str, threads: int | N
     _CELL_CONTEXT["rows"] = rows
 
 
-def pretrain_bases(work: Path, shared: Shared, budget: Budget, rows: Sequence[Row], device: str, jobs: int,
-                   threads: int | None) -> dict[str, Path]:
+def pretrain_bases(
+    work: Path, shared: Shared, budget: Budget, rows: Sequence[Row], device: str, jobs: int, threads: int | None
+) -> dict[str, Path]:
     """Protocol "continued": the base of every family the rows need, in up to ``jobs`` processes (cached)."""
     if budget.protocol != "continued":
         return {}
     families = sorted({base_family(row.pretraining.method) for row in rows})
-    paths = _run_pretraining([(None, family, None) for family in families], work, shared, budget, rows, device,
-                             min(jobs, len(families)), threads)
+    paths = _run_pretraining(
+        [(None, family, None) for family in families],
+        work,
+        shared,
+        budget,
+        rows,
+        device,
+        min(jobs, len(families)),
+        threads,
+    )
     return dict(zip(families, paths))
 
 
-def _run_pretraining(items: list, work: Path, shared: Shared, budget: Budget, rows: Sequence[Row], device: str,
-                     jobs: int, threads: int | None) -> list[Path]:
+def _run_pretraining(
+    items: list,
+    work: Path,
+    shared: Shared,
+    budget: Budget,
+    rows: Sequence[Row],
+    device: str,
+    jobs: int,
+    threads: int | None,
+) -> list[Path]:
     if jobs <= 1:
         return [_pretrain_here(item, work, shared, budget, device) for item in items]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_init_pretrain_worker,
-                             initargs=(str(work), dataclasses.asdict(budget), device, threads, list(rows))) as pool:
+    with ProcessPoolExecutor(
+        jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_pretrain_worker,
+        initargs=(str(work), dataclasses.asdict(budget), device, threads, list(rows)),
+    ) as pool:
         return list(pool.map(_pretrain_job, items))
 
 
@@ -900,16 +1174,27 @@ def _pretrain_here(item, work: Path, shared: Shared, budget: Budget, device: str
     return pretrain(work, shared, budget, pretraining, seed, device, base)
 
 
-def pretrain_all(work: Path, shared: Shared, budget: Budget, rows: Sequence[Row], device: str, jobs: int,
-                 threads: int | None, seeds: Sequence[int] | None = None,
-                 bases: dict[str, Path] | None = None) -> dict[Pretraining, list[Path]]:
+def pretrain_all(
+    work: Path,
+    shared: Shared,
+    budget: Budget,
+    rows: Sequence[Row],
+    device: str,
+    jobs: int,
+    threads: int | None,
+    seeds: Sequence[int] | None = None,
+    bases: dict[str, Path] | None = None,
+) -> dict[Pretraining, list[Path]]:
     """Every distinct pre-training configuration × seed (``seeds``, default the budget's), in ``jobs``
     processes (each run cached in ``--work``); under the continued protocol each starts from its family's
     base in ``bases``."""
     seeds = budget.seeds if seeds is None else seeds
     bases = bases or {}
-    items = list(dict.fromkeys((row.pretraining, seed, bases.get(base_family(row.pretraining.method)))
-                               for row in rows for seed in seeds))
+    items = list(
+        dict.fromkeys(
+            (row.pretraining, seed, bases.get(base_family(row.pretraining.method))) for row in rows for seed in seeds
+        )
+    )
     paths = _run_pretraining(items, work, shared, budget, rows, device, jobs, threads)
     runs: dict[Pretraining, list[Path]] = {}
     for (pretraining, _, _), path in zip(items, paths):
@@ -918,8 +1203,18 @@ def pretrain_all(work: Path, shared: Shared, budget: Budget, rows: Sequence[Row]
 
 
 # -- the whole run ------------------------------------------------------------------------------------------
-def run_all(work: Path, budget: Budget, rows: Sequence[Row], device: str, *, cells_root: Path, jobs: int = 1,
-            threads: int | None = None, max_new_cells: int | None = None, intrinsic_columns: bool = True) -> dict:
+def run_all(
+    work: Path,
+    budget: Budget,
+    rows: Sequence[Row],
+    device: str,
+    *,
+    cells_root: Path,
+    jobs: int = 1,
+    threads: int | None = None,
+    max_new_cells: int | None = None,
+    intrinsic_columns: bool = True,
+) -> dict:
     """Every measurement of the table, as the raw material :func:`_table.aggregate` summarises: the shared
     inputs, the bases (protocol "continued"), then seed by seed every pre-training (``jobs`` processes), its
     cells (read from ``cells_root`` where they exist, else computed in ``jobs`` processes and written as each
@@ -947,31 +1242,50 @@ def run_all(work: Path, budget: Budget, rows: Sequence[Row], device: str, *, cel
     budget_left = max_new_cells
     for seed in budget.seeds:  # seed-major: a stopped run holds whole seeds
         mark = time.perf_counter()
-        for pretraining, paths in pretrain_all(work, shared, budget, rows, device, jobs, threads, seeds=[seed],
-                                               bases=bases).items():
+        for pretraining, paths in pretrain_all(
+            work, shared, budget, rows, device, jobs, threads, seeds=[seed], bases=bases
+        ).items():
             runs.setdefault(pretraining, []).extend(paths)
         timings["pre-training"] += time.perf_counter() - mark
         mark = time.perf_counter()
-        seed_jobs = [cell_job(budget, row, seed, task, finetune_seed, shared.kg.path.name, runs[row.pretraining][-1])
-                     for row in rows for task in budget.tasks if row.fine_tunes(task)
-                     for finetune_seed in budget.finetune_seeds]
+        seed_jobs = [
+            cell_job(budget, row, seed, task, finetune_seed, shared.kg.path.name, runs[row.pretraining][-1])
+            for row in rows
+            for task in budget.tasks
+            if row.fine_tunes(task)
+            for finetune_seed in budget.finetune_seeds
+        ]
         missing = sum(not job.path(cells_root).is_file() for job in seed_jobs)
-        cells += run_cells(seed_jobs, compute_cell, cells_root, commit=commit(), workers=jobs, max_new=budget_left,
-                           initializer=_init_cell_worker,
-                           initargs=(str(work), dataclasses.asdict(budget), device, threads))
+        cells += run_cells(
+            seed_jobs,
+            compute_cell,
+            cells_root,
+            commit=commit(),
+            workers=jobs,
+            max_new=budget_left,
+            initializer=_init_cell_worker,
+            initargs=(str(work), dataclasses.asdict(budget), device, threads),
+        )
         if budget_left is not None:
             budget_left -= missing
         timings["fine-tuning"] += time.perf_counter() - mark
         mark = time.perf_counter()
-        for column, values in own_evaluations(work, budget, rows, runs, device, cells_root, shared.kg.path.name,
-                                              seed).items():
+        for column, values in own_evaluations(
+            work, budget, rows, runs, device, cells_root, shared.kg.path.name, seed
+        ).items():
             for row_name, value in values.items():
                 own.setdefault(column, {}).setdefault(row_name, []).append(value)
         timings["own evaluations"] += time.perf_counter() - mark
 
-    measured = {"cells": cells, "own": own, "own_columns": method_evaluation_columns(rows),
-                "splits": {task: load_task(task, SHARED / "tasks") for task in budget.tasks},
-                "intrinsic": {}, "similarity_sizes": {}, "probe": None}
+    measured = {
+        "cells": cells,
+        "own": own,
+        "own_columns": method_evaluation_columns(rows),
+        "splits": {task: load_task(task, SHARED / "tasks") for task in budget.tasks},
+        "intrinsic": {},
+        "similarity_sizes": {},
+        "probe": None,
+    }
     if intrinsic_columns:
         from _probe import HeldOutProbe
         from kgplm.text.tokenization import load_tokenizer
@@ -979,22 +1293,39 @@ def run_all(work: Path, budget: Budget, rows: Sequence[Row], device: str, *, cel
         mark = time.perf_counter()
         similarity_sets = similarity_sets_for(work, shared, budget, corpus_lines)
         probe = HeldOutProbe(shared.store, load_tokenizer(shared.tokenizer), corpus_lines, max_probes=budget.probes)
-        measured.update(intrinsic={row.name: [intrinsic(work, budget, run, similarity_sets, probe, device)
-                                              for run in runs[row.pretraining]]
-                                   for row in rows if row.role != "no knowledge at fine-tuning"},
-                        similarity_sizes={name: len(queries) for name, queries in similarity_sets.items()},
-                        probe=probe)
+        measured.update(
+            intrinsic={
+                row.name: [
+                    intrinsic(work, budget, run, similarity_sets, probe, device) for run in runs[row.pretraining]
+                ]
+                for row in rows
+                if row.role != "no knowledge at fine-tuning"
+            },
+            similarity_sizes={name: len(queries) for name, queries in similarity_sets.items()},
+            probe=probe,
+        )
         timings["probes"] = time.perf_counter() - mark
     from kgplm.evaluation.baselines import linked_spans
     from kgplm.text.linking import EntityLinker
 
-    measured.update(link=linked_spans(EntityLinker(shared.store), shared.store),  # the linker-as-NER baseline's
-                    timings=timings, bases={family: str(path) for family, path in bases.items()})
+    measured.update(
+        link=linked_spans(EntityLinker(shared.store), shared.store),  # the linker-as-NER baseline's
+        timings=timings,
+        bases={family: str(path) for family, path in bases.items()},
+    )
     return measured
 
 
-def own_evaluations(work: Path, budget: Budget, rows: Sequence[Row], runs: dict, device: str, cells_root: Path,
-                    shared_name: str, seed: int) -> dict[str, dict[str, float]]:
+def own_evaluations(
+    work: Path,
+    budget: Budget,
+    rows: Sequence[Row],
+    runs: dict,
+    device: str,
+    cells_root: Path,
+    shared_name: str,
+    seed: int,
+) -> dict[str, dict[str, float]]:
     """column → row → the methods' own evaluations (``MethodSpec.evaluations``) of ``seed``'s pre-trained
     models; each value is also written as a small JSON beside the cells (``cells_root/own/``), keyed like a
     cell, and read from there when present, so it survives the work directory."""
@@ -1007,20 +1338,39 @@ def own_evaluations(work: Path, budget: Budget, rows: Sequence[Row], runs: dict,
         for row in rows:
             if row.group != method or row.role == "no knowledge at fine-tuning":
                 continue
-            key = {"column": column, "row": row.name,
-                   "pretraining": pretraining_key(budget, row.pretraining, seed, shared_name),
-                   "method_pretraining": pretraining_key(budget, method_pretraining, seed, shared_name),
-                   "results_versions": results_versions(row)}
-            path = cells_root / "own" / "".join(c if c.isalnum() else "-" for c in f"{column}-{row.name}")[:80] / (
-                f"s{seed}-{hash_of(key)}.json")
+            key = {
+                "column": column,
+                "row": row.name,
+                "pretraining": pretraining_key(budget, row.pretraining, seed, shared_name),
+                "method_pretraining": pretraining_key(budget, method_pretraining, seed, shared_name),
+                "results_versions": results_versions(row),
+            }
+            path = (
+                cells_root
+                / "own"
+                / "".join(c if c.isalnum() else "-" for c in f"{column}-{row.name}")[:80]
+                / (f"s{seed}-{hash_of(key)}.json")
+            )
             if path.is_file():
                 value = read_cell(path)["value"]
             else:
-                value = own_evaluation(work, runs[row.pretraining][-1], runs[method_pretraining][-1], column,
-                                       evaluation, device)
-                write_cell(path, {"format": 1, "row": row.name, "seed": seed, "task": column, "finetune_seed": None,
-                                  "key": key, "results_versions": key["results_versions"], "commit": commit(),
-                                  "value": value})
+                value = own_evaluation(
+                    work, runs[row.pretraining][-1], runs[method_pretraining][-1], column, evaluation, device
+                )
+                write_cell(
+                    path,
+                    {
+                        "format": 1,
+                        "row": row.name,
+                        "seed": seed,
+                        "task": column,
+                        "finetune_seed": None,
+                        "key": key,
+                        "results_versions": key["results_versions"],
+                        "commit": commit(),
+                        "value": value,
+                    },
+                )
             values.setdefault(column, {})[row.name] = value
     return values
 
@@ -1033,33 +1383,60 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--finetune-seeds", type=int, nargs="+")
     parser.add_argument("--facts", type=int)
     parser.add_argument("--dialogues", type=int)
-    parser.add_argument("--kg-method", choices=["transe", "transr", "own"],
-                        help="KG embeddings for every method, or each method's own")
-    parser.add_argument("--tasks", nargs="+", help="fine-tuning tasks (default: the four headline tasks); a task "
-                                                   "with < 200 test units goes to the secondary table")
+    parser.add_argument(
+        "--kg-method", choices=["transe", "transr", "own"], help="KG embeddings for every method, or each method's own"
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        help="fine-tuning tasks (default: the four headline tasks); a task "
+        "with < 200 test units goes to the secondary table",
+    )
     parser.add_argument("--methods", nargs="+", help="only these knowledge methods (default: every registered one)")
-    parser.add_argument("--primary", action="store_true",
-                        help="the primary table: per method its row, its control, − knowledge at fine-tuning and its "
-                             "attribution rows, fine-tuned on its primary endpoints' tasks only; no ablations, no "
-                             "similarity or probe columns")
-    parser.add_argument("--protocol", choices=PROTOCOLS, help="continued (default): every row continues from one base "
-                                                              "per family; scratch: from random weights")
+    parser.add_argument(
+        "--primary",
+        action="store_true",
+        help="the primary table: per method its row, its control, − knowledge at fine-tuning and its "
+        "attribution rows, fine-tuned on its primary endpoints' tasks only; no ablations, no "
+        "similarity or probe columns",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        help="continued (default): every row continues from one base per family; scratch: from random weights",
+    )
     parser.add_argument("--base-steps", type=int, help="steps of each family's base (protocol continued)")
-    parser.add_argument("--bases-only", action="store_true",
-                        help="train (or find) the families' bases, print where they are and stop (protocol continued)")
+    parser.add_argument(
+        "--bases-only",
+        action="store_true",
+        help="train (or find) the families' bases, print where they are and stop (protocol continued)",
+    )
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 with --smoke, which "
-                                                    "is much faster than several on a loaded machine)")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes for pre-training and cells (1 while "
-                                                               "others share the machine)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch CPU threads (default: torch's; 1 with --smoke, which "
+        "is much faster than several on a loaded machine)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes for pre-training and cells (1 while others share the machine)",
+    )
     parser.add_argument("--work", type=Path)
-    parser.add_argument("--cells", type=Path, help="where cells accrue (default: experiments/results/cells; for "
-                                                   "--smoke the work directory's cells/)")
-    parser.add_argument("--max-new-cells", type=int, help="compute at most this many new cells, then stop (resume "
-                                                          "by running again)")
+    parser.add_argument(
+        "--cells",
+        type=Path,
+        help="where cells accrue (default: experiments/results/cells; for --smoke the work directory's cells/)",
+    )
+    parser.add_argument(
+        "--max-new-cells", type=int, help="compute at most this many new cells, then stop (resume by running again)"
+    )
     parser.add_argument("--results", type=Path, default=ROOT / "results")
-    parser.add_argument("--readme", action="store_true", help="also write the table into README.md's "
-                                                             "'Does the knowledge help?' section")
+    parser.add_argument(
+        "--readme", action="store_true", help="also write the table into README.md's 'Does the knowledge help?' section"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import torch
@@ -1088,13 +1465,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = plan_rows(args.methods, primary=args.primary)
     if args.primary and not args.tasks:  # the tasks of the rows' endpoints
         needed = {task for row in rows for task in row.tasks}
-        budget = dataclasses.replace(budget, tasks={task: limits for task, limits in budget.tasks.items()
-                                                    if task in needed})
+        budget = dataclasses.replace(
+            budget, tasks={task: limits for task, limits in budget.tasks.items() if task in needed}
+        )
     cells_root = (args.cells or (work / "cells" if budget.smoke else ROOT / "results" / "cells")) / run_directory_name(
-        budget)
+        budget
+    )
     if not budget.smoke and len(budget.seeds) < MIN_PRIMARY_SEEDS:
-        logger.warning("%d pre-training seeds: the primary endpoints need at least %d; they will be labelled "
-                       "'too few seeds', not tested", len(budget.seeds), MIN_PRIMARY_SEEDS)
+        logger.warning(
+            "%d pre-training seeds: the primary endpoints need at least %d; they will be labelled "
+            "'too few seeds', not tested",
+            len(budget.seeds),
+            MIN_PRIMARY_SEEDS,
+        )
     started = time.perf_counter()
     if args.bases_only:
         shared = shared_inputs(work, budget, rows)
@@ -1103,11 +1486,25 @@ def main(argv: Sequence[str] | None = None) -> None:
         for family, path in pretrain_bases(work, shared, budget, rows, args.device, args.jobs, threads).items():
             print(f"{family} base: {path} (shared inputs {shared.kg.path}, commit {commit()})")
         return
-    measured = run_all(work, budget, rows, args.device, cells_root=cells_root, jobs=args.jobs, threads=threads,
-                       max_new_cells=args.max_new_cells, intrinsic_columns=not args.primary)
-    result = aggregate(rows, budget, measured, commit=commit(), device=f"{args.device}, {torch.get_num_threads()} "
-                                                                        f"torch threads",
-                       seconds=time.perf_counter() - started)
+    measured = run_all(
+        work,
+        budget,
+        rows,
+        args.device,
+        cells_root=cells_root,
+        jobs=args.jobs,
+        threads=threads,
+        max_new_cells=args.max_new_cells,
+        intrinsic_columns=not args.primary,
+    )
+    result = aggregate(
+        rows,
+        budget,
+        measured,
+        commit=commit(),
+        device=f"{args.device}, {torch.get_num_threads()} torch threads",
+        seconds=time.perf_counter() - started,
+    )
     args.results.mkdir(parents=True, exist_ok=True)
     stem = "replicate" + ("-primary" if args.primary else "") + ("-smoke" if budget.smoke else "")
     (args.results / f"{stem}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -1115,14 +1512,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     (args.results / f"{stem}.md").write_text(markdown, encoding="utf-8")
     if args.readme:
         readme = ROOT.parent / "README.md"
-        readme.write_text(between_markers(readme.read_text(encoding="utf-8"), render_markdown(result, 3)),
-                          encoding="utf-8")
+        readme.write_text(
+            between_markers(readme.read_text(encoding="utf-8"), render_markdown(result, 3)), encoding="utf-8"
+        )
     print(markdown)
     print(f"written {args.results / stem}.json and .md in {time.perf_counter() - started:.0f} s")
 
 
-README_MARKERS = ("<!-- replication table: written by experiments/replicate.py --readme -->",
-                  "<!-- end of replication table -->")
+README_MARKERS = (
+    "<!-- replication table: written by experiments/replicate.py --readme -->",
+    "<!-- end of replication table -->",
+)
 
 
 def between_markers(text: str, table: str) -> str:

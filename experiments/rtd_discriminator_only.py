@@ -62,18 +62,26 @@ def main() -> None:
         swapped[picks] = seen[torch.randint(len(seen), (int(picks.sum()),), generator=generator)]
         return swapped, swapped != ids
 
-    sizes = dict(vocab_size=len(tokenizer), hidden_size=args.hidden, num_hidden_layers=args.layers,
-                 num_attention_heads=max(1, args.hidden // 32), intermediate_size=4 * args.hidden,
-                 max_position_embeddings=128)
+    sizes = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=max(1, args.hidden // 32),
+        intermediate_size=4 * args.hidden,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(0)
     if args.model == "kgplm":
         model = KgplmForReplacedTokenDetection(ElectraConfig(**sizes))
+
         def score(ids, attention):
             return model(ids, attention).prediction_logits
     else:
         model = BertForTokenClassification(BertConfig(**sizes, num_labels=1))
+
         def score(ids, attention):
             return model(input_ids=ids, attention_mask=attention).logits.squeeze(-1)
+
     parameters = [p for name, p in model.named_parameters() if not name.startswith("generator.")]
     optimizer = torch.optim.AdamW(parameters, lr=args.learning_rate, weight_decay=0.01)
     generator = torch.Generator().manual_seed(1)
@@ -96,8 +104,11 @@ def main() -> None:
             with torch.no_grad():
                 logits = score(held_corrupted, held_attention)
             real = held_attention.bool()
-            print(f"{args.model} step {step + 1}: loss {loss.item():.4f}, held-out AUC "
-                  f"{roc_auc(held_replaced[real].numpy(), logits[real].numpy()):.4f}", flush=True)
+            print(
+                f"{args.model} step {step + 1}: loss {loss.item():.4f}, held-out AUC "
+                f"{roc_auc(held_replaced[real].numpy(), logits[real].numpy()):.4f}",
+                flush=True,
+            )
     print(f"CPU seconds {time.process_time() - started:.0f}")
 
 

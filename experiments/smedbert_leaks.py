@@ -38,20 +38,26 @@ def _corpus(name: str, texts: list[str], store, tokenizer, max_length: int, tabl
     from kgplm.text.corpus import build_corpus
 
     suffix = "linked" if table is None else "neighbours"
-    return build_corpus(texts, store=store, tokenizer=tokenizer, max_length=max_length, whole_word=False,
-                        output_dir=CACHE / f"leaks_{name}_{len(texts)}_{max_length}_{suffix}",
-                        neighbor_table=table, progress=False)
+    return build_corpus(
+        texts,
+        store=store,
+        tokenizer=tokenizer,
+        max_length=max_length,
+        whole_word=False,
+        output_dir=CACHE / f"leaks_{name}_{len(texts)}_{max_length}_{suffix}",
+        neighbor_table=table,
+        progress=False,
+    )
 
 
 def measure(dataset, collator, batch_size: int, repeats: int) -> dict[str, float]:
     """Counts over ``repeats`` maskings of the whole corpus (seeds (repeat, batch, position))."""
     from kgplm.methods.smedbert.batching import SmedbertCollator
 
-    counts = {"mentions": 0, "repeats": 0, "unmasked": 0, "unmasked_injected": 0, "targets": 0,
-              "targets_injected": 0}
+    counts = {"mentions": 0, "repeats": 0, "unmasked": 0, "unmasked_injected": 0, "targets": 0, "targets_injected": 0}
     for repeat in range(repeats):
         for first in range(0, len(dataset), batch_size):
-            rows = dataset[first: first + batch_size]
+            rows = dataset[first : first + batch_size]
             size = len(rows["input_ids"])
             seeds = np.stack([np.full(size, repeat), np.full(size, first), np.arange(size)], 1)
             recorded = {}
@@ -100,8 +106,9 @@ def main() -> None:
     from kgplm.text.masking import Masker
     from kgplm.text.tokenization import load_tokenizer
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+    ).stdout.strip()
     store = cmekg_store(CACHE)
     tokenizer = load_tokenizer(SHARED / "vocab" / "bert-base-chinese" / "vocab.txt")
     texts = {"facts": verbalize_triples(store, args.facts), "dialogues": dialogues(args.dialogues)}
@@ -109,20 +116,29 @@ def main() -> None:
     seeds = sorted({e for corpus in linked.values() for row in corpus["mention_entity_ids"] for e in row})
     table = top_k_neighbors(store, seeds, k=10, mode="fast", show_progress=False)
     sampler = TypeFrequencySampler(np.zeros(store.num_entities, np.int64), store.primary_type_ids())
-    collator = SmedbertCollator(masker=Masker.from_tokenizer(tokenizer, "whole_entity", seed=0),
-                                cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
-                                pad_token_id=tokenizer.pad_token_id, sentence_order=True, sampler=sampler,
-                                num_negatives=4)
+    collator = SmedbertCollator(
+        masker=Masker.from_tokenizer(tokenizer, "whole_entity", seed=0),
+        cls_token_id=tokenizer.cls_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        sentence_order=True,
+        sampler=sampler,
+        num_negatives=4,
+    )
     print(f"commit {commit}; {args.repeats} maskings, max_length {args.max_length}, whole-entity masking, SOP\n")
-    print("| corpus | sequences | mentions | repeats of an entity in its sequence | unmasked mentions "
-          "| before: unmasked whose entity is injected | after: MNeM targets | after: whose entity is injected |")
+    print(
+        "| corpus | sequences | mentions | repeats of an entity in its sequence | unmasked mentions "
+        "| before: unmasked whose entity is injected | after: MNeM targets | after: whose entity is injected |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name, part in texts.items():
         dataset = _corpus(name, part, store, tokenizer, args.max_length, table)
         c = measure(dataset, collator, 64, args.repeats)
-        print(f"| {name} | {len(dataset)} | {c['mentions']} | {c['repeats'] / c['mentions']:.1%} | {c['unmasked']} "
-              f"| {c['unmasked_injected']} ({c['unmasked_injected'] / c['unmasked']:.1%}) | {c['targets']} "
-              f"| {c['targets_injected']} ({c['targets_injected'] / max(c['targets'], 1):.1%}) |")
+        print(
+            f"| {name} | {len(dataset)} | {c['mentions']} | {c['repeats'] / c['mentions']:.1%} | {c['unmasked']} "
+            f"| {c['unmasked_injected']} ({c['unmasked_injected'] / c['unmasked']:.1%}) | {c['targets']} "
+            f"| {c['targets_injected']} ({c['targets_injected'] / max(c['targets'], 1):.1%}) |"
+        )
 
 
 if __name__ == "__main__":

@@ -47,25 +47,50 @@ def main() -> None:
     name = f"{args.method}-h{args.hidden}-l{args.layers}-b{args.batch}-lr{args.learning_rate}-s{args.steps}"
     options = {"use_sop": True} if args.method == "mlm" else {}
     started = time.perf_counter()
-    result = kgplm.train(args.method, graph=store, corpus=text, output_dir=args.work / name,
-                         text_model={"hidden_size": args.hidden, "num_hidden_layers": args.layers,
-                                     "num_attention_heads": max(1, args.hidden // 64),
-                                     "intermediate_size": 4 * args.hidden, "max_position_embeddings": 512},
-                         vocab_size=8000, masking="whole_entity", model_options=options, kg_method="transe",
-                         entity_dim=64, kg_epochs=2, max_steps=args.steps, batch_size=args.batch,
-                         learning_rate=args.learning_rate, log_every=50, checkpoint_every=250, max_length=128,
-                         progress=True)
+    result = kgplm.train(
+        args.method,
+        graph=store,
+        corpus=text,
+        output_dir=args.work / name,
+        text_model={
+            "hidden_size": args.hidden,
+            "num_hidden_layers": args.layers,
+            "num_attention_heads": max(1, args.hidden // 64),
+            "intermediate_size": 4 * args.hidden,
+            "max_position_embeddings": 512,
+        },
+        vocab_size=8000,
+        masking="whole_entity",
+        model_options=options,
+        kg_method="transe",
+        entity_dim=64,
+        kg_epochs=2,
+        max_steps=args.steps,
+        batch_size=args.batch,
+        learning_rate=args.learning_rate,
+        log_every=50,
+        checkpoint_every=250,
+        max_length=128,
+        progress=True,
+    )
     seconds = time.perf_counter() - started
-    curve = [{"step": r["step"], "sop": r.get("sop"), "sop_accuracy": r.get("sop_accuracy"), "mlm": r.get("mlm")}
-             for r in result.metrics]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=HERE).stdout.strip()
+    curve = [
+        {"step": r["step"], "sop": r.get("sop"), "sop_accuracy": r.get("sop_accuracy"), "mlm": r.get("mlm")}
+        for r in result.metrics
+    ]
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
+    ).stdout.strip()
     output = HERE / "results" / "sop_curve.json"
     output.parent.mkdir(exist_ok=True)
     record = json.loads(output.read_text(encoding="utf-8")) if output.is_file() else {}
-    record[name] = {"commit": commit, "arguments": {k: str(v) for k, v in vars(args).items()},
-                    "seconds_this_call": round(seconds), "examples": len(kgplm.text.load_corpus(args.work / name / "corpus")),
-                    "curve": curve}
+    record[name] = {
+        "commit": commit,
+        "arguments": {k: str(v) for k, v in vars(args).items()},
+        "seconds_this_call": round(seconds),
+        "examples": len(kgplm.text.load_corpus(args.work / name / "corpus")),
+        "curve": curve,
+    }
     output.write_text(json.dumps(record, indent=1), encoding="utf-8")
     print(f"\nSOP on real text: {name} (masking whole_entity, SOP pairs within each 128-token chunk)")
     print(f"{'step':>6}{'sop loss':>10}{'sop acc':>9}{'mlm':>8}")

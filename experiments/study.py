@@ -15,8 +15,23 @@ from typing import Any
 
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["DIRECTIONS", "SMEDBERT", "KEBIOLM", "EMBERT", "EHEALTH", "EPPLM", "Ablation", "AttributionRow", "Control", "Endpoint", "MethodStudy", "STUDIES",
-           "claim_table", "studied", "study"]
+__all__ = [
+    "DIRECTIONS",
+    "SMEDBERT",
+    "KEBIOLM",
+    "EMBERT",
+    "EHEALTH",
+    "EPPLM",
+    "Ablation",
+    "AttributionRow",
+    "Control",
+    "Endpoint",
+    "MethodStudy",
+    "STUDIES",
+    "claim_table",
+    "studied",
+    "study",
+]
 
 #: which way a primary endpoint's metric counts as better
 DIRECTIONS = ("higher", "lower")
@@ -56,11 +71,14 @@ class Endpoint:
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
-            raise ConfigurationError(f"endpoint {self.task!r}: direction must be one of {DIRECTIONS}, got "
-                                     f"{self.direction!r}")
+            raise ConfigurationError(
+                f"endpoint {self.task!r}: direction must be one of {DIRECTIONS}, got {self.direction!r}"
+            )
         if self.comparison != "method vs its control":
-            raise ConfigurationError(f"endpoint {self.task!r}: a primary endpoint compares the method with its "
-                                     f"control, got comparison {self.comparison!r}")
+            raise ConfigurationError(
+                f"endpoint {self.task!r}: a primary endpoint compares the method with its "
+                f"control, got comparison {self.comparison!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -121,20 +139,29 @@ class MethodStudy:
     attribution_rows: Mapping[str, AttributionRow] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.results_version, int) or isinstance(self.results_version, bool) \
-                or self.results_version < 1:
-            raise ConfigurationError(f"method {self.method!r}: results_version must be a positive integer, got "
-                                     f"{self.results_version!r}")
+        if (
+            not isinstance(self.results_version, int)
+            or isinstance(self.results_version, bool)
+            or self.results_version < 1
+        ):
+            raise ConfigurationError(
+                f"method {self.method!r}: results_version must be a positive integer, got {self.results_version!r}"
+            )
         if self.primary_endpoints and self.control is None:
-            raise ConfigurationError(f"method {self.method!r}: primary endpoints compare a method with its control; "
-                                     f"it has none")
+            raise ConfigurationError(
+                f"method {self.method!r}: primary endpoints compare a method with its control; it has none"
+            )
         from kgplm.text.masking import SCHEMES
 
-        bad_masking = {name: value.masking for name, value in self.ablations.items()
-                       if isinstance(value, Ablation) and value.masking not in (None, *SCHEMES)}
+        bad_masking = {
+            name: value.masking
+            for name, value in self.ablations.items()
+            if isinstance(value, Ablation) and value.masking not in (None, *SCHEMES)
+        }
         if bad_masking:
-            raise ConfigurationError(f"method {self.method!r}: ablations {bad_masking} name unknown masking schemes; "
-                                     f"known: {SCHEMES}")
+            raise ConfigurationError(
+                f"method {self.method!r}: ablations {bad_masking} name unknown masking schemes; known: {SCHEMES}"
+            )
         self.check_endpoints()
 
     def check_endpoints(self) -> None:
@@ -145,24 +172,30 @@ class MethodStudy:
         evaluations = get(self.method).evaluations
         for endpoint in self.primary_endpoints:
             if not isinstance(endpoint, Endpoint):
-                raise ConfigurationError(f"method {self.method!r}: primary_endpoints must be Endpoint records, got "
-                                         f"{endpoint!r}")
+                raise ConfigurationError(
+                    f"method {self.method!r}: primary_endpoints must be Endpoint records, got {endpoint!r}"
+                )
             if endpoint.task in evaluations:
                 continue
             if endpoint.task not in TASKS:
-                raise ConfigurationError(f"method {self.method!r}: endpoint task {endpoint.task!r} is neither a task "
-                                         f"({', '.join(sorted(TASKS))}) nor one of its evaluations "
-                                         f"({', '.join(evaluations) or 'none'})")
+                raise ConfigurationError(
+                    f"method {self.method!r}: endpoint task {endpoint.task!r} is neither a task "
+                    f"({', '.join(sorted(TASKS))}) nor one of its evaluations "
+                    f"({', '.join(evaluations) or 'none'})"
+                )
             if TASKS[endpoint.task].metric != endpoint.metric:
-                raise ConfigurationError(f"method {self.method!r}: endpoint {endpoint.task!r} names metric "
-                                         f"{endpoint.metric!r}, but the task is scored by "
-                                         f"{TASKS[endpoint.task].metric!r}")
+                raise ConfigurationError(
+                    f"method {self.method!r}: endpoint {endpoint.task!r} names metric "
+                    f"{endpoint.metric!r}, but the task is scored by "
+                    f"{TASKS[endpoint.task].metric!r}"
+                )
 
     def ablation(self, name: str) -> Ablation:
         """The ablation ``name`` as an :class:`Ablation` (masking ``None``: the method's default)."""
         if name not in self.ablations:
-            raise ConfigurationError(f"method {self.method!r} has no ablation {name!r}; it offers "
-                                     f"{sorted(self.ablations)}")
+            raise ConfigurationError(
+                f"method {self.method!r} has no ablation {name!r}; it offers {sorted(self.ablations)}"
+            )
         value = self.ablations[name]
         return value if isinstance(value, Ablation) else Ablation(model_options=dict(value))
 
@@ -190,8 +223,9 @@ def study(method: str) -> MethodStudy:
     try:
         return STUDIES[method]
     except (KeyError, TypeError):
-        raise ConfigurationError(f"the study has no record of method {method!r}; it has: "
-                                 f"{', '.join(STUDIES)}") from None
+        raise ConfigurationError(
+            f"the study has no record of method {method!r}; it has: {', '.join(STUDIES)}"
+        ) from None
 
 
 def studied() -> list[str]:
@@ -203,13 +237,17 @@ def studied() -> list[str]:
 
 def claim_table() -> str:
     """The pre-registered primary endpoints of every knowledge method as a Markdown table."""
-    lines = ["| method | primary endpoint (vs its fair control) | better | the paper's claim | how kgplm's task differs |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| method | primary endpoint (vs its fair control) | better | the paper's claim | how kgplm's task differs |",
+        "|---|---|---|---|---|",
+    ]
     for name in studied():
         for endpoint in study(name).primary_endpoints:
             differs = endpoint.approximation or "the paper's dataset and metric"
-            lines.append(f"| `{name}` | {endpoint.task} {endpoint.metric} | {endpoint.direction} | {endpoint.claim} | "
-                         f"{differs} |")
+            lines.append(
+                f"| `{name}` | {endpoint.task} {endpoint.metric} | {endpoint.direction} | {endpoint.claim} | "
+                f"{differs} |"
+            )
     return "\n".join(lines)
 
 
@@ -247,28 +285,55 @@ SMEDBERT = (
     Endpoint("cmedqq", "accuracy", claim="question-matching gain on cMedQQ"),
 )
 KEBIOLM = (
-    Endpoint("cmedqaner", "entity_f1", claim="NER gain over PubMedBERT on BLURB NER",
-             approximation="Chinese cMedQANER instead of English BLURB NER"),
-    Endpoint("cehrner", "entity_f1", claim="NER gain over PubMedBERT on BLURB NER",
-             approximation="Chinese cEHRNER instead of English BLURB NER"),
+    Endpoint(
+        "cmedqaner",
+        "entity_f1",
+        claim="NER gain over PubMedBERT on BLURB NER",
+        approximation="Chinese cMedQANER instead of English BLURB NER",
+    ),
+    Endpoint(
+        "cehrner",
+        "entity_f1",
+        claim="NER gain over PubMedBERT on BLURB NER",
+        approximation="Chinese cEHRNER instead of English BLURB NER",
+    ),
 )
 EMBERT = (
     Endpoint("cmedqaner", "entity_f1", claim="gain on cMedQANER F1"),
-    Endpoint("cmedqq", "accuracy", claim="gain on cMedQQ",
-             approximation="the paper reports F1 on cMedQQ; kgplm scores it by accuracy"),
+    Endpoint(
+        "cmedqq",
+        "accuracy",
+        claim="gain on cMedQQ",
+        approximation="the paper reports F1 on cMedQQ; kgplm scores it by accuracy",
+    ),
 )
 EHEALTH = (
-    Endpoint("chip-sts", "macro_f1", claim="gain on CBLUE, CHIP-STS among its tasks",
-             approximation="CBLUE's hidden test set replaced by a split of the public data"),
-    Endpoint("cmedqaner", "entity_f1", claim="gain on CBLUE NER, CMeEE",
-             approximation="flat NER on cMedQANER instead of nested NER on CMeEE"),
+    Endpoint(
+        "chip-sts",
+        "macro_f1",
+        claim="gain on CBLUE, CHIP-STS among its tasks",
+        approximation="CBLUE's hidden test set replaced by a split of the public data",
+    ),
+    Endpoint(
+        "cmedqaner",
+        "entity_f1",
+        claim="gain on CBLUE NER, CMeEE",
+        approximation="flat NER on cMedQANER instead of nested NER on CMeEE",
+    ),
 )
 EPPLM = (
-    Endpoint("chip-sts", "macro_f1", claim="gain on query–title relevance, QTRel-easy/-hard",
-             approximation="CHIP-STS sentence-pair matching stands in for the private query–title relevance "
-                           "data"),
-    Endpoint("PAP AUC", "auc", claim="PAP injects drug–attribute knowledge",
-             approximation="the method's own held-out PAP AUC (not a number the paper reports)"),
+    Endpoint(
+        "chip-sts",
+        "macro_f1",
+        claim="gain on query–title relevance, QTRel-easy/-hard",
+        approximation="CHIP-STS sentence-pair matching stands in for the private query–title relevance data",
+    ),
+    Endpoint(
+        "PAP AUC",
+        "auc",
+        claim="PAP injects drug–attribute knowledge",
+        approximation="the method's own held-out PAP AUC (not a number the paper reports)",
+    ),
 )
 
 
@@ -285,53 +350,84 @@ EPPLM = (
 # ehealth 2: MTS target-counted, two-view control and no_csp, linker defaults; 3: the vocabulary.
 # epplm 2: frequency-matched PAP negatives, exact ρ, held-out drugs' text removed; 3: the vocabulary.
 add(MethodStudy("mlm", results_version=3))
-add(MethodStudy(
-    "smedbert", results_version=4,
-    primary_endpoints=SMEDBERT,
-    control=Control("mlm", masking="whole_entity", model_options={"use_sop": True}),
-    ablations={"no_hybrid_attention": {"use_hybrid_attention": False},
-               "no_knowledge_losses": {"use_knowledge_losses": False}},
-    # which part of the gain is the graph, which the linked mention spans it sees at fine-tuning
-    attribution_rows={
-        "control + linked mention spans at fine-tuning": AttributionRow(
-            base="control", finetune_options={"mention_spans": True}, compare_with="method",
-            description="the control given exactly the mention boundaries SMedBERT sees (a span indicator); "
-                        "the method's gain over it is what the graph adds beyond the spans"),
-        "shuffled graph": AttributionRow(
-            base="method", train_options={"graph_shuffle_seed": 0}, compare_with="method",
-            description="SMedBERT whose PEPR neighbours and KG embeddings come from the graph with its links "
-                        "attached to the wrong entities (same spans, same graph shape, wrong knowledge)"),
-    },
-))
-add(MethodStudy(
-    "kebiolm", results_version=3,
-    primary_endpoints=KEBIOLM,
-    control=Control("mlm", masking="word_entity"),
-    ablations={"random_entity_init": {"entity_init": "random"},
-               "frozen_entities": {"freeze_entity_embeddings": True},
-               "no_fusion_layers": {"fusion_layers": 0},
-               # §4.5 (a) −wem: "remove whole entity masking and retain whole word masking"
-               "no_whole_entity_masking": Ablation(masking="whole_word")},
-))
-add(MethodStudy(
-    "embert", results_version=3,
-    primary_endpoints=EMBERT,
-    control=Control("mlm"),
-    ablations={"no_consistency": {"use_cecp": False}, "no_bidirectional_masking": {"use_bem": False},
-               "no_segmentation": {"use_es": False},
-               "no_knowledge_tasks": {"use_cecp": False, "use_es": False, "use_bem": False}},
-))
+add(
+    MethodStudy(
+        "smedbert",
+        results_version=4,
+        primary_endpoints=SMEDBERT,
+        control=Control("mlm", masking="whole_entity", model_options={"use_sop": True}),
+        ablations={
+            "no_hybrid_attention": {"use_hybrid_attention": False},
+            "no_knowledge_losses": {"use_knowledge_losses": False},
+        },
+        # which part of the gain is the graph, which the linked mention spans it sees at fine-tuning
+        attribution_rows={
+            "control + linked mention spans at fine-tuning": AttributionRow(
+                base="control",
+                finetune_options={"mention_spans": True},
+                compare_with="method",
+                description="the control given exactly the mention boundaries SMedBERT sees (a span indicator); "
+                "the method's gain over it is what the graph adds beyond the spans",
+            ),
+            "shuffled graph": AttributionRow(
+                base="method",
+                train_options={"graph_shuffle_seed": 0},
+                compare_with="method",
+                description="SMedBERT whose PEPR neighbours and KG embeddings come from the graph with its links "
+                "attached to the wrong entities (same spans, same graph shape, wrong knowledge)",
+            ),
+        },
+    )
+)
+add(
+    MethodStudy(
+        "kebiolm",
+        results_version=3,
+        primary_endpoints=KEBIOLM,
+        control=Control("mlm", masking="word_entity"),
+        ablations={
+            "random_entity_init": {"entity_init": "random"},
+            "frozen_entities": {"freeze_entity_embeddings": True},
+            "no_fusion_layers": {"fusion_layers": 0},
+            # §4.5 (a) −wem: "remove whole entity masking and retain whole word masking"
+            "no_whole_entity_masking": Ablation(masking="whole_word"),
+        },
+    )
+)
+add(
+    MethodStudy(
+        "embert",
+        results_version=3,
+        primary_endpoints=EMBERT,
+        control=Control("mlm"),
+        ablations={
+            "no_consistency": {"use_cecp": False},
+            "no_bidirectional_masking": {"use_bem": False},
+            "no_segmentation": {"use_es": False},
+            "no_knowledge_tasks": {"use_cecp": False, "use_es": False, "use_bem": False},
+        },
+    )
+)
 add(MethodStudy("electra", results_version=3))
-add(MethodStudy(
-    "ehealth", results_version=3,
-    primary_endpoints=EHEALTH,
-    # the control corrupts every sequence twice, as eHealth does: the same RTD/MLM targets per step
-    control=Control("electra", masking="whole_word",
-                    model_options={"mask_fraction": 0.8, "random_fraction": 0.1, "corruption_views": 2}),
-    ablations={"no_mts": {"use_mts": False}, "no_csp": {"use_csp": False}},
-))
-add(MethodStudy(
-    "epplm", results_version=3,
-    primary_endpoints=EPPLM,
-    control=Control("electra", masking="word_entity", model_options={"mask_fraction": 1.0, "random_fraction": 0.0}),
-))
+add(
+    MethodStudy(
+        "ehealth",
+        results_version=3,
+        primary_endpoints=EHEALTH,
+        # the control corrupts every sequence twice, as eHealth does: the same RTD/MLM targets per step
+        control=Control(
+            "electra",
+            masking="whole_word",
+            model_options={"mask_fraction": 0.8, "random_fraction": 0.1, "corruption_views": 2},
+        ),
+        ablations={"no_mts": {"use_mts": False}, "no_csp": {"use_csp": False}},
+    )
+)
+add(
+    MethodStudy(
+        "epplm",
+        results_version=3,
+        primary_endpoints=EPPLM,
+        control=Control("electra", masking="word_entity", model_options={"mask_fraction": 1.0, "random_fraction": 0.0}),
+    )
+)

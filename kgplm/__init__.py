@@ -25,14 +25,30 @@ except importlib.metadata.PackageNotFoundError:  # a source tree that was never 
 
 #: public name -> the module that defines it
 _LAZY = {
-    "train": "kgplm.api", "train_from_config": "kgplm.api", "TrainingResult": "kgplm.api",
-    "finetune": "kgplm.api", "evaluate": "kgplm.api", "predict": "kgplm.api", "FineTuningResult": "kgplm.api",
+    "train": "kgplm.api",
+    "train_from_config": "kgplm.api",
+    "TrainingResult": "kgplm.api",
+    "finetune": "kgplm.api",
+    "evaluate": "kgplm.api",
+    "predict": "kgplm.api",
+    "FineTuningResult": "kgplm.api",
     "KGStore": "kgplm.kg.store",
 }
 _SUBMODULES = ("methods", "kg", "text", "models", "training", "evaluation", "api", "cli")
 
-__all__ = ["KGStore", "KgplmError", "train", "train_from_config", "TrainingResult", "finetune", "evaluate",
-           "predict", "FineTuningResult", "methods", "__version__"]
+__all__ = [
+    "KGStore",
+    "KgplmError",
+    "train",
+    "train_from_config",
+    "TrainingResult",
+    "finetune",
+    "evaluate",
+    "predict",
+    "FineTuningResult",
+    "methods",
+    "__version__",
+]
 
 
 def __getattr__(name: str):
@@ -52,9 +68,12 @@ def __dir__() -> list[str]:
 
 def _kgplm_module_is_loading(except_name: str | None = None) -> bool:
     """Whether a kgplm module (other than ``except_name``) is part way through its import."""
-    return any(name.startswith("kgplm.") and name != except_name
-               and getattr(getattr(module, "__spec__", None), "_initializing", False)
-               for name, module in list(sys.modules.items()))
+    return any(
+        name.startswith("kgplm.")
+        and name != except_name
+        and getattr(getattr(module, "__spec__", None), "_initializing", False)
+        for name, module in list(sys.modules.items())
+    )
 
 
 class _AutoClassRegistration(importlib.abc.MetaPathFinder):
@@ -72,8 +91,16 @@ class _AutoClassRegistration(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
         if self.busy or not (fullname == "transformers" or fullname.startswith("kgplm.")):
             return None
-        spec = next((found for finder in sys.meta_path if finder is not self and hasattr(finder, "find_spec")
-                     for found in [finder.find_spec(fullname, path, target)] if found is not None), None)
+        spec = next(
+            (
+                found
+                for finder in sys.meta_path
+                if finder is not self and hasattr(finder, "find_spec")
+                for found in [finder.find_spec(fullname, path, target)]
+                if found is not None
+            ),
+            None,
+        )
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         spec.loader = _RegisteringLoader(spec.loader, self)

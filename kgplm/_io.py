@@ -14,8 +14,15 @@ from pathlib import Path
 
 from kgplm.exceptions import ArtifactError, DiskFullError, EncodingError, MissingFileError
 
-__all__ = ["require_file", "open_text", "iter_lines", "atomic_directory", "atomic_file", "unfinished_directories",
-           "load_array"]
+__all__ = [
+    "require_file",
+    "open_text",
+    "iter_lines",
+    "atomic_directory",
+    "atomic_file",
+    "unfinished_directories",
+    "load_array",
+]
 
 
 def require_file(path: str | os.PathLike, what: str = "file") -> Path:
@@ -167,8 +174,9 @@ def load_array(path: str | os.PathLike, *, mmap: bool = False, what: str = "save
     try:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (ValueError, EOFError, OSError) as error:
-        raise ArtifactError(f"{path}: not a complete .npy array ({error}); the {what} is damaged (cut short or "
-                            f"overwritten): rebuild it") from None
+        raise ArtifactError(
+            f"{path}: not a complete .npy array ({error}); the {what} is damaged (cut short or overwritten): rebuild it"
+        ) from None
 
 
 def json_safe(value):

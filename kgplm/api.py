@@ -234,10 +234,18 @@ def train(
     """
     arguments = {name: value for name, value in locals().items()}
     # the checks that need no model code run before torch and the methods load, so a refused call answers at once
-    _check_call(method, corpus=corpus, exclude_triples=exclude_triples,
-                counts=dict(max_steps=max_steps, batch_size=batch_size,
-                            gradient_accumulation_steps=gradient_accumulation_steps,
-                            checkpoint_every=checkpoint_every, log_every=log_every))
+    _check_call(
+        method,
+        corpus=corpus,
+        exclude_triples=exclude_triples,
+        counts=dict(
+            max_steps=max_steps,
+            batch_size=batch_size,
+            gradient_accumulation_steps=gradient_accumulation_steps,
+            checkpoint_every=checkpoint_every,
+            log_every=log_every,
+        ),
+    )
     from kgplm.methods import MethodContext, get
     from kgplm.models.card import write_model_card
     from kgplm.text.masking import SCHEMES
@@ -263,25 +271,41 @@ def train(
     stop_signals = check_stop_signals(stop_signals)
     num_threads = check_num_threads(num_threads)
     # what was used, so a replay does not depend on defaults (or, for the device, on the machine)
-    arguments.update(kg_method=kg_method, masking=masking, linking=linking_settings(linking), device=device,
-                     report_to=list(report_to), stop_signals=list(stop_signals),
-                     num_threads=num_threads)
+    arguments.update(
+        kg_method=kg_method,
+        masking=masking,
+        linking=linking_settings(linking),
+        device=device,
+        report_to=list(report_to),
+        stop_signals=list(stop_signals),
+        num_threads=num_threads,
+    )
     run = RunDirectory(output_dir)
     schedule_change = _schedule_change(run, max_steps, allowed=resume_with_new_schedule)
     arguments["graph"] = stages.recorded_graph(run, graph)
     arguments["knowledge_graph"] = stages.recorded_knowledge_graph(run, knowledge_graph)
     if warmup_steps is None:
         warmup_steps = int(0.06 * max_steps)
-    settings = TrainerSettings(max_steps=max_steps, batch_size=batch_size,
-                               gradient_accumulation_steps=gradient_accumulation_steps,
-                               learning_rate=learning_rate, warmup_steps=warmup_steps, weight_decay=weight_decay,
-                               checkpoint_every=checkpoint_every, log_every=log_every, seed=seed,
-                               mixed_precision=mixed_precision, num_workers=num_workers)
+    settings = TrainerSettings(
+        max_steps=max_steps,
+        batch_size=batch_size,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        learning_rate=learning_rate,
+        warmup_steps=warmup_steps,
+        weight_decay=weight_decay,
+        checkpoint_every=checkpoint_every,
+        log_every=log_every,
+        seed=seed,
+        mixed_precision=mixed_precision,
+        num_workers=num_workers,
+    )
     settings.validate()
     if knowledge_graph is not None and (kg_embeddings, neighbor_table, exclude_triples) != (None, None, None):
-        raise ConfigurationError("knowledge_graph rebuilds the KG artefacts from its links; a given kg_embeddings or "
-                                 "neighbor_table would bypass it, and exclude_triples names facts of the linking "
-                                 "graph (leave all three None)")
+        raise ConfigurationError(
+            "knowledge_graph rebuilds the KG artefacts from its links; a given kg_embeddings or "
+            "neighbor_table would bypass it, and exclude_triples names facts of the linking "
+            "graph (leave all three None)"
+        )
     context = distributed.initialize(device)
     lock = RunDirectoryLock(run.path)  # one writer per run directory (rank 0 holds it for all ranks)
     threads = contextlib.ExitStack()
@@ -302,15 +326,20 @@ def train(
                 lock.acquire()
             # every input is checked before anything is written (a failed call leaves nothing that blocks
             # its corrected call)
-            init = None if init_from is None else check_init_from(init_from, text_model=text_model,
-                                                                  tokenizer=tokenizer)
-            prepared = check_train_inputs(spec, graph=stages.cached_graph(run, graph), corpus=corpus,
-                                          corpus_options=dict(corpus_options or {}),
-                                          text_model=text_model if init is None else init.text_fields,
-                                          tokenizer=tokenizer if init is None else init.tokenizer,
-                                          model_options=dict(model_options or {}),
-                                          masking=masking, max_length=max_length, exclude_triples=exclude_triples,
-                                          progress=progress and main)
+            init = None if init_from is None else check_init_from(init_from, text_model=text_model, tokenizer=tokenizer)
+            prepared = check_train_inputs(
+                spec,
+                graph=stages.cached_graph(run, graph),
+                corpus=corpus,
+                corpus_options=dict(corpus_options or {}),
+                text_model=text_model if init is None else init.text_fields,
+                tokenizer=tokenizer if init is None else init.tokenizer,
+                model_options=dict(model_options or {}),
+                masking=masking,
+                max_length=max_length,
+                exclude_triples=exclude_triples,
+                progress=progress and main,
+            )
             if main:
                 run.write_run_config(json_safe({"kgplm_run": 1, **arguments}))
                 run.record_stage("distributed", context.describe())
@@ -327,42 +356,69 @@ def train(
             stage_arguments = {**arguments, "text_model": prepared.text_model, "tokenizer": prepared.tokenizer}
             from kgplm.artefact_cache import default_cache
 
-            inputs = stages.StageInputs(arguments=stage_arguments, store=store, corpus=corpus,
-                                        corpus_options=dict(corpus_options or {}), progress=progress and main,
-                                        held_out=_held_out(run, exclude_triples, store, record=main),
-                                        cache=default_cache() if main else None)
+            inputs = stages.StageInputs(
+                arguments=stage_arguments,
+                store=store,
+                corpus=corpus,
+                corpus_options=dict(corpus_options or {}),
+                progress=progress and main,
+                held_out=_held_out(run, exclude_triples, store, record=main),
+                cache=default_cache() if main else None,
+            )
             tokenizer_object = stages.prepare_tokenizer(run, inputs)
             stages.run_artefact_stages(spec.artefacts, run, inputs)
             dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)
         torch.set_num_threads(threads)
         torch.manual_seed(seed)  # the model's initial weights
-        model, checkpoint = stages.build_model(spec, store, tokenizer_object, text_model=prepared.text_model,
-                                               model_options=dict(model_options or {}), max_length=max_length,
-                                               entity_dim=entity_dim, artefacts=inputs.artefacts)
+        model, checkpoint = stages.build_model(
+            spec,
+            store,
+            tokenizer_object,
+            text_model=prepared.text_model,
+            model_options=dict(model_options or {}),
+            max_length=max_length,
+            entity_dim=entity_dim,
+            artefacts=inputs.artefacts,
+        )
         if init is not None:
             loaded = stages.load_init_weights(model, init)
             if main:
                 run.record_stage("init_from", loaded)
         if main:
             stages.record_model_length(run, tokenizer_object, model.config.max_position_embeddings)
-        method_context = MethodContext(config=model.config, tokenizer=tokenizer_object, store=store, masking=masking,
-                                       seed=seed, text_model_dir=checkpoint if init is None else init.model_dir,
-                                       artefacts=inputs.artefacts)
+        method_context = MethodContext(
+            config=model.config,
+            tokenizer=tokenizer_object,
+            store=store,
+            masking=masking,
+            seed=seed,
+            text_model_dir=checkpoint if init is None else init.model_dir,
+            artefacts=inputs.artefacts,
+        )
         if spec.prepare_model is not None:
             spec.prepare_model(model, method_context)
         collator = spec.build_collator(method_context)
         with open_reporters(report_to, run.path, prefix="pretrain", step_key="step", enabled=main) as report:
-            metrics = train_loop(model, dataset, collator, output_dir=run.path, settings=settings,
-                                 progress=progress, distributed=context, report=report,
-                                 stop_signals=stop_signals)
+            metrics = train_loop(
+                model,
+                dataset,
+                collator,
+                output_dir=run.path,
+                settings=settings,
+                progress=progress,
+                distributed=context,
+                report=report,
+                stop_signals=stop_signals,
+            )
         if main:
             with atomic_directory(run.model_dir) as temporary:
                 model.save_pretrained(str(temporary))
                 write_model_card(temporary, model.config, arguments=run.read_run_config(), metrics=metrics)
             logger.info("saved the model to %s", run.model_dir)
         context.barrier()
-        return TrainingResult(output_dir=run.path, method=method, steps=max_steps, metrics=metrics,
-                              run_config=run.read_run_config())
+        return TrainingResult(
+            output_dir=run.path, method=method, steps=max_steps, metrics=metrics, run_config=run.read_run_config()
+        )
     finally:
         lock.release()
         threads.close()
@@ -378,8 +434,9 @@ def _schedule_change(run, max_steps: int, *, allowed: bool) -> dict[str, Any] | 
         return None
     previous = run.read_run_config().get("max_steps")
     checkpoints = run.path / "checkpoints"
-    trained = (run.model_dir.exists() or run.metrics_path.is_file()
-               or (checkpoints.is_dir() and any(checkpoints.iterdir())))
+    trained = (
+        run.model_dir.exists() or run.metrics_path.is_file() or (checkpoints.is_dir() and any(checkpoints.iterdir()))
+    )
     if previous is None or previous == max_steps or not trained:
         return None
     last_step = 0
@@ -396,7 +453,8 @@ def _schedule_change(run, max_steps: int, *, allowed: bool) -> dict[str, Any] | 
             f"To go on under the schedule for {max_steps} steps, pass resume_with_new_schedule=True (the finished "
             f"model/ is kept as model-step-{previous}/ and the change recorded in run_config.json); to train "
             f"further under a fresh schedule, start a new run with init_from={str(run.path)!r} and another "
-            f"output_dir; to resume the run as it was, pass max_steps={previous}")
+            f"output_dir; to resume the run as it was, pass max_steps={previous}"
+        )
     return change
 
 
@@ -411,9 +469,14 @@ def _record_schedule_change(run, change: dict[str, Any]) -> None:
             raise ArtifactError(f"{kept} exists already; move it away to keep the model of the earlier schedule")
         os.replace(run.model_dir, kept)
         change["kept_model"] = kept.name
-    logger.warning("%s: resuming after step %d under a schedule for %d steps instead of %d (resume_with_new_schedule)"
-                   "%s", run.path, change["after_step"], change["max_steps"], change["previous_max_steps"],
-                   f"; the earlier model is kept as {change['kept_model']}/" if change["kept_model"] else "")
+    logger.warning(
+        "%s: resuming after step %d under a schedule for %d steps instead of %d (resume_with_new_schedule)%s",
+        run.path,
+        change["after_step"],
+        change["max_steps"],
+        change["previous_max_steps"],
+        f"; the earlier model is kept as {change['kept_model']}/" if change["kept_model"] else "",
+    )
     recorded = run.read_run_config().get("stages", {}).get("schedule_changes", [])
     run.record_stage("schedule_changes", [*recorded, change])
 
@@ -457,8 +520,10 @@ def _held_out(run, exclude_triples, store, *, record: bool = True):
     digest = hashlib.sha256(held_out.triples.tobytes()).hexdigest()
     recorded = run.read_run_config().get("stages", {}).get("held_out_triples")
     if recorded is not None and recorded["sha256"] != digest:
-        raise ArtifactError(f"{run.path} was built with other held-out triples than {exclude_triples} lists now; "
-                            f"choose another output_dir or delete it")
+        raise ArtifactError(
+            f"{run.path} was built with other held-out triples than {exclude_triples} lists now; "
+            f"choose another output_dir or delete it"
+        )
     if record:
         run.record_stage("held_out_triples", {"count": len(held_out), "sha256": digest})
     return held_out

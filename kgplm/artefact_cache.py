@@ -157,8 +157,12 @@ class ArtefactCache:
         source = Path(source)
         with atomic_directory(entry) as temporary:
             _link_into(source, temporary / "artefact")
-            record = {"kind": kind, "key": entry.name, "cache_format": CACHE_FORMAT_VERSION,
-                      "settings": json.loads(_canonical(settings))}
+            record = {
+                "kind": kind,
+                "key": entry.name,
+                "cache_format": CACHE_FORMAT_VERSION,
+                "settings": json.loads(_canonical(settings)),
+            }
             (temporary / "entry.json").write_text(json.dumps(record, indent=1, ensure_ascii=False), encoding="utf-8")
             (temporary / "used").touch()
         logger.info("%s: added to the cache (%s)", kind, entry)
@@ -179,19 +183,22 @@ class ArtefactCache:
                 found.append(CacheEntry(directory, record.get("kind", directory.parent.name), directory.name, record))
         return found
 
-    def prune(self, *, kind: str | None = None, older_than_days: float | None = None,
-              everything: bool = False) -> list[CacheEntry]:
+    def prune(
+        self, *, kind: str | None = None, older_than_days: float | None = None, everything: bool = False
+    ) -> list[CacheEntry]:
         """Remove entries: those of ``kind`` (any kind when None) not used for ``older_than_days`` days, or all
         of them with ``everything=True``; also what an interrupted write left. Returns the removed entries.
         Runs that took an entry keep their hard-linked (or copied) files."""
         if older_than_days is None and not everything:
-            raise ConfigurationError("prune needs older_than_days (entries unused for that many days) or "
-                                     "everything=True")
+            raise ConfigurationError(
+                "prune needs older_than_days (entries unused for that many days) or everything=True"
+            )
         if older_than_days is not None and not older_than_days >= 0:
             raise ConfigurationError(f"older_than_days must be ≥ 0, got {older_than_days!r}")
         now = time.time()
-        removed = [entry for entry in self.entries(kind)
-                   if everything or now - entry.last_used >= older_than_days * 86400.0]
+        removed = [
+            entry for entry in self.entries(kind) if everything or now - entry.last_used >= older_than_days * 86400.0
+        ]
         for entry in removed:
             shutil.rmtree(entry.path, ignore_errors=True)
         if self.root.is_dir():  # temporary directories of writes that did not finish
@@ -235,4 +242,3 @@ def _touch(path: Path) -> None:
         path.touch()
     except OSError:  # a read-only cache still serves its entries
         pass
-

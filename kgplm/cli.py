@@ -20,8 +20,11 @@ def _store(spec: str | None):
     from kgplm.kg import open_store
 
     if spec is None:
-        print("kgplm: no --store given: using CMeKG (the graph of the pycmekg package); pass --store to read "
-              "another graph", file=sys.stderr)
+        print(
+            "kgplm: no --store given: using CMeKG (the graph of the pycmekg package); pass --store to read "
+            "another graph",
+            file=sys.stderr,
+        )
         spec = "cmekg"
     return open_store(spec)
 
@@ -40,9 +43,15 @@ def _cmd_kg_import(args: argparse.Namespace) -> int:
     if args.query_file is not None:
         with open(args.query_file, encoding="utf-8") as handle:
             query = handle.read()
-    options = {"format": args.format, "base_iri": args.base_iri, "graph": args.graph, "query": query,
-               "page_size": args.page_size, "timeout": args.timeout,
-               "merge_same_as": True if args.merge_same_as else None}
+    options = {
+        "format": args.format,
+        "base_iri": args.base_iri,
+        "graph": args.graph,
+        "query": query,
+        "page_size": args.page_size,
+        "timeout": args.timeout,
+        "merge_same_as": True if args.merge_same_as else None,
+    }
     options = {key: value for key, value in options.items() if value is not None}
     parameters = inspect.signature(importer.function()).parameters
     refused = [key for key in options if key not in parameters]
@@ -70,10 +79,13 @@ def _cmd_kg_neighbors(args: argparse.Namespace) -> int:
 
     store = _store(args.store)
     entity = store.entity_id(args.entity)
-    frame = store.neighbors(entity, direction=args.direction, k=args.k,
-                            ranked_by="pepr" if args.ranked_by == "pepr" else None)
-    print(f"{store.entity_name(entity)} (id {entity}, type {store.entity_type(entity)}, "
-          f"aliases: {', '.join(store.aliases(entity)[:8]) or '-'})")
+    frame = store.neighbors(
+        entity, direction=args.direction, k=args.k, ranked_by="pepr" if args.ranked_by == "pepr" else None
+    )
+    print(
+        f"{store.entity_name(entity)} (id {entity}, type {store.entity_type(entity)}, "
+        f"aliases: {', '.join(store.aliases(entity)[:8]) or '-'})"
+    )
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(frame.to_string(index=False) if len(frame) else "(no neighbours)")
     return 0
@@ -85,14 +97,26 @@ def _cmd_kg_pepr(args: argparse.Namespace) -> int:
     store = _store(args.store)
     seeds = None if args.seeds is None else [int(s) if s.isdigit() else s for s in args.seeds]
     budget = {} if args.budget_seconds is None else {"budget_seconds": args.budget_seconds}
-    table = top_k_neighbors(store, seeds, k=args.k, mode=args.mode, candidates=args.candidates, alpha=args.alpha,
-                            jump=args.jump, directed=args.directed, epsilon=args.epsilon, num_hubs=args.num_hubs,
-                            **budget)
+    table = top_k_neighbors(
+        store,
+        seeds,
+        k=args.k,
+        mode=args.mode,
+        candidates=args.candidates,
+        alpha=args.alpha,
+        jump=args.jump,
+        directed=args.directed,
+        epsilon=args.epsilon,
+        num_hubs=args.num_hubs,
+        **budget,
+    )
     table.save(args.out)
     filled = (table.neighbors >= 0).sum(axis=1)
-    print(f"wrote top-{args.k} PEPR neighbours of {len(table):,} entities to {args.out} "
-          f"({int((filled > 0).sum()):,} with at least one neighbour, mean {filled.mean():.2f} per entity); "
-          f"{table.config.get('mode_reason')}")
+    print(
+        f"wrote top-{args.k} PEPR neighbours of {len(table):,} entities to {args.out} "
+        f"({int((filled > 0).sum()):,} with at least one neighbour, mean {filled.mean():.2f} per entity); "
+        f"{table.config.get('mode_reason')}"
+    )
     return 0
 
 
@@ -105,24 +129,42 @@ def _cmd_kg_embed(args: argparse.Namespace) -> int:
         train, test = split_triples(store.triples, test_fraction=args.test_fraction, seed=args.seed)
     initialize_from = None if args.init_from is None else KGEmbeddings.load(args.init_from, store=store)
     embeddings = train_kg_embeddings(
-        store, method=args.method, dim=args.dim, relation_dim=args.relation_dim, epochs=args.epochs,
-        batch_size=args.batch_size, num_negatives=args.num_negatives, margin=args.margin, lr=args.lr,
-        norm=args.norm, negative_sampling=args.negative_sampling, optimizer=args.optimizer, triples=train,
-        initialize_from=initialize_from, seed=args.seed, device=args.device)
+        store,
+        method=args.method,
+        dim=args.dim,
+        relation_dim=args.relation_dim,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        num_negatives=args.num_negatives,
+        margin=args.margin,
+        lr=args.lr,
+        norm=args.norm,
+        negative_sampling=args.negative_sampling,
+        optimizer=args.optimizer,
+        triples=train,
+        initialize_from=initialize_from,
+        seed=args.seed,
+        device=args.device,
+    )
     if args.format == "openke":
         embeddings.to_openke(args.out, store)
     elif args.format == "dglke":
         embeddings.to_dglke(args.out, store)
     else:
         embeddings.save(args.out)
-    print(f"{embeddings!r}: {embeddings.timings['triples_per_second']:,.0f} triples/s, final mean loss "
-          f"{embeddings.history[-1]['loss']:.4f}; saved ({args.format}) to {args.out}")
+    print(
+        f"{embeddings!r}: {embeddings.timings['triples_per_second']:,.0f} triples/s, final mean loss "
+        f"{embeddings.history[-1]['loss']:.4f}; saved ({args.format}) to {args.out}"
+    )
     if test is not None and len(test):
         sample = test[np.random.default_rng(args.seed).permutation(len(test))[: args.max_eval]]
         metrics = embeddings.evaluate(sample, filter_triples=store.triples)
-        print(f"filtered link prediction on {len(sample):,} held-out triples: "
-              + ", ".join(f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}"
-                          for key, value in metrics.items()))
+        print(
+            f"filtered link prediction on {len(sample):,} held-out triples: "
+            + ", ".join(
+                f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}" for key, value in metrics.items()
+            )
+        )
     return 0
 
 
@@ -148,9 +190,15 @@ def _linking_options(args: argparse.Namespace) -> dict:
     """The ``linking=`` options of ``kgplm text link``'s flags (only those given)."""
     options: dict = {"min_length": args.min_length}
     if args.stop_words is not None:
-        options["stop_words"] = None if args.stop_words == "none" else (
-            "english" if args.stop_words == "english" else
-            [line.strip() for line in open(args.stop_words, encoding="utf-8") if line.strip()])
+        options["stop_words"] = (
+            None
+            if args.stop_words == "none"
+            else (
+                "english"
+                if args.stop_words == "english"
+                else [line.strip() for line in open(args.stop_words, encoding="utf-8") if line.strip()]
+            )
+        )
     if args.keep_numeric:
         options["exclude_numeric"] = False
     if args.no_hyphen_variants:
@@ -182,9 +230,15 @@ def _cmd_text_link(args: argparse.Namespace) -> int:
                 entities[mention.entity_id] += 1
                 surfaces[mention.surface] += 1
                 continue
-            record = {"text": identifier, "start": mention.start, "end": mention.end, "surface": mention.surface,
-                      "entity_id": mention.entity_id, "entity": store.entity_name(mention.entity_id),
-                      "type": store.entity_type(mention.entity_id)}
+            record = {
+                "text": identifier,
+                "start": mention.start,
+                "end": mention.end,
+                "surface": mention.surface,
+                "entity_id": mention.entity_id,
+                "entity": store.entity_name(mention.entity_id),
+                "type": store.entity_type(mention.entity_id),
+            }
             if len(mention.candidates) > 1:
                 record["candidates"] = list(mention.candidates)
             print(json.dumps(record, ensure_ascii=False))
@@ -195,8 +249,10 @@ def _cmd_text_link(args: argparse.Namespace) -> int:
             print(f"dropped as a common word: {name!r} (in {share:.1%} of the texts)")
         print(f"\ntop {args.top} entities:\n| entity | id | type | mentions | share |\n|---|---|---|---|---|")
         for entity, count in entities.most_common(args.top):
-            print(f"| {store.entity_name(entity)} | {store.entity_iri(entity)} | {store.entity_type(entity)} | "
-                  f"{count:,} | {count / total:.1%} |")
+            print(
+                f"| {store.entity_name(entity)} | {store.entity_iri(entity)} | {store.entity_type(entity)} | "
+                f"{count:,} | {count / total:.1%} |"
+            )
         print(f"\ntop {args.top} surfaces:\n| surface | mentions | share |\n|---|---|---|")
         for surface, count in surfaces.most_common(args.top):
             print(f"| {surface} | {count:,} | {count / total:.1%} |")
@@ -210,13 +266,24 @@ def _cmd_text_build_corpus(args: argparse.Namespace) -> int:
     store = _store(args.store)
     tokenizer = load_tokenizer(args.tokenizer)
     options = {"columns": args.columns} if args.columns else {}
-    dataset = build_corpus(args.corpus, store=store, tokenizer=tokenizer, output_dir=args.out,
-                           neighbor_table=args.pepr, max_length=args.max_length, stride=args.stride,
-                           whole_word=not args.no_whole_word, shard_size=args.shard_size, **options)
+    dataset = build_corpus(
+        args.corpus,
+        store=store,
+        tokenizer=tokenizer,
+        output_dir=args.out,
+        neighbor_table=args.pepr,
+        max_length=args.max_length,
+        stride=args.stride,
+        whole_word=not args.no_whole_word,
+        shard_size=args.shard_size,
+        **options,
+    )
     statistics = corpus_manifest(args.out)["statistics"]
-    print(f"{len(dataset):,} examples from {statistics['documents']:,} documents; "
-          f"{statistics['mentions_in_examples']:,} of {statistics['mentions_in_text']:,} mentions kept; "
-          f"written to {args.out}")
+    print(
+        f"{len(dataset):,} examples from {statistics['documents']:,} documents; "
+        f"{statistics['mentions_in_examples']:,} of {statistics['mentions_in_text']:,} mentions kept; "
+        f"written to {args.out}"
+    )
     return 0
 
 
@@ -244,34 +311,57 @@ def _cmd_train(args: argparse.Namespace) -> int:
         if args.encoding is not None:
             corpus_options["encoding"] = args.encoding
         corpus_options = corpus_options or None
-        result = kgplm.train(args.method, graph=args.graph, corpus=args.corpus, output_dir=args.out,
-                             text_model=text_model, tokenizer=args.tokenizer, init_from=args.init_from,
-                             kg_embeddings=args.kg_embeddings,
-                             neighbor_table=args.pepr, pepr_mode=args.pepr_mode,
-                             pepr_budget_seconds=args.pepr_budget_seconds, corpus_options=corpus_options,
-                             vocab_size=args.vocab_size,
-                             max_length=args.max_length, num_neighbors=args.num_neighbors, kg_method=args.kg_method,
-                             entity_dim=args.entity_dim, kg_epochs=args.kg_epochs, kg_seed=args.kg_seed,
-                             masking=args.masking,
-                             max_steps=args.max_steps, batch_size=args.batch_size,
-                             gradient_accumulation_steps=args.gradient_accumulation_steps,
-                             learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
-                             weight_decay=args.weight_decay, checkpoint_every=args.checkpoint_every,
-                             log_every=args.log_every, seed=args.seed, device=args.device,
-                             mixed_precision=args.mixed_precision, num_workers=args.num_workers,
-                             report_to=tuple(args.report_to), stop_signals=tuple(args.stop_signals),
-                             num_threads=args.num_threads,
-                             model_options=json.loads(args.model_options) if args.model_options else None,
-                             method_data=json.loads(args.method_data) if args.method_data else None,
-                             exclude_triples=args.exclude_triples, knowledge_graph=args.knowledge_graph,
-                             linking=json.loads(args.linking) if args.linking else None,
-                             resume_with_new_schedule=args.resume_with_new_schedule,
-                             progress=not args.no_progress)
+        result = kgplm.train(
+            args.method,
+            graph=args.graph,
+            corpus=args.corpus,
+            output_dir=args.out,
+            text_model=text_model,
+            tokenizer=args.tokenizer,
+            init_from=args.init_from,
+            kg_embeddings=args.kg_embeddings,
+            neighbor_table=args.pepr,
+            pepr_mode=args.pepr_mode,
+            pepr_budget_seconds=args.pepr_budget_seconds,
+            corpus_options=corpus_options,
+            vocab_size=args.vocab_size,
+            max_length=args.max_length,
+            num_neighbors=args.num_neighbors,
+            kg_method=args.kg_method,
+            entity_dim=args.entity_dim,
+            kg_epochs=args.kg_epochs,
+            kg_seed=args.kg_seed,
+            masking=args.masking,
+            max_steps=args.max_steps,
+            batch_size=args.batch_size,
+            gradient_accumulation_steps=args.gradient_accumulation_steps,
+            learning_rate=args.learning_rate,
+            warmup_steps=args.warmup_steps,
+            weight_decay=args.weight_decay,
+            checkpoint_every=args.checkpoint_every,
+            log_every=args.log_every,
+            seed=args.seed,
+            device=args.device,
+            mixed_precision=args.mixed_precision,
+            num_workers=args.num_workers,
+            report_to=tuple(args.report_to),
+            stop_signals=tuple(args.stop_signals),
+            num_threads=args.num_threads,
+            model_options=json.loads(args.model_options) if args.model_options else None,
+            method_data=json.loads(args.method_data) if args.method_data else None,
+            exclude_triples=args.exclude_triples,
+            knowledge_graph=args.knowledge_graph,
+            linking=json.loads(args.linking) if args.linking else None,
+            resume_with_new_schedule=args.resume_with_new_schedule,
+            progress=not args.no_progress,
+        )
     if not _is_main_process():
         return 0
     first, last = result.metrics[0], result.metrics[-1]
-    print(f"{result.method}: {result.steps} steps; loss {first['loss']:.4f} (step {first['step']}) → "
-          f"{last['loss']:.4f} (step {last['step']}); model in {result.model_dir}")
+    print(
+        f"{result.method}: {result.steps} steps; loss {first['loss']:.4f} (step {first['step']}) → "
+        f"{last['loss']:.4f} (step {last['step']}); model in {result.model_dir}"
+    )
     return 0
 
 
@@ -287,8 +377,10 @@ def _cmd_cache_ls(args: argparse.Namespace) -> int:
     for entry in entries:
         settings = entry.record.get("settings", {})
         shown = {k: v for k, v in settings.items() if k not in ("defaults", "graph", "seeds_and_counts", "triples")}
-        print(f"{entry.kind:<15} {entry.key[:16]}  {entry.size / 1e6:>9,.1f} MB  graph {settings.get('graph', '')[:12]}  "
-              f"{json.dumps(shown, ensure_ascii=False, sort_keys=True)}")
+        print(
+            f"{entry.kind:<15} {entry.key[:16]}  {entry.size / 1e6:>9,.1f} MB  graph {settings.get('graph', '')[:12]}  "
+            f"{json.dumps(shown, ensure_ascii=False, sort_keys=True)}"
+        )
     return 0
 
 
@@ -320,18 +412,34 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 def _cmd_finetune(args: argparse.Namespace) -> int:
     import kgplm
 
-    result = kgplm.finetune(model=args.model, task=args.task, data_dir=args.data_dir, output_dir=args.out,
-                            epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
-                            patience=args.patience, max_length=args.max_length, tagging=args.tagging,
-                            max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
-                            seed=args.seed, encoder_inputs=not args.no_encoder_inputs,
-                            mention_spans=args.mention_spans, device=args.device, report_to=tuple(args.report_to),
-                            mixed_precision=args.mixed_precision, progress=not args.no_progress)
+    result = kgplm.finetune(
+        model=args.model,
+        task=args.task,
+        data_dir=args.data_dir,
+        output_dir=args.out,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        patience=args.patience,
+        max_length=args.max_length,
+        tagging=args.tagging,
+        max_train_examples=args.max_train_examples,
+        max_eval_examples=args.max_eval_examples,
+        seed=args.seed,
+        encoder_inputs=not args.no_encoder_inputs,
+        mention_spans=args.mention_spans,
+        device=args.device,
+        report_to=tuple(args.report_to),
+        mixed_precision=args.mixed_precision,
+        progress=not args.no_progress,
+    )
     if not _is_main_process():
         return 0
     test = "unlabelled" if result.test is None else f"{result.test['main']:.4f}"
-    print(f"{result.task}: dev {result.dev['main']:.4f}, test {test} "
-          f"({len(result.history)} epochs); model and results.json in {result.output_dir}")
+    print(
+        f"{result.task}: dev {result.dev['main']:.4f}, test {test} "
+        f"({len(result.history)} epochs); model and results.json in {result.output_dir}"
+    )
     return 0
 
 
@@ -342,9 +450,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     from kgplm.evaluation.probing import PROBE_TASK, probe_table, result_rows
 
-    scores = kgplm.evaluate(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
-                            max_examples=args.max_examples, encoder_inputs=False if args.no_encoder_inputs else None,
-                            device=args.device, progress=not args.no_progress)
+    scores = kgplm.evaluate(
+        model=args.model,
+        task=args.task,
+        data_dir=args.data_dir,
+        split=args.split,
+        max_examples=args.max_examples,
+        encoder_inputs=False if args.no_encoder_inputs else None,
+        device=args.device,
+        progress=not args.no_progress,
+    )
     if _is_main_process():
         if args.task == PROBE_TASK:  # the probe's table always shows the baseline and chance beside the model
             print(probe_table(result_rows(scores, name=str(args.model))))
@@ -356,24 +471,38 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     from kgplm.evaluation.probing import build_probe
 
     store = _store(args.store)
-    probe = build_probe(store, queries_per_relation=args.queries_per_relation,
-                        max_answer_tokens=args.max_answer_tokens, held_out_fraction=args.held_out_fraction,
-                        seed=args.seed)
+    probe = build_probe(
+        store,
+        queries_per_relation=args.queries_per_relation,
+        max_answer_tokens=args.max_answer_tokens,
+        held_out_fraction=args.held_out_fraction,
+        seed=args.seed,
+    )
     probe.save(args.out)
     held_out = sum(query.held_out for query in probe.queries)
-    print(f"{len(probe.queries):,} queries over {len({q.relation for q in probe.queries})} relations "
-          f"({held_out:,} held out; {len(probe.exclude_from_training):,} triples to exclude from training) "
-          f"written to {args.out}; train with --exclude-triples {args.out}, score with "
-          f"kgplm evaluate --task probe --data-dir {args.out}")
+    print(
+        f"{len(probe.queries):,} queries over {len({q.relation for q in probe.queries})} relations "
+        f"({held_out:,} held out; {len(probe.exclude_from_training):,} triples to exclude from training) "
+        f"written to {args.out}; train with --exclude-triples {args.out}, score with "
+        f"kgplm evaluate --task probe --data-dir {args.out}"
+    )
     return 0
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
     import kgplm
 
-    written = kgplm.predict(model=args.model, task=args.task, data_dir=args.data_dir, split=args.split,
-                            output=args.out, format=args.format, max_examples=args.max_examples, device=args.device,
-                            progress=not args.no_progress)
+    written = kgplm.predict(
+        model=args.model,
+        task=args.task,
+        data_dir=args.data_dir,
+        split=args.split,
+        output=args.out,
+        format=args.format,
+        max_examples=args.max_examples,
+        device=args.device,
+        progress=not args.no_progress,
+    )
     print(f"predictions written to {written}")
     return 0
 
@@ -393,8 +522,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _number_or_auto(kind):
     """An argparse type: ``auto`` or a number of ``kind``."""
+
     def parse(text: str):
         return "auto" if text == "auto" else kind(text)
+
     parse.__name__ = kind.__name__
     return parse
 
@@ -428,8 +559,9 @@ class _Choices:
 
 
 #: --device of the commands that train (train, finetune)
-TRAINING_DEVICE_HELP = ("auto (cuda when a GPU is visible, else cpu), cpu or cuda (under torchrun: each process's "
-                        "own GPU)")
+TRAINING_DEVICE_HELP = (
+    "auto (cuda when a GPU is visible, else cpu), cpu or cuda (under torchrun: each process's own GPU)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -437,8 +569,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="kgplm", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    parser.add_argument("--debug", action="store_true",
-                        help="log at DEBUG level and show the traceback of an error or Ctrl-C")
+    parser.add_argument(
+        "--debug", action="store_true", help="log at DEBUG level and show the traceback of an error or Ctrl-C"
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -448,17 +581,27 @@ def build_parser() -> argparse.ArgumentParser:
     from kgplm.kg import importers
 
     formats = importers.available(aliases=True)
-    p = kg.add_parser("import", help="import a knowledge graph and save the compiled store",
-                      description="kgplm kg import [FORMAT] SOURCE --out DIR. FORMAT is one of the registered "
-                                  f"importers ({', '.join(formats)}); without it the format is guessed from SOURCE "
-                                  "(file suffix, 'cmekg', a UMLS directory, an http(s):// SPARQL endpoint).")
-    p.add_argument("source", nargs="+", metavar="[FORMAT] SOURCE",
-                   help="file, directory, 'cmekg' or SPARQL endpoint URL, optionally preceded by its format")
+    p = kg.add_parser(
+        "import",
+        help="import a knowledge graph and save the compiled store",
+        description="kgplm kg import [FORMAT] SOURCE --out DIR. FORMAT is one of the registered "
+        f"importers ({', '.join(formats)}); without it the format is guessed from SOURCE "
+        "(file suffix, 'cmekg', a UMLS directory, an http(s):// SPARQL endpoint).",
+    )
+    p.add_argument(
+        "source",
+        nargs="+",
+        metavar="[FORMAT] SOURCE",
+        help="file, directory, 'cmekg' or SPARQL endpoint URL, optionally preceded by its format",
+    )
     p.add_argument("--kind", choices=["auto", *formats], default="auto", help="the importer (same as FORMAT)")
     p.add_argument("--format", default=None, help="RDF syntax for the rdf importer (guessed from the extension)")
     p.add_argument("--base-iri", default=None, help="rdf: the base that relative IRIs resolve against")
-    p.add_argument("--merge-same-as", action="store_true",
-                   help="rdf, sparql: one entity per class of owl:sameAs / skos:exactMatch links")
+    p.add_argument(
+        "--merge-same-as",
+        action="store_true",
+        help="rdf, sparql: one entity per class of owl:sameAs / skos:exactMatch links",
+    )
     p.add_argument("--graph", default=None, help="sparql: read this named graph instead of the default graph")
     p.add_argument("--query", default=None, help="sparql: a SELECT ?s ?p ?o, CONSTRUCT or DESCRIBE query")
     p.add_argument("--query-file", default=None, help="sparql: read the query from this file")
@@ -478,19 +621,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--k", type=int, default=None, help="show at most K rows")
     p.add_argument("--direction", choices=["both", "out", "in"], default="both")
-    p.add_argument("--ranked-by", choices=["none", "pepr"], default="pepr",
-                   help="order by personalised entity PageRank (default) or list raw neighbours")
+    p.add_argument(
+        "--ranked-by",
+        choices=["none", "pepr"],
+        default="pepr",
+        help="order by personalised entity PageRank (default) or list raw neighbours",
+    )
     p.set_defaults(handler=_cmd_kg_neighbors)
 
     p = kg.add_parser("pepr", help="top-K PEPR neighbour table for every entity (or --seeds)")
     p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--out", required=True, help="output .npz")
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--mode", choices=["auto", "exact", "fast"], default="auto",
-                   help="exact, fast, or exact when its modelled time fits --budget-seconds (default)")
-    p.add_argument("--budget-seconds", type=float, default=None,
-                   help="time exact mode may take under --mode auto (modelled from the graph, never timed; "
-                        "default: kgplm.kg.pepr.DEFAULT_BUDGET_SECONDS)")
+    p.add_argument(
+        "--mode",
+        choices=["auto", "exact", "fast"],
+        default="auto",
+        help="exact, fast, or exact when its modelled time fits --budget-seconds (default)",
+    )
+    p.add_argument(
+        "--budget-seconds",
+        type=float,
+        default=None,
+        help="time exact mode may take under --mode auto (modelled from the graph, never timed; "
+        "default: kgplm.kg.pepr.DEFAULT_BUDGET_SECONDS)",
+    )
     p.add_argument("--candidates", choices=["one_hop", "any"], default="one_hop")
     p.add_argument("--alpha", type=float, default=0.15, help="jump probability")
     p.add_argument("--jump", choices=["paper", "seed"], default="paper")
@@ -511,14 +666,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-negatives", type=int, default=1)
     p.add_argument("--margin", type=float, default=1.0)
     p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--norm", type=int, choices=[1, 2], default=None,
-                   help="distance norm (default 1 for TransE, 2 for TransR)")
+    p.add_argument(
+        "--norm", type=int, choices=[1, 2], default=None, help="distance norm (default 1 for TransE, 2 for TransR)"
+    )
     p.add_argument("--negative-sampling", choices=["bernoulli", "uniform"], default="bernoulli")
     p.add_argument("--optimizer", choices=["sparse_adam", "adagrad", "sgd"], default="sparse_adam")
     p.add_argument("--init-from", default=None, help="start from saved embeddings (TransR from TransE)")
     p.add_argument("--format", choices=["kgplm", "openke", "dglke"], default="kgplm")
-    p.add_argument("--test-fraction", type=float, default=0.0,
-                   help="hold out this share of triples and report filtered MRR / Hits@k on them")
+    p.add_argument(
+        "--test-fraction",
+        type=float,
+        default=0.0,
+        help="hold out this share of triples and report filtered MRR / Hits@k on them",
+    )
     p.add_argument("--max-eval", type=int, default=2000, help="evaluate at most this many held-out triples")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
@@ -526,15 +686,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = kg.add_parser("export", help="export a store as RDF")
     p.add_argument("store", help=store_help)
-    p.add_argument("--out", required=True,
-                   help="output file; its extension names the format (.ttl .nt .nq .trig .rdf .xml .jsonld .n3, "
-                        "optionally .gz)")
-    p.add_argument("--format", default=None, help="turtle, nt, nquads, trig, xml, json-ld or n3 (overrides the "
-                                                  "extension)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output file; its extension names the format (.ttl .nt .nq .trig .rdf .xml .jsonld .n3, optionally .gz)",
+    )
+    p.add_argument(
+        "--format", default=None, help="turtle, nt, nquads, trig, xml, json-ld or n3 (overrides the extension)"
+    )
     p.set_defaults(handler=_cmd_kg_export)
 
-    text = commands.add_parser("text", help="text pipeline commands").add_subparsers(dest="text_command",
-                                                                                     required=True)
+    text = commands.add_parser("text", help="text pipeline commands").add_subparsers(dest="text_command", required=True)
     p = text.add_parser("vocab", help="train an in-domain WordPiece vocabulary")
     p.add_argument("corpus", nargs="+", help="corpus files (text lines, CSV, JSON lines)")
     p.add_argument("--vocab-size", type=int, default=21128)
@@ -548,15 +710,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--min-length", type=int, default=2)
     p.add_argument("--nested", action="store_true", help="every match, also inside longer names")
-    p.add_argument("--stop-words", default=None,
-                   help="'english' (the default), 'none', or a file with one stop word a line")
+    p.add_argument(
+        "--stop-words", default=None, help="'english' (the default), 'none', or a file with one stop word a line"
+    )
     p.add_argument("--keep-numeric", action="store_true", help="also link names without a letter (277000)")
     p.add_argument("--no-hyphen-variants", action="store_true", help="hyphens no longer match spaces")
     p.add_argument("--entity-type", action="append", default=[], help="link only entities of this type (repeat)")
-    p.add_argument("--root", action="append", default=[],
-                   help="link only this entity and its is_a descendants, e.g. HP:0000118 (repeat)")
-    p.add_argument("--common-word-share", type=float, default=None,
-                   help="drop names linked in more than this share of the texts (measured first)")
+    p.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        help="link only this entity and its is_a descendants, e.g. HP:0000118 (repeat)",
+    )
+    p.add_argument(
+        "--common-word-share",
+        type=float,
+        default=None,
+        help="drop names linked in more than this share of the texts (measured first)",
+    )
     p.add_argument("--stats", action="store_true", help="print the most-linked entities and surfaces instead")
     p.add_argument("--top", type=int, default=20, help="rows of --stats")
     p.set_defaults(handler=_cmd_text_link)
@@ -578,8 +749,9 @@ def build_parser() -> argparse.ArgumentParser:
     SCHEMES = _Choices("kgplm.text.masking", "SCHEMES")
     MIXED_PRECISION = _Choices("kgplm.training.precision", "MIXED_PRECISION")
 
-    cache = commands.add_parser("cache", help="the KG artefact cache (PEPR tables, TransE/TransR embeddings)"
-                                ).add_subparsers(dest="cache_command", required=True)
+    cache = commands.add_parser(
+        "cache", help="the KG artefact cache (PEPR tables, TransE/TransR embeddings)"
+    ).add_subparsers(dest="cache_command", required=True)
     cache_kinds = ["neighbor_table", "transe", "transr"]
     p = cache.add_parser("ls", help="list the cached artefacts")
     p.add_argument("--dir", default=None, help="the cache directory (default: $KGPLM_CACHE, else ~/.cache/kgplm)")
@@ -596,58 +768,106 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_methods)
 
     p = commands.add_parser("train", help="pre-train a model (kgplm.train); rerun to resume")
-    p.add_argument("--method", default=None, choices=available(), metavar="METHOD",
-                   help="a registered method: %(choices)s (see `kgplm methods`); mlm is the plain baseline; required unless --config")
-    p.add_argument("--graph", default=None,
-                   help=store_help + "; required by the knowledge methods, not read by mlm/electra/ehealth "
-                                     "(`make demo` uses cmekg)")
+    p.add_argument(
+        "--method",
+        default=None,
+        choices=available(),
+        metavar="METHOD",
+        help="a registered method: %(choices)s (see `kgplm methods`); mlm is the plain baseline; required unless --config",
+    )
+    p.add_argument(
+        "--graph",
+        default=None,
+        help=store_help + "; required by the knowledge methods, not read by mlm/electra/ehealth "
+        "(`make demo` uses cmekg)",
+    )
     p.add_argument("--corpus", default=None, help="corpus file (text lines, CSV, JSON lines)")
     p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use")
     p.add_argument("--encoding", default=None, help="the corpus file's text encoding (default utf-8; e.g. gbk)")
     p.add_argument("--out", default=None, help="output directory")
     p.add_argument("--config", default=None, help="replay or resume a run_config.json instead")
-    p.add_argument("--text-model", default=None,
-                   help="a Hugging Face hub id (org/name[@revision]), a local BERT directory, or a JSON dict of "
-                        "config fields")
+    p.add_argument(
+        "--text-model",
+        default=None,
+        help="a Hugging Face hub id (org/name[@revision]), a local BERT directory, or a JSON dict of config fields",
+    )
     p.add_argument("--tokenizer", default=None)
-    p.add_argument("--init-from", default=None,
-                   help="continued pre-training: a kgplm pre-training run directory whose encoder, heads and "
-                        "tokenizer this run starts from (instead of --text-model)")
+    p.add_argument(
+        "--init-from",
+        default=None,
+        help="continued pre-training: a kgplm pre-training run directory whose encoder, heads and "
+        "tokenizer this run starts from (instead of --text-model)",
+    )
     p.add_argument("--kg-embeddings", default=None, help="KGEmbeddings directory to reuse")
     p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to reuse")
-    p.add_argument("--pepr-mode", default="auto", choices=["auto", "exact", "fast"],
-                   help="PEPR of the mentioned entities: exact, fast, or exact when it fits --pepr-budget-seconds")
-    p.add_argument("--pepr-budget-seconds", type=float, default=120.0,
-                   help="time exact PEPR may take under --pepr-mode auto (modelled from the graph, never timed: "
-                        "kgplm.kg.pepr.exact_cost)")
+    p.add_argument(
+        "--pepr-mode",
+        default="auto",
+        choices=["auto", "exact", "fast"],
+        help="PEPR of the mentioned entities: exact, fast, or exact when it fits --pepr-budget-seconds",
+    )
+    p.add_argument(
+        "--pepr-budget-seconds",
+        type=float,
+        default=120.0,
+        help="time exact PEPR may take under --pepr-mode auto (modelled from the graph, never timed: "
+        "kgplm.kg.pepr.exact_cost)",
+    )
     p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
     p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
-    p.add_argument("--knowledge-graph", default=None,
-                   help="a saved store with the same entities as --graph whose links PEPR and the KG embeddings are "
-                        "built from (linking and fine-tuning use --graph)")
-    p.add_argument("--linking", default=None,
-                   help='JSON dict of linking options, e.g. \'{"roots": ["HP:0000118"], "common_word_share": 0.2}\'')
-    p.add_argument("--exclude-triples", default=None,
-                   help="keep these triples out of pre-training (a probe file, or a TSV of head/relation/tail)")
-    p.add_argument("--masking", default=None, choices=SCHEMES, metavar="SCHEME",
-                   help="MLM masking scheme: %(choices)s (default: the method's)")
-    p.add_argument("--gradient-accumulation-steps", type=int, default=1,
-                   help="split each process's share of --batch-size into this many micro-batches")
+    p.add_argument(
+        "--knowledge-graph",
+        default=None,
+        help="a saved store with the same entities as --graph whose links PEPR and the KG embeddings are "
+        "built from (linking and fine-tuning use --graph)",
+    )
+    p.add_argument(
+        "--linking",
+        default=None,
+        help='JSON dict of linking options, e.g. \'{"roots": ["HP:0000118"], "common_word_share": 0.2}\'',
+    )
+    p.add_argument(
+        "--exclude-triples",
+        default=None,
+        help="keep these triples out of pre-training (a probe file, or a TSV of head/relation/tail)",
+    )
+    p.add_argument(
+        "--masking",
+        default=None,
+        choices=SCHEMES,
+        metavar="SCHEME",
+        help="MLM masking scheme: %(choices)s (default: the method's)",
+    )
+    p.add_argument(
+        "--gradient-accumulation-steps",
+        type=int,
+        default=1,
+        help="split each process's share of --batch-size into this many micro-batches",
+    )
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--num-neighbors", type=int, default=10, help="PEPR neighbours per entity (methods that use them)")
-    p.add_argument("--kg-method", choices=["transe", "transr"], default=None,
-                   help="KG embeddings (default: the method's)")
+    p.add_argument(
+        "--kg-method", choices=["transe", "transr"], default=None, help="KG embeddings (default: the method's)"
+    )
     p.add_argument("--entity-dim", type=int, default=100, help="KG embedding size")
     p.add_argument("--kg-epochs", type=int, default=5, help="KG embedding training epochs")
-    p.add_argument("--kg-seed", type=int, default=None,
-                   help="seed of the KG embeddings (default: --seed); fixed, runs with other seeds share them")
+    p.add_argument(
+        "--kg-seed",
+        type=int,
+        default=None,
+        help="seed of the KG embeddings (default: --seed); fixed, runs with other seeds share them",
+    )
     p.add_argument("--max-steps", type=int, default=1000)
-    p.add_argument("--resume-with-new-schedule", action="store_true",
-                   help="continue a run of --out that trained under another --max-steps, with the learning-rate "
-                        "schedule recomputed for this one (its finished model/ is kept as model-step-N/)")
-    p.add_argument("--batch-size", type=int, default=16,
-                   help="examples per optimiser step over all processes (torchrun splits it)")
+    p.add_argument(
+        "--resume-with-new-schedule",
+        action="store_true",
+        help="continue a run of --out that trained under another --max-steps, with the learning-rate "
+        "schedule recomputed for this one (its finished model/ is kept as model-step-N/)",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=16, help="examples per optimiser step over all processes (torchrun splits it)"
+    )
     p.add_argument("--learning-rate", type=float, default=5e-4)
     p.add_argument("--warmup-steps", type=int, default=None, help="default: 6%% of --max-steps")
     p.add_argument("--weight-decay", type=float, default=0.01)
@@ -655,18 +875,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help=TRAINING_DEVICE_HELP)
-    p.add_argument("--report-to", nargs="*", default=[], metavar="REPORTER",
-                   help="tensorboard: write the losses, learning rate and metrics to OUT/tensorboard")
-    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no", metavar="PRECISION",
-                   help="%(choices)s: autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler)")
-    p.add_argument("--num-workers", type=int, default=0,
-                   help="DataLoader processes collating batches ahead of the loop (0: in the main process)")
-    p.add_argument("--num-threads", type=int, default=None,
-                   help="threads of torch's and numba's pools together (default: OMP_NUM_THREADS if set, else the "
-                        "cores this process may use, shared among torchrun's processes)")
-    p.add_argument("--stop-signals", nargs="+", default=["SIGTERM", "SIGUSR1"], metavar="SIGNAL",
-                   help="signals on which the run finishes its step, writes a checkpoint and exits with status 75 "
-                        "(rerun the same command to resume); default: %(default)s")
+    p.add_argument(
+        "--report-to",
+        nargs="*",
+        default=[],
+        metavar="REPORTER",
+        help="tensorboard: write the losses, learning rate and metrics to OUT/tensorboard",
+    )
+    p.add_argument(
+        "--mixed-precision",
+        choices=MIXED_PRECISION,
+        default="no",
+        metavar="PRECISION",
+        help="%(choices)s: autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler)",
+    )
+    p.add_argument(
+        "--num-workers",
+        type=int,
+        default=0,
+        help="DataLoader processes collating batches ahead of the loop (0: in the main process)",
+    )
+    p.add_argument(
+        "--num-threads",
+        type=int,
+        default=None,
+        help="threads of torch's and numba's pools together (default: OMP_NUM_THREADS if set, else the "
+        "cores this process may use, shared among torchrun's processes)",
+    )
+    p.add_argument(
+        "--stop-signals",
+        nargs="+",
+        default=["SIGTERM", "SIGUSR1"],
+        metavar="SIGNAL",
+        help="signals on which the run finishes its step, writes a checkpoint and exits with status 75 "
+        "(rerun the same command to resume); default: %(default)s",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_train)
 
@@ -675,41 +918,73 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True, help="task name, e.g. cmedqaner, cmedqq, cmedic (see kgplm.evaluation)")
     p.add_argument("--data-dir", required=True, help="tasks root (official layout) or the task's own directory")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--epochs", type=_number_or_auto(int), default="auto",
-                   help="default auto: by the encoder's width (3 for BERT-base and larger, 10 for small encoders)")
+    p.add_argument(
+        "--epochs",
+        type=_number_or_auto(int),
+        default="auto",
+        help="default auto: by the encoder's width (3 for BERT-base and larger, 10 for small encoders)",
+    )
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--learning-rate", type=_number_or_auto(float), default="auto",
-                   help="default auto: by the encoder's width (5e-5 for BERT-base, 2e-5 from BERT-large, 1e-3 to "
-                        "3e-3 for small encoders; kgplm.training.finetuning.FINE_TUNING_DEFAULTS)")
-    p.add_argument("--patience", type=_number_or_auto(int), default="auto",
-                   help="epochs without dev improvement before stopping (default auto: 2, or 4 for small encoders)")
-    p.add_argument("--max-length", type=int, default=None,
-                   help="tokens per window (default: the model's positions, at most 512)")
+    p.add_argument(
+        "--learning-rate",
+        type=_number_or_auto(float),
+        default="auto",
+        help="default auto: by the encoder's width (5e-5 for BERT-base, 2e-5 from BERT-large, 1e-3 to "
+        "3e-3 for small encoders; kgplm.training.finetuning.FINE_TUNING_DEFAULTS)",
+    )
+    p.add_argument(
+        "--patience",
+        type=_number_or_auto(int),
+        default="auto",
+        help="epochs without dev improvement before stopping (default auto: 2, or 4 for small encoders)",
+    )
+    p.add_argument(
+        "--max-length", type=int, default=None, help="tokens per window (default: the model's positions, at most 512)"
+    )
     p.add_argument("--tagging", default="bio", help="bio or bioes (NER tasks)")
     p.add_argument("--max-train-examples", type=int, default=None)
     p.add_argument("--max-eval-examples", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-encoder-inputs", action="store_true",
-                   help="fine-tune on the text alone (no linked mentions for a SMedBERT-like encoder)")
-    p.add_argument("--mention-spans", action="store_true",
-                   help="give the encoder the linked mention spans SMedBERT sees, as a learned span indicator")
+    p.add_argument(
+        "--no-encoder-inputs",
+        action="store_true",
+        help="fine-tune on the text alone (no linked mentions for a SMedBERT-like encoder)",
+    )
+    p.add_argument(
+        "--mention-spans",
+        action="store_true",
+        help="give the encoder the linked mention spans SMedBERT sees, as a learned span indicator",
+    )
     p.add_argument("--device", default="auto", help=TRAINING_DEVICE_HELP)
-    p.add_argument("--report-to", nargs="*", default=[], metavar="REPORTER",
-                   help="tensorboard: write each epoch's loss, learning rate and dev scores to OUT/tensorboard")
-    p.add_argument("--mixed-precision", choices=MIXED_PRECISION, default="no", metavar="PRECISION",
-                   help="%(choices)s (autocast)")
+    p.add_argument(
+        "--report-to",
+        nargs="*",
+        default=[],
+        metavar="REPORTER",
+        help="tensorboard: write each epoch's loss, learning rate and dev scores to OUT/tensorboard",
+    )
+    p.add_argument(
+        "--mixed-precision", choices=MIXED_PRECISION, default="no", metavar="PRECISION", help="%(choices)s (autocast)"
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_finetune)
 
     p = commands.add_parser("evaluate", help="score a fine-tuned model on a split (kgplm.evaluate); prints JSON")
     p.add_argument("--model", required=True, help="a kgplm finetune output directory")
-    p.add_argument("--task", default=None, help="default: the task the model was fine-tuned on; 'probe': the KG "
-                                                "cloze probe of a pre-trained model (--data-dir: the probe file)")
+    p.add_argument(
+        "--task",
+        default=None,
+        help="default: the task the model was fine-tuned on; 'probe': the KG "
+        "cloze probe of a pre-trained model (--data-dir: the probe file)",
+    )
     p.add_argument("--data-dir", required=True)
     p.add_argument("--split", default="test", help="train, dev or test")
     p.add_argument("--max-examples", type=int, default=None)
-    p.add_argument("--no-encoder-inputs", action="store_true",
-                   help="score on the text alone (default: as the model was fine-tuned)")
+    p.add_argument(
+        "--no-encoder-inputs",
+        action="store_true",
+        help="score on the text alone (default: as the model was fine-tuned)",
+    )
     p.add_argument("--device", default="auto", help="auto (cuda when a GPU is visible), cpu or cuda")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_cmd_evaluate)
@@ -719,8 +994,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="probe file to write (JSON)")
     p.add_argument("--queries-per-relation", type=int, default=100)
     p.add_argument("--max-answer-tokens", type=int, default=10)
-    p.add_argument("--held-out-fraction", type=float, default=0.5,
-                   help="share of each relation's queries whose facts are excluded from training")
+    p.add_argument(
+        "--held-out-fraction",
+        type=float,
+        default=0.5,
+        help="share of each relation's queries whose facts are excluded from training",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(handler=_cmd_probe)
 
@@ -730,8 +1009,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", required=True)
     p.add_argument("--split", default="test", help="train, dev or test")
     p.add_argument("--out", required=True, help="a .jsonl file (--format jsonl) or a directory (--format cblue)")
-    p.add_argument("--format", default="jsonl", choices=["jsonl", "cblue"],
-                   help="one JSON line per example, or the CBLUE submission file of a CBLUE task")
+    p.add_argument(
+        "--format",
+        default="jsonl",
+        choices=["jsonl", "cblue"],
+        help="one JSON line per example, or the CBLUE submission file of a CBLUE task",
+    )
     p.add_argument("--max-examples", type=int, default=None)
     p.add_argument("--device", default="auto", help="auto (cuda when a GPU is visible), cpu or cuda")
     p.add_argument("--no-progress", action="store_true")

@@ -29,8 +29,10 @@ def run_demo(work_dir: str | Path = "artifacts/demo") -> int:
     work_dir = Path(work_dir)
     started = time.perf_counter()
     print("== kgplm demo: CMeKG from the pycmekg package ==")
-    print(f"expected duration: {EXPECTED_DURATION} (loading CMeKG, PEPR of every entity, TransE, "
-          f"300 SMedBERT steps); a rerun reuses the saved artefacts")
+    print(
+        f"expected duration: {EXPECTED_DURATION} (loading CMeKG, PEPR of every entity, TransE, "
+        f"300 SMedBERT steps); a rerun reuses the saved artefacts"
+    )
     store = KGStore.from_cmekg()
     print(f"loaded in {time.perf_counter() - started:.1f} s")
     print(store.summary())
@@ -48,15 +50,19 @@ def run_demo(work_dir: str | Path = "artifacts/demo") -> int:
         table = top_k_neighbors(store, k=10, mode="fast")
         table.save(table_path)
     filled = (table.neighbors >= 0).sum(axis=1)
-    print(f"{len(table):,} entities in {time.perf_counter() - step:.1f} s; mean {filled.mean():.2f} neighbours "
-          f"per entity, {int((filled == 10).sum()):,} with a full top-10; saved to {table_path}")
+    print(
+        f"{len(table):,} entities in {time.perf_counter() - step:.1f} s; mean {filled.mean():.2f} neighbours "
+        f"per entity, {int((filled == 10).sum()):,} with a full top-10; saved to {table_path}"
+    )
 
     with pd.option_context("display.max_rows", 30, "display.width", 160):
         for name in DEMO_ENTITIES:
             entity = store.entity_id(name)
             raw = store.neighbors(entity)
-            print(f"\n-- {name} (id {entity}, type {store.entity_type(entity)}, {len(raw)} neighbours; "
-                  f"aliases: {', '.join(store.aliases(entity)[:6]) or '-'}) --")
+            print(
+                f"\n-- {name} (id {entity}, type {store.entity_type(entity)}, {len(raw)} neighbours; "
+                f"aliases: {', '.join(store.aliases(entity)[:6]) or '-'}) --"
+            )
             print("first raw neighbours:")
             print(raw.head(6).to_string(index=False))
             print("top-10 by PEPR:")
@@ -77,13 +83,17 @@ def embed_knowledge_graph(store, work_dir: Path, *, epochs: int = 5, num_evaluat
     train, test = split_triples(store.triples, test_fraction=0.05, seed=0)
     embeddings = train_kg_embeddings(store, method="transe", dim=100, epochs=epochs, triples=train, seed=0)
     losses = " → ".join(f"{row['loss']:.4f}" for row in embeddings.history)
-    print(f"{len(train):,} training triples at {embeddings.timings['triples_per_second']:,.0f} triples/s; "
-          f"mean loss per epoch {losses}")
+    print(
+        f"{len(train):,} training triples at {embeddings.timings['triples_per_second']:,.0f} triples/s; "
+        f"mean loss per epoch {losses}"
+    )
     sample = test[np.random.default_rng(0).permutation(len(test))[:num_evaluated]]
     metrics = embeddings.evaluate(sample, filter_triples=store.triples)
-    print(f"filtered link prediction on {len(sample):,} of {len(test):,} held-out triples (head and tail): "
-          f"MRR {metrics['mrr']:.3f}, Hits@1 {metrics['hits@1']:.3f}, Hits@10 {metrics['hits@10']:.3f}, "
-          f"mean rank {metrics['mean_rank']:.0f} of {store.num_entities:,}")
+    print(
+        f"filtered link prediction on {len(sample):,} of {len(test):,} held-out triples (head and tail): "
+        f"MRR {metrics['mrr']:.3f}, Hits@1 {metrics['hits@1']:.3f}, Hits@10 {metrics['hits@10']:.3f}, "
+        f"mean rank {metrics['mean_rank']:.0f} of {store.num_entities:,}"
+    )
     path = embeddings.save(work_dir / "transe_100")
     print(f"saved to {path} (safetensors + JSON; to_openke / to_dglke export the other formats)")
 
@@ -126,15 +136,30 @@ def pretrain_smedbert(store, work_dir: Path, table_path: Path, *, num_texts: int
     corpus = work_dir / "cmekg_sentences.txt"
     if not corpus.is_file():
         corpus.write_text("\n".join(verbalize_triples(store, num_texts)), encoding="utf-8")
-    print(f"\n== SMedBERT pre-training: {max_steps} steps on {num_texts:,} CMeKG entity descriptions "
-          f"(hidden 128, 4 layers; the PEPR table and TransE embeddings above) ==")
+    print(
+        f"\n== SMedBERT pre-training: {max_steps} steps on {num_texts:,} CMeKG entity descriptions "
+        f"(hidden 128, 4 layers; the PEPR table and TransE embeddings above) =="
+    )
     started = time.perf_counter()
-    result = kgplm.train("smedbert", graph=work_dir / "cmekg_store", corpus=corpus, output_dir=work_dir / "smedbert",
-                         kg_embeddings=work_dir / "transe_100", neighbor_table=table_path, vocab_size=8000,
-                         max_steps=max_steps, batch_size=16, learning_rate=1e-3, log_every=10,
-                         checkpoint_every=100, max_length=128)
-    print(f"{result.steps} steps in {time.perf_counter() - started:.1f} s (including vocabulary, linking and "
-          f"corpus building); metrics in {result.output_dir / 'metrics.jsonl'}")
+    result = kgplm.train(
+        "smedbert",
+        graph=work_dir / "cmekg_store",
+        corpus=corpus,
+        output_dir=work_dir / "smedbert",
+        kg_embeddings=work_dir / "transe_100",
+        neighbor_table=table_path,
+        vocab_size=8000,
+        max_steps=max_steps,
+        batch_size=16,
+        learning_rate=1e-3,
+        log_every=10,
+        checkpoint_every=100,
+        max_length=128,
+    )
+    print(
+        f"{result.steps} steps in {time.perf_counter() - started:.1f} s (including vocabulary, linking and "
+        f"corpus building); metrics in {result.output_dir / 'metrics.jsonl'}"
+    )
     names = ("loss", "mlm", "sop", "mnem", "mmem")
     print(f"{'step':>6}" + "".join(f"{name:>9}" for name in names))
     for record in result.metrics[:3] + [None] + result.metrics[-3:]:

@@ -114,8 +114,10 @@ class RunDirectoryLockedError(KgplmError):
     def __init__(self, path: str | PathLike, host: str, pid: int | None) -> None:
         self.path, self.host, self.pid = str(path), host, pid
         holder = f"process {pid} on host {host}" if pid is not None else f"a process on host {host}"
-        super().__init__(f"{self.path} is in use by {holder} (lock file {self.path}/.kgplm.lock); wait for it to "
-                         f"end or choose another output directory")
+        super().__init__(
+            f"{self.path} is in use by {holder} (lock file {self.path}/.kgplm.lock); wait for it to "
+            f"end or choose another output directory"
+        )
 
 
 class DiskFullError(KgplmError, OSError):
@@ -124,9 +126,11 @@ class DiskFullError(KgplmError, OSError):
     def __init__(self, path: str | PathLike, needed: int, written: int, free: int | None) -> None:
         self.path, self.needed, self.written, self.free = str(path), needed, written, free
         free_text = "" if free is None else f"; {free:,} bytes are free now"
-        super().__init__(f"no space left on the device while writing {self.path}: it needs at least {needed:,} "
-                         f"bytes ({written:,} were written when the disk filled){free_text}; the previous version, "
-                         f"if any, is left as it was")
+        super().__init__(
+            f"no space left on the device while writing {self.path}: it needs at least {needed:,} "
+            f"bytes ({written:,} were written when the disk filled){free_text}; the previous version, "
+            f"if any, is left as it was"
+        )
 
 
 class UnknownEntityError(KgplmError, KeyError):
@@ -156,7 +160,8 @@ class AmbiguousEntityError(KgplmError, KeyError):
         self.query = query
         self.entities = list(entity_descriptions)
         super().__init__(
-            f"{query!r} names {len(self.entities)} entities: " + ", ".join(self.entities)
+            f"{query!r} names {len(self.entities)} entities: "
+            + ", ".join(self.entities)
             + "; pass an IRI or use entity_ids() to get all of them"
         )
 

@@ -67,8 +67,11 @@ def _encoder_inputs(method: str, run, progress: bool, wanted: bool = True):
     if spec.finetuning_inputs is None or not wanted:
         return None
     if run is None:
-        raise MissingFileError("<model>", f"pre-training run next to the model: a {method!r} encoder reads inputs "
-                                          f"built from its pre-training run's artefacts")
+        raise MissingFileError(
+            "<model>",
+            f"pre-training run next to the model: a {method!r} encoder reads inputs "
+            f"built from its pre-training run's artefacts",
+        )
     return spec.finetuning_inputs(run, progress)
 
 
@@ -78,11 +81,14 @@ def _span_inputs(method: str, run, knowledge, progress: bool):
     from kgplm.training.span_indicator import span_lookup
 
     if knowledge is not None:
-        raise ConfigurationError(f"mention_spans=True: a {method!r} encoder already reads the linked mentions; "
-                                 f"pass encoder_inputs=False to give it the span indicator instead")
+        raise ConfigurationError(
+            f"mention_spans=True: a {method!r} encoder already reads the linked mentions; "
+            f"pass encoder_inputs=False to give it the span indicator instead"
+        )
     if run is None:
-        raise MissingFileError("<model>", "pre-training run next to the model: mention_spans links the task text "
-                                          "with the run's graph")
+        raise MissingFileError(
+            "<model>", "pre-training run next to the model: mention_spans links the task text with the run's graph"
+        )
     return span_lookup(run, progress)
 
 
@@ -212,17 +218,27 @@ def finetune(
         elif isinstance(value, str):
             raise ConfigurationError(f"{name} must be a number or 'auto', got {value!r}")
     if resolved:
-        logger.info("fine-tuning %s (by the width of the encoder, %d: %s; pass a value to override)",
-                    ", ".join(f"{name} {value:g}" for name, value in resolved.items()), config.hidden_size,
-                    defaults.encoders)
+        logger.info(
+            "fine-tuning %s (by the width of the encoder, %d: %s; pass a value to override)",
+            ", ".join(f"{name} {value:g}" for name, value in resolved.items()),
+            config.hidden_size,
+            defaults.encoders,
+        )
         learning_rate = resolved.get("learning_rate", learning_rate)
         epochs = resolved.get("epochs", epochs)
         patience = resolved.get("patience", patience)
         arguments["auto"] = {"hidden_size": config.hidden_size, **resolved}
     arguments.update(learning_rate=learning_rate, epochs=epochs, patience=patience)
-    settings = FineTuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-                                warmup_ratio=warmup_ratio, weight_decay=weight_decay, patience=patience, seed=seed,
-                                mixed_precision=mixed_precision)
+    settings = FineTuneSettings(
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        warmup_ratio=warmup_ratio,
+        weight_decay=weight_decay,
+        patience=patience,
+        seed=seed,
+        mixed_precision=mixed_precision,
+    )
     settings.validate()
     context = distributed.initialize(device)
     try:
@@ -236,16 +252,18 @@ def finetune(
         if max_length is None:
             max_length = arguments["max_length"] = min(config.max_position_embeddings, 512)
         if max_length > config.max_position_embeddings:
-            raise ConfigurationError(f"max_length {max_length} exceeds the model's {config.max_position_embeddings} "
-                                     f"positions")
+            raise ConfigurationError(
+                f"max_length {max_length} exceeds the model's {config.max_position_embeddings} positions"
+            )
         label_names = label_names_for(spec, train_examples, tagging)
         config.set_task(spec.kind, spec.name, label_names, tagging)
         config.mention_span_indicator = mention_spans
         knowledge = _encoder_inputs(config.method, run, progress and main, encoder_inputs)
         if mention_spans:
             knowledge = _span_inputs(config.method, run, knowledge, progress and main)
-        encoder = TaskEncoder(spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging,
-                              knowledge=knowledge)
+        encoder = TaskEncoder(
+            spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging, knowledge=knowledge
+        )
         import torch
 
         torch.manual_seed(seed)  # the head's initial weights
@@ -256,13 +274,30 @@ def finetune(
         encoding["dev"] = dict(encoder.last_statistics)
         logger.info("fine-tuning on %s", context.device)
         with open_reporters(report_to, output_dir, prefix="finetune", step_key="epoch", enabled=main) as report:
-            history, dev_scores = finetune_loop(network, encoder, train_features, dev_examples, dev_features,
-                                                settings, progress=progress, distributed=context, report=report)
+            history, dev_scores = finetune_loop(
+                network,
+                encoder,
+                train_features,
+                dev_examples,
+                dev_features,
+                settings,
+                progress=progress,
+                distributed=context,
+                report=report,
+            )
         warnings = []
         if main:
-            warnings = _learned_nothing(network, encoder, dev_examples, dev_features, batch_size=2 * batch_size,
-                                        device=context.device, learning_rate=learning_rate, epochs=epochs,
-                                        mixed_precision=mixed_precision)
+            warnings = _learned_nothing(
+                network,
+                encoder,
+                dev_examples,
+                dev_features,
+                batch_size=2 * batch_size,
+                device=context.device,
+                learning_rate=learning_rate,
+                epochs=epochs,
+                mixed_precision=mixed_precision,
+            )
         test_scores = None
         if main and "test" not in loaded.unlabelled:
             test_features = encoder.encode(test_examples)
@@ -271,18 +306,30 @@ def finetune(
                 outputs = predict(network, encoder, test_features, batch_size=2 * batch_size, device=context.device)
             test_scores = score(encoder, test_examples, test_features, outputs)
         if main:
-            logger.info("%s: dev %s %.4f, test %s", spec.name, spec.metric, dev_scores["main"],
-                        "unlabelled" if test_scores is None else f"{test_scores['main']:.4f}")
+            logger.info(
+                "%s: dev %s %.4f, test %s",
+                spec.name,
+                spec.metric,
+                dev_scores["main"],
+                "unlabelled" if test_scores is None else f"{test_scores['main']:.4f}",
+            )
         test_scores = context.broadcast(test_scores)
         finetune_config = {"kgplm_finetune": 1, **arguments}
         if main:
             output_dir.mkdir(parents=True, exist_ok=True)
-            results = {"task": spec.name, "metric": spec.metric, "dev": dev_scores, "test": test_scores,
-                       "history": history, "examples": {"train": len(train_examples), "dev": len(dev_examples),
-                                                        "test": len(test_examples)},
-                       "example_ids": {"dev": [e.id for e in dev_examples], "test": [e.id for e in test_examples]},
-                       "derived_splits": list(loaded.derived), "unlabelled_splits": list(loaded.unlabelled),
-                       "encoding": encoding, "warnings": warnings}
+            results = {
+                "task": spec.name,
+                "metric": spec.metric,
+                "dev": dev_scores,
+                "test": test_scores,
+                "history": history,
+                "examples": {"train": len(train_examples), "dev": len(dev_examples), "test": len(test_examples)},
+                "example_ids": {"dev": [e.id for e in dev_examples], "test": [e.id for e in test_examples]},
+                "derived_splits": list(loaded.derived),
+                "unlabelled_splits": list(loaded.unlabelled),
+                "encoding": encoding,
+                "warnings": warnings,
+            }
             with atomic_directory(output_dir / "model") as temporary:
                 network.save_pretrained(str(temporary))
                 write_model_card(temporary, network.config, arguments=finetune_config, results=results)
@@ -293,14 +340,22 @@ def finetune(
                 with atomic_file(output_dir / name, "w", encoding="utf-8") as handle:
                     json.dump(content, handle, indent=1, ensure_ascii=False)
         context.barrier()
-        return FineTuningResult(output_dir=output_dir, task=spec.name, dev=dev_scores, test=test_scores,
-                                history=history, config=finetune_config, warnings=context.broadcast(warnings))
+        return FineTuningResult(
+            output_dir=output_dir,
+            task=spec.name,
+            dev=dev_scores,
+            test=test_scores,
+            history=history,
+            config=finetune_config,
+            warnings=context.broadcast(warnings),
+        )
     finally:
         context.close()
 
 
-def _learned_nothing(network, encoder, examples, features, *, batch_size, device, learning_rate, epochs,
-                     mixed_precision) -> list[str]:
+def _learned_nothing(
+    network, encoder, examples, features, *, batch_size, device, learning_rate, epochs, mixed_precision
+) -> list[str]:
     """A warning (logged and returned) when the model's dev predictions are constant."""
     from kgplm.evaluation.degenerate import constant_prediction, learned_nothing_message
     from kgplm.evaluation.predictions import example_predictions
@@ -340,8 +395,10 @@ def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed
         raise ConfigurationError(f"{model_dir} is a pre-trained model without a task head; run kgplm.finetune first")
     spec = get_task(task or config.task_name)
     if spec.kind != config.task_kind:
-        raise ConfigurationError(f"the model was fine-tuned for a {config.task_kind} task ({config.task_name}); "
-                                 f"{spec.name} is a {spec.kind} task")
+        raise ConfigurationError(
+            f"the model was fine-tuned for a {config.task_kind} task ({config.task_name}); "
+            f"{spec.name} is a {spec.kind} task"
+        )
     examples = _subset(load_task(spec.name, data_dir, split), max_examples, seed)
     max_length = None
     finetune_config = model_dir.parent / "finetune_config.json"
@@ -353,8 +410,14 @@ def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed
     knowledge = _encoder_inputs(config.method, run, progress, encoder_inputs is not False)
     if getattr(config, "mention_span_indicator", False):
         knowledge = _span_inputs(config.method, run, knowledge, progress)
-    encoder = TaskEncoder(spec, load_tokenizer(tokenizer_dir), label_names=config.label_names, max_length=max_length,
-                          tagging=config.tagging, knowledge=knowledge)
+    encoder = TaskEncoder(
+        spec,
+        load_tokenizer(tokenizer_dir),
+        label_names=config.label_names,
+        max_length=max_length,
+        tagging=config.tagging,
+        knowledge=knowledge,
+    )
     features = encoder.encode(examples)
     network.to(device)
     outputs = predict(network, encoder, features, batch_size=batch_size, device=device, progress=progress)
@@ -390,8 +453,9 @@ def evaluate(
 
         device = auto_device(device)
         return probe_model(model, data_dir, batch_size=batch_size, device=device, progress=progress)
-    return score(*_run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs,
-                                  device, progress))
+    return score(
+        *_run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs, device, progress)
+    )
 
 
 def predict(
@@ -421,8 +485,9 @@ def predict(
 
     if format not in PREDICTION_FORMATS:
         raise ConfigurationError(f"format must be one of {PREDICTION_FORMATS}, got {format!r}")
-    encoder, examples, features, outputs = _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples,
-                                                          seed, encoder_inputs, device, progress)
+    encoder, examples, features, outputs = _run_fine_tuned(
+        model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs, device, progress
+    )
     records = example_predictions(encoder, examples, features, outputs)
     written = write_predictions(records, output, task=encoder.spec.name, format=format)
     logger.info("wrote %d %s predictions to %s", len(records), encoder.spec.name, written)

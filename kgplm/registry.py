@@ -30,8 +30,19 @@ from kgplm.text.masking import ENTITY_SCHEMES
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.models.encoding import Encoding
 
-__all__ = ["ENTRY_POINT_GROUP", "known_artefacts", "register_artefact", "MethodContext", "MethodEvaluation",
-           "MethodSpec", "available", "get", "register", "unregister", "method_table"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "known_artefacts",
+    "register_artefact",
+    "MethodContext",
+    "MethodEvaluation",
+    "MethodSpec",
+    "available",
+    "get",
+    "register",
+    "unregister",
+    "method_table",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -172,17 +183,23 @@ class MethodSpec:
         if unknown:  # a record made before the built-in stages were loaded
             unknown -= set(known_artefacts())
         if unknown:
-            raise ConfigurationError(f"method {self.name!r}: unknown artefacts {sorted(unknown)}; known: "
-                                     f"{known_artefacts()} (register a stage with kgplm.training.stages.register_stage)")
+            raise ConfigurationError(
+                f"method {self.name!r}: unknown artefacts {sorted(unknown)}; known: "
+                f"{known_artefacts()} (register a stage with kgplm.training.stages.register_stage)"
+            )
         if ("kg_embeddings" in self.artefacts) != (self.kg_embedding is not None):
-            raise ConfigurationError(f"method {self.name!r}: kg_embedding ({self.kg_embedding!r}) must be set exactly "
-                                     f"when 'kg_embeddings' is among the artefacts")
+            raise ConfigurationError(
+                f"method {self.name!r}: kg_embedding ({self.kg_embedding!r}) must be set exactly "
+                f"when 'kg_embeddings' is among the artefacts"
+            )
         if any(not isinstance(evaluation, MethodEvaluation) for evaluation in self.evaluations.values()):
-            raise ConfigurationError(f"method {self.name!r}: evaluations must map column names to MethodEvaluation "
-                                     f"records")
+            raise ConfigurationError(
+                f"method {self.name!r}: evaluations must map column names to MethodEvaluation records"
+            )
         if self.kg_embedding not in (None, "transe", "transr"):
-            raise ConfigurationError(f"method {self.name!r}: kg_embedding must be 'transe' or 'transr', "
-                                     f"got {self.kg_embedding!r}")
+            raise ConfigurationError(
+                f"method {self.name!r}: kg_embedding must be 'transe' or 'transr', got {self.kg_embedding!r}"
+            )
 
     def needs(self, artefact: str) -> bool:
         return artefact in self.artefacts
@@ -205,8 +222,9 @@ def _load_plugins() -> None:
         try:
             loaded = entry_point.load()
         except Exception as error:  # a broken third-party package must not stop kgplm
-            logger.warning("the method entry point %s = %s could not be loaded: %s", entry_point.name,
-                           entry_point.value, error)
+            logger.warning(
+                "the method entry point %s = %s could not be loaded: %s", entry_point.name, entry_point.value, error
+            )
             continue
         if callable(loaded) and not isinstance(loaded, type):
             spec = loaded()
@@ -248,12 +266,15 @@ def get(name: str) -> MethodSpec:
 
 def method_table() -> str:
     """The registered methods as a Markdown table (the README's table is checked against it)."""
-    lines = ["| method | losses logged | KG artefacts | default masking |",
-             "|---|---|---|---|"]
+    lines = ["| method | losses logged | KG artefacts | default masking |", "|---|---|---|---|"]
     for name in available():
         spec = get(name)
-        artefacts = ", ".join(
-            f"{artefact} ({spec.kg_embedding})" if artefact == "kg_embeddings" else artefact
-            for artefact in sorted(spec.artefacts)) or "none"
+        artefacts = (
+            ", ".join(
+                f"{artefact} ({spec.kg_embedding})" if artefact == "kg_embeddings" else artefact
+                for artefact in sorted(spec.artefacts)
+            )
+            or "none"
+        )
         lines.append(f"| `{name}` | {', '.join(spec.losses)} | {artefacts} | {spec.default_masking} |")
     return "\n".join(lines)

@@ -33,8 +33,17 @@ __all__ = ["CJK_FONTS", "NeighbourhoodDrawing", "draw_neighbourhood"]
 logger = logging.getLogger(__name__)
 
 #: font families tried, in order, for names with CJK characters
-CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
-             "SimHei", "Microsoft YaHei", "PingFang SC", "Heiti SC")
+CJK_FONTS = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Source Han Sans SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "SimHei",
+    "Microsoft YaHei",
+    "PingFang SC",
+    "Heiti SC",
+)
 
 _UNTYPED = "(untyped)"
 
@@ -79,8 +88,10 @@ class NeighbourhoodDrawing:
 
 
 def _has_cjk(text: str) -> bool:
-    return any("\u2e80" <= character <= "\u9fff" or "\uac00" <= character <= "\ud7af"
-               or "\uf900" <= character <= "\ufaff" for character in text)
+    return any(
+        "\u2e80" <= character <= "\u9fff" or "\uac00" <= character <= "\ud7af" or "\uf900" <= character <= "\ufaff"
+        for character in text
+    )
 
 
 def _cjk_font() -> str | None:
@@ -100,8 +111,10 @@ def _cjk_font() -> str | None:
             return font_manager.FontProperties(fname=str(shipped)).get_name()
     except ModuleNotFoundError:
         pass
-    logger.warning("no font with CJK characters found (install 'kgplm[viz]' or a Noto Sans CJK font): "
-                   "such names will show as boxes")
+    logger.warning(
+        "no font with CJK characters found (install 'kgplm[viz]' or a Noto Sans CJK font): "
+        "such names will show as boxes"
+    )
     return None
 
 
@@ -116,8 +129,10 @@ def _ranked_neighbours(store: "KGStore", entity: int, k: int, pepr_options: dict
 
 def _circle(count: int, radius: float) -> list[tuple[float, float]]:
     """``count`` points on a circle, the first at the top, the rest clockwise."""
-    return [(radius * math.sin(2 * math.pi * i / max(count, 1)), radius * math.cos(2 * math.pi * i / max(count, 1)))
-            for i in range(count)]
+    return [
+        (radius * math.sin(2 * math.pi * i / max(count, 1)), radius * math.cos(2 * math.pi * i / max(count, 1)))
+        for i in range(count)
+    ]
 
 
 def _edges(store: "KGStore", entity: int) -> dict[int, list[tuple[str, str]]]:
@@ -129,9 +144,18 @@ def _edges(store: "KGStore", entity: int) -> dict[int, list[tuple[str, str]]]:
     return edges
 
 
-def draw_neighbourhood(store: "KGStore", entity: int | str, *, k: int = 10, show_others: bool = False,
-                       max_others: int = 30, ax=None, figsize: tuple[float, float] = (8.0, 8.0),
-                       title: str | None = None, **pepr_options) -> NeighbourhoodDrawing:
+def draw_neighbourhood(
+    store: "KGStore",
+    entity: int | str,
+    *,
+    k: int = 10,
+    show_others: bool = False,
+    max_others: int = 30,
+    ax=None,
+    figsize: tuple[float, float] = (8.0, 8.0),
+    title: str | None = None,
+    **pepr_options,
+) -> NeighbourhoodDrawing:
     """Draw ``entity``'s one-hop neighbourhood with its PEPR top-``k`` ranked.
 
     Args:
@@ -168,8 +192,12 @@ def draw_neighbourhood(store: "KGStore", entity: int | str, *, k: int = 10, show
     others = others[:max_others] if show_others else []
 
     names = {node: store.entity_name(node) for node in [entity, *ranked, *others]}
-    font = _cjk_font() if any(_has_cjk(name) for name in names.values()) or any(
-        _has_cjk(relation) for node in ranked + others for relation, _ in edges.get(node, [])) else None
+    font = (
+        _cjk_font()
+        if any(_has_cjk(name) for name in names.values())
+        or any(_has_cjk(relation) for node in ranked + others for relation, _ in edges.get(node, []))
+        else None
+    )
     text_options = {"fontfamily": font} if font else {}
 
     types = [store.entity_type(node) or _UNTYPED for node in [entity, *ranked, *others]]
@@ -189,37 +217,82 @@ def draw_neighbourhood(store: "KGStore", entity: int | str, *, k: int = 10, show
         (x0, y0), (x1, y1) = positions[entity], positions[node]
         for index, (relation, direction) in enumerate(edges.get(node, [])):
             start, end = ((x0, y0), (x1, y1)) if direction == "out" else ((x1, y1), (x0, y0))
-            ax.annotate("", xy=end, xytext=start, zorder=1,
-                        arrowprops={"arrowstyle": "-|>", "color": "0.25" if is_ranked else "0.75",
-                                    "lw": 1.6 if is_ranked else 0.6, "shrinkA": 14, "shrinkB": 14,
-                                    "connectionstyle": f"arc3,rad={0.12 * index}"})
+            ax.annotate(
+                "",
+                xy=end,
+                xytext=start,
+                zorder=1,
+                arrowprops={
+                    "arrowstyle": "-|>",
+                    "color": "0.25" if is_ranked else "0.75",
+                    "lw": 1.6 if is_ranked else 0.6,
+                    "shrinkA": 14,
+                    "shrinkB": 14,
+                    "connectionstyle": f"arc3,rad={0.12 * index}",
+                },
+            )
             if is_ranked:
                 fraction = 0.55 + 0.1 * index
-                ax.text(x0 + fraction * (x1 - x0), y0 + fraction * (y1 - y0), relation, fontsize=8, ha="center",
-                        va="center", color="0.2", zorder=3, gid=f"relation:{node}:{index}",
-                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8}, **text_options)
+                ax.text(
+                    x0 + fraction * (x1 - x0),
+                    y0 + fraction * (y1 - y0),
+                    relation,
+                    fontsize=8,
+                    ha="center",
+                    va="center",
+                    color="0.2",
+                    zorder=3,
+                    gid=f"relation:{node}:{index}",
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+                    **text_options,
+                )
 
     for node, node_type in zip([entity, *ranked, *others], types):
         x, y = positions[node]
         is_centre, is_ranked = node == entity, node in ranked
         size = 900 if is_centre else (420 if is_ranked else 120)
-        ax.scatter([x], [y], s=size, color=type_colour[node_type], edgecolors="black" if is_ranked or is_centre
-                   else "none", linewidths=1.8 if is_centre else 1.0, alpha=1.0 if is_ranked or is_centre else 0.45,
-                   zorder=4, gid=f"node:{node}")
+        ax.scatter(
+            [x],
+            [y],
+            s=size,
+            color=type_colour[node_type],
+            edgecolors="black" if is_ranked or is_centre else "none",
+            linewidths=1.8 if is_centre else 1.0,
+            alpha=1.0 if is_ranked or is_centre else 0.45,
+            zorder=4,
+            gid=f"node:{node}",
+        )
         label = names[node]
         if is_ranked:
             rank = ranked.index(node)
             label = f"#{rank + 1} {label}\n{scores[rank]:.3g}"
         # labels sit outside the circle, away from the edges
         lx, ly = (0.0, -0.17) if is_centre else (x * (1.0 + 0.3 / math.hypot(x, y)), y * (1.0 + 0.3 / math.hypot(x, y)))
-        ax.text(lx, ly, label, ha="center", va="top" if is_centre else "center",
-                fontsize=12 if is_centre else (9 if is_ranked else 7),
-                color="black" if is_ranked or is_centre else "0.45", zorder=5, gid=f"label:{node}", **text_options)
+        ax.text(
+            lx,
+            ly,
+            label,
+            ha="center",
+            va="top" if is_centre else "center",
+            fontsize=12 if is_centre else (9 if is_ranked else 7),
+            color="black" if is_ranked or is_centre else "0.45",
+            zorder=5,
+            gid=f"label:{node}",
+            **text_options,
+        )
 
-    legend = [Line2D([], [], marker="o", linestyle="", markersize=9, color=colour, label=name)
-              for name, colour in type_colour.items()]
-    ax.legend(handles=legend, title="entity type", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False,
-              prop={"family": font} if font else None)
+    legend = [
+        Line2D([], [], marker="o", linestyle="", markersize=9, color=colour, label=name)
+        for name, colour in type_colour.items()
+    ]
+    ax.legend(
+        handles=legend,
+        title="entity type",
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+        frameon=False,
+        prop={"family": font} if font else None,
+    )
     if left_out:
         ax.text(0.0, -2.05, f"{left_out} more one-hop neighbours not drawn", ha="center", fontsize=8, color="0.45")
     extent = 2.2 if others else 1.5
@@ -228,6 +301,10 @@ def draw_neighbourhood(store: "KGStore", entity: int | str, *, k: int = 10, show
     ax.set_aspect("equal")
     ax.axis("off")
     entity_type = store.entity_type(entity) or _UNTYPED
-    ax.set_title(title if title is not None else f"{names[entity]} ({entity_type}): PEPR top-{k} of "
-                 f"{len(edges)} one-hop neighbours", **text_options)
+    ax.set_title(
+        title
+        if title is not None
+        else f"{names[entity]} ({entity_type}): PEPR top-{k} of {len(edges)} one-hop neighbours",
+        **text_options,
+    )
     return NeighbourhoodDrawing(figure=figure, entity=entity, ranked=ranked, scores=scores, others=others)

@@ -38,10 +38,22 @@ def write_toy_corpus(path: Path, lines: int = 80) -> Path:
 
 
 def toy_arguments(corpus: Path, output_dir: Path, **overrides) -> dict:
-    arguments = dict(graph=str(TOY_GRAPH), corpus=str(corpus), output_dir=str(output_dir),
-                     text_model=dict(TINY_TEXT_ENCODER), vocab_size=300, entity_dim=16, kg_epochs=20, max_steps=20,
-                     batch_size=8, learning_rate=2e-3, checkpoint_every=5, log_every=5, max_length=64,
-                     progress=False)
+    arguments = dict(
+        graph=str(TOY_GRAPH),
+        corpus=str(corpus),
+        output_dir=str(output_dir),
+        text_model=dict(TINY_TEXT_ENCODER),
+        vocab_size=300,
+        entity_dim=16,
+        kg_epochs=20,
+        max_steps=20,
+        batch_size=8,
+        learning_rate=2e-3,
+        checkpoint_every=5,
+        log_every=5,
+        max_length=64,
+        progress=False,
+    )
     arguments.update(overrides)
     return arguments
 
@@ -59,9 +71,18 @@ def toy_run(toy_corpus, tmp_path_factory):
 
 def test_train_writes_every_artefact(toy_run):
     out = toy_run.output_dir
-    for relative in ("run_config.json", "metrics.jsonl", "model/config.json", "model/model.safetensors",
-                     "tokenizer/tokenizer.json", "tokenizer/vocab.txt", "kg/neighbors.npz",
-                     "kg/entity_frequencies.npy", "kg/embeddings", "corpus/manifest.json"):
+    for relative in (
+        "run_config.json",
+        "metrics.jsonl",
+        "model/config.json",
+        "model/model.safetensors",
+        "tokenizer/tokenizer.json",
+        "tokenizer/vocab.txt",
+        "kg/neighbors.npz",
+        "kg/entity_frequencies.npy",
+        "kg/embeddings",
+        "corpus/manifest.json",
+    ):
         assert (out / relative).exists(), relative
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [5, 10, 15, 20]
@@ -91,12 +112,14 @@ def test_pepr_auto_mode_is_exact_within_the_budget_and_recorded(toy_run, toy_cor
     table = NeighborTable.load(toy_run.output_dir / "kg" / "neighbors.npz")
     frequencies = np.load(toy_run.output_dir / "kg" / "entity_frequencies.npy")
     store = kgplm.KGStore.from_rdf(TOY_GRAPH, show_progress=False)
-    exact = top_k_neighbors(store, np.flatnonzero(frequencies > 0), k=10, mode="exact",
-                            frequencies=frequencies, show_progress=False)
+    exact = top_k_neighbors(
+        store, np.flatnonzero(frequencies > 0), k=10, mode="exact", frequencies=frequencies, show_progress=False
+    )
     assert (table.neighbors == exact.neighbors).all()
     # a zero budget leaves exact mode out
-    fast_run = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "fast", max_steps=1,
-                                                       pepr_budget_seconds=0.0))
+    fast_run = kgplm.train(
+        "smedbert", **toy_arguments(toy_corpus, tmp_path / "fast", max_steps=1, pepr_budget_seconds=0.0)
+    )
     stages = json.loads((fast_run.output_dir / "run_config.json").read_text())["stages"]
     assert stages["pepr_mode_used"] == "fast"
 
@@ -104,8 +127,11 @@ def test_pepr_auto_mode_is_exact_within_the_budget_and_recorded(toy_run, toy_cor
 def _file_hashes(directory: Path) -> dict[str, str]:
     import hashlib
 
-    return {path.relative_to(directory).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(directory.rglob("*")) if path.is_file()}
+    return {
+        path.relative_to(directory).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +140,7 @@ def toy_corpus_with_latin(toy_corpus, tmp_path_factory) -> Path:
     it has count ties to break (tokenizers' trainer broke them in hash-map order)."""
     rng = random.Random(1)
     words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 5))) for _ in range(40)]
-    latin = [f"复查{' '.join(words[i:i + 4])}指标" for i in range(0, 40, 4)] * 3
+    latin = [f"复查{' '.join(words[i : i + 4])}指标" for i in range(0, 40, 4)] * 3
     path = tmp_path_factory.mktemp("corpus_latin") / "notes.txt"
     path.write_text(toy_corpus.read_text(encoding="utf-8") + "\n" + "\n".join(latin), encoding="utf-8")
     return path
@@ -161,13 +187,23 @@ def test_the_same_call_on_a_slower_machine_builds_identical_artefacts(toy_corpus
 
     hashes = [_file_hashes(run.output_dir) for run in (quiet, loaded)]
     assert sorted(hashes[0]) == sorted(hashes[1])
-    for expected in ("tokenizer/tokenizer.json", "tokenizer/vocab.txt", "kg/neighbors.npz", "kg/transe/config.json",
-                     "kg/transe/embeddings.safetensors", "model/model.safetensors", "metrics.jsonl",
-                     "checkpoints/step-0000003/model.safetensors", "checkpoints/step-0000003/trainer_state.json"):
+    for expected in (
+        "tokenizer/tokenizer.json",
+        "tokenizer/vocab.txt",
+        "kg/neighbors.npz",
+        "kg/transe/config.json",
+        "kg/transe/embeddings.safetensors",
+        "model/model.safetensors",
+        "metrics.jsonl",
+        "checkpoints/step-0000003/model.safetensors",
+        "checkpoints/step-0000003/trainer_state.json",
+    ):
         assert expected in hashes[0], expected
     assert any(name.startswith("corpus/shards/") and name.endswith(".arrow") for name in hashes[0])
-    assert any(token.isascii() and len(token) > 2 for token in (quiet.output_dir / "tokenizer" / "vocab.txt")
-               .read_text(encoding="utf-8").split())  # merges were learnt: the ties were there to break
+    assert any(
+        token.isascii() and len(token) > 2
+        for token in (quiet.output_dir / "tokenizer" / "vocab.txt").read_text(encoding="utf-8").split()
+    )  # merges were learnt: the ties were there to break
     differing = sorted(name for name in hashes[0] if hashes[0][name] != hashes[1][name])
     assert differing == ["run_config.json"]
     configs = [json.loads((run.output_dir / "run_config.json").read_text()) for run in (quiet, loaded)]
@@ -184,32 +220,50 @@ def test_a_knowledge_graph_run_builds_pepr_on_its_links_and_links_text_with_the_
     store = kgplm.KGStore.from_rdf(TOY_GRAPH, show_progress=False)
     triples = np.asarray(store.triples, dtype=np.int64)
     pruned = store.with_triples(triples[::2], derived_from={"pruned": "every other triple"})
-    run = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "pruned", max_steps=1,
-                                                  knowledge_graph=pruned, pepr_mode="exact"))
+    run = kgplm.train(
+        "smedbert",
+        **toy_arguments(toy_corpus, tmp_path / "pruned", max_steps=1, knowledge_graph=pruned, pepr_mode="exact"),
+    )
     config = json.loads((run.output_dir / "run_config.json").read_text())
     assert config["knowledge_graph"] == str(run.output_dir / "knowledge_store")
-    assert config["stages"]["knowledge_graph"] == {"num_triples": len(triples[::2]),
-                                                   "derived_from": {"pruned": "every other triple"}}
+    assert config["stages"]["knowledge_graph"] == {
+        "num_triples": len(triples[::2]),
+        "derived_from": {"pruned": "every other triple"},
+    }
     saved = kgplm.KGStore.load(config["knowledge_graph"])
     assert (np.asarray(saved.triples) == np.asarray(pruned.triples)).all()
     table = NeighborTable.load(run.output_dir / "kg" / "neighbors.npz")
     frequencies = np.load(run.output_dir / "kg" / "entity_frequencies.npy")
     seeds = np.flatnonzero(frequencies > 0)
-    expected = top_k_neighbors(pruned, seeds, k=10, mode="exact", frequencies=frequencies,
-                               show_progress=False)
+    expected = top_k_neighbors(pruned, seeds, k=10, mode="exact", frequencies=frequencies, show_progress=False)
     real = NeighborTable.load(toy_run.output_dir / "kg" / "neighbors.npz")
     assert (table.neighbors == expected.neighbors).all()
     assert not (table.neighbors == real.neighbors).all()
     linking_store = RunDirectory(run.output_dir).open_store()
     assert linking_store.derived_from is None and (np.asarray(linking_store.triples) == triples).all()
     with pytest.raises(ConfigurationError, match="knowledge_graph"):
-        kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "bypass", knowledge_graph=pruned,
-                                                neighbor_table=str(toy_run.output_dir / "kg" / "neighbors.npz")))
+        kgplm.train(
+            "smedbert",
+            **toy_arguments(
+                toy_corpus,
+                tmp_path / "bypass",
+                knowledge_graph=pruned,
+                neighbor_table=str(toy_run.output_dir / "kg" / "neighbors.npz"),
+            ),
+        )
     fewer = tmp_path / "fewer.ttl"
-    fewer.write_text('@prefix ex: <http://example.org/> .\nex:a ex:r ex:b .\n', encoding="utf-8")
+    fewer.write_text("@prefix ex: <http://example.org/> .\nex:a ex:r ex:b .\n", encoding="utf-8")
     with pytest.raises(ConfigurationError, match="same entities as the graph"):
-        kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path / "other", max_steps=1, pepr_mode="exact",
-                                                knowledge_graph=kgplm.KGStore.from_rdf(fewer, show_progress=False)))
+        kgplm.train(
+            "smedbert",
+            **toy_arguments(
+                toy_corpus,
+                tmp_path / "other",
+                max_steps=1,
+                pepr_mode="exact",
+                knowledge_graph=kgplm.KGStore.from_rdf(fewer, show_progress=False),
+            ),
+        )
 
 
 def test_the_kg_tables_in_the_model_are_the_trained_embeddings(toy_run):
@@ -275,13 +329,20 @@ def test_refused_calls_fail_before_torch_loads(toy_corpus, tmp_path):
     """A misspelt method, a missing corpus or model, max_steps=0 and an unknown task are refused by a
     KgplmError before torch is imported (checked in a fresh interpreter: no timing)."""
     environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    completed = subprocess.run([sys.executable, "-c", _REFUSED_CALLS, str(toy_corpus), str(tmp_path / "out"),
-                                str(tmp_path)], cwd=REPO_ROOT, env=environment, capture_output=True, text=True,
-                               timeout=600)
+    completed = subprocess.run(
+        [sys.executable, "-c", _REFUSED_CALLS, str(toy_corpus), str(tmp_path / "out"), str(tmp_path)],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert completed.returncode == 0, completed.stderr[-2000:]
     answers = json.loads(completed.stdout.splitlines()[-1])
-    assert answers["misspelt method"][:2] == ["ConfigurationError", "unknown method 'smedbret'; available methods: "
-                                              "mlm, smedbert, kebiolm, embert, electra, ehealth, epplm"]
+    assert answers["misspelt method"][:2] == [
+        "ConfigurationError",
+        "unknown method 'smedbret'; available methods: mlm, smedbert, kebiolm, embert, electra, ehealth, epplm",
+    ]
     assert answers["missing corpus"][0] == "MissingFileError" and "notes.txt.missing" in answers["missing corpus"][1]
     assert answers["no steps"][:2] == ["ConfigurationError", "max_steps must be a positive integer, got 0"]
     assert answers["unknown task"][0] == "ConfigurationError" and "did you mean cmedqaner" in answers["unknown task"][1]
@@ -296,8 +357,16 @@ def test_extending_a_finished_run_is_refused_unless_asked_and_then_recorded(toy_
     earlier model and records the change."""
     import hashlib
 
-    arguments = toy_arguments(toy_corpus, tmp_path, graph=None, max_steps=4, checkpoint_every=2, log_every=1,
-                              warmup_steps=0, learning_rate=1e-3)
+    arguments = toy_arguments(
+        toy_corpus,
+        tmp_path,
+        graph=None,
+        max_steps=4,
+        checkpoint_every=2,
+        log_every=1,
+        warmup_steps=0,
+        learning_rate=1e-3,
+    )
     first = kgplm.train("mlm", **arguments)
     weights = tmp_path / "model" / "model.safetensors"
     digest = hashlib.sha256(weights.read_bytes()).hexdigest()
@@ -320,8 +389,9 @@ def test_extending_a_finished_run_is_refused_unless_asked_and_then_recorded(toy_
     assert hashlib.sha256(weights.read_bytes()).hexdigest() != digest
     config = json.loads((tmp_path / "run_config.json").read_text())
     assert config["max_steps"] == 6
-    assert config["stages"]["schedule_changes"] == [{"after_step": 4, "previous_max_steps": 4, "max_steps": 6,
-                                                     "kept_model": "model-step-4"}]
+    assert config["stages"]["schedule_changes"] == [
+        {"after_step": 4, "previous_max_steps": 4, "max_steps": 6, "kept_model": "model-step-4"}
+    ]
 
 
 def test_the_built_in_method_names_are_the_registrys():
@@ -340,15 +410,18 @@ def test_mlm_baseline_uses_the_same_loop_and_needs_no_kg_artefacts(toy_corpus, t
 
 
 def test_the_fair_control_takes_smedberts_masking_and_sop(toy_corpus, tmp_path):
-    result = kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path, max_steps=10, masking="whole_entity",
-                                               model_options={"use_sop": True}))
+    result = kgplm.train(
+        "mlm",
+        **toy_arguments(toy_corpus, tmp_path, max_steps=10, masking="whole_entity", model_options={"use_sop": True}),
+    )
     assert {"mlm", "sop", "sop_accuracy"} <= set(result.metrics[-1])
     assert result.run_config["masking"] == "whole_entity"
 
 
 def test_ablation_switches_reach_the_model(toy_corpus, tmp_path):
-    result = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path, max_steps=5,
-                                                     model_options={"use_knowledge_losses": False}))
+    result = kgplm.train(
+        "smedbert", **toy_arguments(toy_corpus, tmp_path, max_steps=5, model_options={"use_knowledge_losses": False})
+    )
     assert set(result.metrics[-1]) == {"step", "loss", "mlm", "sop", "mlm_accuracy", "sop_accuracy", "learning_rate"}
 
 
@@ -362,8 +435,9 @@ kgplm.train("smedbert", **json.loads(sys.argv[1]))
 def _run(arguments: dict, *, kill_after_checkpoint: str | None = None) -> None:
     command = [sys.executable, "-c", _SCRIPT, json.dumps(arguments)]
     environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    process = subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        command, cwd=REPO_ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     if kill_after_checkpoint is None:
         _, stderr = process.communicate(timeout=600)
         assert process.returncode == 0, stderr.decode()[-2000:]
@@ -399,10 +473,24 @@ def test_losses_decrease_on_real_medical_dialogue(cmekg_store, shared_data, tmp_
         rows = list(csv.DictReader(handle))[:200]
     corpus = tmp_path / "dialogue.txt"
     corpus.write_text("\n".join((r["ask"] + r["answer"]).replace("\n", " ") for r in rows), encoding="utf-8")
-    result = kgplm.train("smedbert", graph=cmekg_store, corpus=corpus, output_dir=tmp_path / "run",
-                         text_model=dict(TINY_TEXT_ENCODER), vocab_size=2000, kg_method="transe", entity_dim=32,
-                         kg_epochs=1, max_steps=60, batch_size=16, learning_rate=2e-3, log_every=10,
-                         checkpoint_every=60, max_length=128, progress=False)
+    result = kgplm.train(
+        "smedbert",
+        graph=cmekg_store,
+        corpus=corpus,
+        output_dir=tmp_path / "run",
+        text_model=dict(TINY_TEXT_ENCODER),
+        vocab_size=2000,
+        kg_method="transe",
+        entity_dim=32,
+        kg_epochs=1,
+        max_steps=60,
+        batch_size=16,
+        learning_rate=2e-3,
+        log_every=10,
+        checkpoint_every=60,
+        max_length=128,
+        progress=False,
+    )
     for name in ("loss", "mlm", "mnem", "mmem"):
         curve = result.curve(name)
         assert curve[-1] < 0.9 * curve[0], (name, curve)
@@ -418,8 +506,9 @@ def test_linking_options_reach_the_corpus_and_are_recorded(toy_run, toy_corpus, 
     from kgplm.text.linking_filters import LINKING_OPTIONS, common_names
 
     assert toy_run.run_config["linking"] == LINKING_OPTIONS  # the defaults, recorded
-    result = kgplm.train("mlm", **toy_arguments(toy_corpus, tmp_path, max_steps=2,
-                                                 linking={"common_word_share": 0.1, "min_length": 3}))
+    result = kgplm.train(
+        "mlm", **toy_arguments(toy_corpus, tmp_path, max_steps=2, linking={"common_word_share": 0.1, "min_length": 3})
+    )
     assert result.run_config["linking"] == {**LINKING_OPTIONS, "common_word_share": 0.1, "min_length": 3}
     store = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
     texts = toy_corpus.read_text(encoding="utf-8").splitlines()
@@ -441,8 +530,10 @@ def test_fine_tuning_links_with_the_pre_training_runs_linker(toy_corpus, tmp_pat
     from kgplm.training.run import RunDirectory
     from kgplm.training.span_indicator import span_lookup
 
-    result = kgplm.train("smedbert", **toy_arguments(toy_corpus, tmp_path, max_steps=1,
-                                                      linking={"common_word_share": 0.1, "min_length": 3}))
+    result = kgplm.train(
+        "smedbert",
+        **toy_arguments(toy_corpus, tmp_path, max_steps=1, linking={"common_word_share": 0.1, "min_length": 3}),
+    )
     run = RunDirectory(result.output_dir)
     dropped = set(result.run_config["stages"]["linking"]["common_names"])
     texts = toy_corpus.read_text(encoding="utf-8").splitlines()

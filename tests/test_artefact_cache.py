@@ -33,8 +33,17 @@ def test_entries_are_keyed_by_every_setting_and_taken_by_hard_link(tmp_path):
     cache = ArtefactCache(tmp_path / "cache")
     settings = {"graph": "abc", "dim": 8, "epochs": 2}
     assert cache.key("transe", settings) == cache.key("transe", dict(reversed(list(settings.items()))))
-    assert len({cache.key("transe", settings), cache.key("transr", settings),
-                cache.key("transe", {**settings, "epochs": 3}), cache.key("transe", {**settings, "graph": "abd"})}) == 4
+    assert (
+        len(
+            {
+                cache.key("transe", settings),
+                cache.key("transr", settings),
+                cache.key("transe", {**settings, "epochs": 3}),
+                cache.key("transe", {**settings, "graph": "abd"}),
+            }
+        )
+        == 4
+    )
     artefact = tmp_path / "run" / "transe"
     artefact.mkdir(parents=True)
     (artefact / "embeddings.safetensors").write_bytes(b"\x01" * 100)
@@ -86,10 +95,12 @@ def test_a_second_run_on_the_same_graph_trains_no_embedding_and_computes_no_pepr
         def wrapper(*args, **options):
             calls.append((name, options.get("method")))
             return function(*args, **options)
+
         return wrapper
 
-    monkeypatch.setattr(kgplm.kg.embeddings, "train_kg_embeddings",
-                        counted(kgplm.kg.embeddings.train_kg_embeddings, "embeddings"))
+    monkeypatch.setattr(
+        kgplm.kg.embeddings, "train_kg_embeddings", counted(kgplm.kg.embeddings.train_kg_embeddings, "embeddings")
+    )
     monkeypatch.setattr(kgplm.kg.pepr, "top_k_neighbors", counted(kgplm.kg.pepr.top_k_neighbors, "pepr"))
     with caplog.at_level(logging.INFO, logger="kgplm"):
         second = kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "second", max_steps=3, learning_rate=1e-3))

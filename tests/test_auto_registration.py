@@ -26,11 +26,15 @@ def _run(prelude: str) -> list[str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("prelude", [
-    "import kgplm\n",                                   # transformers imported after kgplm, by the user
-    "import transformers\nimport kgplm\n",              # transformers already imported
-    "import kgplm\nfrom kgplm.text import build_vocab\n",  # transformers imported by a kgplm module
-], ids=["kgplm-first", "transformers-first", "through-kgplm-text"])
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        "import kgplm\n",  # transformers imported after kgplm, by the user
+        "import transformers\nimport kgplm\n",  # transformers already imported
+        "import kgplm\nfrom kgplm.text import build_vocab\n",  # transformers imported by a kgplm module
+    ],
+    ids=["kgplm-first", "transformers-first", "through-kgplm-text"],
+)
 def test_import_kgplm_alone_registers_the_auto_classes(prelude: str) -> None:
     assert _run(prelude) == ["SmedbertConfig", "SmedbertModel", "SmedbertForTokenClassification"]
 

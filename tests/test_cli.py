@@ -37,8 +37,21 @@ def test_kg_import_formats_and_export_by_extension(tmp_path: Path, toy_turtle: P
     relative.write_text("<a> <linked-to> <b> .\n", encoding="utf-8")
     assert main(["kg", "import", "rdf", str(relative), "--out", str(tmp_path / "rel")]) == 2
     assert "--base-iri" in capsys.readouterr().err
-    assert main(["kg", "import", "rdf", str(relative), "--base-iri", "http://example.org/kg/",
-                 "--out", str(tmp_path / "rel")]) == 0
+    assert (
+        main(
+            [
+                "kg",
+                "import",
+                "rdf",
+                str(relative),
+                "--base-iri",
+                "http://example.org/kg/",
+                "--out",
+                str(tmp_path / "rel"),
+            ]
+        )
+        == 0
+    )
     assert KGStore.load(tmp_path / "rel").entity_iri(0) == "http://example.org/kg/a"
     # the legacy --kind spelling and the importer aliases still work; options an importer lacks are refused
     tsv = tmp_path / "edges.tsv"
@@ -75,11 +88,31 @@ def test_kg_pepr_and_ranked_neighbors(tmp_path: Path, capsys) -> None:
     default = NeighborTable.load(default_out)
     # one default across API and CLI: auto with the default budget (exact on this graph)
     assert default.config["mode_requested"] == "auto" and default.mode == "exact"
-    assert default.config == top_k_neighbors(KGStore.from_rdf(toy, show_progress=False), k=3,
-                                             show_progress=False).config
+    assert (
+        default.config == top_k_neighbors(KGStore.from_rdf(toy, show_progress=False), k=3, show_progress=False).config
+    )
     fast_out = tmp_path / "fast.npz"
-    assert main(["kg", "pepr", "--store", str(toy), "--out", str(fast_out), "--k", "3", "--epsilon", "1e-9",
-                 "--num-hubs", "2", "--mode", "fast"]) == 0
+    assert (
+        main(
+            [
+                "kg",
+                "pepr",
+                "--store",
+                str(toy),
+                "--out",
+                str(fast_out),
+                "--k",
+                "3",
+                "--epsilon",
+                "1e-9",
+                "--num-hubs",
+                "2",
+                "--mode",
+                "fast",
+            ]
+        )
+        == 0
+    )
     fast = NeighborTable.load(fast_out)
     assert fast.config["epsilon"] == 1e-9 and fast.config["num_hubs"] == 2 and fast.config["mode"] == "fast"
     np.testing.assert_array_equal(fast.neighbors, table.neighbors)
@@ -95,7 +128,9 @@ def test_kg_commands_say_when_they_use_cmekg(monkeypatch, capsys) -> None:
 
     toy = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
     opened = []
-    monkeypatch.setattr(kgplm.kg, "open_store", lambda spec: opened.append(spec) or KGStore.from_rdf(toy, show_progress=False))
+    monkeypatch.setattr(
+        kgplm.kg, "open_store", lambda spec: opened.append(spec) or KGStore.from_rdf(toy, show_progress=False)
+    )
     assert main(["kg", "neighbors", "糖尿病", "--ranked-by", "none"]) == 0
     assert opened == ["cmekg"] and "using CMeKG" in capsys.readouterr().err
     assert main(["kg", "neighbors", "糖尿病", "--ranked-by", "none", "--store", str(toy)]) == 0
@@ -107,8 +142,27 @@ def test_kg_embed_trains_saves_and_evaluates(tmp_path: Path, capsys) -> None:
 
     toy = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
     out = tmp_path / "emb"
-    assert main(["kg", "embed", "--store", str(toy), "--out", str(out), "--dim", "8", "--epochs", "3",
-                 "--batch-size", "8", "--test-fraction", "0.2"]) == 0
+    assert (
+        main(
+            [
+                "kg",
+                "embed",
+                "--store",
+                str(toy),
+                "--out",
+                str(out),
+                "--dim",
+                "8",
+                "--epochs",
+                "3",
+                "--batch-size",
+                "8",
+                "--test-fraction",
+                "0.2",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "triples/s" in text and "filtered link prediction" in text and "mrr" in text
     store = KGStore.from_rdf(toy, show_progress=False)
@@ -116,8 +170,31 @@ def test_kg_embed_trains_saves_and_evaluates(tmp_path: Path, capsys) -> None:
     assert embeddings.entity_embeddings.shape == (store.num_entities, 8)
 
     transr = tmp_path / "transr"
-    assert main(["kg", "embed", "--store", str(toy), "--out", str(transr), "--method", "transr", "--dim", "8",
-                 "--relation-dim", "4", "--epochs", "1", "--init-from", str(out), "--format", "openke"]) == 0
+    assert (
+        main(
+            [
+                "kg",
+                "embed",
+                "--store",
+                str(toy),
+                "--out",
+                str(transr),
+                "--method",
+                "transr",
+                "--dim",
+                "8",
+                "--relation-dim",
+                "4",
+                "--epochs",
+                "1",
+                "--init-from",
+                str(out),
+                "--format",
+                "openke",
+            ]
+        )
+        == 0
+    )
     assert (transr / "embedding.vec.json").is_file() and (transr / "entity2id.txt").is_file()
     assert KGEmbeddings.from_openke(transr, store).projections.shape == (store.num_relations, 8, 4)
 
@@ -130,8 +207,22 @@ def test_text_vocab_link_and_build_corpus(tmp_path: Path, capsys) -> None:
     toy = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("糖尿病患者常见多尿。\n服用二甲双胍和阿司匹林。\n" * 10, encoding="utf-8")
-    assert main(["text", "vocab", str(corpus), "--vocab-size", "200", "--min-frequency", "2",
-                 "--out", str(tmp_path / "tok")]) == 0
+    assert (
+        main(
+            [
+                "text",
+                "vocab",
+                str(corpus),
+                "--vocab-size",
+                "200",
+                "--min-frequency",
+                "2",
+                "--out",
+                str(tmp_path / "tok"),
+            ]
+        )
+        == 0
+    )
     tokenizer = load_tokenizer(tmp_path / "tok")
     assert tokenizer.tokenize("二甲双胍") == ["二", "甲", "双", "胍"]
     capsys.readouterr()
@@ -141,8 +232,24 @@ def test_text_vocab_link_and_build_corpus(tmp_path: Path, capsys) -> None:
     assert [(r["start"], r["end"], r["entity"]) for r in records] == [(0, 3, "糖尿病"), (4, 6, "多尿")]
 
     out = tmp_path / "built"
-    assert main(["text", "build-corpus", str(corpus), "--store", str(toy), "--tokenizer", str(tmp_path / "tok"),
-                 "--out", str(out), "--max-length", "16"]) == 0
+    assert (
+        main(
+            [
+                "text",
+                "build-corpus",
+                str(corpus),
+                "--store",
+                str(toy),
+                "--tokenizer",
+                str(tmp_path / "tok"),
+                "--out",
+                str(out),
+                "--max-length",
+                "16",
+            ]
+        )
+        == 0
+    )
     assert "20 examples from 20 documents" in capsys.readouterr().out
     assert len(load_corpus(out)) == 20
 
@@ -154,12 +261,43 @@ def test_train_then_replay_from_its_config(tmp_path: Path, capsys) -> None:
 
     corpus = write_toy_corpus(tmp_path / "notes.txt", lines=40)
     out = tmp_path / "run"
-    tiny = json.dumps({"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
-                       "max_position_embeddings": 160})
-    arguments = ["train", "--method", "smedbert", "--graph", str(TOY_GRAPH), "--corpus", str(corpus), "--out",
-                 str(out), "--text-model", tiny, "--vocab-size", "300", "--max-length", "64", "--max-steps", "6",
-                 "--batch-size", "4", "--log-every", "3", "--checkpoint-every", "3", "--no-progress",
-                 "--model-options", '{"mnem_num_negatives": 3}']
+    tiny = json.dumps(
+        {
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "max_position_embeddings": 160,
+        }
+    )
+    arguments = [
+        "train",
+        "--method",
+        "smedbert",
+        "--graph",
+        str(TOY_GRAPH),
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        "--text-model",
+        tiny,
+        "--vocab-size",
+        "300",
+        "--max-length",
+        "64",
+        "--max-steps",
+        "6",
+        "--batch-size",
+        "4",
+        "--log-every",
+        "3",
+        "--checkpoint-every",
+        "3",
+        "--no-progress",
+        "--model-options",
+        '{"mnem_num_negatives": 3}',
+    ]
     assert main(arguments) == 0
     assert "smedbert: 6 steps" in capsys.readouterr().out
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -185,12 +323,34 @@ def test_text_link_stats_and_filters_on_an_english_ontology(tmp_path: Path, caps
     assert out.splitlines()[0] == "8 mentions of 5 entities in 4 texts"
     assert "| Heloma | http://purl.obolibrary.org/obo/HP_0200020 | HP | 4 | 50.0% |" in out
     assert "| Corn | 2 | 25.0% |" in out and "| corn | 2 | 25.0% |" in out
-    assert main(["text", "link", "--file", str(corpus), "--store", str(ontology), "--stats",
-                 "--common-word-share", "0.5", "--root", "HP:0000118", "--stop-words", "none"]) == 0
+    assert (
+        main(
+            [
+                "text",
+                "link",
+                "--file",
+                str(corpus),
+                "--store",
+                str(ontology),
+                "--stats",
+                "--common-word-share",
+                "0.5",
+                "--root",
+                "HP:0000118",
+                "--stop-words",
+                "none",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "dropped as a common word: 'corn' (in 75.0% of the texts)" in out
     assert out.splitlines()[0] == "4 mentions of 4 entities in 4 texts"  # hearing loss, seizure, mole, short stature
-    assert main(["text", "link", "no all here; 277000", "--store", str(ontology), "--stop-words", "none",
-                 "--keep-numeric"]) == 0
+    assert (
+        main(
+            ["text", "link", "no all here; 277000", "--store", str(ontology), "--stop-words", "none", "--keep-numeric"]
+        )
+        == 0
+    )
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(r["surface"], r["entity"]) for r in records] == [("all", "All"), ("277000", "Hearing impairment")]

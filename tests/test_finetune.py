@@ -31,9 +31,19 @@ def tiny_chinese_model(shared_data, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def cmedqaner_run(tiny_chinese_model, shared_data, tmp_path_factory):
-    return kgplm.finetune(model=tiny_chinese_model, task="cmedqaner", data_dir=shared_data / "tasks",
-                          output_dir=tmp_path_factory.mktemp("ner"), epochs=6, batch_size=16, learning_rate=3e-3,
-                          max_train_examples=400, max_eval_examples=200, patience=10, progress=False)
+    return kgplm.finetune(
+        model=tiny_chinese_model,
+        task="cmedqaner",
+        data_dir=shared_data / "tasks",
+        output_dir=tmp_path_factory.mktemp("ner"),
+        epochs=6,
+        batch_size=16,
+        learning_rate=3e-3,
+        max_train_examples=400,
+        max_eval_examples=200,
+        patience=10,
+        progress=False,
+    )
 
 
 def test_tiny_model_beats_the_majority_label_baseline_on_cmedqaner(cmedqaner_run):
@@ -66,13 +76,26 @@ def test_finetune_writes_results_and_evaluate_reproduces_them(cmedqaner_run, sha
 
 def test_dev_and_test_subsets_do_not_depend_on_the_training_seed(tiny_chinese_model, shared_data, tmp_path):
     """Issue 22: every seed (and every model) must be scored on the same examples."""
-    runs = [kgplm.finetune(model=tiny_chinese_model, task="cmedic", data_dir=shared_data / "tasks",
-                           output_dir=tmp_path / f"seed{seed}", epochs=1, batch_size=16, learning_rate=1e-3,
-                           max_train_examples=300, max_eval_examples=40, seed=seed, progress=False)
-            for seed in (0, 1)]
+    runs = [
+        kgplm.finetune(
+            model=tiny_chinese_model,
+            task="cmedic",
+            data_dir=shared_data / "tasks",
+            output_dir=tmp_path / f"seed{seed}",
+            epochs=1,
+            batch_size=16,
+            learning_rate=1e-3,
+            max_train_examples=300,
+            max_eval_examples=40,
+            seed=seed,
+            progress=False,
+        )
+        for seed in (0, 1)
+    ]
     # evaluate's default subset is the one finetune scored, whatever the training seed was
-    scores = kgplm.evaluate(model=runs[1].output_dir, data_dir=shared_data / "tasks", split="test", max_examples=40,
-                            progress=False)
+    scores = kgplm.evaluate(
+        model=runs[1].output_dir, data_dir=shared_data / "tasks", split="test", max_examples=40, progress=False
+    )
     assert scores["accuracy"] == pytest.approx(runs[1].test["accuracy"], abs=1e-12)
     ids = [json.loads((run.output_dir / "results.json").read_text(encoding="utf-8"))["example_ids"] for run in runs]
     assert ids[0] == ids[1] and len(ids[0]["test"]) == 40 and len(set(ids[0]["test"])) == 40
@@ -82,8 +105,9 @@ def test_bad_arguments_fail_early(tiny_chinese_model, shared_data, tmp_path):
     with pytest.raises(MissingFileError, match="kgplm model"):
         kgplm.finetune(model=tmp_path, task="cmedic", data_dir=shared_data / "tasks", output_dir=tmp_path / "o")
     with pytest.raises(ConfigurationError, match="unknown task"):
-        kgplm.finetune(model=tiny_chinese_model, task="cmedicc", data_dir=shared_data / "tasks",
-                       output_dir=tmp_path / "o")
+        kgplm.finetune(
+            model=tiny_chinese_model, task="cmedicc", data_dir=shared_data / "tasks", output_dir=tmp_path / "o"
+        )
     with pytest.raises(ConfigurationError, match="pre-trained model without a task head"):
         kgplm.evaluate(model=tiny_chinese_model, task="cmedic", data_dir=shared_data / "tasks", progress=False)
 
@@ -105,8 +129,16 @@ def test_smedbert_is_fine_tuned_with_linked_mentions_and_neighbours(tmp_path):
     for split, count in (("train", 24), ("dev", 8), ("test", 8)):
         lines = [f"{i % 2}\t患者有{names[i % len(names)]}，伴{names[(i + 1) % len(names)]}" for i in range(count)]
         (task_dir / f"{split}.txt").write_text("\n".join(lines), encoding="utf-8")
-    result = kgplm.finetune(model=run.output_dir, task="cmedic", data_dir=task_dir, output_dir=tmp_path / "fine",
-                            epochs=2, batch_size=8, max_length=64, progress=False)
+    result = kgplm.finetune(
+        model=run.output_dir,
+        task="cmedic",
+        data_dir=task_dir,
+        output_dir=tmp_path / "fine",
+        epochs=2,
+        batch_size=8,
+        max_length=64,
+        progress=False,
+    )
     assert 0.0 <= result.test["accuracy"] <= 1.0
     # no rate given: a 32-wide encoder gets the small-encoder rate, recorded with the run
     assert result.config["learning_rate"] == 3e-3
@@ -117,9 +149,13 @@ def test_smedbert_is_fine_tuned_with_linked_mentions_and_neighbours(tmp_path):
     from kgplm.methods import get
     from kgplm.training.run import RunDirectory
 
-    encoder = TaskEncoder(get_task("cmedic"), load_tokenizer(run.output_dir / "tokenizer"), label_names=["0", "1"],
-                          max_length=64,
-                          knowledge=get("smedbert").finetuning_inputs(RunDirectory(run.output_dir), False))
+    encoder = TaskEncoder(
+        get_task("cmedic"),
+        load_tokenizer(run.output_dir / "tokenizer"),
+        label_names=["0", "1"],
+        max_length=64,
+        knowledge=get("smedbert").finetuning_inputs(RunDirectory(run.output_dir), False),
+    )
     from kgplm.evaluation.tasks import load_task
 
     batch = encoder.collate(encoder.encode(load_task("cmedic", task_dir, "test")))
@@ -128,17 +164,35 @@ def test_smedbert_is_fine_tuned_with_linked_mentions_and_neighbours(tmp_path):
     assert scores["accuracy"] == pytest.approx(result.test["accuracy"])
 
     # "no knowledge at fine-tuning": the same pre-trained model fine-tuned on the text alone
-    plain = kgplm.finetune(model=run.output_dir, task="cmedic", data_dir=task_dir, output_dir=tmp_path / "plain",
-                           epochs=2, batch_size=8, learning_rate=1e-3, max_length=64, encoder_inputs=False,
-                           progress=False)
-    assert json.loads((plain.output_dir / "finetune_config.json").read_text(encoding="utf-8"))["encoder_inputs"] is False
-    plain_encoder = TaskEncoder(get_task("cmedic"), load_tokenizer(run.output_dir / "tokenizer"),
-                                label_names=["0", "1"], max_length=64, knowledge=None)
+    plain = kgplm.finetune(
+        model=run.output_dir,
+        task="cmedic",
+        data_dir=task_dir,
+        output_dir=tmp_path / "plain",
+        epochs=2,
+        batch_size=8,
+        learning_rate=1e-3,
+        max_length=64,
+        encoder_inputs=False,
+        progress=False,
+    )
+    assert (
+        json.loads((plain.output_dir / "finetune_config.json").read_text(encoding="utf-8"))["encoder_inputs"] is False
+    )
+    plain_encoder = TaskEncoder(
+        get_task("cmedic"),
+        load_tokenizer(run.output_dir / "tokenizer"),
+        label_names=["0", "1"],
+        max_length=64,
+        knowledge=None,
+    )
     assert not set(plain_encoder.collate(plain_encoder.encode(load_task("cmedic", task_dir, "test")))) & set(
-        model.encoding.input_names)
+        model.encoding.input_names
+    )
     # evaluate follows the setting the model was fine-tuned with, unless told otherwise
     assert kgplm.evaluate(model=plain.output_dir, data_dir=task_dir, progress=False)["accuracy"] == pytest.approx(
-        plain.test["accuracy"])
+        plain.test["accuracy"]
+    )
     with_inputs = kgplm.evaluate(model=plain.output_dir, data_dir=task_dir, encoder_inputs=True, progress=False)
     assert 0.0 <= with_inputs["accuracy"] <= 1.0
 
@@ -153,8 +207,9 @@ def test_smedbert_trained_with_a_given_neighbour_table_can_be_fine_tuned(tmp_pat
     corpus = write_toy_corpus(tmp_path / "notes.txt")
     first = kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "first", max_steps=2))
     table_path = RunDirectory(first.output_dir).neighbor_table_path
-    second = kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "second", max_steps=2,
-                                                     neighbor_table=str(table_path)))
+    second = kgplm.train(
+        "smedbert", **toy_arguments(corpus, tmp_path / "second", max_steps=2, neighbor_table=str(table_path))
+    )
     assert not RunDirectory(second.output_dir).neighbor_table_path.exists()
     lookup = get("smedbert").finetuning_inputs(RunDirectory(second.output_dir), False)
     assert np.array_equal(lookup.neighbors, NeighborTable.load(table_path).neighbors)
@@ -167,25 +222,72 @@ def test_cli_finetune_then_evaluate(tiny_chinese_model, shared_data, tmp_path, c
     from kgplm.cli import main
 
     out = tmp_path / "cmedic"
-    assert main(["finetune", "--model", str(tiny_chinese_model), "--task", "cmedic", "--data-dir",
-                 str(shared_data / "tasks"), "--out", str(out), "--epochs", "1", "--max-train-examples", "64",
-                 "--max-eval-examples", "40", "--no-encoder-inputs", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "--model",
+                str(tiny_chinese_model),
+                "--task",
+                "cmedic",
+                "--data-dir",
+                str(shared_data / "tasks"),
+                "--out",
+                str(out),
+                "--epochs",
+                "1",
+                "--max-train-examples",
+                "64",
+                "--max-eval-examples",
+                "40",
+                "--no-encoder-inputs",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "cmedic: dev" in capsys.readouterr().out
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert json.loads((out / "finetune_config.json").read_text(encoding="utf-8"))["encoder_inputs"] is False
-    assert main(["evaluate", "--model", str(out), "--data-dir", str(shared_data / "tasks"), "--split", "dev",
-                 "--max-examples", "40", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--model",
+                str(out),
+                "--data-dir",
+                str(shared_data / "tasks"),
+                "--split",
+                "dev",
+                "--max-examples",
+                "40",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     assert printed["accuracy"] == pytest.approx(results["dev"]["accuracy"])
 
 
-@pytest.mark.parametrize(("task", "metric"), [("cmeie", "f1"), ("cmedir", "pairwise_accuracy"),
-                                              ("kuake-qic", "accuracy")])
-def test_dev_only_and_new_tasks_fine_tune_and_report_derived_splits(tiny_chinese_model, shared_data, tmp_path, task,
-                                                                    metric):
-    result = kgplm.finetune(model=tiny_chinese_model, task=task, data_dir=shared_data / "tasks",
-                            output_dir=tmp_path / task, epochs=2, batch_size=16, learning_rate=3e-3,
-                            max_train_examples=60, max_eval_examples=30, progress=False)
+@pytest.mark.parametrize(
+    ("task", "metric"), [("cmeie", "f1"), ("cmedir", "pairwise_accuracy"), ("kuake-qic", "accuracy")]
+)
+def test_dev_only_and_new_tasks_fine_tune_and_report_derived_splits(
+    tiny_chinese_model, shared_data, tmp_path, task, metric
+):
+    result = kgplm.finetune(
+        model=tiny_chinese_model,
+        task=task,
+        data_dir=shared_data / "tasks",
+        output_dir=tmp_path / task,
+        epochs=2,
+        batch_size=16,
+        learning_rate=3e-3,
+        max_train_examples=60,
+        max_eval_examples=30,
+        progress=False,
+    )
     results = json.loads((tmp_path / task / "results.json").read_text(encoding="utf-8"))
     assert results["derived_splits"] == ["train", "dev", "test"]  # the shared data has no official train file
     assert 0.0 <= result.test[metric] <= 1.0 and result.test["main"] == result.test[metric]
@@ -202,8 +304,21 @@ def test_cli_predict_writes_one_line_per_document_with_exact_offsets(cmedqaner_r
     from kgplm.evaluation.tasks import load_task
 
     output = tmp_path / "pred.jsonl"
-    assert main(["predict", "--model", str(cmedqaner_run.output_dir), "--data-dir", str(shared_data / "tasks"),
-                 "--out", str(output), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(cmedqaner_run.output_dir),
+                "--data-dir",
+                str(shared_data / "tasks"),
+                "--out",
+                str(output),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
     documents = load_task("cmedqaner", shared_data / "tasks", "test")
     assert len(records) == len(documents) == 215
@@ -211,12 +326,15 @@ def test_cli_predict_writes_one_line_per_document_with_exact_offsets(cmedqaner_r
     for record, document in zip(records, documents):
         assert record["text"] == document.text
         for span in record["predicted"] + record["gold"]:
-            assert record["text"][span["start"]: span["end"]] == span["mention"]
+            assert record["text"][span["start"] : span["end"]] == span["mention"]
         assert {(s["start"], s["end"], s["type"]) for s in record["gold"]} == set(document.spans)
-    from_records = metrics.entity_scores([{(s["start"], s["end"], s["type"]) for s in r["gold"]} for r in records],
-                                         [{(s["start"], s["end"], s["type"]) for s in r["predicted"]} for r in records])
-    scores = kgplm.evaluate(model=cmedqaner_run.output_dir, data_dir=shared_data / "tasks", split="test",
-                            progress=False)
+    from_records = metrics.entity_scores(
+        [{(s["start"], s["end"], s["type"]) for s in r["gold"]} for r in records],
+        [{(s["start"], s["end"], s["type"]) for s in r["predicted"]} for r in records],
+    )
+    scores = kgplm.evaluate(
+        model=cmedqaner_run.output_dir, data_dir=shared_data / "tasks", split="test", progress=False
+    )
     assert from_records["f1"] == pytest.approx(scores["f1"], abs=1e-12)
 
 
@@ -235,23 +353,45 @@ def test_default_arguments_beat_the_constant_predictor_on_dev(tiny_chinese_model
     """With default arguments (learning rate, epochs and patience all "auto"), the tiny encoder fine-tuned on
     400 cMedQANER documents finds entities on dev: entity F1 above the best constant predictor's, which is 0
     (the constant all-O tagging finds none). The resolved values are recorded."""
-    result = kgplm.finetune(model=tiny_chinese_model, task="cmedqaner", data_dir=shared_data / "tasks",
-                            output_dir=tmp_path / "ner", max_train_examples=400, max_eval_examples=100,
-                            device="cpu", progress=False)
+    result = kgplm.finetune(
+        model=tiny_chinese_model,
+        task="cmedqaner",
+        data_dir=shared_data / "tasks",
+        output_dir=tmp_path / "ner",
+        max_train_examples=400,
+        max_eval_examples=100,
+        device="cpu",
+        progress=False,
+    )
     assert result.dev["main"] > 0.05, result.history
     assert result.warnings == []
     config = json.loads((tmp_path / "ner" / "finetune_config.json").read_text(encoding="utf-8"))
     assert config["auto"] == {"hidden_size": 32, "learning_rate": 3e-3, "epochs": 10, "patience": 4}
     assert (config["learning_rate"], config["epochs"], config["patience"]) == (3e-3, 10, 4)
     # an explicit value wins; the arguments left at "auto" still resolve
-    explicit = kgplm.finetune(model=tiny_chinese_model, task="cmedqaner", data_dir=shared_data / "tasks",
-                              output_dir=tmp_path / "explicit", learning_rate=1e-4, epochs=1,
-                              max_train_examples=16, max_eval_examples=8, device="cpu", progress=False)
+    explicit = kgplm.finetune(
+        model=tiny_chinese_model,
+        task="cmedqaner",
+        data_dir=shared_data / "tasks",
+        output_dir=tmp_path / "explicit",
+        learning_rate=1e-4,
+        epochs=1,
+        max_train_examples=16,
+        max_eval_examples=8,
+        device="cpu",
+        progress=False,
+    )
     assert (explicit.config["learning_rate"], explicit.config["epochs"]) == (1e-4, 1)
     assert explicit.config["auto"] == {"hidden_size": 32, "patience": 4}
     with pytest.raises(ConfigurationError, match="learning_rate must be a number or 'auto'"):
-        kgplm.finetune(model=tiny_chinese_model, task="cmedqaner", data_dir=shared_data / "tasks",
-                       output_dir=tmp_path / "bad", learning_rate="fast", progress=False)
+        kgplm.finetune(
+            model=tiny_chinese_model,
+            task="cmedqaner",
+            data_dir=shared_data / "tasks",
+            output_dir=tmp_path / "bad",
+            learning_rate="fast",
+            progress=False,
+        )
 
 
 def test_default_arguments_find_entities_on_ncbi_disease_with_a_tiny_english_model(shared_data, tmp_path):
@@ -262,7 +402,9 @@ def test_default_arguments_find_entities_on_ncbi_disease_with_a_tiny_english_mod
     from kgplm.text.tokenization import save_tokenizer
 
     words, sentences = [], []
-    for line in (shared_data / "tasks/en/blurb_ner/NCBI-disease-IOB/train.tsv").read_text(encoding="utf-8").splitlines():
+    for line in (
+        (shared_data / "tasks/en/blurb_ner/NCBI-disease-IOB/train.tsv").read_text(encoding="utf-8").splitlines()
+    ):
         if line.strip():
             words.append(line.split("\t")[0])
         elif words:
@@ -271,10 +413,19 @@ def test_default_arguments_find_entities_on_ncbi_disease_with_a_tiny_english_mod
     tokenizer = build_vocab(sentences, 4000, show_progress=False)
     save_tokenizer(tokenizer, tmp_path / "tiny" / "tokenizer")
     torch.manual_seed(0)
-    KgplmForMaskedLM(MlmConfig(**TINY_TEXT_ENCODER, vocab_size=len(tokenizer))).save_pretrained(tmp_path / "tiny" / "model")
-    result = kgplm.finetune(model=tmp_path / "tiny", task="ncbi-disease", data_dir=shared_data / "tasks",
-                            output_dir=tmp_path / "ncbi", max_train_examples=400, max_eval_examples=100, device="cpu",
-                            progress=False)
+    KgplmForMaskedLM(MlmConfig(**TINY_TEXT_ENCODER, vocab_size=len(tokenizer))).save_pretrained(
+        tmp_path / "tiny" / "model"
+    )
+    result = kgplm.finetune(
+        model=tmp_path / "tiny",
+        task="ncbi-disease",
+        data_dir=shared_data / "tasks",
+        output_dir=tmp_path / "ncbi",
+        max_train_examples=400,
+        max_eval_examples=100,
+        device="cpu",
+        progress=False,
+    )
     assert result.dev["main"] > 0.05, result.history
     assert result.history[0]["dev_main"] == 0.0  # nothing found at first, and the run went on
 
@@ -296,8 +447,17 @@ def test_a_control_is_fine_tuned_with_the_linked_mention_spans(tmp_path):
     for split, count in (("train", 16), ("dev", 8), ("test", 8)):
         lines = [f"{i % 2}\t患者有{names[i % len(names)]}，伴{names[(i + 1) % len(names)]}" for i in range(count)]
         (task_dir / f"{split}.txt").write_text("\n".join(lines), encoding="utf-8")
-    result = kgplm.finetune(model=run.output_dir, task="cmedic", data_dir=task_dir, output_dir=tmp_path / "fine",
-                            epochs=1, batch_size=8, max_length=64, mention_spans=True, progress=False)
+    result = kgplm.finetune(
+        model=run.output_dir,
+        task="cmedic",
+        data_dir=task_dir,
+        output_dir=tmp_path / "fine",
+        epochs=1,
+        batch_size=8,
+        max_length=64,
+        mention_spans=True,
+        progress=False,
+    )
     assert json.loads((tmp_path / "fine" / "finetune_config.json").read_text())["mention_spans"] is True
     model = result.load_model()
     assert model.config.mention_span_indicator is True
@@ -312,8 +472,10 @@ def test_a_fine_tune_that_learned_nothing_says_so(tiny_chinese_model, shared_dat
     from kgplm.evaluation.degenerate import constant_prediction
 
     # hand-made records: all-O tagging, one class, and predictions that vary
-    assert constant_prediction([{"predicted": []}, {"predicted": []}], "ner") == \
-        "no entity on any of the 2 examples (all O)"
+    assert (
+        constant_prediction([{"predicted": []}, {"predicted": []}], "ner")
+        == "no entity on any of the 2 examples (all O)"
+    )
     assert constant_prediction([{"predicted": "1"}] * 3, "single") == "the label '1' for all 3 examples"
     assert constant_prediction([{"predicted": "1"}, {"predicted": "0"}], "single") is None
     assert constant_prediction([{"predicted": []}, {"predicted": [{"start": 0}]}], "ner") is None
@@ -330,9 +492,17 @@ def test_a_fine_tune_that_learned_nothing_says_so(tiny_chinese_model, shared_dat
         lines = source.joinpath(f"{split}.json").read_text(encoding="utf-8").splitlines()[:32]
         task_dir.joinpath(f"{split}.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="kgplm.api"):
-        result = kgplm.finetune(model=tiny_chinese_model, task="cmedqaner", data_dir=task_dir,
-                                output_dir=tmp_path / "ner", epochs=1, batch_size=16, learning_rate=3e-3,
-                                device="cpu", progress=False)
+        result = kgplm.finetune(
+            model=tiny_chinese_model,
+            task="cmedqaner",
+            data_dir=task_dir,
+            output_dir=tmp_path / "ner",
+            epochs=1,
+            batch_size=16,
+            learning_rate=3e-3,
+            device="cpu",
+            progress=False,
+        )
     assert result.dev["main"] == 0.0
     assert len(result.warnings) == 1 and "no entity on any of the" in result.warnings[0]
     assert "learning rate" in result.warnings[0] and "epochs" in result.warnings[0]

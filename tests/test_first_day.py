@@ -14,10 +14,12 @@ import kgplm
 from kgplm.exceptions import ArtifactError, ConfigurationError, MissingFileError
 from kgplm.models import TINY_TEXT_ENCODER
 
-ENGLISH = ["the patient reports severe headache and nausea since monday",
-           "blood pressure was high and the fever persisted for two days",
-           "she was given paracetamol for the pain and advised to rest",
-           "no rash was seen on the arms or the legs at the visit"] * 6
+ENGLISH = [
+    "the patient reports severe headache and nausea since monday",
+    "blood pressure was high and the fever persisted for two days",
+    "she was given paracetamol for the pain and advised to rest",
+    "no rash was seen on the arms or the legs at the visit",
+] * 6
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +30,19 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def mlm_arguments(corpus: Path, output_dir: Path, **overrides) -> dict:
-    arguments = dict(corpus=str(corpus), output_dir=str(output_dir), text_model=dict(TINY_TEXT_ENCODER),
-                     vocab_size=120, max_steps=4, batch_size=4, checkpoint_every=2, log_every=1, max_length=32,
-                     device="cpu", progress=False)
+    arguments = dict(
+        corpus=str(corpus),
+        output_dir=str(output_dir),
+        text_model=dict(TINY_TEXT_ENCODER),
+        vocab_size=120,
+        max_steps=4,
+        batch_size=4,
+        checkpoint_every=2,
+        log_every=1,
+        max_length=32,
+        device="cpu",
+        progress=False,
+    )
     arguments.update(overrides)
     return arguments
 
@@ -97,10 +109,12 @@ def test_a_run_that_completed_no_step_is_taken_over(corpus, tmp_path, monkeypatc
 def test_bad_inputs_fail_before_anything_is_written(corpus, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n", encoding="utf-8")
-    cases = [(dict(corpus_file=empty), "empty.txt.*holds no document"),
-             (dict(model_options={"no_such_option": 1}), "unknown model_options"),
-             (dict(max_length=4096), "max_position_embeddings"),
-             (dict(exclude_triples=str(tmp_path / "missing.tsv")), "missing.tsv")]
+    cases = [
+        (dict(corpus_file=empty), "empty.txt.*holds no document"),
+        (dict(model_options={"no_such_option": 1}), "unknown model_options"),
+        (dict(max_length=4096), "max_position_embeddings"),
+        (dict(exclude_triples=str(tmp_path / "missing.tsv")), "missing.tsv"),
+    ]
     for index, (override, message) in enumerate(cases):
         output_dir = tmp_path / f"run{index}"
         with pytest.raises(kgplm.KgplmError, match=message):
@@ -166,9 +180,12 @@ def test_device_defaults_to_auto_everywhere_and_is_recorded(corpus, tmp_path, mo
     for function in (kgplm.train, kgplm.finetune, kgplm.evaluate, kgplm.predict):
         assert inspect.signature(function).parameters["device"].default == "auto", function.__name__
     parser = build_parser()
-    for command in (["train"], ["finetune", "--model", "m", "--task", "t", "--data-dir", "d", "--out", "o"],
-                    ["evaluate", "--model", "m", "--data-dir", "d"],
-                    ["predict", "--model", "m", "--data-dir", "d", "--out", "o"]):
+    for command in (
+        ["train"],
+        ["finetune", "--model", "m", "--task", "t", "--data-dir", "d", "--out", "o"],
+        ["evaluate", "--model", "m", "--data-dir", "d"],
+        ["predict", "--model", "m", "--data-dir", "d", "--out", "o"],
+    ):
         assert parser.parse_args(command).device == "auto", command
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert auto_device("auto") == "cuda" and auto_device("cpu") == "cpu"
@@ -253,8 +270,13 @@ def test_an_empty_corpus_error_names_the_input_file(tmp_path):
     from kgplm.text.tokenization import load_tokenizer
 
     with pytest.raises(DataFormatError) as error:
-        build_corpus(empty, store=GraphCollector(source="test").build(allow_empty=True),
-                     tokenizer=load_tokenizer(vocabulary), output_dir=tmp_path / "out" / "corpus", whole_word=False)
+        build_corpus(
+            empty,
+            store=GraphCollector(source="test").build(allow_empty=True),
+            tokenizer=load_tokenizer(vocabulary),
+            output_dir=tmp_path / "out" / "corpus",
+            whole_word=False,
+        )
     assert str(error.value).startswith(str(empty)) and "holds no document" in str(error.value)
     assert "shards" not in str(error.value)
 
@@ -282,8 +304,11 @@ def test_transformers_load_report_is_silenced_where_kgplm_checks_the_loading(tmp
         model = load_under_task_head(KgplmForFineTuning, tmp_path / "model", config=config())
     assert "LOAD REPORT" not in caplog.text and "new (task head, pooler) tensors" in caplog.text
     reference = KgplmForMaskedLM.from_pretrained(str(tmp_path / "model"))
-    assert all(torch.equal(value, reference.state_dict()[name]) for name, value in model.state_dict().items()
-               if name in reference.state_dict())
+    assert all(
+        torch.equal(value, reference.state_dict()[name])
+        for name, value in model.state_dict().items()
+        if name in reference.state_dict()
+    )
 
 
 def test_make_demo_says_how_long_it_takes():

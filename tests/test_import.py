@@ -20,9 +20,11 @@ def test_import_kgplm_loads_no_heavy_library() -> None:
 
 
 def test_the_command_line_help_loads_no_heavy_library() -> None:
-    code = ("import contextlib, io\nfrom kgplm.cli import build_parser\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    try:\n        build_parser().parse_args(['--help'])\n    except SystemExit:\n        pass")
+    code = (
+        "import contextlib, io\nfrom kgplm.cli import build_parser\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        build_parser().parse_args(['--help'])\n    except SystemExit:\n        pass"
+    )
     assert _modules_after(code) == {m: False for m in HEAVY}
 
 

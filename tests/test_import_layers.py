@@ -111,8 +111,12 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def up_imports_of_methods(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
-    return sorted((module, target) for module, targets in edges.items() for target in targets
-                  if module.startswith(BELOW_METHODS) and target.startswith("kgplm.methods"))
+    return sorted(
+        (module, target)
+        for module, targets in edges.items()
+        for target in targets
+        if module.startswith(BELOW_METHODS) and target.startswith("kgplm.methods")
+    )
 
 
 def test_the_circle_finder_finds_a_circle_and_only_circles():

@@ -14,10 +14,19 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 
 #: what each notebook must print (beyond running without error)
 EXPECTED = {
-    "01_explore_kg.ipynb": ["entities", "max degree", "top-5 is the head of the top-10: True",
-                            "drawn: 糖尿病 and its top 10", "drawn: 阿司匹林 and its top 8"],
-    "02_pretrain_and_watch.ipynb": ["objectives logged: ['mlm', 'ed', 'el']", "curves written to curves.png",
-                                    "pretrain/loss", "tensorboard matches metrics.jsonl: True"],
+    "01_explore_kg.ipynb": [
+        "entities",
+        "max degree",
+        "top-5 is the head of the top-10: True",
+        "drawn: 糖尿病 and its top 10",
+        "drawn: 阿司匹林 and its top 8",
+    ],
+    "02_pretrain_and_watch.ipynb": [
+        "objectives logged: ['mlm', 'ed', 'el']",
+        "curves written to curves.png",
+        "pretrain/loss",
+        "tensorboard matches metrics.jsonl: True",
+    ],
     "03_finetune_predict.ipynb": ["FineTuningResult(task='ncbi-disease'", "predicted spans", "spans inside a word: 0"],
     "04_does_knowledge_help.ipynb": ["replicate-smedbert-1seed.json", "plotted"],
 }
@@ -30,7 +39,9 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("KGPLM_SHARED_DATA", raising=False)  # the kernel inherits the environment
     notebook = nbformat.read(path, as_version=4)
     started = time.perf_counter()
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     print(f"{path.name}: {time.perf_counter() - started:.1f} s")  # reported with pytest -s; never asserted
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]

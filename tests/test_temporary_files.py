@@ -9,7 +9,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-_PROBE = '''
+_PROBE = """
 import tempfile
 from pathlib import Path
 
@@ -18,7 +18,7 @@ def test_writes_where_tests_write(tmp_path, tmp_path_factory):
     (tmp_path / "own.bin").write_bytes(b"x" * 4096)
     (tmp_path_factory.mktemp("shared") / "shared.bin").write_bytes(b"x" * 4096)
     (Path(tempfile.mkdtemp()) / "library.bin").write_bytes(b"x" * 4096)
-'''
+"""
 
 
 def test_a_passing_run_leaves_no_file_in_the_temp_folder(tmp_path):
@@ -31,10 +31,28 @@ def test_a_passing_run_leaves_no_file_in_the_temp_folder(tmp_path):
     probe.write_text(_PROBE, encoding="utf-8")
     environment = {key: value for key, value in os.environ.items() if key != "PYTEST_DEBUG_TEMPROOT"}
     environment.update(TMPDIR=str(temp), PYTHONPATH=str(REPO_ROOT))
-    completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c",
-                                str(REPO_ROOT / "pyproject.toml"), "--rootdir", str(REPO_ROOT), "-p", "tests.conftest",
-                                str(probe)], cwd=REPO_ROOT, env=environment, capture_output=True, text=True,
-                               timeout=600)
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-c",
+            str(REPO_ROOT / "pyproject.toml"),
+            "--rootdir",
+            str(REPO_ROOT),
+            "-p",
+            "tests.conftest",
+            str(probe),
+        ],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
     left = sorted(str(path.relative_to(temp)) for path in temp.rglob("*") if path.is_file())
     assert left == []

@@ -35,8 +35,12 @@ def _expected_top_k(store: KGStore, entity: int, k: int) -> list[int]:
 
 
 def _drawn(figure, prefix: str) -> list[int]:
-    return [int(artist.get_gid().split(":")[1]) for ax in figure.axes for artist in ax.get_children()
-            if (artist.get_gid() or "").startswith(prefix)]
+    return [
+        int(artist.get_gid().split(":")[1])
+        for ax in figure.axes
+        for artist in ax.get_children()
+        if (artist.get_gid() or "").startswith(prefix)
+    ]
 
 
 @pytest.mark.parametrize("name, k", [("糖尿病", 4), ("高血压", 3), ("二甲双胍", 10)])
@@ -56,8 +60,9 @@ def test_the_drawn_nodes_are_the_entity_and_exactly_its_top_k(store, tmp_path, n
     labels = {artist.get_gid(): artist.get_text() for artist in drawing.figure.axes[0].texts if artist.get_gid()}
     for rank, neighbour in enumerate(expected, 1):
         assert labels[f"label:{neighbour}"].startswith(f"#{rank} {store.entity_name(neighbour)}")
-    relations = {artist.get_text() for artist in drawing.figure.axes[0].texts
-                 if (artist.get_gid() or "").startswith("relation:")}
+    relations = {
+        artist.get_text() for artist in drawing.figure.axes[0].texts if (artist.get_gid() or "").startswith("relation:")
+    }
     frame = store.neighbors(entity)
     assert relations == set(frame[frame.neighbor_id.isin(expected)].relation)
     legend = {text.get_text() for text in drawing.figure.axes[0].get_legend().get_texts()}

@@ -97,8 +97,11 @@ def main(argv: list[str] | None = None) -> None:
         _run([*pip, "torch"], env=environment)
         torch_before = _run([python, "-c", "import torch; print(torch.__version__)"], env=environment).stdout
         installed = _run([*pip, str(wheel.resolve())], env=environment).stdout
-        touched = [line for line in installed.splitlines()
-                   if re.match(r"\s*(Collecting|Downloading|Attempting uninstall:)\s+torch(?![-\w])", line)]
+        touched = [
+            line
+            for line in installed.splitlines()
+            if re.match(r"\s*(Collecting|Downloading|Attempting uninstall:)\s+torch(?![-\w])", line)
+        ]
         if touched or "Requirement already satisfied: torch" not in installed:
             sys.exit("installing the wheel touched torch:\n" + "\n".join(touched or installed.splitlines()[-20:]))
         torch_after = _run([python, "-c", "import torch; print(torch.__version__)"], env=environment).stdout

@@ -18,35 +18,54 @@ def method_page(name: str) -> str:
 
     spec = get(name)
     package = f"kgplm.methods.{name}"
-    modules = [package] + [f"{package}.{part}" for part in ("modeling",)
-                           if importlib.util.find_spec(package).submodule_search_locations is not None
-                           and importlib.util.find_spec(f"{package}.{part}") is not None]
-    artefacts = ", ".join(
-        f"`{a}` ({spec.kg_embedding})" if a == "kg_embeddings" else f"`{a}`" for a in sorted(spec.artefacts)) or "none"
+    modules = [package] + [
+        f"{package}.{part}"
+        for part in ("modeling",)
+        if importlib.util.find_spec(package).submodule_search_locations is not None
+        and importlib.util.find_spec(f"{package}.{part}") is not None
+    ]
+    artefacts = (
+        ", ".join(f"`{a}` ({spec.kg_embedding})" if a == "kg_embeddings" else f"`{a}`" for a in sorted(spec.artefacts))
+        or "none"
+    )
     graph = ', graph="graphs/toy_medical.ttl"' if spec.needs_graph() else ""
     lines = [
-        GENERATED_MARK, "",
-        f"# `{name}`", "",
-        f"**Paper.** {spec.paper}", "",
-        f"**What it adds.** {spec.summary}", "",
-        "| | |", "|---|---|",
+        GENERATED_MARK,
+        "",
+        f"# `{name}`",
+        "",
+        f"**Paper.** {spec.paper}",
+        "",
+        f"**What it adds.** {spec.summary}",
+        "",
+        "| | |",
+        "|---|---|",
         f"| losses logged | {', '.join(f'`{loss}`' for loss in spec.losses)} |",
         f"| KG artefacts it needs | {artefacts} |",
         f"| default masking | `{spec.default_masking}` |",
         f"| config class | {{class}}`~{spec.config_class.__module__}.{spec.config_class.__name__}` |",
         f"| model class | {{class}}`~{spec.model_class.__module__}.{spec.model_class.__name__}` |",
         "",
-        "## Usage", "",
+        "## Usage",
+        "",
         "<!-- not run: a full-size run; the generic test of every registered method runs each method -->",
         "```python",
         "import kgplm",
         "",
         f'run = kgplm.train("{name}"{graph}, corpus="notes.txt", output_dir="runs/{name}", max_steps=2000)',
-        "```", "",
-        "or `kgplm train --method " + name + (" --graph GRAPH" if graph else "") + " --corpus notes.txt --out runs/"
-        + name + "` on the command line. The options of the method are the fields of its config class.", "",
-        "## The method, its equations and its deviations from the paper", "",
-        "The text below is the method's own documentation in the code.", "",
+        "```",
+        "",
+        "or `kgplm train --method "
+        + name
+        + (" --graph GRAPH" if graph else "")
+        + " --corpus notes.txt --out runs/"
+        + name
+        + "` on the command line. The options of the method are the fields of its config class.",
+        "",
+        "## The method, its equations and its deviations from the paper",
+        "",
+        "The text below is the method's own documentation in the code.",
+        "",
     ]
     for module in modules:
         lines += ["```{eval-rst}", f".. automodule:: {module}", "   :no-members:", "   :no-index:", "```", ""]

@@ -33,19 +33,24 @@ def fit_type_label_map(examples: Sequence, linked: Sequence[Sequence[tuple[int, 
         gold = {(start, end): label for start, end, label in example.spans or ()}
         for start, end, entity_type in spans:
             votes[entity_type][gold.get((start, end))] += 1
-    return {entity_type: min(counter, key=lambda label: (-counter[label], label is not None, label or ""))
-            for entity_type, counter in votes.items()}
+    return {
+        entity_type: min(counter, key=lambda label: (-counter[label], label is not None, label or ""))
+        for entity_type, counter in votes.items()
+    }
 
 
-def label_linked_spans(linked: Sequence[tuple[int, int, str]], label_of: dict[str, str | None]
-                       ) -> list[tuple[int, int, str]]:
+def label_linked_spans(
+    linked: Sequence[tuple[int, int, str]], label_of: dict[str, str | None]
+) -> list[tuple[int, int, str]]:
     """The predicted ``(start, end, label)`` of one text: linked spans whose type maps to a label."""
-    return [(start, end, label_of[entity_type]) for start, end, entity_type in linked
-            if label_of.get(entity_type) is not None]
+    return [
+        (start, end, label_of[entity_type])
+        for start, end, entity_type in linked
+        if label_of.get(entity_type) is not None
+    ]
 
 
-def linker_as_ner(train: Sequence, evaluation: Sequence,
-                  link: Callable[[str], Sequence[tuple[int, int, str]]]) -> dict:
+def linker_as_ner(train: Sequence, evaluation: Sequence, link: Callable[[str], Sequence[tuple[int, int, str]]]) -> dict:
     """Entity P/R/F1 on ``evaluation`` of the linker's spans labelled by the map fitted on ``train``.
 
     ``link(text)`` returns ``(start, end, type)`` character spans (see :func:`linked_spans`).
@@ -60,6 +65,7 @@ def linker_as_ner(train: Sequence, evaluation: Sequence,
 def linked_spans(linker, store) -> Callable[[str], list[tuple[int, int, str]]]:
     """``link(text)`` for :func:`linker_as_ner`: the mentions an :class:`~kgplm.text.EntityLinker` finds
     (the ones SMedBERT's fine-tuning lookup injects), typed by their best entity's KG type."""
+
     def link(text: str) -> list[tuple[int, int, str]]:
         return [(m.start, m.end, store.entity_type(m.entity_id) or UNTYPED) for m in linker.link(text)]
 

@@ -28,9 +28,17 @@ def piece_surface(pieces: Sequence[str]) -> str:
 
 
 @torch.no_grad()
-def fill_masks(model, tokenizer, contexts: Sequence[tuple[Sequence[int], Sequence[int]]], num_masks: int, *,
-               beam_size: int = 5, batch_size: int = 64, device: str | torch.device = "cpu",
-               progress: bool = False) -> list[list[tuple[tuple[int, ...], float]]]:
+def fill_masks(
+    model,
+    tokenizer,
+    contexts: Sequence[tuple[Sequence[int], Sequence[int]]],
+    num_masks: int,
+    *,
+    beam_size: int = 5,
+    batch_size: int = 64,
+    device: str | torch.device = "cpu",
+    progress: bool = False,
+) -> list[list[tuple[tuple[int, ...], float]]]:
     """The ``beam_size`` best fills of ``num_masks`` masks for each (prefix ids, suffix ids) context.
 
     ``model(input_ids=, attention_mask=, token_type_ids=)`` must return ``prediction_logits``
@@ -44,9 +52,11 @@ def fill_masks(model, tokenizer, contexts: Sequence[tuple[Sequence[int], Sequenc
         rows = [(query, fill, score) for query, query_beams in enumerate(beams) for fill, score in query_beams]
         proposals: list[dict[tuple[int, ...], float]] = [{} for _ in contexts]
         for start in range(0, len(rows), batch_size):
-            chunk = rows[start: start + batch_size]
-            sequences = [[tokenizer.cls_token_id, *contexts[q][0], *fill, *contexts[q][1], tokenizer.sep_token_id]
-                         for q, fill, _ in chunk]
+            chunk = rows[start : start + batch_size]
+            sequences = [
+                [tokenizer.cls_token_id, *contexts[q][0], *fill, *contexts[q][1], tokenizer.sep_token_id]
+                for q, fill, _ in chunk
+            ]
             length = max(len(s) for s in sequences)
             input_ids = torch.full((len(chunk), length), pad_id, dtype=torch.long)
             attention_mask = torch.zeros((len(chunk), length), dtype=torch.long)
@@ -55,13 +65,18 @@ def fill_masks(model, tokenizer, contexts: Sequence[tuple[Sequence[int], Sequenc
                 attention_mask[row, : len(sequence)] = 1
             first = torch.tensor([1 + len(contexts[q][0]) for q, _, _ in chunk])  # first mask position per row
             positions = first[:, None] + torch.arange(num_masks)[None, :]  # (rows, masks)
-            logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                           token_type_ids=torch.zeros_like(input_ids).to(device)).prediction_logits
+            logits = model(
+                input_ids=input_ids.to(device),
+                attention_mask=attention_mask.to(device),
+                token_type_ids=torch.zeros_like(input_ids).to(device),
+            ).prediction_logits
             if logits is None or logits.dim() != 3:
-                raise ConfigurationError("the cloze probe needs a masked-LM head (prediction_logits of shape "
-                                         "(batch, length, vocab)); this model gives "
-                                         f"{None if logits is None else tuple(logits.shape)} (an ELECTRA "
-                                         "discriminator scores tokens as replaced or not)")
+                raise ConfigurationError(
+                    "the cloze probe needs a masked-LM head (prediction_logits of shape "
+                    "(batch, length, vocab)); this model gives "
+                    f"{None if logits is None else tuple(logits.shape)} (an ELECTRA "
+                    "discriminator scores tokens as replaced or not)"
+                )
             logits = logits[torch.arange(len(chunk))[:, None], positions.to(device)].float()  # (rows, masks, vocab)
             logits[..., banned] = float("-inf")
             log_probs = torch.log_softmax(logits, -1)
@@ -74,7 +89,7 @@ def fill_masks(model, tokenizer, contexts: Sequence[tuple[Sequence[int], Sequenc
                     if value == float("-inf"):
                         continue
                     position, token = divmod(flat, vocab)
-                    new_fill = fill[:position] + (token,) + fill[position + 1:]
+                    new_fill = fill[:position] + (token,) + fill[position + 1 :]
                     new_score = score + value
                     if new_score > proposals[query].get(new_fill, float("-inf")):
                         proposals[query][new_fill] = new_score

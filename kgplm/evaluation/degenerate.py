@@ -39,7 +39,9 @@ def constant_prediction(records: Sequence[dict[str, Any]], kind: str) -> str | N
 
 def learned_nothing_message(description: str, *, split: str, learning_rate: float, epochs: int) -> str:
     """The warning ``kgplm.finetune`` logs and returns when the predictions are constant."""
-    return (f"the fine-tuned model predicts {description} of {split}: it learned nothing from the input. "
-            f"Try another learning rate (this run: {learning_rate:g}; a small encoder often needs 1e-3 to 5e-3, "
-            f"BERT-base 2e-5 to 5e-5) or more epochs (this run: {epochs}), and check that the training labels "
-            f"are not all one class")
+    return (
+        f"the fine-tuned model predicts {description} of {split}: it learned nothing from the input. "
+        f"Try another learning rate (this run: {learning_rate:g}; a small encoder often needs 1e-3 to 5e-3, "
+        f"BERT-base 2e-5 to 5e-5) or more epochs (this run: {epochs}), and check that the training labels "
+        f"are not all one class"
+    )

@@ -16,9 +16,21 @@ import numpy as np
 
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["TAG_SCHEMES", "tag_names", "tags_from_spans", "spans_from_tags", "entity_scores", "accuracy", "macro_f1",
-           "micro_f1", "accuracy_at_1", "ranking_baselines", "graded_ranking_scores", "graded_ranking_baselines",
-           "triple_scores"]
+__all__ = [
+    "TAG_SCHEMES",
+    "tag_names",
+    "tags_from_spans",
+    "spans_from_tags",
+    "entity_scores",
+    "accuracy",
+    "macro_f1",
+    "micro_f1",
+    "accuracy_at_1",
+    "ranking_baselines",
+    "graded_ranking_scores",
+    "graded_ranking_baselines",
+    "triple_scores",
+]
 
 TAG_SCHEMES = ("bio", "bioes")
 
@@ -47,7 +59,9 @@ def tags_from_spans(length: int, spans: Iterable[tuple[int, int, str]], scheme: 
         if not 0 <= start < end <= length:
             raise ConfigurationError(f"span ({start}, {end}) outside {length} tokens")
         if any(tag != "O" for tag in tags[start:end]):
-            raise ConfigurationError(f"span ({start}, {end}, {kind}) overlaps another; flat tagging needs disjoint spans")
+            raise ConfigurationError(
+                f"span ({start}, {end}, {kind}) overlaps another; flat tagging needs disjoint spans"
+            )
         if scheme == "bioes" and end - start == 1:
             tags[start] = f"S-{kind}"
             continue
@@ -65,15 +79,19 @@ def spans_from_tags(tags: Sequence[str]) -> list[tuple[int, int, str]]:
     start, previous_prefix, previous_kind = None, "O", ""
     for position, tag in enumerate(list(tags) + ["O"]):
         prefix, kind = _split(tag)
-        ends = (previous_prefix in ("E", "S")
-                or (previous_prefix in ("B", "I") and prefix in ("B", "S", "O"))
-                or (previous_prefix != "O" and previous_kind != kind))
+        ends = (
+            previous_prefix in ("E", "S")
+            or (previous_prefix in ("B", "I") and prefix in ("B", "S", "O"))
+            or (previous_prefix != "O" and previous_kind != kind)
+        )
         if ends and start is not None:
             spans.append((start, position, previous_kind))
             start = None
-        begins = (prefix in ("B", "S")
-                  or (prefix in ("E", "I") and previous_prefix in ("E", "S", "O"))
-                  or (prefix != "O" and previous_kind != kind))
+        begins = (
+            prefix in ("B", "S")
+            or (prefix in ("E", "I") and previous_prefix in ("E", "S", "O"))
+            or (prefix != "O" and previous_kind != kind)
+        )
         if begins:
             start = position
         previous_prefix, previous_kind = prefix, kind
@@ -159,10 +177,13 @@ def ranking_baselines(labels: Sequence[Sequence[int]]) -> dict[str, float]:
     answerable = [list(question) for question in labels if any(question)]
     if not answerable:
         raise ConfigurationError("no question has a correct candidate; Acc@1 is undefined")
-    return {"questions": len(labels), "answerable": len(answerable),
-            "answerable_share": len(answerable) / len(labels),
-            "random_acc@1": float(np.mean([sum(q) / len(q) for q in answerable])),
-            "first_candidate_acc@1": float(np.mean([q[0] == 1 for q in answerable]))}
+    return {
+        "questions": len(labels),
+        "answerable": len(answerable),
+        "answerable_share": len(answerable) / len(labels),
+        "random_acc@1": float(np.mean([sum(q) / len(q) for q in answerable])),
+        "first_candidate_acc@1": float(np.mean([q[0] == 1 for q in answerable])),
+    }
 
 
 def _dcg(gains: np.ndarray) -> float:
@@ -186,15 +207,14 @@ def graded_ranking_scores(scores: Sequence[Sequence[float]], grades: Sequence[Se
         better = g[:, None] > g[None, :]  # (documents, documents): i is graded above j
         pairs += int(better.sum())
         correct += int((better & (s[:, None] > s[None, :])).sum())
-        gains = 2.0 ** g - 1
+        gains = 2.0**g - 1
         ideal = _dcg(np.sort(gains)[::-1])
         if ideal > 0:
             order = np.lexsort((g, -s))  # by score descending, ties: lowest grade first
             ndcgs.append(_dcg(gains[order]) / ideal)
     if not pairs:
         raise ConfigurationError("no query has two documents of different grades; pairwise accuracy is undefined")
-    return {"pairwise_accuracy": correct / pairs, "ndcg": float(np.mean(ndcgs)), "pairs": pairs,
-            "queries": len(grades)}
+    return {"pairwise_accuracy": correct / pairs, "ndcg": float(np.mean(ndcgs)), "pairs": pairs, "queries": len(grades)}
 
 
 def graded_ranking_baselines(grades: Sequence[Sequence[int]]) -> dict[str, float]:

@@ -37,13 +37,19 @@ __all__ = ["example_predictions", "write_predictions", "CBLUE_FILES", "PREDICTIO
 
 PREDICTION_FORMATS = ("jsonl", "cblue")
 #: CBLUE task → the submission file name.
-CBLUE_FILES = {"cmeee": "CMeEE-V2_test.json", "cmeie": "CMeIE-V2_test.jsonl", "chip-sts": "CHIP-STS_test.json",
-               "kuake-qic": "KUAKE-QIC_test.json"}
+CBLUE_FILES = {
+    "cmeee": "CMeEE-V2_test.json",
+    "cmeie": "CMeIE-V2_test.jsonl",
+    "chip-sts": "CHIP-STS_test.json",
+    "kuake-qic": "KUAKE-QIC_test.json",
+}
 
 
 def _spans(text: str, spans) -> list[dict[str, Any]]:
-    return [{"start": int(start), "end": int(end), "type": kind, "mention": text[start:end]}
-            for start, end, kind in sorted(spans)]
+    return [
+        {"start": int(start), "end": int(end), "type": kind, "mention": text[start:end]}
+        for start, end, kind in sorted(spans)
+    ]
 
 
 def _triples(triples) -> list[dict[str, str]]:
@@ -59,12 +65,24 @@ def example_predictions(encoder, examples: Sequence, features: list[dict], outpu
     records: list[dict[str, Any]] = []
     if kind in ("ner", "nested_ner"):
         for example, spans in zip(examples, encoder.predicted_spans(examples, features, outputs)):
-            records.append({"id": example.id, "text": example.text, "predicted": _spans(example.text, spans),
-                            "gold": None if example.spans is None else _spans(example.text, example.spans)})
+            records.append(
+                {
+                    "id": example.id,
+                    "text": example.text,
+                    "predicted": _spans(example.text, spans),
+                    "gold": None if example.spans is None else _spans(example.text, example.spans),
+                }
+            )
     elif kind == "relation_triples":
         for example, triples in zip(examples, predicted_triples(encoder, outputs)):
-            records.append({"id": example.id, "text": example.text, "predicted": _triples(triples),
-                            "gold": None if example.triples is None else _triples(example.triples)})
+            records.append(
+                {
+                    "id": example.id,
+                    "text": example.text,
+                    "predicted": _triples(triples),
+                    "gold": None if example.triples is None else _triples(example.triples),
+                }
+            )
     elif kind in ("qa_ranking", "graded_ranking"):
         scores: dict[int, list[float]] = {}
         for feature, output in zip(features, outputs):
@@ -72,15 +90,24 @@ def example_predictions(encoder, examples: Sequence, features: list[dict], outpu
         for index, example in enumerate(examples):
             candidate_scores = scores.get(index, [])
             best = max(range(len(candidate_scores)), key=candidate_scores.__getitem__) if candidate_scores else None
-            records.append({"id": example.id, "query": example.query, "predicted": best, "gold": list(example.labels),
-                            "candidates": [{"text": text, "score": value}
-                                           for text, value in zip(example.candidates, candidate_scores)]})
+            records.append(
+                {
+                    "id": example.id,
+                    "query": example.query,
+                    "predicted": best,
+                    "gold": list(example.labels),
+                    "candidates": [
+                        {"text": text, "score": value} for text, value in zip(example.candidates, candidate_scores)
+                    ],
+                }
+            )
     else:
         for example, feature, label in zip(examples, features, predicted_labels(encoder, features, outputs)):
             record: dict[str, Any] = {"id": example.id}
             if kind == "pair":
-                record.update(text_a=example.text_a, text_b=example.text_b, source_id=example.source_id,
-                              category=example.category)
+                record.update(
+                    text_a=example.text_a, text_b=example.text_b, source_id=example.source_id, category=example.category
+                )
             else:
                 record["text"] = example.text
                 if kind == "relation":
@@ -94,21 +121,40 @@ def example_predictions(encoder, examples: Sequence, features: list[dict], outpu
 
 def _cblue_record(task: str, record: dict[str, Any]) -> dict[str, Any]:
     if task == "cmeee":
-        return {"text": record["text"], "entities": [
-            {"start_idx": span["start"], "end_idx": span["end"] - 1, "type": span["type"], "entity": span["mention"]}
-            for span in record["predicted"]]}
+        return {
+            "text": record["text"],
+            "entities": [
+                {
+                    "start_idx": span["start"],
+                    "end_idx": span["end"] - 1,
+                    "type": span["type"],
+                    "entity": span["mention"],
+                }
+                for span in record["predicted"]
+            ],
+        }
     if task == "cmeie":
-        return {"text": record["text"], "spo_list": [
-            {"subject": t["subject"], "predicate": t["predicate"], "object": {"@value": t["object"]}}
-            for t in record["predicted"]]}
+        return {
+            "text": record["text"],
+            "spo_list": [
+                {"subject": t["subject"], "predicate": t["predicate"], "object": {"@value": t["object"]}}
+                for t in record["predicted"]
+            ],
+        }
     if task == "chip-sts":
-        return {"id": record["source_id"], "text1": record["text_a"], "text2": record["text_b"],
-                "category": record["category"], "label": record["predicted"]}
+        return {
+            "id": record["source_id"],
+            "text1": record["text_a"],
+            "text2": record["text_b"],
+            "category": record["category"],
+            "label": record["predicted"],
+        }
     return {"id": record["source_id"], "query": record["text"], "label": record["predicted"]}
 
 
-def write_predictions(records: list[dict[str, Any]], output: str | os.PathLike, *, task: str,
-                      format: str = "jsonl") -> Path:
+def write_predictions(
+    records: list[dict[str, Any]], output: str | os.PathLike, *, task: str, format: str = "jsonl"
+) -> Path:
     """Write ``records`` (atomically). ``format="jsonl"``: ``output`` is the file. ``"cblue"``:
     ``output`` is a directory that receives the task's submission file; returns the file written."""
     if format not in PREDICTION_FORMATS:
@@ -121,8 +167,10 @@ def write_predictions(records: list[dict[str, Any]], output: str | os.PathLike, 
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         return output
     if task not in CBLUE_FILES:
-        raise ConfigurationError(f"format='cblue' writes the CBLUE submission files of {sorted(CBLUE_FILES)}; "
-                                 f"{task!r} is not a CBLUE task (use format='jsonl')")
+        raise ConfigurationError(
+            f"format='cblue' writes the CBLUE submission files of {sorted(CBLUE_FILES)}; "
+            f"{task!r} is not a CBLUE task (use format='jsonl')"
+        )
     output.mkdir(parents=True, exist_ok=True)
     target = output / CBLUE_FILES[task]
     converted = [_cblue_record(task, record) for record in records]

@@ -37,14 +37,21 @@ import numpy as np
 
 from kgplm.evaluation.cloze_decoding import piece_surface
 
-__all__ = ["reference_scores", "answer_in_query", "summarize", "probe_table", "result_rows", "REFERENCE_ROWS",
-           "GROUPS"]
+__all__ = ["reference_scores", "answer_in_query", "summarize", "probe_table", "result_rows", "REFERENCE_ROWS", "GROUPS"]
 
 REFERENCE_ROWS = ("baseline", "chance")
 #: Summary key suffix → (held out wanted: None = any, difficulty: None/"hard"/"easy", type: None/1/2).
-GROUPS = {"": (None, None, None), "_seen": (False, None, None), "_unseen": (True, None, None),
-          "_hard": (None, "hard", None), "_hard_seen": (False, "hard", None), "_hard_unseen": (True, "hard", None),
-          "_easy": (None, "easy", None), "_type1": (None, None, 1), "_type2": (None, None, 2)}
+GROUPS = {
+    "": (None, None, None),
+    "_seen": (False, None, None),
+    "_unseen": (True, None, None),
+    "_hard": (None, "hard", None),
+    "_hard_seen": (False, "hard", None),
+    "_hard_unseen": (True, "hard", None),
+    "_easy": (None, "easy", None),
+    "_type1": (None, None, 1),
+    "_type2": (None, None, 2),
+}
 
 
 def answer_in_query(query) -> bool:
@@ -64,8 +71,9 @@ def gold_surfaces(tokenizer, query, max_answer_tokens: int) -> set[str]:
     return surfaces
 
 
-def reference_scores(probe, store, tokenizer, *, beam_size: int = 5,
-                     max_answer_tokens: int | None = None) -> dict[str, list[float | None]]:
+def reference_scores(
+    probe, store, tokenizer, *, beam_size: int = 5, max_answer_tokens: int | None = None
+) -> dict[str, list[float | None]]:
     """Per query the model-free baseline's hit (0/1) and the chance of a hit (see the module docstring);
     ``None`` for a query whose answers ``tokenizer`` cannot write."""
     max_answer_tokens = max_answer_tokens or probe.settings.get("max_answer_tokens", 10)
@@ -86,8 +94,9 @@ def reference_scores(probe, store, tokenizer, *, beam_size: int = 5,
     # baseline: per slot (side, relation) the fillers' counts, and per slot and given name the counts that
     # the query's own facts contribute (subtracted for that query)
     display = _surfaces(tokenizer, names)
-    asked = {(query.direction, relation_of[query.relation], names[store.entity_id(query.known)])
-             for query in probe.queries}
+    asked = {
+        (query.direction, relation_of[query.relation], names[store.entity_id(query.known)]) for query in probe.queries
+    }
     counts: dict[tuple[str, int], Counter] = defaultdict(Counter)
     own: dict[tuple[str, int, str], Counter] = {key: Counter() for key in asked}
     for head, relation, tail in triples.tolist():
@@ -113,8 +122,11 @@ def reference_scores(probe, store, tokenizer, *, beam_size: int = 5,
                     by_length[length].append((entity, count))
             ranked[slot] = by_length
         mine = own[(*slot, names[store.entity_id(query.known)])]
-        guesses = [display[entity][0] for candidates in ranked[slot].values()
-                   for entity in _top_without(candidates, mine, beam_size)]
+        guesses = [
+            display[entity][0]
+            for candidates in ranked[slot].values()
+            for entity in _top_without(candidates, mine, beam_size)
+        ]
         baseline.append(float(any(guess in gold for guess in guesses)))
         miss = 1.0
         for length, candidates in pool.items():
@@ -138,7 +150,7 @@ def _surfaces(tokenizer, texts: list[str]) -> list[tuple[str, int]]:
     """(surface, number of tokens) of each text; 0 tokens when it holds [UNK]."""
     result = []
     for start in range(0, len(texts), 4096):
-        encoded = tokenizer(texts[start: start + 4096], add_special_tokens=False)["input_ids"]
+        encoded = tokenizer(texts[start : start + 4096], add_special_tokens=False)["input_ids"]
         for ids in encoded:
             pieces = tokenizer.convert_ids_to_tokens(ids)
             result.append((piece_surface(pieces), 0 if tokenizer.unk_token in pieces else len(pieces)))
@@ -153,8 +165,9 @@ def _miss_probability(population: int, golds: int, draws: int) -> float:
     return probability
 
 
-def summarize(probe, scores: Sequence[float | bool | None],
-              easy: Sequence[float | bool | None] | None = None) -> dict[str, float | int]:
+def summarize(
+    probe, scores: Sequence[float | bool | None], easy: Sequence[float | bool | None] | None = None
+) -> dict[str, float | int]:
     """Relation-level macro recall@5 and query counts over every group of :data:`GROUPS` (``None`` scores
     left out). ``easy``: per query whether the baseline answers it (:func:`reference_scores`); without
     it the hard and easy groups are empty (their recall is NaN)."""
@@ -182,8 +195,15 @@ def summarize(probe, scores: Sequence[float | bool | None],
 def probe_table(rows: Mapping[str, Mapping[str, float]]) -> str:
     """A text table of :func:`summarize` results, one row per model or reference (baseline, chance): the
     primary hard-query columns first, then every query, the baseline-answered ones and the paper's types."""
-    columns = [("hard seen", "_hard_seen"), ("hard unseen", "_hard_unseen"), ("hard", "_hard"), ("all", ""),
-               ("easy", "_easy"), ("type 1", "_type1"), ("type 2", "_type2")]
+    columns = [
+        ("hard seen", "_hard_seen"),
+        ("hard unseen", "_hard_unseen"),
+        ("hard", "_hard"),
+        ("all", ""),
+        ("easy", "_easy"),
+        ("type 1", "_type1"),
+        ("type 2", "_type2"),
+    ]
     header = f"{'recall@5 (macro over relations)':<36}" + "".join(f"{title:>13}" for title, _ in columns)
     lines = [header, "-" * len(header)]
     for name, summary in rows.items():
@@ -203,6 +223,7 @@ def result_rows(result: Mapping[str, float], name: str = "model") -> dict[str, d
     rows = {name: {key: value for key, value in result.items() if not key.startswith(REFERENCE_ROWS)}}
     labels = {"baseline": "baseline (frequent, other facts)", "chance": "chance (uniform entity names)"}
     for reference in REFERENCE_ROWS:
-        rows[labels[reference]] = {key[len(reference) + 1:]: value for key, value in result.items()
-                                   if key.startswith(reference + "_")}
+        rows[labels[reference]] = {
+            key[len(reference) + 1 :]: value for key, value in result.items() if key.startswith(reference + "_")
+        }
     return rows

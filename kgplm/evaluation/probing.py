@@ -69,9 +69,25 @@ from kgplm.evaluation.probe_scoring import (
 )
 from kgplm.exceptions import ArtifactError, ConfigurationError
 
-__all__ = ["CMEKG_TEMPLATES", "TEXT_FORM_TEMPLATE", "ProbeQuery", "Probe", "build_probe", "template_for", "approximate_token_count",
-           "evaluate_probe", "reference_scores", "summarize", "probe_table", "probe_model", "result_rows",
-           "answer_in_query", "REFERENCE_ROWS", "PROBE_FORMAT", "PROBE_TASK"]
+__all__ = [
+    "CMEKG_TEMPLATES",
+    "TEXT_FORM_TEMPLATE",
+    "ProbeQuery",
+    "Probe",
+    "build_probe",
+    "template_for",
+    "approximate_token_count",
+    "evaluate_probe",
+    "reference_scores",
+    "summarize",
+    "probe_table",
+    "probe_model",
+    "result_rows",
+    "answer_in_query",
+    "REFERENCE_ROWS",
+    "PROBE_FORMAT",
+    "PROBE_TASK",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -82,14 +98,32 @@ PROBE_FORMAT = "kgplm-cloze-probe"
 TEXT_FORM_TEMPLATE = "{s}的{r}有{o}。"
 #: Hand-written sentences for CMeKG's entity-valued predicates; used only when passed as ``templates``.
 CMEKG_TEMPLATES = {
-    "不良反应": "{s}的不良反应有{o}。", "成份": "{s}的成份有{o}。", "常见症状": "{s}的常见症状有{o}。",
-    "适应症": "{s}适用于{o}。", "主治": "{s}主治{o}。", "功能主治": "{s}主治{o}。", "常见病因": "{s}的常见病因是{o}。",
-    "检查": "{s}需要做的检查有{o}。", "并发症": "{s}可并发{o}。", "就诊科室": "{s}的就诊科室是{o}。",
-    "通用名": "{s}的通用名是{o}。", "商品名": "{s}的商品名是{o}。", "药物相互作用": "{s}与{o}有药物相互作用。",
-    "治疗": "{s}可用{o}治疗。", "药物治疗": "{s}可用{o}治疗。", "常见发病部位": "{s}常见于{o}。",
-    "病因": "{s}的病因是{o}。", "上位关系": "{s}属于{o}。", "下位关系": "{s}包括{o}。", "别称": "{s}又称{o}。",
-    "又称": "{s}又称{o}。", "同义词": "{s}又称{o}。", "鉴别诊断": "{s}需与{o}鉴别。", "手术治疗": "{s}可行{o}。",
-    "发病部位": "{s}发生于{o}。", "高危因素": "{s}的高危因素有{o}。",
+    "不良反应": "{s}的不良反应有{o}。",
+    "成份": "{s}的成份有{o}。",
+    "常见症状": "{s}的常见症状有{o}。",
+    "适应症": "{s}适用于{o}。",
+    "主治": "{s}主治{o}。",
+    "功能主治": "{s}主治{o}。",
+    "常见病因": "{s}的常见病因是{o}。",
+    "检查": "{s}需要做的检查有{o}。",
+    "并发症": "{s}可并发{o}。",
+    "就诊科室": "{s}的就诊科室是{o}。",
+    "通用名": "{s}的通用名是{o}。",
+    "商品名": "{s}的商品名是{o}。",
+    "药物相互作用": "{s}与{o}有药物相互作用。",
+    "治疗": "{s}可用{o}治疗。",
+    "药物治疗": "{s}可用{o}治疗。",
+    "常见发病部位": "{s}常见于{o}。",
+    "病因": "{s}的病因是{o}。",
+    "上位关系": "{s}属于{o}。",
+    "下位关系": "{s}包括{o}。",
+    "别称": "{s}又称{o}。",
+    "又称": "{s}又称{o}。",
+    "同义词": "{s}又称{o}。",
+    "鉴别诊断": "{s}需与{o}鉴别。",
+    "手术治疗": "{s}可行{o}。",
+    "发病部位": "{s}发生于{o}。",
+    "高危因素": "{s}的高危因素有{o}。",
 }
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _PRE_TOKEN = re.compile(r"[A-Za-z0-9]+|\S")
@@ -146,9 +180,13 @@ class Probe:
         """Write the probe as JSON (the file ``kgplm.train(exclude_triples=...)`` reads); atomic."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        content = {"format": PROBE_FORMAT, "version": 1, "settings": self.settings,
-                   "queries": [asdict(query) for query in self.queries],
-                   "exclude_from_training": self.exclude_from_training}
+        content = {
+            "format": PROBE_FORMAT,
+            "version": 1,
+            "settings": self.settings,
+            "queries": [asdict(query) for query in self.queries],
+            "exclude_from_training": self.exclude_from_training,
+        }
         with atomic_file(path, "w", encoding="utf-8") as handle:
             json.dump(content, handle, ensure_ascii=False, indent=0)
         return path
@@ -161,15 +199,25 @@ class Probe:
         content = json.loads(require_file(path, "cloze probe (probe.json)").read_text(encoding="utf-8"))
         if not isinstance(content, dict) or content.get("format") != PROBE_FORMAT:
             raise ArtifactError(f"{path} is not a kgplm cloze probe (format {PROBE_FORMAT!r})")
-        queries = [ProbeQuery(**{**query, "answers": tuple(query["answers"]),
-                                 "answer_names": tuple(query["answer_names"])}) for query in content["queries"]]
+        queries = [
+            ProbeQuery(**{**query, "answers": tuple(query["answers"]), "answer_names": tuple(query["answer_names"])})
+            for query in content["queries"]
+        ]
         return cls(queries, content["exclude_from_training"], content.get("settings", {}))
 
 
 # -- building ----------------------------------------------------------------------------------------------
-def build_probe(store, *, queries_per_relation: int = 100, max_answer_tokens: int = 10, max_answers: int = 20,
-                held_out_fraction: float = 0.5, triples: np.ndarray | None = None,
-                templates: Mapping[str, str] | None = None, seed: int = 0) -> Probe:
+def build_probe(
+    store,
+    *,
+    queries_per_relation: int = 100,
+    max_answer_tokens: int = 10,
+    max_answers: int = 20,
+    held_out_fraction: float = 0.5,
+    triples: np.ndarray | None = None,
+    templates: Mapping[str, str] | None = None,
+    seed: int = 0,
+) -> Probe:
     """Queries from ``store`` (see the module docstring); ``triples`` (ids) restricts the facts asked
     about (answers and exclusions still come from the whole graph); queries with more than
     ``max_answers`` correct entities are skipped."""
@@ -191,8 +239,9 @@ def build_probe(store, *, queries_per_relation: int = 100, max_answer_tokens: in
     short_names = _short_names(store, max_answer_tokens)
     rng = np.random.default_rng(seed)
     by_relation: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
-    for key in sorted({(r, d, names[h if d == "tail" else t]) for h, r, t in asked.tolist() if h != t
-                       for d in ("tail", "head")}):
+    for key in sorted(
+        {(r, d, names[h if d == "tail" else t]) for h, r, t in asked.tolist() if h != t for d in ("tail", "head")}
+    ):
         answers = {t if key[1] == "tail" else h for h, _, t in facts[key]}
         if len(answers) <= max_answers and any(short_names(answer) for answer in answers):
             by_relation[key[0]].append(key)
@@ -203,22 +252,38 @@ def build_probe(store, *, queries_per_relation: int = 100, max_answer_tokens: in
         held = rng.permutation(len(picked)) < round(held_out_fraction * len(picked))
         chosen += list(zip(picked, held.tolist()))
     pairs_out = {frozenset((h, t)) for key, held in chosen if held for h, _, t in facts[key]}
-    kept = [(key, held) for key, held in chosen
-            if held or not any(frozenset((h, t)) in pairs_out for h, _, t in facts[key])]
+    kept = [
+        (key, held) for key, held in chosen if held or not any(frozenset((h, t)) in pairs_out for h, _, t in facts[key])
+    ]
     if len(kept) < len(chosen):
-        logger.info("probe: %d seen queries dropped (they share a pair of entities with held-out ones)",
-                    len(chosen) - len(kept))
-    excluded = all_triples[[frozenset((h, t)) in pairs_out for h, _, t in all_triples.tolist()]] \
-        if pairs_out else np.zeros((0, 3), np.int64)
+        logger.info(
+            "probe: %d seen queries dropped (they share a pair of entities with held-out ones)", len(chosen) - len(kept)
+        )
+    excluded = (
+        all_triples[[frozenset((h, t)) in pairs_out for h, _, t in all_triples.tolist()]]
+        if pairs_out
+        else np.zeros((0, 3), np.int64)
+    )
     queries = [_query(store, key, facts[key], held, names, short_names, templates) for key, held in kept]
     iri = store.entity_iri
     relation_iris = store.relation_iris
-    settings = {"queries_per_relation": queries_per_relation, "max_answer_tokens": max_answer_tokens,
-                "max_answers": max_answers,
-                "held_out_fraction": held_out_fraction, "seed": seed, "graph": store.source,
-                "num_entities": store.num_entities, "num_triples": store.num_triples}
-    logger.info("probe: %d queries over %d relations (%d held out), %d triples excluded from training",
-                len(queries), len({q.relation for q in queries}), sum(q.held_out for q in queries), len(excluded))
+    settings = {
+        "queries_per_relation": queries_per_relation,
+        "max_answer_tokens": max_answer_tokens,
+        "max_answers": max_answers,
+        "held_out_fraction": held_out_fraction,
+        "seed": seed,
+        "graph": store.source,
+        "num_entities": store.num_entities,
+        "num_triples": store.num_triples,
+    }
+    logger.info(
+        "probe: %d queries over %d relations (%d held out), %d triples excluded from training",
+        len(queries),
+        len({q.relation for q in queries}),
+        sum(q.held_out for q in queries),
+        len(excluded),
+    )
     return Probe(queries, [[iri(h), relation_iris[r], iri(t)] for h, r, t in excluded.tolist()], settings)
 
 
@@ -240,17 +305,33 @@ def _query(store, key, facts, held_out: bool, names, short_names, templates) -> 
     known = facts[0][0] if direction == "tail" else facts[0][2]
     template = template_for(store.relation_name(relation), templates)
     marker = "\x00"
-    text = _PLACEHOLDER.sub(lambda m: known_name if (m.group(1) == "s") == (direction == "tail") else marker,
-                            template)
+    text = _PLACEHOLDER.sub(lambda m: known_name if (m.group(1) == "s") == (direction == "tail") else marker, template)
     prefix, _, suffix = text.partition(marker)
     answer_names = tuple(dict.fromkeys(name for answer in answers for name in short_names(answer)))
-    return ProbeQuery(store.relation_name(relation), direction, store.entity_iri(known), prefix, suffix,
-                      tuple(store.entity_iri(a) for a in answers), answer_names, held_out)
+    return ProbeQuery(
+        store.relation_name(relation),
+        direction,
+        store.entity_iri(known),
+        prefix,
+        suffix,
+        tuple(store.entity_iri(a) for a in answers),
+        answer_names,
+        held_out,
+    )
 
 
 # -- scoring -----------------------------------------------------------------------------------------------
-def evaluate_probe(model, tokenizer, probe: Probe, *, beam_size: int = 5, max_answer_tokens: int | None = None,
-                   batch_size: int = 64, device: str = "cpu", progress: bool = False) -> list[bool | None]:
+def evaluate_probe(
+    model,
+    tokenizer,
+    probe: Probe,
+    *,
+    beam_size: int = 5,
+    max_answer_tokens: int | None = None,
+    batch_size: int = 64,
+    device: str = "cpu",
+    progress: bool = False,
+) -> list[bool | None]:
     """Per query: right (``True``), wrong, or ``None`` when its answers cannot be written with ``tokenizer``.
 
     ``model`` returns ``prediction_logits`` (any kgplm pre-training model; KeBioLM uses its own detected
@@ -260,15 +341,29 @@ def evaluate_probe(model, tokenizer, probe: Probe, *, beam_size: int = 5, max_an
     model.eval().to(device)
     gold = [gold_surfaces(tokenizer, query, max_answer_tokens) for query in probe.queries]
     answerable = [index for index, surfaces in enumerate(gold) if surfaces]
-    contexts = [(tokenizer(probe.queries[i].prefix, add_special_tokens=False)["input_ids"],
-                 tokenizer(probe.queries[i].suffix, add_special_tokens=False)["input_ids"]) for i in answerable]
+    contexts = [
+        (
+            tokenizer(probe.queries[i].prefix, add_special_tokens=False)["input_ids"],
+            tokenizer(probe.queries[i].suffix, add_special_tokens=False)["input_ids"],
+        )
+        for i in answerable
+    ]
     hits = np.zeros(len(answerable), dtype=bool)
     for length in range(1, max_answer_tokens + 1):
-        fills = fill_masks(model, tokenizer, contexts, length, beam_size=beam_size, batch_size=batch_size,
-                           device=device, progress=progress)
+        fills = fill_masks(
+            model,
+            tokenizer,
+            contexts,
+            length,
+            beam_size=beam_size,
+            batch_size=batch_size,
+            device=device,
+            progress=progress,
+        )
         for row, (index, candidates) in enumerate(zip(answerable, fills)):
-            hits[row] |= any(piece_surface(tokenizer.convert_ids_to_tokens(list(ids))) in gold[index]
-                             for ids, _ in candidates)
+            hits[row] |= any(
+                piece_surface(tokenizer.convert_ids_to_tokens(list(ids))) in gold[index] for ids, _ in candidates
+            )
     result: list[bool | None] = [None] * len(probe.queries)
     for row, index in enumerate(answerable):
         result[index] = bool(hits[row])
@@ -279,8 +374,16 @@ def evaluate_probe(model, tokenizer, probe: Probe, *, beam_size: int = 5, max_an
 PROBE_TASK = "probe"
 
 
-def probe_model(model: str | os.PathLike, probe: "str | os.PathLike | Probe", *, store=None, beam_size: int = 5,
-                batch_size: int = 64, device: str = "cpu", progress: bool = True) -> dict[str, float | int]:
+def probe_model(
+    model: str | os.PathLike,
+    probe: "str | os.PathLike | Probe",
+    *,
+    store=None,
+    beam_size: int = 5,
+    batch_size: int = 64,
+    device: str = "cpu",
+    progress: bool = True,
+) -> dict[str, float | int]:
     """Probe a pre-trained kgplm model (a ``kgplm.train`` output); what ``kgplm.evaluate(task="probe")`` runs.
 
     ``probe``: a probe file (or a directory holding ``probe.json``); ``store``: the graph it was built
@@ -297,22 +400,32 @@ def probe_model(model: str | os.PathLike, probe: "str | os.PathLike | Probe", *,
     model_dir, tokenizer_dir, run = locate_model(model)
     if store is None:
         if run is None:
-            raise MissingFileError(model_dir.parent / "run_config.json", "pre-training run of the model (the probe "
-                                                                          "needs the graph; pass store=)")
+            raise MissingFileError(
+                model_dir.parent / "run_config.json",
+                "pre-training run of the model (the probe needs the graph; pass store=)",
+            )
         store = run.open_store(progress=progress)
     expected = probe.settings.get("num_entities")
     if expected is not None and expected != store.num_entities:
-        raise ArtifactError(f"the probe was built on a graph of {expected:,} entities; this one has "
-                            f"{store.num_entities:,}")
+        raise ArtifactError(
+            f"the probe was built on a graph of {expected:,} entities; this one has {store.num_entities:,}"
+        )
     network = load_pretrained(str(model_dir))
     if network.config.task_kind is not None:
-        raise ConfigurationError(f"{model_dir} is fine-tuned for {network.config.task_name}; the cloze probe needs a "
-                                 f"pre-trained model with its masked-LM head")
+        raise ConfigurationError(
+            f"{model_dir} is fine-tuned for {network.config.task_name}; the cloze probe needs a "
+            f"pre-trained model with its masked-LM head"
+        )
     tokenizer = load_tokenizer(tokenizer_dir)
     references = reference_scores(probe, store, tokenizer, beam_size=beam_size)
     easy = references["baseline"]  # queries the model-free baseline answers are reported apart
-    result = summarize(probe, evaluate_probe(network, tokenizer, probe, beam_size=beam_size, batch_size=batch_size,
-                                             device=device, progress=progress), easy)
+    result = summarize(
+        probe,
+        evaluate_probe(
+            network, tokenizer, probe, beam_size=beam_size, batch_size=batch_size, device=device, progress=progress
+        ),
+        easy,
+    )
     for name, scores in references.items():
         result.update({f"{name}_{key}": value for key, value in summarize(probe, scores, easy).items()})
     return result

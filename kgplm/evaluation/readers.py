@@ -43,9 +43,24 @@ from kgplm._io import iter_lines
 from kgplm.exceptions import DataFormatError
 
 __all__ = [
-    "SpanExample", "TextExample", "PairExample", "RankingExample", "TripleExample", "RelationExample",
-    "read_mention_json", "read_cmeee", "read_iob_tsv", "read_labelled_text", "read_labelled_pairs", "read_ranking",
-    "read_graded_ranking", "read_sts_json", "read_query_json", "read_cmeie", "read_chemprot", "read_blurb_relation",
+    "SpanExample",
+    "TextExample",
+    "PairExample",
+    "RankingExample",
+    "TripleExample",
+    "RelationExample",
+    "read_mention_json",
+    "read_cmeee",
+    "read_iob_tsv",
+    "read_labelled_text",
+    "read_labelled_pairs",
+    "read_ranking",
+    "read_graded_ranking",
+    "read_sts_json",
+    "read_query_json",
+    "read_cmeie",
+    "read_chemprot",
+    "read_blurb_relation",
 ]
 
 logger = logging.getLogger(__name__)
@@ -120,8 +135,13 @@ def _json_lines(path: Path):
         try:
             yield number, json.loads(line)
         except json.JSONDecodeError as error:
-            raise DataFormatError(f"broken JSON: {error.msg}", path=path, line=number, column=error.colno,
-                                  expected="one JSON object per line") from None
+            raise DataFormatError(
+                f"broken JSON: {error.msg}",
+                path=path,
+                line=number,
+                column=error.colno,
+                expected="one JSON object per line",
+            ) from None
 
 
 def _json_records(path: Path):
@@ -135,8 +155,13 @@ def _json_records(path: Path):
     try:
         records = json.loads(text)
     except json.JSONDecodeError as error:
-        raise DataFormatError(f"broken JSON: {error.msg}", path=path, line=error.lineno, column=error.colno,
-                              expected="a JSON list of objects") from None
+        raise DataFormatError(
+            f"broken JSON: {error.msg}",
+            path=path,
+            line=error.lineno,
+            column=error.colno,
+            expected="a JSON list of objects",
+        ) from None
     # the line a record starts on, for error messages: the n-th top-level "{" of the list
     decoder, position, line_of = json.JSONDecoder(), text.index("[") + 1, []
     line, counted = 1, 0
@@ -175,9 +200,12 @@ class _Labels:
         else:
             self.labelled = self.labelled or line
         if self.labelled and self.unlabelled:
-            raise DataFormatError(f"line {self.labelled} has a {self.name!r} field and line {self.unlabelled} has "
-                                  f"none", path=self.path, line=max(self.labelled, self.unlabelled),
-                                  expected="every record labelled, or none (a test file without labels)")
+            raise DataFormatError(
+                f"line {self.labelled} has a {self.name!r} field and line {self.unlabelled} has none",
+                path=self.path,
+                line=max(self.labelled, self.unlabelled),
+                expected="every record labelled, or none (a test file without labels)",
+            )
         return value
 
 
@@ -187,8 +215,9 @@ def _tab_rows(path: Path, columns: int):
             continue
         parts = line.rstrip("\r\n").split("\t")
         if len(parts) != columns:
-            raise DataFormatError(f"{len(parts)} tab-separated fields", path=path, line=number,
-                                  expected=f"{columns} fields")
+            raise DataFormatError(
+                f"{len(parts)} tab-separated fields", path=path, line=number, expected=f"{columns} fields"
+            )
         yield number, [part.strip() for part in parts]
 
 
@@ -198,8 +227,10 @@ class _Statistics:
     overlapping: list[str] = field(default_factory=list)
 
     def report(self, path: Path) -> None:
-        for what, where in (("mentions whose offset does not point at the mention (dropped)", self.misaligned),
-                            ("overlapping mentions in a flat NER task (dropped)", self.overlapping)):
+        for what, where in (
+            ("mentions whose offset does not point at the mention (dropped)", self.misaligned),
+            ("overlapping mentions in a flat NER task (dropped)", self.overlapping),
+        ):
             if where:
                 logger.warning("%s: %d %s, e.g. %s", path, len(where), what, ", ".join(where[:5]))
 
@@ -239,8 +270,11 @@ def read_mention_json(path: Path, *, nested: bool = False, type_key: str | None 
                 raise DataFormatError(f"mention {mention!r} lacks a type or a mention string", path=path, line=line)
             end = start + len(surface)
             if start < 0 or end > len(text):
-                raise DataFormatError(f"mention {surface!r} at offset {start} ends at {end}, outside the text of "
-                                      f"{len(text)} characters", path=path, line=line)
+                raise DataFormatError(
+                    f"mention {surface!r} at offset {start} ends at {end}, outside the text of {len(text)} characters",
+                    path=path,
+                    line=line,
+                )
             if text[start:end].lower() != surface.lower():
                 statistics.misaligned.append(f"line {line}")
                 continue
@@ -273,15 +307,20 @@ def read_cmeee(path: Path, *, require_labels: bool = True) -> list[SpanExample]:
                 start, end, kind = int(entity["start_idx"]), int(entity["end_idx"]), str(entity["type"])
                 surface = str(entity["entity"])
             except (KeyError, TypeError, ValueError):
-                raise DataFormatError(f"entity {entity!r} lacks start_idx/end_idx/type/entity", path=path,
-                                      line=line) from None
+                raise DataFormatError(
+                    f"entity {entity!r} lacks start_idx/end_idx/type/entity", path=path, line=line
+                ) from None
             if start < 0 or end > len(text) or start >= end:
-                raise DataFormatError(f"entity span [{start}, {end}) outside the text of {len(text)} characters",
-                                      path=path, line=line)
+                raise DataFormatError(
+                    f"entity span [{start}, {end}) outside the text of {len(text)} characters", path=path, line=line
+                )
             if text[start:end] != surface:
-                if text[start:end + 1] != surface:
-                    raise DataFormatError(f"entity {surface!r} does not match the text at [{start}, {end}] "
-                                          f"({text[start:end + 1]!r})", path=path, line=line)
+                if text[start : end + 1] != surface:
+                    raise DataFormatError(
+                        f"entity {surface!r} does not match the text at [{start}, {end}] ({text[start : end + 1]!r})",
+                        path=path,
+                        line=line,
+                    )
                 end += 1
             spans.append((start, end, kind))
         examples.append(SpanExample(f"{path.name}:{line}", text, tuple(sorted(set(spans)))))
@@ -375,16 +414,27 @@ def read_graded_ranking(path: Path) -> list[RankingExample]:
             try:
                 url, title, grade = str(document["url"]), str(document["title"]), int(document["label"])
             except (KeyError, TypeError, ValueError):
-                raise DataFormatError(f"document {document!r} lacks url/title/an integer label", path=path,
-                                      line=line) from None
+                raise DataFormatError(
+                    f"document {document!r} lacks url/title/an integer label", path=path, line=line
+                ) from None
             title = title[1:] if title.startswith(":") else title
             seen = by_url.setdefault(url, [title, grade])
             if seen[1] != grade:
-                raise DataFormatError(f"document {url} of query {query!r} graded {seen[1]} and {grade}", path=path,
-                                      line=line, expected="one grade per document and query")
-    return [RankingExample(f"{path.name}:{line}", query, tuple(title for title, _ in by_url.values()),
-                           tuple(grade for _, grade in by_url.values()))
-            for query, (line, by_url) in queries.items()]
+                raise DataFormatError(
+                    f"document {url} of query {query!r} graded {seen[1]} and {grade}",
+                    path=path,
+                    line=line,
+                    expected="one grade per document and query",
+                )
+    return [
+        RankingExample(
+            f"{path.name}:{line}",
+            query,
+            tuple(title for title, _ in by_url.values()),
+            tuple(grade for _, grade in by_url.values()),
+        )
+        for query, (line, by_url) in queries.items()
+    ]
 
 
 def _optional_str(record: dict, key: str) -> str | None:
@@ -397,9 +447,16 @@ def read_sts_json(path: Path, *, require_labels: bool = True) -> list[PairExampl
     examples = []
     for line, record in _json_records(path):
         label = labels.get(record, line)
-        examples.append(PairExample(f"{path.name}:{line}", str(_field(record, "text1", path, line)),
-                                    str(_field(record, "text2", path, line)), None if label is None else str(label),
-                                    _optional_str(record, "id"), _optional_str(record, "category")))
+        examples.append(
+            PairExample(
+                f"{path.name}:{line}",
+                str(_field(record, "text1", path, line)),
+                str(_field(record, "text2", path, line)),
+                None if label is None else str(label),
+                _optional_str(record, "id"),
+                _optional_str(record, "category"),
+            )
+        )
     return examples
 
 
@@ -409,8 +466,14 @@ def read_query_json(path: Path, *, require_labels: bool = True) -> list[TextExam
     examples = []
     for line, record in _json_records(path):
         label = labels.get(record, line)
-        examples.append(TextExample(f"{path.name}:{line}", str(_field(record, "query", path, line)),
-                                    None if label is None else str(label), _optional_str(record, "id")))
+        examples.append(
+            TextExample(
+                f"{path.name}:{line}",
+                str(_field(record, "query", path, line)),
+                None if label is None else str(label),
+                _optional_str(record, "id"),
+            )
+        )
     return examples
 
 
@@ -430,8 +493,9 @@ def read_cmeie(path: Path, *, require_labels: bool = True) -> list[TripleExample
             try:
                 subject, predicate, value = spo["subject"], spo["predicate"], spo["object"]["@value"]
             except (KeyError, TypeError):
-                raise DataFormatError(f"triple {spo!r} lacks subject/predicate/object.@value", path=path,
-                                      line=line) from None
+                raise DataFormatError(
+                    f"triple {spo!r} lacks subject/predicate/object.@value", path=path, line=line
+                ) from None
             triples.append((subject, predicate, value))
         examples.append(TripleExample(f"{path.name}:{line}", text, tuple(triples)))
     return examples
@@ -449,8 +513,12 @@ def _strip_markers(text: str, markers, path: Path, line: int) -> tuple[str, tupl
     for pattern, shown in markers:
         found = list(pattern.finditer(text))
         if len(found) != 1:
-            raise DataFormatError(f"entity markers {shown} {'not found' if not found else f'found {len(found)} times'}",
-                                  path=path, line=line, expected="exactly one pair of each marker")
+            raise DataFormatError(
+                f"entity markers {shown} {'not found' if not found else f'found {len(found)} times'}",
+                path=path,
+                line=line,
+                expected="exactly one pair of each marker",
+            )
         matches.append(found[0])
     spans: list[tuple[int, int]] = [(0, 0), (0, 0)]
     pieces, last, removed = [], 0, 0
@@ -459,7 +527,7 @@ def _strip_markers(text: str, markers, path: Path, line: int) -> tuple[str, tupl
         if match.start() < last:
             raise DataFormatError("entity markers overlap", path=path, line=line, expected="two separate entities")
         inner = match.group(1)
-        pieces += [text[last: match.start()], inner]
+        pieces += [text[last : match.start()], inner]
         start = match.start() - removed
         spans[index] = (start, start + len(inner))
         removed += len(match.group(0)) - len(inner)
@@ -474,7 +542,9 @@ def read_chemprot(path: Path) -> list[RelationExample]:
     for line, record in _json_lines(path):
         text = _field(record, "text", path, line)
         clean, head, tail = _strip_markers(text, _CHEMPROT_MARKERS, path, line)
-        examples.append(RelationExample(f"{path.name}:{line}", clean, head, tail, str(_field(record, "label", path, line))))
+        examples.append(
+            RelationExample(f"{path.name}:{line}", clean, head, tail, str(_field(record, "label", path, line)))
+        )
     return examples
 
 
@@ -500,8 +570,9 @@ def read_blurb_relation(path: Path) -> list[RelationExample]:
             spans = [tuple(int(v) for v in first[f"entity_{k}_idx"]) for k in (1, 2)]
             names = [first[f"entity_{k}"] for k in (1, 2)]
         except (IndexError, KeyError, TypeError, ValueError):
-            raise DataFormatError("'relation' lacks relation_type, entity_1/2 or entity_1/2_idx", path=path,
-                                  line=line) from None
+            raise DataFormatError(
+                "'relation' lacks relation_type, entity_1/2 or entity_1/2_idx", path=path, line=line
+            ) from None
         for (start, end), name in zip(spans, names):
             if not (0 <= start < end <= len(text)) or text[start:end] != name:
                 raise DataFormatError(f"entity {name!r} not at [{start}, {end}) of the text", path=path, line=line)

@@ -39,8 +39,14 @@ import numpy as np
 
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["jaro_winkler", "SimilarityQuery", "build_similarity_sets", "evaluate_similarity", "similarity_hits",
-           "name_vectors"]
+__all__ = [
+    "jaro_winkler",
+    "SimilarityQuery",
+    "build_similarity_sets",
+    "evaluate_similarity",
+    "similarity_hits",
+    "name_vectors",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -136,8 +142,17 @@ def _neighborhood_pairs(neighbors: list[set[int]], min_jaccard: float, min_commo
     return sorted(pairs)
 
 
-def _negatives(store, positive: int, excluded: set[int], by_type: dict[int, np.ndarray], primary: np.ndarray,
-               rng: np.random.Generator, pool_size: int, count: int, threshold: float) -> list[str] | None:
+def _negatives(
+    store,
+    positive: int,
+    excluded: set[int],
+    by_type: dict[int, np.ndarray],
+    primary: np.ndarray,
+    rng: np.random.Generator,
+    pool_size: int,
+    count: int,
+    threshold: float,
+) -> list[str] | None:
     kind = int(primary[positive])
     pool = by_type.get(kind, np.zeros(0, np.int64))
     if len(pool) > pool_size:
@@ -193,16 +208,29 @@ def build_similarity_sets(
         order = rng.permutation(len(pairs))
         for index in order.tolist():
             query_entity, query, positive_entity, positive = pairs[index]
-            negatives = _negatives(store, positive_entity, {query_entity, positive_entity}, by_type, primary, rng,
-                                   pool_size, num_negatives, similarity_threshold)
+            negatives = _negatives(
+                store,
+                positive_entity,
+                {query_entity, positive_entity},
+                by_type,
+                primary,
+                rng,
+                pool_size,
+                num_negatives,
+                similarity_threshold,
+            )
             if negatives is None or query in negatives:
                 dropped += 1
                 continue
             queries.append(SimilarityQuery(query, (positive, *negatives), query_entity, positive_entity))
             if len(queries) == limit:
                 break
-        logger.info("similarity: %d queries kept, %d dropped for want of %d hard negatives", len(queries), dropped,
-                    num_negatives)
+        logger.info(
+            "similarity: %d queries kept, %d dropped for want of %d hard negatives",
+            len(queries),
+            dropped,
+            num_negatives,
+        )
         return queries
 
     alias_pairs = []
@@ -216,9 +244,11 @@ def build_similarity_sets(
     sets = {"D1": make(alias_pairs, max_queries)}
 
     neighbors = _neighbor_sets(store)
-    neighborhood = [(a, store.entity_name(a), b, store.entity_name(b))
-                    for a, b in _neighborhood_pairs(neighbors, min_jaccard, min_common_neighbors)
-                    if primary[a] >= 0 and primary[b] >= 0 and store.entity_name(a) != store.entity_name(b)]
+    neighborhood = [
+        (a, store.entity_name(a), b, store.entity_name(b))
+        for a, b in _neighborhood_pairs(neighbors, min_jaccard, min_common_neighbors)
+        if primary[a] >= 0 and primary[b] >= 0 and store.entity_name(a) != store.entity_name(b)
+    ]
     sets["D2"] = make(neighborhood, max_queries)
 
     if corpus_texts is not None:
@@ -227,8 +257,12 @@ def build_similarity_sets(
         threshold = rare_max_count if rare_max_count is not None else max(2, round(5 * characters / 1e6))
         counts = _count_occurrences([pair[1] for pair in alias_pairs], texts)
         rare = [pair for pair in alias_pairs if 1 <= counts[pair[1]] <= threshold]
-        logger.info("similarity D3: %d of %d alias pairs have a query seen 1–%d times in the corpus", len(rare),
-                    len(alias_pairs), threshold)
+        logger.info(
+            "similarity D3: %d of %d alias pairs have a query seen 1–%d times in the corpus",
+            len(rare),
+            len(alias_pairs),
+            threshold,
+        )
         sets["D3"] = make(rare, max_queries)
     return sets
 
@@ -243,7 +277,7 @@ def _count_occurrences(names: Sequence[str], texts: Sequence[str]) -> dict[str, 
     for text in texts:
         for length, group in by_length.items():
             for start in range(len(text) - length + 1):
-                piece = text[start: start + length]
+                piece = text[start : start + length]
                 if piece in group:
                     counts[piece] += 1
     return counts
@@ -257,8 +291,14 @@ def name_vectors(model, tokenizer, names: Sequence[str], *, batch_size: int = 12
     vectors = []
     with torch.no_grad():
         for start in range(0, len(names), batch_size):
-            encoding = tokenizer(list(names[start: start + batch_size]), padding=True, truncation=True,
-                                 max_length=64, return_tensors="pt", return_special_tokens_mask=True)
+            encoding = tokenizer(
+                list(names[start : start + batch_size]),
+                padding=True,
+                truncation=True,
+                max_length=64,
+                return_tensors="pt",
+                return_special_tokens_mask=True,
+            )
             special = encoding.pop("special_tokens_mask")
             encoding = {k: v.to(device) for k, v in encoding.items()}
             output = model(**encoding)
@@ -269,8 +309,9 @@ def name_vectors(model, tokenizer, names: Sequence[str], *, batch_size: int = 12
     return torch.cat(vectors) if vectors else torch.zeros(0)
 
 
-def similarity_hits(model, tokenizer, sets: dict[str, list[SimilarityQuery]], *, device: str = "cpu"
-                    ) -> dict[str, np.ndarray]:
+def similarity_hits(
+    model, tokenizer, sets: dict[str, list[SimilarityQuery]], *, device: str = "cpu"
+) -> dict[str, np.ndarray]:
     """Per query of each set, whether the positive ranked strictly first ((queries,) bool); the
     per-example outcomes a paired test needs. ``model``/``tokenizer``: objects or directories."""
     import torch
@@ -299,8 +340,9 @@ def similarity_hits(model, tokenizer, sets: dict[str, list[SimilarityQuery]], *,
     return results
 
 
-def evaluate_similarity(model, tokenizer, sets: dict[str, list[SimilarityQuery]], *, device: str = "cpu"
-                        ) -> dict[str, float]:
+def evaluate_similarity(
+    model, tokenizer, sets: dict[str, list[SimilarityQuery]], *, device: str = "cpu"
+) -> dict[str, float]:
     """Acc@1 per set (the mean of :func:`similarity_hits`). ``model``/``tokenizer`` may be objects or
     directories (``load_pretrained``)."""
     return {name: float(hits.mean()) for name, hits in similarity_hits(model, tokenizer, sets, device=device).items()}

@@ -71,8 +71,20 @@ import numpy as np
 
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["COUNT_METRICS", "example_counts", "metric_from_counts", "Interval", "seed_interval", "BootstrapResult",
-           "paired_bootstrap", "SeedTest", "paired_t_test", "sign_flip_test", "holm", "MAX_EXACT_FLIPS"]
+__all__ = [
+    "COUNT_METRICS",
+    "example_counts",
+    "metric_from_counts",
+    "Interval",
+    "seed_interval",
+    "BootstrapResult",
+    "paired_bootstrap",
+    "SeedTest",
+    "paired_t_test",
+    "sign_flip_test",
+    "holm",
+    "MAX_EXACT_FLIPS",
+]
 
 COUNT_METRICS = ("entity_f1", "accuracy", "macro_f1")
 _TOLERANCE = 1e-12
@@ -184,9 +196,17 @@ def _as_runs(counts) -> np.ndarray:
     return array
 
 
-def paired_bootstrap(method_counts, control_counts, metric: str, *, resamples: int = 10_000, seed: int = 0,
-                     indices: np.ndarray | None = None, confidence: float = 0.95,
-                     chunk: int = 256) -> BootstrapResult:
+def paired_bootstrap(
+    method_counts,
+    control_counts,
+    metric: str,
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
+    indices: np.ndarray | None = None,
+    confidence: float = 0.95,
+    chunk: int = 256,
+) -> BootstrapResult:
     """Paired bootstrap of the method's score minus the control's over test examples (module docstring).
 
     ``method_counts`` and ``control_counts``: (runs, examples, k) per-example counts (or (examples, k)
@@ -195,8 +215,10 @@ def paired_bootstrap(method_counts, control_counts, metric: str, *, resamples: i
     """
     method, control = _as_runs(method_counts), _as_runs(control_counts)
     if method.shape != control.shape:
-        raise ConfigurationError(f"the method's counts {method.shape} and the control's {control.shape} must match: "
-                                 f"the same runs (seeds) and the same test examples")
+        raise ConfigurationError(
+            f"the method's counts {method.shape} and the control's {control.shape} must match: "
+            f"the same runs (seeds) and the same test examples"
+        )
     num_examples = method.shape[1]
     if not num_examples:
         raise ConfigurationError("no test examples to resample")
@@ -205,26 +227,28 @@ def paired_bootstrap(method_counts, control_counts, metric: str, *, resamples: i
         if resamples < 1:
             raise ConfigurationError(f"resamples must be positive, got {resamples}")
         rng = np.random.default_rng(seed)
-        draws = (rng.integers(0, num_examples, (min(chunk, resamples - start), num_examples))
-                 for start in range(0, resamples, chunk))
+        draws = (
+            rng.integers(0, num_examples, (min(chunk, resamples - start), num_examples))
+            for start in range(0, resamples, chunk)
+        )
     else:
         indices = np.asarray(indices)
         if indices.ndim != 2 or indices.shape[1] != num_examples:
             raise ConfigurationError(f"indices must be (resamples, {num_examples}), got {indices.shape}")
-        draws = (indices[start: start + chunk] for start in range(0, len(indices), chunk))
+        draws = (indices[start : start + chunk] for start in range(0, len(indices), chunk))
     differences = []
     for draw in draws:
         weights = np.stack([np.bincount(row, minlength=num_examples) for row in draw]).astype(np.float64)  # (B, n)
         method_totals = np.einsum("bn,rnk->brk", weights, method)  # (B, runs, k)
         control_totals = np.einsum("bn,rnk->brk", weights, control)
-        differences.append((metric_from_counts(metric, method_totals)
-                            - metric_from_counts(metric, control_totals)).mean(1))  # (B,)
+        differences.append(
+            (metric_from_counts(metric, method_totals) - metric_from_counts(metric, control_totals)).mean(1)
+        )  # (B,)
     differences = np.concatenate(differences)
     extreme = np.count_nonzero(np.abs(differences - observed) >= abs(observed) - _TOLERANCE)
     alpha = (1 - confidence) / 2
     low, high = np.quantile(differences, [alpha, 1 - alpha])
-    return BootstrapResult(observed, (1 + extreme) / (len(differences) + 1), float(low), float(high),
-                           len(differences))
+    return BootstrapResult(observed, (1 + extreme) / (len(differences) + 1), float(low), float(high), len(differences))
 
 
 # -- seed-level tests ---------------------------------------------------------------------------------------
@@ -241,8 +265,10 @@ class SeedTest:
 def _differences(method: Sequence[float], comparator: Sequence[float]) -> np.ndarray:
     method, comparator = np.asarray(method, dtype=np.float64), np.asarray(comparator, dtype=np.float64)
     if method.ndim != 1 or method.shape != comparator.shape:
-        raise ConfigurationError(f"seed-level tests need one score per seed for both models, paired by seed; got "
-                                 f"shapes {method.shape} and {comparator.shape}")
+        raise ConfigurationError(
+            f"seed-level tests need one score per seed for both models, paired by seed; got "
+            f"shapes {method.shape} and {comparator.shape}"
+        )
     if len(method) < 2:
         raise ConfigurationError(f"a seed-level test needs at least 2 seeds, got {len(method)}")
     if not np.isfinite(method).all() or not np.isfinite(comparator).all():
@@ -260,8 +286,12 @@ def paired_t_test(method: Sequence[float], comparator: Sequence[float]) -> SeedT
     n, mean = len(differences), float(differences.mean())
     deviation = float(differences.std(ddof=1))
     if deviation <= _TOLERANCE * max(1.0, abs(mean)):
-        return SeedTest(mean, n, 1.0 if abs(mean) <= _TOLERANCE else 0.0, math.copysign(math.inf, mean)
-                        if abs(mean) > _TOLERANCE else math.nan)
+        return SeedTest(
+            mean,
+            n,
+            1.0 if abs(mean) <= _TOLERANCE else 0.0,
+            math.copysign(math.inf, mean) if abs(mean) > _TOLERANCE else math.nan,
+        )
     statistic = mean / (deviation / math.sqrt(n))
     return SeedTest(mean, n, float(2 * student_t.sf(abs(statistic), n - 1)), statistic)
 
@@ -271,13 +301,14 @@ def sign_flip_test(method: Sequence[float], comparator: Sequence[float]) -> Seed
     differences = _differences(method, comparator)
     n = len(differences)
     if n > MAX_EXACT_FLIPS:
-        raise ConfigurationError(f"the exact sign-flip test enumerates 2^n patterns; n = {n} seeds exceeds "
-                                 f"{MAX_EXACT_FLIPS}")
-    patterns = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * -2 + 1  # (2^n, n) of ±1, identity first
+        raise ConfigurationError(
+            f"the exact sign-flip test enumerates 2^n patterns; n = {n} seeds exceeds {MAX_EXACT_FLIPS}"
+        )
+    patterns = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * -2 + 1  # (2^n, n) of ±1, identity first
     sums = patterns @ differences
     observed = float(differences.sum())
     extreme = int(np.count_nonzero(np.abs(sums) >= abs(observed) - _TOLERANCE * max(1.0, abs(observed))))
-    return SeedTest(float(differences.mean()), n, extreme / 2 ** n, observed)
+    return SeedTest(float(differences.mean()), n, extreme / 2**n, observed)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

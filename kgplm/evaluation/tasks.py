@@ -60,9 +60,25 @@ from kgplm.evaluation.readers import (
 from kgplm.exceptions import ConfigurationError, MissingFileError
 
 __all__ = [
-    "SpanExample", "TextExample", "PairExample", "RankingExample", "TripleExample", "RelationExample",
-    "TaskSpec", "TaskSplits", "TASKS", "SPLITS", "SPLIT_SEED", "load_task", "load_task_splits", "task_names",
-    "derive_splits", "get_task", "read_mention_json", "read_chemprot", "read_ranking",
+    "SpanExample",
+    "TextExample",
+    "PairExample",
+    "RankingExample",
+    "TripleExample",
+    "RelationExample",
+    "TaskSpec",
+    "TaskSplits",
+    "TASKS",
+    "SPLITS",
+    "SPLIT_SEED",
+    "load_task",
+    "load_task_splits",
+    "task_names",
+    "derive_splits",
+    "get_task",
+    "read_mention_json",
+    "read_chemprot",
+    "read_ranking",
 ]
 
 logger = logging.getLogger(__name__)
@@ -115,8 +131,11 @@ def _cblue(task: str) -> dict[str, str]:
 
 
 def _blurb_ner(task: str) -> dict[str, str]:
-    return {"train": f"en/blurb_ner/{task}-IOB/train.tsv", "dev": f"en/blurb_ner/{task}-IOB/devel.tsv",
-            "test": f"en/blurb_ner/{task}-IOB/test.tsv"}
+    return {
+        "train": f"en/blurb_ner/{task}-IOB/train.tsv",
+        "dev": f"en/blurb_ner/{task}-IOB/devel.tsv",
+        "test": f"en/blurb_ner/{task}-IOB/test.tsv",
+    }
 
 
 def _blurb_relation(task: str) -> dict[str, str]:
@@ -127,44 +146,150 @@ def _query(example: RankingExample) -> str:
     return example.query
 
 
-TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
-    TaskSpec("cmedqaner", "ner", read_mention_json, _chineseblue("cMedQANER", "json"), "entity_f1",
-             description="ChineseBLUE cMedQANER: NER in medical questions, 11 types"),
-    TaskSpec("cehrner", "ner", read_mention_json, _chineseblue("cEHRNER", "json"), "entity_f1",
-             description="ChineseBLUE cEHRNER: NER in electronic health records, 7 types"),
-    TaskSpec("cmeee", "nested_ner", read_cmeee, _cblue("CMeEE-V2"), "entity_f1", hidden_test_labels=True,
-             description="CBLUE CMeEE-V2: nested NER, 9 types"),
-    TaskSpec("cmedqq", "pair", read_labelled_pairs, _chineseblue("cMedQQ", "txt"), "accuracy",
-             description="ChineseBLUE cMedQQ: question-question matching"),
-    TaskSpec("chip-sts", "pair", read_sts_json, _cblue("CHIP-STS"), "macro_f1", hidden_test_labels=True,
-             description="CBLUE CHIP-STS: question similarity"),
-    TaskSpec("cmedqa", "qa_ranking", read_ranking, _chineseblue("cMedQA", "txt"), "acc@1", split_key=_query,
-             description="ChineseBLUE cMedQA: answer selection, Acc@1 over each question's candidates "
-                         "(split by question)"),
-    TaskSpec("cmedir", "graded_ranking", read_graded_ranking, _chineseblue("cMedIR", "json"), "pairwise_accuracy",
-             split_key=_query,
-             description="ChineseBLUE cMedIR: ranking a query's documents by graded relevance (0-4); pairwise "
-                         "accuracy, NDCG (split by query)"),
-    TaskSpec("cmedic", "classification", read_labelled_text, _chineseblue("cMedIC", "txt"), "accuracy",
-             description="ChineseBLUE cMedIC: query intent, 3 classes"),
-    TaskSpec("cmedtc", "classification", read_labelled_text, _chineseblue("cMedTC", "txt"), "macro_f1",
-             description="ChineseBLUE cMedTC: clinical trial criteria, 44 classes"),
-    TaskSpec("kuake-qic", "classification", read_query_json, _cblue("KUAKE-QIC"), "accuracy", hidden_test_labels=True,
-             description="CBLUE KUAKE-QIC: query intent, 11 classes"),
-    TaskSpec("cmeie", "relation_triples", read_cmeie, _cblue("CMeIE-V2"), "triple_f1", hidden_test_labels=True,
-             description="CBLUE CMeIE-V2: relation triples, 43 predicates"),
-    TaskSpec("bc5cdr", "ner", read_iob_tsv, _blurb_ner("BC5CDR"), "entity_f1", "en", "BLURB BC5CDR chemical+disease"),
-    TaskSpec("bc5cdr-chem", "ner", read_iob_tsv, _blurb_ner("BC5CDR-chem"), "entity_f1", "en", "BLURB BC5CDR-chem"),
-    TaskSpec("bc5cdr-disease", "ner", read_iob_tsv, _blurb_ner("BC5CDR-disease"), "entity_f1", "en",
-             "BLURB BC5CDR-disease"),
-    TaskSpec("ncbi-disease", "ner", read_iob_tsv, _blurb_ner("NCBI-disease"), "entity_f1", "en", "BLURB NCBI-disease"),
-    TaskSpec("chemprot", "relation", read_chemprot, {s: f"en/chemprot/{s}.jsonl" for s in SPLITS}, "micro_f1", "en",
-             "ChemProt relation classification (13 labels, positives only)"),
-    TaskSpec("gad", "relation", read_blurb_relation, _blurb_relation("GAD"), "micro_f1", "en",
-             "BLURB GAD gene-disease relations"),
-    TaskSpec("ddi", "relation", read_blurb_relation, _blurb_relation("DDI"), "micro_f1", "en",
-             "BLURB DDI drug-drug interactions"),
-)}
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec(
+            "cmedqaner",
+            "ner",
+            read_mention_json,
+            _chineseblue("cMedQANER", "json"),
+            "entity_f1",
+            description="ChineseBLUE cMedQANER: NER in medical questions, 11 types",
+        ),
+        TaskSpec(
+            "cehrner",
+            "ner",
+            read_mention_json,
+            _chineseblue("cEHRNER", "json"),
+            "entity_f1",
+            description="ChineseBLUE cEHRNER: NER in electronic health records, 7 types",
+        ),
+        TaskSpec(
+            "cmeee",
+            "nested_ner",
+            read_cmeee,
+            _cblue("CMeEE-V2"),
+            "entity_f1",
+            hidden_test_labels=True,
+            description="CBLUE CMeEE-V2: nested NER, 9 types",
+        ),
+        TaskSpec(
+            "cmedqq",
+            "pair",
+            read_labelled_pairs,
+            _chineseblue("cMedQQ", "txt"),
+            "accuracy",
+            description="ChineseBLUE cMedQQ: question-question matching",
+        ),
+        TaskSpec(
+            "chip-sts",
+            "pair",
+            read_sts_json,
+            _cblue("CHIP-STS"),
+            "macro_f1",
+            hidden_test_labels=True,
+            description="CBLUE CHIP-STS: question similarity",
+        ),
+        TaskSpec(
+            "cmedqa",
+            "qa_ranking",
+            read_ranking,
+            _chineseblue("cMedQA", "txt"),
+            "acc@1",
+            split_key=_query,
+            description="ChineseBLUE cMedQA: answer selection, Acc@1 over each question's candidates "
+            "(split by question)",
+        ),
+        TaskSpec(
+            "cmedir",
+            "graded_ranking",
+            read_graded_ranking,
+            _chineseblue("cMedIR", "json"),
+            "pairwise_accuracy",
+            split_key=_query,
+            description="ChineseBLUE cMedIR: ranking a query's documents by graded relevance (0-4); pairwise "
+            "accuracy, NDCG (split by query)",
+        ),
+        TaskSpec(
+            "cmedic",
+            "classification",
+            read_labelled_text,
+            _chineseblue("cMedIC", "txt"),
+            "accuracy",
+            description="ChineseBLUE cMedIC: query intent, 3 classes",
+        ),
+        TaskSpec(
+            "cmedtc",
+            "classification",
+            read_labelled_text,
+            _chineseblue("cMedTC", "txt"),
+            "macro_f1",
+            description="ChineseBLUE cMedTC: clinical trial criteria, 44 classes",
+        ),
+        TaskSpec(
+            "kuake-qic",
+            "classification",
+            read_query_json,
+            _cblue("KUAKE-QIC"),
+            "accuracy",
+            hidden_test_labels=True,
+            description="CBLUE KUAKE-QIC: query intent, 11 classes",
+        ),
+        TaskSpec(
+            "cmeie",
+            "relation_triples",
+            read_cmeie,
+            _cblue("CMeIE-V2"),
+            "triple_f1",
+            hidden_test_labels=True,
+            description="CBLUE CMeIE-V2: relation triples, 43 predicates",
+        ),
+        TaskSpec(
+            "bc5cdr", "ner", read_iob_tsv, _blurb_ner("BC5CDR"), "entity_f1", "en", "BLURB BC5CDR chemical+disease"
+        ),
+        TaskSpec("bc5cdr-chem", "ner", read_iob_tsv, _blurb_ner("BC5CDR-chem"), "entity_f1", "en", "BLURB BC5CDR-chem"),
+        TaskSpec(
+            "bc5cdr-disease",
+            "ner",
+            read_iob_tsv,
+            _blurb_ner("BC5CDR-disease"),
+            "entity_f1",
+            "en",
+            "BLURB BC5CDR-disease",
+        ),
+        TaskSpec(
+            "ncbi-disease", "ner", read_iob_tsv, _blurb_ner("NCBI-disease"), "entity_f1", "en", "BLURB NCBI-disease"
+        ),
+        TaskSpec(
+            "chemprot",
+            "relation",
+            read_chemprot,
+            {s: f"en/chemprot/{s}.jsonl" for s in SPLITS},
+            "micro_f1",
+            "en",
+            "ChemProt relation classification (13 labels, positives only)",
+        ),
+        TaskSpec(
+            "gad",
+            "relation",
+            read_blurb_relation,
+            _blurb_relation("GAD"),
+            "micro_f1",
+            "en",
+            "BLURB GAD gene-disease relations",
+        ),
+        TaskSpec(
+            "ddi",
+            "relation",
+            read_blurb_relation,
+            _blurb_relation("DDI"),
+            "micro_f1",
+            "en",
+            "BLURB DDI drug-drug interactions",
+        ),
+    )
+}
 
 
 def task_names() -> list[str]:
@@ -216,8 +341,11 @@ def _derive(files: dict[str, list], seed: int, key: Callable | None) -> tuple[di
             pooled = [example for split in SPLITS if split in files for example in files[split]]
             train, dev, test = _cut(pooled, (0.8, 0.1, 0.1), seed, key)
             overlap = ", ".join(f"{a}/{b} share {n}" for (a, b), n in shared.items() if n)
-            return ({"train": train, "dev": dev, "test": test}, SPLITS,
-                    f"the files share groups ({overlap}): pooled and split 80/10/10 by group")
+            return (
+                {"train": train, "dev": dev, "test": test},
+                SPLITS,
+                f"the files share groups ({overlap}): pooled and split 80/10/10 by group",
+            )
     if present == set(SPLITS):
         return dict(files), (), ""
     if present == {"dev"}:
@@ -228,8 +356,11 @@ def _derive(files: dict[str, list], seed: int, key: Callable | None) -> tuple[di
         return {"train": train, "dev": dev, "test": files["test"]}, ("train", "dev"), "dev split 90/10 into train/dev"
     if present == {"train", "dev"}:
         train, dev = _cut(files["train"], (0.9, 0.1), seed, key)
-        return ({"train": train, "dev": dev, "test": files["dev"]}, ("dev", "test"),
-                "the dev file is the test split; 10 % of train is dev")
+        return (
+            {"train": train, "dev": dev, "test": files["dev"]},
+            ("dev", "test"),
+            "the dev file is the test split; 10 % of train is dev",
+        )
     raise ConfigurationError(f"cannot derive train/dev/test from the splits {sorted(present)}")
 
 
@@ -264,14 +395,21 @@ def load_task_splits(name: str, data_dir: str | os.PathLike) -> TaskSplits:
         read[split] = spec.reader(path, require_labels=False) if hidden else spec.reader(path)
         if hidden and _is_unlabelled(read[split]):
             unlabelled.append(split)
-            logger.info("%s: %s has no labels (the benchmark scores submissions); it is kept for predictions",
-                        spec.name, path)
+            logger.info(
+                "%s: %s has no labels (the benchmark scores submissions); it is kept for predictions", spec.name, path
+            )
     splits, derived, how = _derive(read, SPLIT_SEED, spec.split_key)
     if derived:
         absent = [Path(spec.files[split]).name for split in SPLITS if split not in found]
-        logger.warning("%s: %s under %s; %s; derived splits: %s (seed %d)", spec.name,
-                       f"no {', '.join(absent)}" if absent else "every official file", data_dir, how,
-                       ", ".join(derived), SPLIT_SEED)
+        logger.warning(
+            "%s: %s under %s; %s; derived splits: %s (seed %d)",
+            spec.name,
+            f"no {', '.join(absent)}" if absent else "every official file",
+            data_dir,
+            how,
+            ", ".join(derived),
+            SPLIT_SEED,
+        )
     return TaskSplits(spec.name, splits, tuple(derived), tuple(s for s in unlabelled if s not in derived), found)
 
 

@@ -52,7 +52,7 @@ def gather_constrained(table, rows, constraint, out):  # pragma: no cover - comp
 def adam_rows(table, first_moment, second_moment, rows, gradient, lr, beta1, beta2, eps, step):  # pragma: no cover
     """Lazy Adam on ``table[rows]`` with the (coalesced) ``gradient`` of those rows."""
     # torch.optim.SparseAdam's form: ε is added to √v, the bias corrections go into the step size
-    step_size = lr * math.sqrt(1.0 - beta2 ** step) / (1.0 - beta1 ** step)
+    step_size = lr * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
     for i in numba.prange(rows.shape[0]):
         row = rows[i]
         for j in range(table.shape[1]):

@@ -97,47 +97,145 @@ CMEKG_NAMESPACE = KGPLM_NAMESPACE + "cmekg/"
 #: link predicate -> the type its object takes (None: no type implied)
 PREDICATE_RANGES: dict[str, str | None] = {
     # indications and diseases
-    "适应症": "disease", "适应证": "disease", "主治": "disease", "功能主治": "disease", "主要适用症": "disease",
-    "主治病症": "disease", "相关疾病": "disease", "并发症": "disease", "鉴别诊断": "disease",
-    "药物引起的并发症": "disease", "手术引起的并发症": "disease", "治疗引起的并发症": "disease",
+    "适应症": "disease",
+    "适应证": "disease",
+    "主治": "disease",
+    "功能主治": "disease",
+    "主要适用症": "disease",
+    "主治病症": "disease",
+    "相关疾病": "disease",
+    "并发症": "disease",
+    "鉴别诊断": "disease",
+    "药物引起的并发症": "disease",
+    "手术引起的并发症": "disease",
+    "治疗引起的并发症": "disease",
     # symptoms and adverse reactions
-    "常见症状": "symptom", "相关症状": "symptom", "临床症状及体征": "symptom", "主要症状": "symptom",
-    "不良反应": "symptom", "用药后不良反应": "symptom", "术后症状": "symptom",
+    "常见症状": "symptom",
+    "相关症状": "symptom",
+    "临床症状及体征": "symptom",
+    "主要症状": "symptom",
+    "不良反应": "symptom",
+    "用药后不良反应": "symptom",
+    "术后症状": "symptom",
     # ingredients and drugs
-    "成份": "ingredient", "组成": "ingredient",
-    "相关药物": "drug", "药物治疗": "drug", "药物相互作用": "drug", "主要用药": "drug",
+    "成份": "ingredient",
+    "组成": "ingredient",
+    "相关药物": "drug",
+    "药物治疗": "drug",
+    "药物相互作用": "drug",
+    "主要用药": "drug",
     # care
-    "就诊科室": "department", "所属科室": "department",
-    "检查": "examination", "实验室检查": "examination", "影像学检查": "examination", "辅助检查": "examination",
-    "内窥镜检查": "examination", "组织学检查": "examination", "筛查": "examination", "住院必检项目": "examination",
-    "术前准备_必检项目": "examination", "其他检查": "examination",
-    "治疗": "treatment", "手术治疗": "treatment", "辅助治疗": "treatment", "放射治疗": "treatment",
+    "就诊科室": "department",
+    "所属科室": "department",
+    "检查": "examination",
+    "实验室检查": "examination",
+    "影像学检查": "examination",
+    "辅助检查": "examination",
+    "内窥镜检查": "examination",
+    "组织学检查": "examination",
+    "筛查": "examination",
+    "住院必检项目": "examination",
+    "术前准备_必检项目": "examination",
+    "其他检查": "examination",
+    "治疗": "treatment",
+    "手术治疗": "treatment",
+    "辅助治疗": "treatment",
+    "放射治疗": "treatment",
     "化疗": "treatment",
     # anatomy and causes
-    "常见发病部位": "body_part", "发病部位": "body_part", "转移部位": "body_part", "外侵部位": "body_part",
-    "常见病因": "cause", "病因": "cause", "主要病因": "cause", "高危因素": "cause", "诱发因素": "cause",
+    "常见发病部位": "body_part",
+    "发病部位": "body_part",
+    "转移部位": "body_part",
+    "外侵部位": "body_part",
+    "常见病因": "cause",
+    "病因": "cause",
+    "主要病因": "cause",
+    "高危因素": "cause",
+    "诱发因素": "cause",
     # hierarchy: the object has the subject's kind, which the subject rules decide
-    "上位关系": None, "下位关系": None,
+    "上位关系": None,
+    "下位关系": None,
 }
 LINK_PREDICATES = frozenset(PREDICATE_RANGES)
 
 #: alias predicate -> language tag (None: decided by script, zh when the value has a CJK character)
 ALIAS_PREDICATES: dict[str, str | None] = {
-    "别称": None, "又称": None, "同义词": None, "其他名称": None, "名称": None, "药品名称": None,
-    "中文名": None, "中文学名": None, "学名": None, "通用名": None, "商品名": None,
-    "英文名": None, "英文名称": None, "英文别名": None, "英文别称": None, "外文名": None, "英文": None,
+    "别称": None,
+    "又称": None,
+    "同义词": None,
+    "其他名称": None,
+    "名称": None,
+    "药品名称": None,
+    "中文名": None,
+    "中文学名": None,
+    "学名": None,
+    "通用名": None,
+    "商品名": None,
+    "英文名": None,
+    "英文名称": None,
+    "英文别名": None,
+    "英文别称": None,
+    "外文名": None,
+    "英文": None,
     "拉丁学名": "la",
 }
 #: alias predicates whose alias-only objects merge into their subject when a link names them
 SYNONYM_PREDICATES = frozenset({"别称", "又称", "同义词"})
 
-_MEDICINAL_MATERIAL = {"界", "门", "纲", "目", "科", "属", "种", "入药部位", "性味", "采收时间", "采收季节", "采集时间",
-                       "分布区域", "性味归经"}
+_MEDICINAL_MATERIAL = {
+    "界",
+    "门",
+    "纲",
+    "目",
+    "科",
+    "属",
+    "种",
+    "入药部位",
+    "性味",
+    "采收时间",
+    "采收季节",
+    "采集时间",
+    "分布区域",
+    "性味归经",
+}
 _PRESCRIPTION = {"组成", "功用", "出处"}
-_DRUG = {"成份", "适应症", "不良反应", "用法用量", "药品类型", "OTC类型", "规格", "药品监管分级", "通用名", "商品名",
-         "有效期", "药物相互作用", "用途分类", "贮藏", "是否处方药", "批准文号"}
-_DISEASE = {"常见症状", "就诊科室", "并发症", "常见病因", "ICD10", "多发群体", "临床症状及体征", "高危因素", "鉴别诊断",
-            "发病部位", "常见发病部位", "传染性", "传播途径", "出院标准", "标准住院时间", "进入路径标准", "病理分型"}
+_DRUG = {
+    "成份",
+    "适应症",
+    "不良反应",
+    "用法用量",
+    "药品类型",
+    "OTC类型",
+    "规格",
+    "药品监管分级",
+    "通用名",
+    "商品名",
+    "有效期",
+    "药物相互作用",
+    "用途分类",
+    "贮藏",
+    "是否处方药",
+    "批准文号",
+}
+_DISEASE = {
+    "常见症状",
+    "就诊科室",
+    "并发症",
+    "常见病因",
+    "ICD10",
+    "多发群体",
+    "临床症状及体征",
+    "高危因素",
+    "鉴别诊断",
+    "发病部位",
+    "常见发病部位",
+    "传染性",
+    "传播途径",
+    "出院标准",
+    "标准住院时间",
+    "进入路径标准",
+    "病理分型",
+}
 _SYMPTOM = {"所属分类"}
 
 #: (type, predicates that mark a subject as that type), checked in this order
@@ -149,8 +247,19 @@ SUBJECT_TYPE_SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
     ("symptom", frozenset(_SYMPTOM)),
 )
 #: tie-break between range types of an object-only entity
-TYPE_PRIORITY = ("disease", "symptom", "drug", "ingredient", "examination", "treatment", "department",
-                 "body_part", "cause", "medicinal_material", "prescription")
+TYPE_PRIORITY = (
+    "disease",
+    "symptom",
+    "drug",
+    "ingredient",
+    "examination",
+    "treatment",
+    "department",
+    "body_part",
+    "cause",
+    "medicinal_material",
+    "prescription",
+)
 
 _SEPARATORS = re.compile(r"[；;]")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
@@ -180,9 +289,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
     """Accepts only the built-in containers the CMeKG dump uses; refuses every global."""
 
     def find_class(self, module: str, name: str):  # noqa: D401
-        raise ArtifactError(
-            f"the CMeKG pickle refers to {module}.{name}; only dict, list and str are allowed"
-        )
+        raise ArtifactError(f"the CMeKG pickle refers to {module}.{name}; only dict, list and str are allowed")
 
 
 def cmekg_package_path() -> Path:
@@ -227,7 +334,9 @@ def iter_cmekg_triples(path: str | os.PathLike | None = None) -> Iterator[tuple[
         fields = line.split("\t")
         if len(fields) != 3:
             raise DataFormatError(
-                f"{len(fields)} tab-separated fields", path=path, line=line_number,
+                f"{len(fields)} tab-separated fields",
+                path=path,
+                line=line_number,
                 expected="3 fields: subject, predicate, object",
             )
         yield line_number, fields[0], fields[1], fields[2]
@@ -248,8 +357,9 @@ def _synonym_targets(rows, subjects: set[str]) -> dict[str, str]:
     return {alias: next(iter(owners[alias])) for alias in synonyms if len(owners[alias]) == 1}
 
 
-def read_cmekg(path: str | os.PathLike | None = None, *, merge_synonyms: bool = True,
-               show_progress: bool = True) -> KGStore:
+def read_cmekg(
+    path: str | os.PathLike | None = None, *, merge_synonyms: bool = True, show_progress: bool = True
+) -> KGStore:
     """Load CMeKG with the rules of this module's docstring.
 
     Args:
@@ -261,8 +371,16 @@ def read_cmekg(path: str | os.PathLike | None = None, *, merge_synonyms: bool = 
     if path is not None and str(path).lower() == "cmekg":
         path = None
     location = str(path) if path is not None else "pycmekg package"
-    rows = list(tqdm(iter_cmekg_triples(path), desc="reading CMeKG", unit=" triples", unit_scale=True,
-                     disable=not show_progress, leave=False))
+    rows = list(
+        tqdm(
+            iter_cmekg_triples(path),
+            desc="reading CMeKG",
+            unit=" triples",
+            unit_scale=True,
+            disable=not show_progress,
+            leave=False,
+        )
+    )
     collector = GraphCollector(source="cmekg", location=location)
     entity = lambda name: collector.entity(mint_iri(CMEKG_NAMESPACE, "entity", name))  # noqa: E731
 
@@ -333,14 +451,24 @@ def read_cmekg(path: str | os.PathLike | None = None, *, merge_synonyms: bool = 
             range_votes.pop(index, None)
     for index, votes in sorted(range_votes.items()):
         collector.add_type(index, type_id(min(votes, key=lambda t: (-votes[t], priority[t]))))
-    logger.info("CMeKG: %d subjects typed by their predicates, %d entities by predicate ranges",
-                typed, len(range_votes))
+    logger.info(
+        "CMeKG: %d subjects typed by their predicates, %d entities by predicate ranges", typed, len(range_votes)
+    )
     collector.merged_entities += len(merged_names)
-    logger.info("CMeKG: %d synonyms that links name merged into their subjects (%d links to one's own synonym "
-                "dropped)", len(merged_names), dropped_self_links)
+    logger.info(
+        "CMeKG: %d synonyms that links name merged into their subjects (%d links to one's own synonym dropped)",
+        len(merged_names),
+        dropped_self_links,
+    )
     return collector.build(
         preferred_languages=("zh", "", "en"),
         copy_names_across_same_as=False,
-        extra_manifest={"prefixes": {"cmekg": CMEKG_NAMESPACE + "entity/", "cmekgr": CMEKG_NAMESPACE + "relation/",
-                                     "cmekgt": CMEKG_NAMESPACE + "type/", "cmekga": CMEKG_NAMESPACE + "attribute/"}},
+        extra_manifest={
+            "prefixes": {
+                "cmekg": CMEKG_NAMESPACE + "entity/",
+                "cmekgr": CMEKG_NAMESPACE + "relation/",
+                "cmekgt": CMEKG_NAMESPACE + "type/",
+                "cmekga": CMEKG_NAMESPACE + "attribute/",
+            }
+        },
     )

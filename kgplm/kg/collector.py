@@ -154,9 +154,13 @@ class GraphCollector:
                 "expected at least one statement about an entity"
             )
         if len(self.heads) == 0 and num_entities > 0:  # an empty store (a method that reads no graph) says nothing
-            logger.warning("%s%s has no entity-to-entity triple: %d entities with names, types and attributes only "
-                           "(PEPR and KG embeddings need links)", self.source,
-                           f" in {self.location}" if self.location else "", num_entities)
+            logger.warning(
+                "%s%s has no entity-to-entity triple: %d entities with names, types and attributes only "
+                "(PEPR and KG embeddings need links)",
+                self.source,
+                f" in {self.location}" if self.location else "",
+                num_entities,
+            )
         triples = np.stack([_int32(self.heads), _int32(self.relations), _int32(self.tails)], axis=1)
         raw_count = len(triples)
         triples = unique_rows(triples, (num_entities, len(self.relation_index), num_entities))
@@ -168,15 +172,31 @@ class GraphCollector:
             self._copy_names_across_same_as(triples, self.relation_index[OWL_SAME_AS])
 
         type_indptr, type_ids = self._compile_types(num_entities)
-        (label_indptr, label_strings, label_languages, label_roles, name_label,
-         strings, languages, string_index, language_index) = self._compile_labels(num_entities, preferred_languages)
-        attribute_arrays, datatypes = self._compile_attributes(num_entities, strings, string_index, languages, language_index)
+        (
+            label_indptr,
+            label_strings,
+            label_languages,
+            label_roles,
+            name_label,
+            strings,
+            languages,
+            string_index,
+            language_index,
+        ) = self._compile_labels(num_entities, preferred_languages)
+        attribute_arrays, datatypes = self._compile_attributes(
+            num_entities, strings, string_index, languages, language_index
+        )
 
         arrays = compile_adjacency(triples, num_entities)
         arrays.update(
-            type_indptr=type_indptr, type_ids=type_ids, label_indptr=label_indptr,
-            label_strings=label_strings, label_languages=label_languages, label_roles=label_roles,
-            name_label=name_label, **attribute_arrays,
+            type_indptr=type_indptr,
+            type_ids=type_ids,
+            label_indptr=label_indptr,
+            label_strings=label_strings,
+            label_languages=label_languages,
+            label_roles=label_roles,
+            name_label=name_label,
+            **attribute_arrays,
         )
         manifest = {
             "format_version": STORE_FORMAT_VERSION,
@@ -203,7 +223,9 @@ class GraphCollector:
         if self.merged_iris:
             manifest["merged_iris"] = self._resolve_merged_iris()
         entity_iris = StringTable.from_strings(self.entity_index)
-        return KGStore(manifest=manifest, arrays=arrays, entity_iris=entity_iris, strings=StringTable.from_strings(strings))
+        return KGStore(
+            manifest=manifest, arrays=arrays, entity_iris=entity_iris, strings=StringTable.from_strings(strings)
+        )
 
     # -- merging equivalent nodes ---------------------------------------------------------
     def merge_linked(self, relation_iris: Sequence[str]) -> int:
@@ -258,8 +280,11 @@ class GraphCollector:
         heads, relations, tails = _int32(self.heads), _int32(self.relations), _int32(self.tails)
         new_heads, new_tails = old_to_new[heads], old_to_new[tails]
         keep = (new_heads != new_tails) | (heads == tails)  # a self-loop of the source stays one
-        self.heads, self.relations, self.tails = (_int_array(new_heads[keep]), _int_array(relations[keep]),
-                                                  _int_array(new_tails[keep]))
+        self.heads, self.relations, self.tails = (
+            _int_array(new_heads[keep]),
+            _int_array(relations[keep]),
+            _int_array(new_tails[keep]),
+        )
         self.typed_entities = _int_array(old_to_new[_int32(self.typed_entities)])
         self.attribute_entities = _int_array(old_to_new[_int32(self.attribute_entities)])
 
@@ -273,8 +298,7 @@ class GraphCollector:
         self.label_roles = array("b", roles.tobytes())
         self.label_entities = _int_array(old_to_new[label_entities])
         self.merged_entities += count
-        logger.info("%s: merged %d entities into %d others", self.source, count,
-                    len(np.unique(target[merged])))
+        logger.info("%s: merged %d entities into %d others", self.source, count, len(np.unique(target[merged])))
         return count
 
     def _drop_unused_relations(self, relation_ids: Sequence[int]) -> None:
@@ -316,8 +340,12 @@ class GraphCollector:
                     self.add_label(target, text, language, derived)
 
     def _compile_types(self, num_entities: int) -> tuple[np.ndarray, np.ndarray]:
-        return compile_types(np.frombuffer(self.typed_entities, dtype=np.int32),
-                             np.frombuffer(self.typed_types, dtype=np.int32), num_entities, len(self.type_index))
+        return compile_types(
+            np.frombuffer(self.typed_entities, dtype=np.int32),
+            np.frombuffer(self.typed_types, dtype=np.int32),
+            num_entities,
+            len(self.type_index),
+        )
 
     def _compile_labels(self, num_entities: int, preferred_languages: Sequence[str]):
         strings: list[str] = []
@@ -326,7 +354,9 @@ class GraphCollector:
         language_index: dict[str, int] = {"": 0}
         seen: set[tuple[int, int, int, int]] = set()
         rows: list[tuple[int, int, int, int]] = []
-        for entity, text, language, role in zip(self.label_entities, self.label_texts, self.label_languages, self.label_roles):
+        for entity, text, language, role in zip(
+            self.label_entities, self.label_texts, self.label_languages, self.label_roles
+        ):
             s = string_index.get(text)
             if s is None:
                 s = string_index[text] = len(strings)
@@ -378,8 +408,11 @@ class GraphCollector:
         rows = []
         seen = set()
         for entity, predicate, value, language, datatype in zip(
-            self.attribute_entities, self.attribute_predicates, self.attribute_values,
-            self.attribute_languages, self.attribute_datatypes,
+            self.attribute_entities,
+            self.attribute_predicates,
+            self.attribute_values,
+            self.attribute_languages,
+            self.attribute_datatypes,
         ):
             s = string_index.get(value)
             if s is None:
@@ -409,15 +442,19 @@ class GraphCollector:
         return arrays, datatypes
 
 
-def compile_types(entities: np.ndarray, types: np.ndarray, num_entities: int,
-                  num_types: int) -> tuple[np.ndarray, np.ndarray]:
+def compile_types(
+    entities: np.ndarray, types: np.ndarray, num_entities: int, num_types: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``(type_indptr, type_ids)`` from (entity, type) pairs, duplicates removed.
 
     The primary type of a multi-typed entity (listed first) is its most specific one: the type
     with the fewest members (ties: the lower type id, i.e. the first seen).
     """
-    pairs = np.stack([entities.astype(np.int32), types.astype(np.int32)], axis=1) if len(entities) \
+    pairs = (
+        np.stack([entities.astype(np.int32), types.astype(np.int32)], axis=1)
+        if len(entities)
         else np.zeros((0, 2), dtype=np.int32)
+    )
     pairs = unique_rows(pairs, (num_entities, num_types))
     members = np.bincount(pairs[:, 1], minlength=num_types) if len(pairs) else np.zeros(0, np.int64)
     order = np.lexsort((pairs[:, 1], members[pairs[:, 1]] if len(pairs) else pairs[:, 1], pairs[:, 0]))
@@ -425,9 +462,17 @@ def compile_types(entities: np.ndarray, types: np.ndarray, num_entities: int,
     return csr_from_rows(pairs[:, 0], num_entities), pairs[:, 1].astype(np.int32)
 
 
-def compile_labels(entities: np.ndarray, strings: np.ndarray, languages: np.ndarray, roles: np.ndarray, *,
-                   num_entities: int, num_strings: int, language_tags: Sequence[str],
-                   preferred_languages: Sequence[str]) -> dict[str, np.ndarray]:
+def compile_labels(
+    entities: np.ndarray,
+    strings: np.ndarray,
+    languages: np.ndarray,
+    roles: np.ndarray,
+    *,
+    num_entities: int,
+    num_strings: int,
+    language_tags: Sequence[str],
+    preferred_languages: Sequence[str],
+) -> dict[str, np.ndarray]:
     """The label arrays of a store from label rows given as ids, with numpy sorts only.
 
     Gives what :meth:`GraphCollector.build` gives for the same rows (its per-row Python loop,
@@ -436,8 +481,9 @@ def compile_labels(entities: np.ndarray, strings: np.ndarray, languages: np.ndar
     entity in input order, and the display name is the name-role label of the best language in
     ``preferred_languages`` (others after), then prefLabel over label, then the first row.
     """
-    key = row_keys([entities, strings, languages, roles],
-                    [num_entities, num_strings, len(language_tags), len(LABEL_ROLES)])
+    key = row_keys(
+        [entities, strings, languages, roles], [num_entities, num_strings, len(language_tags), len(LABEL_ROLES)]
+    )
     if key is None:  # pragma: no cover - more than 2**62 distinct rows cannot be held anyway
         raise OverflowError("too many labels to compile")
     first = np.unique(key, return_index=True)[1]
@@ -461,12 +507,21 @@ def compile_labels(entities: np.ndarray, strings: np.ndarray, languages: np.ndar
     leading[1:] = owners[1:] != owners[:-1]
     name_label = np.full(num_entities, -1, dtype=np.int64)
     name_label[owners[leading]] = best[leading]
-    return {"label_indptr": csr_from_rows(label_entities, num_entities), "label_strings": label_strings,
-            "label_languages": label_languages, "label_roles": label_roles, "name_label": name_label}
+    return {
+        "label_indptr": csr_from_rows(label_entities, num_entities),
+        "label_strings": label_strings,
+        "label_languages": label_languages,
+        "label_roles": label_roles,
+        "name_label": name_label,
+    }
 
 
 def empty_attributes(num_entities: int) -> dict[str, np.ndarray]:
     """The attribute arrays of a store whose entities have no literal attribute."""
-    return {"attribute_indptr": np.zeros(num_entities + 1, dtype=np.int64),
-            "attribute_predicates": np.zeros(0, dtype=np.int32), "attribute_values": np.zeros(0, dtype=np.int32),
-            "attribute_languages": np.zeros(0, dtype=np.int16), "attribute_datatypes": np.zeros(0, dtype=np.int16)}
+    return {
+        "attribute_indptr": np.zeros(num_entities + 1, dtype=np.int64),
+        "attribute_predicates": np.zeros(0, dtype=np.int32),
+        "attribute_values": np.zeros(0, dtype=np.int32),
+        "attribute_languages": np.zeros(0, dtype=np.int16),
+        "attribute_datatypes": np.zeros(0, dtype=np.int16),
+    }

@@ -56,8 +56,9 @@ def curie_candidates(text: str, prefixes: Mapping[str, str] = ()) -> list[str]:
                 found.append(mapping[prefix] + local)
         folded = prefix.casefold()
         for mapping in maps:
-            found.extend(namespace + local for key, namespace in mapping.items()
-                         if key.casefold() == folded and key != prefix)
+            found.extend(
+                namespace + local for key, namespace in mapping.items() if key.casefold() == folded and key != prefix
+            )
         if _OBO_PREFIX.fullmatch(prefix):
             found.append(f"{OBO_PURL}{prefix}_{local}")
             if prefix != prefix.upper():

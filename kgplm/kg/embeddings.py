@@ -124,9 +124,15 @@ def _clamp_to_unit_ball(vectors: torch.Tensor) -> torch.Tensor:
     return vectors * vectors.norm(dim=-1, keepdim=True).clamp_min(1.0).reciprocal()
 
 
-def translation_energy(head_vectors: torch.Tensor, relation_vectors: torch.Tensor, tail_vectors: torch.Tensor,
-                       norm: int, *, matrices: torch.Tensor | None = None,
-                       group_sizes: list[int] | None = None) -> torch.Tensor:
+def translation_energy(
+    head_vectors: torch.Tensor,
+    relation_vectors: torch.Tensor,
+    tail_vectors: torch.Tensor,
+    norm: int,
+    *,
+    matrices: torch.Tensor | None = None,
+    group_sizes: list[int] | None = None,
+) -> torch.Tensor:
     """‖h + r − t‖_p per row (TransE), or ‖h M_r + r − t M_r‖_p with the projections clamped (TransR).
 
     For TransR the rows must be sorted by relation: ``group_sizes[g]`` consecutive rows use
@@ -162,8 +168,9 @@ class _RowTable:
     copied to the device, so a step never waits on the device for ``torch.unique``'s size.
     """
 
-    def __init__(self, weight: torch.Tensor, *, optimizer: str, lr: float, constraint: int,
-                 use_kernels: bool | None = None) -> None:
+    def __init__(
+        self, weight: torch.Tensor, *, optimizer: str, lr: float, constraint: int, use_kernels: bool | None = None
+    ) -> None:
         if optimizer not in OPTIMIZERS:
             raise ConfigurationError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         self.weight = weight.detach().contiguous().float()
@@ -173,7 +180,9 @@ class _RowTable:
         self.use_kernels = self.weight.device.type == "cpu" if use_kernels is None else use_kernels
         if self.use_kernels and self.weight.device.type != "cpu":
             raise ConfigurationError(f"the numba row kernels run on CPU tables; this one is on {self.weight.device}")
-        self.state = [torch.zeros_like(self.weight) for _ in range({"sparse_adam": 2, "adagrad": 1, "sgd": 0}[optimizer])]
+        self.state = [
+            torch.zeros_like(self.weight) for _ in range({"sparse_adam": 2, "adagrad": 1, "sgd": 0}[optimizer])
+        ]
         self.step_count = 0
         self._rows: torch.Tensor | None = None
         self._leaf: torch.Tensor | None = None
@@ -210,8 +219,7 @@ class _RowTable:
             return
         self.step_count += 1
         if self.use_kernels:
-            arguments = (self.weight.numpy(), *(state.numpy() for state in self.state), rows.numpy(),
-                         gradient.numpy())
+            arguments = (self.weight.numpy(), *(state.numpy() for state in self.state), rows.numpy(), gradient.numpy())
             if self.optimizer == "sparse_adam":
                 _kernels.adam_rows(*arguments, self.lr, 0.9, 0.999, 1e-8, self.step_count)
             elif self.optimizer == "adagrad":
@@ -225,7 +233,7 @@ class _RowTable:
             v = second.index_select(0, rows).mul_(0.999).addcmul_(gradient, gradient, value=0.001)
             first.index_copy_(0, rows, m)
             second.index_copy_(0, rows, v)
-            step_scale = math.sqrt(1 - 0.999 ** self.step_count) / (1 - 0.9 ** self.step_count)
+            step_scale = math.sqrt(1 - 0.999**self.step_count) / (1 - 0.9**self.step_count)
             update = step_scale * m / (v.sqrt() + 1e-8)
         elif self.optimizer == "adagrad":
             (accumulator,) = self.state
@@ -245,11 +253,12 @@ class _RowTable:
         """Project every row onto the constraint set, in place, a chunk of rows at a time (no
         temporary copy of the table)."""
         for start in range(0, self.weight.shape[0], rows_per_chunk):
-            chunk = self.weight[start:start + rows_per_chunk]
+            chunk = self.weight[start : start + rows_per_chunk]
             if self.constraint == _kernels.CONSTRAINT_UNIT_SPHERE:
                 chunk.copy_(F.normalize(chunk, dim=1, eps=0.0).nan_to_num_(0.0))
             elif self.constraint == _kernels.CONSTRAINT_UNIT_BALL:
                 chunk.copy_(_clamp_to_unit_ball(chunk))
+
 
 # -- the result object ------------------------------------------------------------------------------
 @dataclass
@@ -289,8 +298,10 @@ class KGEmbeddings:
         if self.projections is not None:
             expected = (self.num_relations, self.entity_dim, self.relation_dim)
             if tuple(self.projections.shape) != expected:
-                raise ArtifactError(f"projection matrices have shape {tuple(self.projections.shape)}; "
-                                    f"expected {expected} from the entity and relation tables")
+                raise ArtifactError(
+                    f"projection matrices have shape {tuple(self.projections.shape)}; "
+                    f"expected {expected} from the entity and relation tables"
+                )
 
     # -- shapes -------------------------------------------------------------------------------
     @property
@@ -310,9 +321,11 @@ class KGEmbeddings:
         return int(self.relation_embeddings.shape[1])
 
     def __repr__(self) -> str:
-        return (f"KGEmbeddings(method={self.method!r}, num_entities={self.num_entities:,}, "
-                f"num_relations={self.num_relations:,}, entity_dim={self.entity_dim}, "
-                f"relation_dim={self.relation_dim}, norm={self.norm})")
+        return (
+            f"KGEmbeddings(method={self.method!r}, num_entities={self.num_entities:,}, "
+            f"num_relations={self.num_relations:,}, entity_dim={self.entity_dim}, "
+            f"relation_dim={self.relation_dim}, norm={self.norm})"
+        )
 
     def check_compatible(self, store: "KGStore") -> None:
         """Raise :class:`ArtifactError` when these embeddings were not made for ``store``."""
@@ -326,8 +339,10 @@ class KGEmbeddings:
                 f"{expected[1]:,} relations"
             )
         if self.store_fingerprint is not None and self.store_fingerprint != store_fingerprint(store):
-            raise ArtifactError("the embeddings have the store's shapes but were trained on a store with other "
-                                "entity or relation IRIs (fingerprints differ)")
+            raise ArtifactError(
+                "the embeddings have the store's shapes but were trained on a store with other "
+                "entity or relation IRIs (fingerprints differ)"
+            )
 
     # -- scoring ------------------------------------------------------------------------------
     @torch.no_grad()
@@ -335,14 +350,23 @@ class KGEmbeddings:
         """The energy of each (head, relation, tail) row; lower means more plausible."""
         triples = _as_triples(triples, self.num_entities, self.num_relations)
         if self.projections is None:
-            return translation_energy(self.entity_embeddings[triples[:, 0]], self.relation_embeddings[triples[:, 1]],
-                                      self.entity_embeddings[triples[:, 2]], self.norm)
+            return translation_energy(
+                self.entity_embeddings[triples[:, 0]],
+                self.relation_embeddings[triples[:, 1]],
+                self.entity_embeddings[triples[:, 2]],
+                self.norm,
+            )
         order = torch.argsort(triples[:, 1], stable=True)
         ordered = triples[order]
         present, group_sizes = torch.unique_consecutive(ordered[:, 1], return_counts=True)
-        energies = translation_energy(self.entity_embeddings[ordered[:, 0]], self.relation_embeddings[ordered[:, 1]],
-                                      self.entity_embeddings[ordered[:, 2]], self.norm,
-                                      matrices=self.projections[present], group_sizes=group_sizes.tolist())
+        energies = translation_energy(
+            self.entity_embeddings[ordered[:, 0]],
+            self.relation_embeddings[ordered[:, 1]],
+            self.entity_embeddings[ordered[:, 2]],
+            self.norm,
+            matrices=self.projections[present],
+            group_sizes=group_sizes.tolist(),
+        )
         result = torch.empty_like(energies)
         result[order] = energies
         return result
@@ -353,9 +377,16 @@ class KGEmbeddings:
             return self.entity_embeddings
         return _clamp_to_unit_ball(self.entity_embeddings @ self.projections[relation])
 
-    def evaluate(self, test_triples, *, filter_triples=None, store: "KGStore | None" = None,
-                 sides: tuple[str, ...] = ("head", "tail"), batch_size: int = 256,
-                 progress: bool = True) -> dict[str, float]:
+    def evaluate(
+        self,
+        test_triples,
+        *,
+        filter_triples=None,
+        store: "KGStore | None" = None,
+        sides: tuple[str, ...] = ("head", "tail"),
+        batch_size: int = 256,
+        progress: bool = True,
+    ) -> dict[str, float]:
         """Filtered link prediction: rank every test triple's head and tail against all entities.
 
         ``test_triples`` (and ``filter_triples``) are ``(n, 3)`` id arrays, or labelled triples — rows
@@ -369,11 +400,19 @@ class KGEmbeddings:
         test_triples = triples_to_ids(test_triples, store)
         if filter_triples is not None:
             filter_triples = triples_to_ids(filter_triples, store)
-        ranks = np.concatenate([
-            rank_triples(self, test_triples, side=side, filter_triples=filter_triples, batch_size=batch_size,
-                         progress=progress)
-            for side in sides
-        ])
+        ranks = np.concatenate(
+            [
+                rank_triples(
+                    self,
+                    test_triples,
+                    side=side,
+                    filter_triples=filter_triples,
+                    batch_size=batch_size,
+                    progress=progress,
+                )
+                for side in sides
+            ]
+        )
         return {
             "mrr": float(np.mean(1.0 / ranks)),
             "hits@1": float(np.mean(ranks <= 1)),
@@ -388,14 +427,25 @@ class KGEmbeddings:
         """Write ``embeddings.safetensors`` and ``config.json`` to ``directory`` (atomically)."""
         from safetensors.torch import save_file
 
-        tensors = {"entity_embeddings": self.entity_embeddings.detach().contiguous().float(),
-                   "relation_embeddings": self.relation_embeddings.detach().contiguous().float()}
+        tensors = {
+            "entity_embeddings": self.entity_embeddings.detach().contiguous().float(),
+            "relation_embeddings": self.relation_embeddings.detach().contiguous().float(),
+        }
         if self.projections is not None:
             tensors["projections"] = self.projections.detach().contiguous().float()
-        meta = {"format": "kgplm-kg-embeddings", "version": FORMAT_VERSION, "method": self.method,
-                "norm": self.norm, "num_entities": self.num_entities, "num_relations": self.num_relations,
-                "entity_dim": self.entity_dim, "relation_dim": self.relation_dim,
-                "store_fingerprint": self.store_fingerprint, "config": self.config, "history": self.history}
+        meta = {
+            "format": "kgplm-kg-embeddings",
+            "version": FORMAT_VERSION,
+            "method": self.method,
+            "norm": self.norm,
+            "num_entities": self.num_entities,
+            "num_relations": self.num_relations,
+            "entity_dim": self.entity_dim,
+            "relation_dim": self.relation_dim,
+            "store_fingerprint": self.store_fingerprint,
+            "config": self.config,
+            "history": self.history,
+        }
         with atomic_directory(directory) as temporary:
             save_file(tensors, str(temporary / "embeddings.safetensors"))
             (temporary / "config.json").write_text(json.dumps(meta, ensure_ascii=False, indent=1), encoding="utf-8")
@@ -422,21 +472,36 @@ class KGEmbeddings:
         try:
             tensors = load_file(str(tensors_path))
         except (SafetensorError, OSError) as error:  # a header or data cut short, or overwritten
-            raise ArtifactError(f"{tensors_path}: not a complete safetensors file ({error}); the embeddings are "
-                                f"damaged: train them again") from None
-        embeddings = cls(method=meta["method"], entity_embeddings=tensors["entity_embeddings"],
-                         relation_embeddings=tensors["relation_embeddings"], projections=tensors.get("projections"),
-                         norm=int(meta["norm"]), config=meta.get("config", {}), history=meta.get("history", []),
-                         store_fingerprint=meta.get("store_fingerprint"))
+            raise ArtifactError(
+                f"{tensors_path}: not a complete safetensors file ({error}); the embeddings are "
+                f"damaged: train them again"
+            ) from None
+        embeddings = cls(
+            method=meta["method"],
+            entity_embeddings=tensors["entity_embeddings"],
+            relation_embeddings=tensors["relation_embeddings"],
+            projections=tensors.get("projections"),
+            norm=int(meta["norm"]),
+            config=meta.get("config", {}),
+            history=meta.get("history", []),
+            store_fingerprint=meta.get("store_fingerprint"),
+        )
         if store is not None:
             embeddings.check_compatible(store)
         return embeddings
 
     @classmethod
-    def _imported(cls, method, entities, relations, projections, norm, origin: str,
-                  store: "KGStore | None") -> "KGEmbeddings":
-        embeddings = cls(method=method, entity_embeddings=entities, relation_embeddings=relations,
-                         projections=projections, norm=norm, config={"imported_from": origin})
+    def _imported(
+        cls, method, entities, relations, projections, norm, origin: str, store: "KGStore | None"
+    ) -> "KGEmbeddings":
+        embeddings = cls(
+            method=method,
+            entity_embeddings=entities,
+            relation_embeddings=relations,
+            projections=projections,
+            norm=norm,
+            config={"imported_from": origin},
+        )
         if store is not None:
             embeddings.check_compatible(store)
             embeddings.store_fingerprint = store_fingerprint(store)
@@ -451,8 +516,10 @@ class KGEmbeddings:
         (k, d) and multiplies as ``e @ M``. ``entity2id.txt``/``relation2id.txt`` hold the count on
         the first line, then ``IRI<TAB>id``.
         """
-        parameters = {"ent_embeddings.weight": self.entity_embeddings.tolist(),
-                      "rel_embeddings.weight": self.relation_embeddings.tolist()}
+        parameters = {
+            "ent_embeddings.weight": self.entity_embeddings.tolist(),
+            "rel_embeddings.weight": self.relation_embeddings.tolist(),
+        }
         if self.projections is not None:
             parameters["transfer_matrix.weight"] = self.projections.reshape(self.num_relations, -1).tolist()
         with atomic_directory(directory) as temporary:
@@ -464,9 +531,16 @@ class KGEmbeddings:
         return Path(directory)
 
     @classmethod
-    def from_openke(cls, path: str | os.PathLike, store: "KGStore | None" = None, *,
-                    method: str | None = None, norm: int = 1, entity2id: str | os.PathLike | None = None,
-                    relation2id: str | os.PathLike | None = None) -> "KGEmbeddings":
+    def from_openke(
+        cls,
+        path: str | os.PathLike,
+        store: "KGStore | None" = None,
+        *,
+        method: str | None = None,
+        norm: int = 1,
+        entity2id: str | os.PathLike | None = None,
+        relation2id: str | os.PathLike | None = None,
+    ) -> "KGEmbeddings":
         """Read an OpenKE JSON dump (a file, or a directory holding ``embedding.vec.json``).
 
         With ``store`` and the id maps (``entity2id.txt``/``relation2id.txt``, found beside the
@@ -481,8 +555,9 @@ class KGEmbeddings:
             with open(json_path, encoding="utf-8") as handle:
                 parameters = json.load(handle)
         except json.JSONDecodeError as error:
-            raise DataFormatError(f"not valid JSON: {error.msg}", path=json_path, line=error.lineno,
-                                  expected="OpenKE's parameter dump") from None
+            raise DataFormatError(
+                f"not valid JSON: {error.msg}", path=json_path, line=error.lineno, expected="OpenKE's parameter dump"
+            ) from None
         missing = [key for key in ("ent_embeddings.weight", "rel_embeddings.weight") if key not in parameters]
         if missing:
             raise ArtifactError(f"{json_path} lacks {', '.join(missing)}; it has keys {sorted(parameters)}")
@@ -506,16 +581,16 @@ class KGEmbeddings:
             relation2id = relation2id or (base / "relation2id.txt" if (base / "relation2id.txt").is_file() else None)
             entity_map = None if entity2id is None else (_read_openke_id_map(entity2id), Path(entity2id))
             relation_map = None if relation2id is None else (_read_openke_id_map(relation2id), Path(relation2id))
-            entities, relations, projections = _apply_id_maps(entities, relations, projections, store, entity_map,
-                                                              relation_map, json_path)
+            entities, relations, projections = _apply_id_maps(
+                entities, relations, projections, store, entity_map, relation_map, json_path
+            )
         return cls._imported(method, entities, relations, projections, norm, f"openke:{json_path}", store)
 
     # -- DGL-KE ---------------------------------------------------------------------------------
     def _dglke_model_name(self) -> str:
         return "TransR" if self.method == "transr" else f"TransE_l{self.norm}"
 
-    def to_dglke(self, directory: str | os.PathLike, store: "KGStore | None" = None, *,
-                 dataset: str = "kgplm") -> Path:
+    def to_dglke(self, directory: str | os.PathLike, store: "KGStore | None" = None, *, dataset: str = "kgplm") -> Path:
         """Write DGL-KE's files: ``{dataset}_{model}_entity.npy``, ``..._relation.npy``, for TransR
         ``..._projection.npy`` (R, k·d), and with ``store`` ``entities.tsv``/``relations.tsv`` (``id<TAB>IRI``)."""
         prefix = f"{dataset}_{self._dglke_model_name()}"
@@ -523,16 +598,18 @@ class KGEmbeddings:
             np.save(temporary / f"{prefix}_entity.npy", self.entity_embeddings.numpy())
             np.save(temporary / f"{prefix}_relation.npy", self.relation_embeddings.numpy())
             if self.projections is not None:
-                np.save(temporary / f"{prefix}_projection.npy",
-                        self.projections.reshape(self.num_relations, -1).numpy())
+                np.save(
+                    temporary / f"{prefix}_projection.npy", self.projections.reshape(self.num_relations, -1).numpy()
+                )
             if store is not None:
                 self.check_compatible(store)
                 _write_id_maps(temporary, store, ("entities.tsv", "relations.tsv"), openke=False)
         return Path(directory)
 
     @classmethod
-    def from_dglke(cls, directory: str | os.PathLike, store: "KGStore | None" = None, *,
-                   norm: int | None = None) -> "KGEmbeddings":
+    def from_dglke(
+        cls, directory: str | os.PathLike, store: "KGStore | None" = None, *, norm: int | None = None
+    ) -> "KGEmbeddings":
         """Read DGL-KE's ``*_entity.npy``/``*_relation.npy`` (and ``*projection.npy`` for TransR).
 
         The method and norm come from the file names (``TransE_l1``, ``TransE_l2``, ``TransR``).
@@ -544,8 +621,9 @@ class KGEmbeddings:
             raise MissingFileError(directory, "DGL-KE embedding directory")
         entity_files = sorted(directory.glob("*_entity.npy"))
         if len(entity_files) != 1:
-            raise ArtifactError(f"{directory} should hold exactly one '*_entity.npy' file; found "
-                                f"{[p.name for p in entity_files]}")
+            raise ArtifactError(
+                f"{directory} should hold exactly one '*_entity.npy' file; found {[p.name for p in entity_files]}"
+            )
         prefix = entity_files[0].name[: -len("_entity.npy")]
         relation_path = require_file(directory / f"{prefix}_relation.npy", "DGL-KE relation embeddings")
         method = "transr" if prefix.endswith("TransR") else "transe"
@@ -568,8 +646,9 @@ class KGEmbeddings:
             for name in ("entities.tsv", "relations.tsv"):
                 path = directory / name
                 maps.append((_read_dglke_id_map(path), path) if path.is_file() else None)
-            entities, relations, projections = _apply_id_maps(entities, relations, projections, store, *maps,
-                                                              entity_files[0])
+            entities, relations, projections = _apply_id_maps(
+                entities, relations, projections, store, *maps, entity_files[0]
+            )
         return cls._imported(method, entities, relations, projections, norm, f"dglke:{directory}", store)
 
 
@@ -577,8 +656,10 @@ class KGEmbeddings:
 def _write_id_maps(directory: Path, store: "KGStore", file_names: tuple[str, str], *, openke: bool) -> None:
     """Entity and relation id maps: OpenKE ``count`` line then ``IRI<TAB>id``; DGL-KE ``id<TAB>IRI``."""
     entity_iris = (store.entity_iri(i) for i in range(store.num_entities))
-    for file_name, names, count in ((file_names[0], entity_iris, store.num_entities),
-                                    (file_names[1], store.relation_iris, store.num_relations)):
+    for file_name, names, count in (
+        (file_names[0], entity_iris, store.num_entities),
+        (file_names[1], store.relation_iris, store.num_relations),
+    ):
         with open(directory / file_name, "w", encoding="utf-8") as handle:
             if openke:
                 handle.write(f"{count}\n")
@@ -586,14 +667,27 @@ def _write_id_maps(directory: Path, store: "KGStore", file_names: tuple[str, str
                 handle.write(f"{name}\t{index}\n" if openke else f"{index}\t{name}\n")
 
 
-def _apply_id_maps(entities: torch.Tensor, relations: torch.Tensor, projections: torch.Tensor | None,
-                   store: "KGStore", entity_map, relation_map, source: Path):
+def _apply_id_maps(
+    entities: torch.Tensor,
+    relations: torch.Tensor,
+    projections: torch.Tensor | None,
+    store: "KGStore",
+    entity_map,
+    relation_map,
+    source: Path,
+):
     """Reorder imported tables to the store's ids; each map is ``(rows, path)`` or None (keep the order)."""
     if entity_map is not None:
         entities = _reorder_rows(entities, entity_map[0], entity_map[1], store, "entity", source)
     if relation_map is not None:
-        order = _reorder_rows(torch.arange(relations.shape[0]).unsqueeze(1).float(), relation_map[0],
-                              relation_map[1], store, "relation", source)
+        order = _reorder_rows(
+            torch.arange(relations.shape[0]).unsqueeze(1).float(),
+            relation_map[0],
+            relation_map[1],
+            store,
+            "relation",
+            source,
+        )
         index = order.squeeze(1).long()
         relations = relations[index]
         projections = None if projections is None else projections[index]
@@ -625,16 +719,26 @@ def _read_dglke_id_map(path: str | os.PathLike) -> list[tuple[str, int, int]]:
     return rows
 
 
-def _reorder_rows(table: torch.Tensor, id_map: list[tuple[str, int, int]], id_map_path: Path, store: "KGStore",
-                  kind: str, source: Path) -> torch.Tensor:
+def _reorder_rows(
+    table: torch.Tensor,
+    id_map: list[tuple[str, int, int]],
+    id_map_path: Path,
+    store: "KGStore",
+    kind: str,
+    source: Path,
+) -> torch.Tensor:
     """Rows of ``table`` (numbered by the file's ids) placed at the store's ids, matched by IRI or name."""
     size = store.num_entities if kind == "entity" else store.num_relations
     result = torch.empty(size, table.shape[1], dtype=table.dtype)
     filled = torch.zeros(size, dtype=torch.bool)
     for name, file_id, line in id_map:
         if not 0 <= file_id < table.shape[0]:
-            raise DataFormatError(f"{kind} id {file_id} is outside the table of {table.shape[0]} rows in {source}",
-                                  path=id_map_path, line=line, expected=f"ids 0..{table.shape[0] - 1}")
+            raise DataFormatError(
+                f"{kind} id {file_id} is outside the table of {table.shape[0]} rows in {source}",
+                path=id_map_path,
+                line=line,
+                expected=f"ids 0..{table.shape[0] - 1}",
+            )
         if kind == "entity":
             found = store.entity_ids(name)
             if len(found) != 1:
@@ -680,13 +784,17 @@ def triples_to_ids(triples, store: "KGStore | None" = None) -> np.ndarray | torc
 
 def _as_triples(triples, num_entities: int, num_relations: int) -> torch.Tensor:
     if _is_labelled(triples):
-        raise ConfigurationError("the triples hold labels (strings), not ids; map them with "
-                                 "triples_to_ids(triples, store) or pass store= to evaluate()")
-    tensor = torch.as_tensor(np.array(triples, dtype=np.int64) if not isinstance(triples, torch.Tensor) else triples,
-                             dtype=torch.long)
+        raise ConfigurationError(
+            "the triples hold labels (strings), not ids; map them with "
+            "triples_to_ids(triples, store) or pass store= to evaluate()"
+        )
+    tensor = torch.as_tensor(
+        np.array(triples, dtype=np.int64) if not isinstance(triples, torch.Tensor) else triples, dtype=torch.long
+    )
     if tensor.ndim != 2 or tensor.shape[1] != 3:
-        raise ConfigurationError(f"triples must have shape (n, 3) of (head, relation, tail) ids; got "
-                                 f"{tuple(tensor.shape)}")
+        raise ConfigurationError(
+            f"triples must have shape (n, 3) of (head, relation, tail) ids; got {tuple(tensor.shape)}"
+        )
     if len(tensor):
         if int(tensor[:, [0, 2]].min()) < 0 or int(tensor[:, [0, 2]].max()) >= num_entities:
             raise ConfigurationError(f"triples hold entity ids outside 0..{num_entities - 1}")
@@ -695,8 +803,9 @@ def _as_triples(triples, num_entities: int, num_relations: int) -> torch.Tensor:
     return tensor
 
 
-def split_triples(triples: np.ndarray, *, test_fraction: float = 0.05, seed: int = 0,
-                  keep_entities_in_train: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def split_triples(
+    triples: np.ndarray, *, test_fraction: float = 0.05, seed: int = 0, keep_entities_in_train: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """A seeded train/test split of ``triples`` (n, 3).
 
     With ``keep_entities_in_train`` a triple goes to test only if its head, tail and relation
@@ -768,8 +877,15 @@ class _AnswerIndex:
         return rows, self.answers[np.repeat(starts, lengths) + offsets]
 
 
-def rank_triples(embeddings: KGEmbeddings, triples, *, side: Literal["head", "tail"] = "tail",
-                 filter_triples=None, batch_size: int = 256, progress: bool = False) -> np.ndarray:
+def rank_triples(
+    embeddings: KGEmbeddings,
+    triples,
+    *,
+    side: Literal["head", "tail"] = "tail",
+    filter_triples=None,
+    batch_size: int = 256,
+    progress: bool = False,
+) -> np.ndarray:
     """The (filtered, realistic) rank of each triple's ``side`` among all entities; float array.
 
     realistic rank = (optimistic + pessimistic) / 2 with optimistic = 1 + #{strictly lower
@@ -793,15 +909,19 @@ def rank_triples(embeddings: KGEmbeddings, triples, *, side: Literal["head", "ta
             candidates = embeddings.projected_entities(relation)  # (E, d)
             relation_vector = embeddings.relation_embeddings[relation]  # (d,)
             for batch_start in range(0, len(group), batch_size):
-                rows = group[batch_start:batch_start + batch_size]
+                rows = group[batch_start : batch_start + batch_size]
                 batch = triples[rows]
                 anchors = batch[:, 2] if side == "head" else batch[:, 0]
                 truths = batch[:, 0] if side == "head" else batch[:, 2]
                 anchor_vectors = candidates[torch.from_numpy(anchors)]  # (b, d)
                 # tail query: ‖h_r + r − t_r‖ → targets h_r + r; head query: ‖h_r − (t_r − r)‖
                 targets = anchor_vectors + relation_vector if side == "tail" else anchor_vectors - relation_vector
-                energies = torch.cdist(targets.unsqueeze(0), candidates.unsqueeze(0), p=float(embeddings.norm),
-                                       compute_mode="donot_use_mm_for_euclid_dist").squeeze(0)  # (b, E)
+                energies = torch.cdist(
+                    targets.unsqueeze(0),
+                    candidates.unsqueeze(0),
+                    p=float(embeddings.norm),
+                    compute_mode="donot_use_mm_for_euclid_dist",
+                ).squeeze(0)  # (b, E)
                 truth_energies = energies[torch.arange(len(rows)), torch.from_numpy(truths)].clone()
                 if index is not None:
                     query_rows, answers = index.lookup(anchors, batch[:, 1])
@@ -858,14 +978,16 @@ def _training_triples(triples, num_entities: int, num_relations: int) -> np.ndar
     if isinstance(triples, torch.Tensor):
         triples = triples.numpy()
     if _is_labelled(triples):
-        raise ConfigurationError("the triples hold labels (strings), not ids; map them with "
-                                 "triples_to_ids(triples, store)")
+        raise ConfigurationError(
+            "the triples hold labels (strings), not ids; map them with triples_to_ids(triples, store)"
+        )
     triples = np.asarray(triples)
     if triples.dtype.kind not in "iu":
         triples = np.asarray(triples, dtype=np.int64)
     if triples.ndim != 2 or triples.shape[1] != 3:
-        raise ConfigurationError(f"triples must have shape (n, 3) of (head, relation, tail) ids; got "
-                                 f"{tuple(triples.shape)}")
+        raise ConfigurationError(
+            f"triples must have shape (n, 3) of (head, relation, tail) ids; got {tuple(triples.shape)}"
+        )
     if len(triples):
         low, high = triples.min(axis=0), triples.max(axis=0)
         if min(int(low[0]), int(low[2])) < 0 or max(int(high[0]), int(high[2])) >= num_entities:
@@ -921,8 +1043,13 @@ def train_kg_embeddings(
     norm = (1 if method == "transe" else 2) if norm is None else norm
     if norm not in (1, 2):
         raise ConfigurationError(f"norm must be 1 or 2, got {norm!r}")
-    for name, value in (("dim", dim), ("relation_dim", relation_dim), ("epochs", epochs),
-                        ("batch_size", batch_size), ("num_negatives", num_negatives)):
+    for name, value in (
+        ("dim", dim),
+        ("relation_dim", relation_dim),
+        ("epochs", epochs),
+        ("batch_size", batch_size),
+        ("num_negatives", num_negatives),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
     if negative_sampling not in ("uniform", "bernoulli"):
@@ -938,31 +1065,48 @@ def train_kg_embeddings(
         raise ConfigurationError(f"backend='numba' runs on CPU tables; device={str(device)!r} needs backend='torch'")
     # the store's int32 triples as they are (memory-mapped when the store is): an epoch holds them,
     # the tables and one batch (cast to int64 when drawn), and a permutation of the triples' indices
-    train = _training_triples(store.triples if triples is None else triples, store.num_entities,
-                              store.num_relations)
+    train = _training_triples(store.triples if triples is None else triples, store.num_entities, store.num_relations)
     if len(train) == 0:
         store.require_links("training KG embeddings (TransE, TransR)")
         raise ConfigurationError("no training triples")
-    config = {"method": method, "dim": dim, "relation_dim": relation_dim, "epochs": epochs,
-              "batch_size": batch_size, "num_negatives": num_negatives, "margin": margin, "lr": lr, "norm": norm,
-              "negative_sampling": negative_sampling, "optimizer": optimizer, "backend": backend, "seed": seed,
-              "num_training_triples": int(len(train)),
-              "initialized_from": None if initialize_from is None else initialize_from.config.get("method", "given")}
+    config = {
+        "method": method,
+        "dim": dim,
+        "relation_dim": relation_dim,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "num_negatives": num_negatives,
+        "margin": margin,
+        "lr": lr,
+        "norm": norm,
+        "negative_sampling": negative_sampling,
+        "optimizer": optimizer,
+        "backend": backend,
+        "seed": seed,
+        "num_training_triples": int(len(train)),
+        "initialized_from": None if initialize_from is None else initialize_from.config.get("method", "given"),
+    }
 
     # before the tables exist: the statistics' sort buffer (8 bytes a triple) is freed by then
     head_probability = torch.as_tensor(
-        _bernoulli_head_probabilities(train, store.num_relations) if negative_sampling == "bernoulli"
-        else np.full(store.num_relations, 0.5), dtype=torch.float32)
+        _bernoulli_head_probabilities(train, store.num_relations)
+        if negative_sampling == "bernoulli"
+        else np.full(store.num_relations, 0.5),
+        dtype=torch.float32,
+    )
 
     # -- initial tables (TransE: uniform ±6/√k, entities on the unit sphere; TransR: M_r = I)
     generator = torch.Generator().manual_seed(seed)
-    entity_weight = torch.empty(store.num_entities, dim).uniform_(-6 / math.sqrt(dim), 6 / math.sqrt(dim),
-                                                                  generator=generator)
+    entity_weight = torch.empty(store.num_entities, dim).uniform_(
+        -6 / math.sqrt(dim), 6 / math.sqrt(dim), generator=generator
+    )
     relation_weight = torch.empty(store.num_relations, relation_dim).uniform_(
-        -6 / math.sqrt(relation_dim), 6 / math.sqrt(relation_dim), generator=generator)
+        -6 / math.sqrt(relation_dim), 6 / math.sqrt(relation_dim), generator=generator
+    )
     relation_weight = F.normalize(relation_weight, dim=1)
-    projection_weight = (_identity_projections(store.num_relations, dim, relation_dim).flatten(1)
-                         if method == "transr" else None)
+    projection_weight = (
+        _identity_projections(store.num_relations, dim, relation_dim).flatten(1) if method == "transr" else None
+    )
     if initialize_from is not None:
         initialize_from.check_compatible(store)
         if initialize_from.entity_dim != dim:
@@ -975,13 +1119,23 @@ def train_kg_embeddings(
     entity_constraint = _kernels.CONSTRAINT_UNIT_SPHERE if method == "transe" else _kernels.CONSTRAINT_UNIT_BALL
     relation_constraint = _kernels.CONSTRAINT_NONE if method == "transe" else _kernels.CONSTRAINT_UNIT_BALL
     use_kernels = backend == "numba"
-    entities = _RowTable(entity_weight.to(device), optimizer=optimizer, lr=lr, constraint=entity_constraint,
-                         use_kernels=use_kernels)
-    relations = _RowTable(relation_weight.to(device), optimizer=optimizer, lr=lr, constraint=relation_constraint,
-                          use_kernels=use_kernels)
-    projections = (None if projection_weight is None else
-                   _RowTable(projection_weight.to(device), optimizer=optimizer, lr=lr,
-                             constraint=_kernels.CONSTRAINT_NONE, use_kernels=use_kernels))
+    entities = _RowTable(
+        entity_weight.to(device), optimizer=optimizer, lr=lr, constraint=entity_constraint, use_kernels=use_kernels
+    )
+    relations = _RowTable(
+        relation_weight.to(device), optimizer=optimizer, lr=lr, constraint=relation_constraint, use_kernels=use_kernels
+    )
+    projections = (
+        None
+        if projection_weight is None
+        else _RowTable(
+            projection_weight.to(device),
+            optimizer=optimizer,
+            lr=lr,
+            constraint=_kernels.CONSTRAINT_NONE,
+            use_kernels=use_kernels,
+        )
+    )
     tables = [table for table in (entities, relations, projections) if table is not None]
 
     num_batches = math.ceil(len(train) / batch_size)
@@ -992,7 +1146,7 @@ def train_kg_embeddings(
         permutation = torch.randperm(len(train), generator=generator).numpy()
         epoch_loss = torch.zeros((), dtype=torch.float64, device=device)  # read back once per epoch
         for batch_index in range(num_batches):
-            rows = permutation[batch_index * batch_size:(batch_index + 1) * batch_size]
+            rows = permutation[batch_index * batch_size : (batch_index + 1) * batch_size]
             positives = torch.from_numpy(train[rows].astype(np.int64, copy=False))  # (b, 3)
             count = len(positives)
             negatives = positives.repeat_interleave(num_negatives, dim=0)  # (b·n, 3)
@@ -1018,9 +1172,14 @@ def train_kg_embeddings(
                 projection_rows, _ = projections.gather(batch[:, 1])  # rows of the present relations, sorted
                 # the batch is sorted by relation: group sizes from the CPU ids, no device round trip
                 group_sizes = torch.unique_consecutive(batch[:, 1], return_counts=True)[1].tolist()
-                energies = translation_energy(head_vectors, relation_vectors, tail_vectors, norm,
-                                              matrices=projection_rows.view(-1, dim, relation_dim),
-                                              group_sizes=group_sizes)
+                energies = translation_energy(
+                    head_vectors,
+                    relation_vectors,
+                    tail_vectors,
+                    norm,
+                    matrices=projection_rows.view(-1, dim, relation_dim),
+                    group_sizes=group_sizes,
+                )
                 energies = energies.index_select(0, torch.argsort(order).to(device, non_blocking=True))  # batch order
             positive_energy = energies[:count].repeat_interleave(num_negatives)  # (b·n,)
             negative_energy = energies[count:]  # (b·n,)
@@ -1037,10 +1196,16 @@ def train_kg_embeddings(
     bar.close()
     elapsed = time.perf_counter() - started
     # wall time depends on the machine and its load: logged and kept on the object, out of the saved config
-    timings = {"training_seconds": round(elapsed, 3),
-               "triples_per_second": round(epochs * len(train) / max(elapsed, 1e-9), 1)}
-    logger.info("%s trained in %.1f s (%s triples/s)", method, timings["training_seconds"],
-                f"{timings['triples_per_second']:,.0f}")
+    timings = {
+        "training_seconds": round(elapsed, 3),
+        "triples_per_second": round(epochs * len(train) / max(elapsed, 1e-9), 1),
+    }
+    logger.info(
+        "%s trained in %.1f s (%s triples/s)",
+        method,
+        timings["training_seconds"],
+        f"{timings['triples_per_second']:,.0f}",
+    )
     for table in tables:
         table.release_optimizer_state()  # the moments are not returned: free them before the last pass
     for table in (entities, relations):
@@ -1048,7 +1213,13 @@ def train_kg_embeddings(
         table.apply_constraint_everywhere()
     # the tables are handed over, not copied (this function holds no other reference to them)
     return KGEmbeddings(
-        method=method, entity_embeddings=entities.weight.cpu(),
+        method=method,
+        entity_embeddings=entities.weight.cpu(),
         relation_embeddings=relations.weight.cpu(),
         projections=None if projections is None else projections.weight.cpu().view(-1, dim, relation_dim),
-        norm=norm, config=config, history=history, store_fingerprint=store_fingerprint(store), timings=timings)
+        norm=norm,
+        config=config,
+        history=history,
+        store_fingerprint=store_fingerprint(store),
+        timings=timings,
+    )

@@ -52,7 +52,6 @@ logger = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "kgplm.kg_importers"
 
 
-
 @dataclass
 class Importer:
     """One registered importer.
@@ -84,7 +83,8 @@ class Importer:
                         loader = getattr(loader, part)
                 except (ImportError, AttributeError) as error:
                     raise ConfigurationError(
-                        f"the {self.name!r} importer {self.loader!r} cannot be imported: {error}") from None
+                        f"the {self.name!r} importer {self.loader!r} cannot be imported: {error}"
+                    ) from None
             self._function = loader
         return self._function
 
@@ -111,9 +111,17 @@ _aliases: dict[str, str] = {}
 _entry_points_loaded = False
 
 
-def register(name: str, loader: Callable[..., "KGStore"] | str, *, suffixes: Iterable[str] = (),
-             detect: Callable[[str], bool] | None = None, description: str = "", aliases: Iterable[str] = (),
-             sources: str = "file", replace: bool = False) -> Importer:
+def register(
+    name: str,
+    loader: Callable[..., "KGStore"] | str,
+    *,
+    suffixes: Iterable[str] = (),
+    detect: Callable[[str], bool] | None = None,
+    description: str = "",
+    aliases: Iterable[str] = (),
+    sources: str = "file",
+    replace: bool = False,
+) -> Importer:
     """Register ``loader`` as the importer of format ``name`` (and of its ``aliases``).
 
     Registering a taken name raises :class:`ConfigurationError` unless ``replace=True``.
@@ -127,8 +135,10 @@ def register(name: str, loader: Callable[..., "KGStore"] | str, *, suffixes: Ite
     for taken in (key, *aliases):
         owner = taken if taken in _registry else _aliases.get(taken)
         if owner is not None and not replace:
-            raise ConfigurationError(f"the format {taken!r} is already registered (by the {owner!r} importer); "
-                                     "pass replace=True to override it")
+            raise ConfigurationError(
+                f"the format {taken!r} is already registered (by the {owner!r} importer); "
+                "pass replace=True to override it"
+            )
     if replace:
         unregister(key, missing_ok=True)
     importer = Importer(key, loader, description, tuple(s.lower() for s in suffixes), detect, aliases, sources)
@@ -160,8 +170,9 @@ def _load_entry_points() -> None:
 
     for entry_point in entry_points(group=ENTRY_POINT_GROUP):
         if entry_point.name.lower() in _registry or entry_point.name.lower() in _aliases:
-            logger.warning("entry point %s ignored: the format %r is already registered", entry_point.value,
-                           entry_point.name)
+            logger.warning(
+                "entry point %s ignored: the format %r is already registered", entry_point.value, entry_point.name
+            )
             continue
         register(entry_point.name, entry_point.value, description=f"from the entry point {entry_point.value}")
 
@@ -203,7 +214,8 @@ def guess(spec: str | os.PathLike) -> Importer:
     if path.is_dir():
         raise ConfigurationError(
             f"no importer recognises the directory {path} (a saved store has manifest.json, UMLS has MRCONSO.RRF); "
-            f"pass format= (one of {', '.join(_registry)})")
+            f"pass format= (one of {', '.join(_registry)})"
+        )
     if not path.is_file():
         raise MissingFileError(path, "knowledge graph")
     suffix = _file_suffix(path)
@@ -213,7 +225,8 @@ def guess(spec: str | os.PathLike) -> Importer:
     claimed = sorted({s for importer in candidates for s in importer.suffixes})
     raise ConfigurationError(
         f"cannot tell the knowledge-graph format of {path} from its suffix {suffix!r}; known suffixes: "
-        f"{' '.join(claimed)}; or pass format= (one of {', '.join(_registry)})")
+        f"{' '.join(claimed)}; or pass format= (one of {', '.join(_registry)})"
+    )
 
 
 # -- the built-in importers -----------------------------------------------------------------------
@@ -227,29 +240,65 @@ def _is_saved_store(spec: str) -> bool:
 
 def _is_umls_directory(spec: str) -> bool:
     directory = Path(spec)
-    return not _is_url(spec) and directory.is_dir() and any(
-        (directory / name).is_file() for name in ("MRCONSO.RRF", "MRCONSO.RRF.gz", "mrconso.rrf"))
+    return (
+        not _is_url(spec)
+        and directory.is_dir()
+        and any((directory / name).is_file() for name in ("MRCONSO.RRF", "MRCONSO.RRF.gz", "mrconso.rrf"))
+    )
 
 
 def _is_cmekg(spec: str) -> bool:
     if spec.lower() == "cmekg":
         return True
     path = Path(spec)
-    return (not _is_url(spec) and path.is_file() and _file_suffix(path) in (".tsv", ".csv", ".txt")
-            and ("cmekg" in path.name.lower() or "cmekg" in str(path.parent).lower()))
+    return (
+        not _is_url(spec)
+        and path.is_file()
+        and _file_suffix(path) in (".tsv", ".csv", ".txt")
+        and ("cmekg" in path.name.lower() or "cmekg" in str(path.parent).lower())
+    )
 
 
-
-register("store", "kgplm.kg.store:KGStore.load", detect=_is_saved_store, sources="directory",
-         description="a directory written by KGStore.save (memory-mapped)")
-register("rdf", "kgplm.kg.rdf:read_rdf", suffixes=tuple(EXTENSION_FORMATS),
-         description="RDF files: Turtle, N-Triples, N-Quads, TriG, RDF/XML, JSON-LD, N3")
-register("triples", "kgplm.kg.tabular:read_triples", suffixes=(".tsv", ".csv", ".txt"), aliases=("tsv",),
-         description="head-relation-tail tables (TSV/CSV, OpenKE, PyKEEN)")
-register("cmekg", "kgplm.kg.cmekg:read_cmekg", detect=_is_cmekg, sources="any",
-         description="CMeKG: a subject-predicate-object TSV, or the pycmekg package for 'cmekg'")
+register(
+    "store",
+    "kgplm.kg.store:KGStore.load",
+    detect=_is_saved_store,
+    sources="directory",
+    description="a directory written by KGStore.save (memory-mapped)",
+)
+register(
+    "rdf",
+    "kgplm.kg.rdf:read_rdf",
+    suffixes=tuple(EXTENSION_FORMATS),
+    description="RDF files: Turtle, N-Triples, N-Quads, TriG, RDF/XML, JSON-LD, N3",
+)
+register(
+    "triples",
+    "kgplm.kg.tabular:read_triples",
+    suffixes=(".tsv", ".csv", ".txt"),
+    aliases=("tsv",),
+    description="head-relation-tail tables (TSV/CSV, OpenKE, PyKEEN)",
+)
+register(
+    "cmekg",
+    "kgplm.kg.cmekg:read_cmekg",
+    detect=_is_cmekg,
+    sources="any",
+    description="CMeKG: a subject-predicate-object TSV, or the pycmekg package for 'cmekg'",
+)
 register("obo", "kgplm.kg.obo:read_obo", suffixes=(".obo",), description="OBO 1.4 ontologies (HPO, DO, ...)")
-register("umls_rrf", "kgplm.kg.umls:read_umls_rrf", detect=_is_umls_directory, aliases=("umls",),
-         sources="directory", description="UMLS Metathesaurus RRF files (MRCONSO, MRREL, MRSTY)")
-register("sparql", "kgplm.kg.sparql:read_sparql", detect=_is_url, sources="url",
-         description="a SPARQL 1.1 endpoint (paged SELECT, or a CONSTRUCT query)")
+register(
+    "umls_rrf",
+    "kgplm.kg.umls:read_umls_rrf",
+    detect=_is_umls_directory,
+    aliases=("umls",),
+    sources="directory",
+    description="UMLS Metathesaurus RRF files (MRCONSO, MRREL, MRSTY)",
+)
+register(
+    "sparql",
+    "kgplm.kg.sparql:read_sparql",
+    detect=_is_url,
+    sources="url",
+    description="a SPARQL 1.1 endpoint (paged SELECT, or a CONSTRUCT query)",
+)

@@ -71,8 +71,9 @@ def hash_strings(blob: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
     """FNV-1a hashes of the byte slices ``blob[starts[i]:ends[i]]`` (uint64)."""
     if not len(starts):
         return np.zeros(0, dtype=np.uint64)
-    return _hash_slices(np.asarray(blob, dtype=np.uint8), np.asarray(starts, dtype=np.int64),
-                        np.asarray(ends, dtype=np.int64))
+    return _hash_slices(
+        np.asarray(blob, dtype=np.uint8), np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    )
 
 
 def fnv1a_hash(text: str) -> np.uint64:
@@ -93,22 +94,24 @@ def _casefold_hashes(table: StringTable, ids: np.ndarray) -> np.ndarray:
     blob = np.asarray(blob, dtype=np.uint8)
     hashes = np.empty(len(ids), dtype=np.uint64)
     for first in range(0, len(ids), _CHUNK):
-        chunk = np.asarray(ids[first:first + _CHUNK], dtype=np.int64)
+        chunk = np.asarray(ids[first : first + _CHUNK], dtype=np.int64)
         starts, ends = np.asarray(offsets[chunk]), np.asarray(offsets[chunk + 1])
         separated = _gather_separated(blob, starts, ends) if len(chunk) else np.zeros(0, np.uint8)
         if np.count_nonzero(separated == 0) != len(chunk) - 1:  # a text holds a NUL, the separator: one by one
-            folded = [bytes(blob[s:e]).decode("utf-8").casefold().encode("utf-8")
-                      for s, e in zip(starts.tolist(), ends.tolist())]
+            folded = [
+                bytes(blob[s:e]).decode("utf-8").casefold().encode("utf-8")
+                for s, e in zip(starts.tolist(), ends.tolist())
+            ]
             data = np.frombuffer(b"".join(folded), dtype=np.uint8)
             lengths = np.fromiter(map(len, folded), dtype=np.int64, count=len(folded))
             folded_ends = np.cumsum(lengths)
-            hashes[first:first + len(chunk)] = hash_strings(data, folded_ends - lengths, folded_ends)
+            hashes[first : first + len(chunk)] = hash_strings(data, folded_ends - lengths, folded_ends)
             continue
         # casefold never makes or removes a NUL, so the folded texts stay NUL-separated
         data = np.frombuffer(separated.tobytes().decode("utf-8").casefold().encode("utf-8"), dtype=np.uint8)
         folded_ends = np.concatenate([np.flatnonzero(data == 0), [len(data)]]).astype(np.int64)
         folded_starts = np.concatenate([[0], folded_ends[:-1] + 1]).astype(np.int64)
-        hashes[first:first + len(chunk)] = hash_strings(data, folded_starts, folded_ends)
+        hashes[first : first + len(chunk)] = hash_strings(data, folded_starts, folded_ends)
     return hashes
 
 
@@ -138,8 +141,15 @@ class NameIndex:
     Built by :meth:`build` from the store's label arrays; read by :meth:`exact` and :meth:`casefolded`.
     """
 
-    def __init__(self, strings: StringTable, extra: StringTable, key_refs: np.ndarray, num_string_keys: int,
-                 owner_indptr: np.ndarray, owners: np.ndarray) -> None:
+    def __init__(
+        self,
+        strings: StringTable,
+        extra: StringTable,
+        key_refs: np.ndarray,
+        num_string_keys: int,
+        owner_indptr: np.ndarray,
+        owners: np.ndarray,
+    ) -> None:
         self._strings = strings
         self._extra = extra
         self._key_refs = key_refs  # key k: strings[key_refs[k]] when k < num_string_keys, else extra[key_refs[k]]
@@ -152,8 +162,14 @@ class NameIndex:
         self._folded_table: _SortedHashes | None = None
 
     @classmethod
-    def build(cls, strings: StringTable, label_indptr: np.ndarray, label_strings: np.ndarray,
-              unlabelled: np.ndarray, local_names: list[str]) -> "NameIndex":
+    def build(
+        cls,
+        strings: StringTable,
+        label_indptr: np.ndarray,
+        label_strings: np.ndarray,
+        unlabelled: np.ndarray,
+        local_names: list[str],
+    ) -> "NameIndex":
         """The index of the labels (CSR ``label_indptr`` by entity over string ids ``label_strings``) and of
         ``local_names[i]``, the name of the label-less entity ``unlabelled[i]`` (ascending ids)."""
         label_strings = np.asarray(label_strings, dtype=np.int64)
@@ -163,14 +179,19 @@ class NameIndex:
         extra = StringTable.from_strings(local_names)
         # entries: the string keys, then the local names; equal texts (a local name equal to a label, or a
         # string table holding a text twice) merge into the first entry
-        entry_hashes = np.concatenate([hash_strings(*_table_slices(strings, string_keys)),
-                                       hash_strings(*_table_slices(extra, np.arange(len(extra))))])
+        entry_hashes = np.concatenate(
+            [
+                hash_strings(*_table_slices(strings, string_keys)),
+                hash_strings(*_table_slices(extra, np.arange(len(extra)))),
+            ]
+        )
         num_entries = len(entry_hashes)
         canonical = np.arange(num_entries, dtype=np.int64)
         order = np.argsort(entry_hashes, kind="stable")
         sorted_hashes = entry_hashes[order]
         same = np.flatnonzero(sorted_hashes[1:] == sorted_hashes[:-1])
         if len(same):
+
             def text(entry: int) -> str:
                 return strings[int(string_keys[entry])] if entry < len(string_keys) else extra[entry - len(string_keys)]
 
@@ -182,8 +203,8 @@ class NameIndex:
         keys = np.flatnonzero(canonical == np.arange(num_entries))  # ascending: the dict's insertion order
         key_of_entry = np.searchsorted(keys, canonical)
         key_of_string = np.full(len(strings), -1, dtype=np.int64)
-        key_of_string[string_keys] = key_of_entry[:len(string_keys)]
-        pair_keys = np.concatenate([key_of_string[label_strings], key_of_entry[len(string_keys):]])
+        key_of_string[string_keys] = key_of_entry[: len(string_keys)]
+        pair_keys = np.concatenate([key_of_string[label_strings], key_of_entry[len(string_keys) :]])
         pair_owners = np.concatenate([label_owners, np.asarray(unlabelled, dtype=np.int64)])
         phase = np.concatenate([np.zeros(len(label_owners), np.int8), np.ones(len(unlabelled), np.int8)])
         pair_order = np.lexsort((pair_owners, phase, pair_keys))
@@ -194,10 +215,14 @@ class NameIndex:
         owner_indptr = np.zeros(len(keys) + 1, dtype=np.int64)
         np.cumsum(np.bincount(pair_keys, minlength=len(keys)), out=owner_indptr[1:])
         is_string = keys < len(string_keys)
-        key_refs = np.where(is_string, string_keys[np.minimum(keys, max(len(string_keys) - 1, 0))] if len(string_keys)
-                            else 0, keys - len(string_keys))
-        return cls(strings, extra, key_refs.astype(np.int64), int(is_string.sum()), owner_indptr,
-                   pair_owners.astype(np.int32))
+        key_refs = np.where(
+            is_string,
+            string_keys[np.minimum(keys, max(len(string_keys) - 1, 0))] if len(string_keys) else 0,
+            keys - len(string_keys),
+        )
+        return cls(
+            strings, extra, key_refs.astype(np.int64), int(is_string.sum()), owner_indptr, pair_owners.astype(np.int32)
+        )
 
     @property
     def _exact(self) -> _SortedHashes:
@@ -213,8 +238,10 @@ class NameIndex:
 
     def _key_hashes(self, casefold: bool) -> np.ndarray:
         parts = []
-        for table, refs in ((self._strings, self._key_refs[:self._num_string_keys]),
-                            (self._extra, self._key_refs[self._num_string_keys:])):
+        for table, refs in (
+            (self._strings, self._key_refs[: self._num_string_keys]),
+            (self._extra, self._key_refs[self._num_string_keys :]),
+        ):
             parts.append(_casefold_hashes(table, refs) if casefold else hash_strings(*_table_slices(table, refs)))
         return np.concatenate(parts)
 
@@ -232,7 +259,7 @@ class NameIndex:
 
     def owners(self, index: int) -> list[int]:
         """The entities carrying key ``index``'s text (labelled ones ascending, then label-less ones)."""
-        return self._owners[self._owner_indptr[index]:self._owner_indptr[index + 1]].tolist()
+        return self._owners[self._owner_indptr[index] : self._owner_indptr[index + 1]].tolist()
 
     def find(self, text: str) -> int:
         """The key whose text is ``text``, or -1."""
@@ -273,8 +300,13 @@ class NameIndex:
         """Bytes of the index's own arrays (the store's strings excluded), counting the hash tables built so far:
         asking the size builds none (the store logs it after every build)."""
         tables = [table for table in (self._exact_table, self._folded_table) if table is not None]
-        return (self._key_refs.nbytes + self._owner_indptr.nbytes + self._owners.nbytes
-                + sum(table.nbytes for table in tables) + sum(part.nbytes for part in self._extra.buffers()))
+        return (
+            self._key_refs.nbytes
+            + self._owner_indptr.nbytes
+            + self._owners.nbytes
+            + sum(table.nbytes for table in tables)
+            + sum(part.nbytes for part in self._extra.buffers())
+        )
 
 
 class IriIndex:

@@ -68,8 +68,14 @@ def read_obo(
     header: dict[str, str] = {}
     stanzas: list[tuple[str, int, list[tuple[int, str, str]]]] = []
     current: list[tuple[int, str, str]] | None = None
-    for line_number, line in tqdm(iter_lines(path), desc=f"reading {path.name}", unit=" lines", unit_scale=True,
-                                  disable=not show_progress, leave=False):
+    for line_number, line in tqdm(
+        iter_lines(path),
+        desc=f"reading {path.name}",
+        unit=" lines",
+        unit_scale=True,
+        disable=not show_progress,
+        leave=False,
+    ):
         stripped = line.strip()
         if not stripped or stripped.startswith("!"):
             continue
@@ -78,8 +84,12 @@ def read_obo(
             stanzas.append((stripped[1:-1], line_number, current))
             continue
         if ":" not in stripped:
-            raise DataFormatError(f"line {stripped[:60]!r} has no 'tag: value' form", path=path, line=line_number,
-                                  expected="'tag: value' or a [Stanza] header")
+            raise DataFormatError(
+                f"line {stripped[:60]!r} has no 'tag: value' form",
+                path=path,
+                line=line_number,
+                expected="'tag: value' or a [Stanza] header",
+            )
         tag, value = stripped.split(":", 1)
         value = value.strip()
         if current is None:
@@ -95,8 +105,9 @@ def read_obo(
         for tag_line, tag, value in tags:
             grouped.setdefault(tag, []).append((tag_line, value))
         if "id" not in grouped:
-            raise DataFormatError(f"[{kind}] stanza without an id", path=path, line=line_number,
-                                  expected="an 'id:' tag in every stanza")
+            raise DataFormatError(
+                f"[{kind}] stanza without an id", path=path, line=line_number, expected="an 'id:' tag in every stanza"
+            )
         identifier = grouped["id"][0][1]
         if kind == "Typedef":
             if "name" in grouped:
@@ -122,14 +133,19 @@ def read_obo(
         for tag_line, value in grouped.get("synonym", []):
             match = _SYNONYM.match(value)
             if match is None:
-                raise DataFormatError(f"malformed synonym {value[:60]!r}", path=path, line=tag_line,
-                                      expected='synonym: "text" SCOPE [xrefs]')
+                raise DataFormatError(
+                    f"malformed synonym {value[:60]!r}",
+                    path=path,
+                    line=tag_line,
+                    expected='synonym: "text" SCOPE [xrefs]',
+                )
             text, scope = _unescape(match.group(1)), match.group(2) or "RELATED"
             if scope in alias_synonym_scopes:
                 collector.add_label(entity, text, language, exact_role if scope == "EXACT" else alias_role)
             else:
-                predicate = collector.attribute_predicate(obo_iri(f"oboInOwl:has{scope.title()}Synonym"),
-                                                          f"{scope.lower()}_synonym")
+                predicate = collector.attribute_predicate(
+                    obo_iri(f"oboInOwl:has{scope.title()}Synonym"), f"{scope.lower()}_synonym"
+                )
                 collector.add_attribute(entity, predicate, text, language)
         for tag_line, value in grouped.get("is_a", []):
             target = _QUALIFIERS.sub("", _TRAILING_COMMENT.sub("", value)).strip()
@@ -138,8 +154,12 @@ def read_obo(
         for tag_line, value in grouped.get("relationship", []):
             parts = _QUALIFIERS.sub("", _TRAILING_COMMENT.sub("", value)).split()
             if len(parts) < 2:
-                raise DataFormatError(f"malformed relationship {value[:60]!r}", path=path, line=tag_line,
-                                      expected="relationship: RELATION TARGET")
+                raise DataFormatError(
+                    f"malformed relationship {value[:60]!r}",
+                    path=path,
+                    line=tag_line,
+                    expected="relationship: RELATION TARGET",
+                )
             relation_id, target = parts[0], parts[1]
             if target in obsolete:
                 continue
@@ -155,6 +175,9 @@ def read_obo(
                     value = _unescape(match.group(1)) if match else value
                 collector.add_attribute(entity, predicate, value)
     # each id prefix's namespace, so that store.entity_id("HP:0001250") resolves (kgplm.kg.curie)
-    prefixes = {identifier.split(":", 1)[0]: f"{OBO_PURL}{identifier.split(':', 1)[0]}_"
-                for identifier in (g["id"][0][1] for _, g in live_terms) if ":" in identifier}
+    prefixes = {
+        identifier.split(":", 1)[0]: f"{OBO_PURL}{identifier.split(':', 1)[0]}_"
+        for identifier in (g["id"][0][1] for _, g in live_terms)
+        if ":" in identifier
+    }
     return collector.build(extra_manifest={"obo_header": header, "prefixes": prefixes})

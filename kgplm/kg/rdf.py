@@ -42,8 +42,9 @@ logger = logging.getLogger(__name__)
 
 #: what pyoxigraph says about an IRI that is relative (no scheme) when no base IRI is given
 _RELATIVE_IRI_MESSAGES = ("No scheme found in an absolute IRI", "relative IRI")
-_BASE_IRI_HINT = ("; relative IRIs need a base IRI to resolve against: pass base_iri='http://example.org/…/' "
-                  "(CLI: --base-iri)")
+_BASE_IRI_HINT = (
+    "; relative IRIs need a base IRI to resolve against: pass base_iri='http://example.org/…/' (CLI: --base-iri)"
+)
 
 
 class _RangeReader(io.RawIOBase):
@@ -70,9 +71,15 @@ class _RangeReader(io.RawIOBase):
         super().close()
 
 
-
-def parse_rdf_stream(raw: RawGraph, handle: BinaryIO, canonical: str, *, blank_prefix: str,
-                     base_iri: str | None = None, progress: tqdm | None = None) -> None:
+def parse_rdf_stream(
+    raw: RawGraph,
+    handle: BinaryIO,
+    canonical: str,
+    *,
+    blank_prefix: str,
+    base_iri: str | None = None,
+    progress: tqdm | None = None,
+) -> None:
     """Parse an RDF byte stream with pyoxigraph into ``raw``; pyoxigraph's ``SyntaxError`` propagates.
 
     Blank nodes get the key ``"_:" + blank_prefix + label`` so that the blank nodes of different
@@ -153,8 +160,15 @@ def parse_rdf_stream(raw: RawGraph, handle: BinaryIO, canonical: str, *, blank_p
             progress.update(count & 0xFFFF)
 
 
-def _parse_with_oxigraph(raw: RawGraph, path: Path, canonical: str, file_index: int, base_iri: str | None,
-                         progress: tqdm | None, byte_range: tuple[int, int] | None = None) -> None:
+def _parse_with_oxigraph(
+    raw: RawGraph,
+    path: Path,
+    canonical: str,
+    file_index: int,
+    base_iri: str | None,
+    progress: tqdm | None,
+    byte_range: tuple[int, int] | None = None,
+) -> None:
     """Parse ``path`` (or bytes ``byte_range`` of it, for line-based formats) into ``raw``."""
     if byte_range is not None:
         handle = _RangeReader(path, *byte_range)
@@ -162,8 +176,9 @@ def _parse_with_oxigraph(raw: RawGraph, path: Path, canonical: str, file_index: 
         handle = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
     try:
         with handle:
-            parse_rdf_stream(raw, handle, canonical, blank_prefix=f"f{file_index}-", base_iri=base_iri,
-                             progress=progress)
+            parse_rdf_stream(
+                raw, handle, canonical, blank_prefix=f"f{file_index}-", base_iri=base_iri, progress=progress
+            )
     except SyntaxError as error:
         message = str(error.msg if hasattr(error, "msg") else error)
         line, column = error.lineno, error.offset
@@ -174,8 +189,9 @@ def _parse_with_oxigraph(raw: RawGraph, path: Path, canonical: str, file_index: 
         if base_iri is None and any(text in message for text in _RELATIVE_IRI_MESSAGES):
             message += _BASE_IRI_HINT
         cls = EncodingError if "utf-8" in message.lower() else DataFormatError
-        raise cls(f"malformed {canonical} RDF: {message}", path=path, line=line, column=column,
-                  expected=f"valid {canonical}") from None
+        raise cls(
+            f"malformed {canonical} RDF: {message}", path=path, line=line, column=column, expected=f"valid {canonical}"
+        ) from None
     except OSError as error:  # gzip errors, unreadable files
         raise DataFormatError(f"cannot read RDF: {error}", path=path) from None
 
@@ -184,7 +200,7 @@ def _locate_error(path: Path, canonical: str, base_iri: str | None) -> tuple[int
     """``(line, column)`` of the first error in ``path`` as rdflib (RDF/XML) or json (JSON-LD) finds it."""
     import json
 
-    with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as handle:
+    with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
         data = handle.read()
     if canonical == "json-ld":
         try:
@@ -221,7 +237,6 @@ def _count_lines_before(path: Path, offset: int) -> int:
     return count
 
 
-
 #: Line-based formats whose files can be cut at any line boundary and parsed in parts.
 _SPLITTABLE_FORMATS = ("nt", "nquads")
 #: Below this size a second process costs more than it saves.
@@ -236,9 +251,9 @@ def _split_point(path: Path) -> int:
         return handle.tell()
 
 
-
-def _parse_in_two_processes(raw: RawGraph, path: Path, canonical: str, file_index: int, base_iri: str | None,
-                            progress: tqdm | None) -> None:
+def _parse_in_two_processes(
+    raw: RawGraph, path: Path, canonical: str, file_index: int, base_iri: str | None, progress: tqdm | None
+) -> None:
     """Parse the second half of a line-based file in a worker process while this one parses the first."""
     import json
     import subprocess
@@ -247,8 +262,18 @@ def _parse_in_two_processes(raw: RawGraph, path: Path, canonical: str, file_inde
 
     middle, size = _split_point(path), path.stat().st_size
     with tempfile.TemporaryDirectory(prefix="kgplm-rdf-") as scratch:
-        command = [sys.executable, "-m", "kgplm.kg.rdf", str(path), canonical, str(file_index), str(middle),
-                   str(size), scratch, base_iri or ""]
+        command = [
+            sys.executable,
+            "-m",
+            "kgplm.kg.rdf",
+            str(path),
+            canonical,
+            str(file_index),
+            str(middle),
+            str(size),
+            scratch,
+            base_iri or "",
+        ]
         worker = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             _parse_with_oxigraph(raw, path, canonical, file_index, base_iri, progress, byte_range=(0, middle))
@@ -262,8 +287,9 @@ def _parse_in_two_processes(raw: RawGraph, path: Path, canonical: str, file_inde
             with open(error_path, encoding="utf-8") as handle:
                 error = json.load(handle)
             cls = EncodingError if error["encoding"] else DataFormatError
-            raise cls(error["message"], path=path, line=error["line"], column=error["column"],
-                      expected=f"valid {canonical}")
+            raise cls(
+                error["message"], path=path, line=error["line"], column=error["column"], expected=f"valid {canonical}"
+            )
         if worker.returncode != 0:
             raise RuntimeError(f"RDF worker failed ({worker.returncode}): {stderr.decode(errors='replace')[-2000:]}")
         raw.extend_from(Path(scratch))
@@ -276,14 +302,22 @@ def _worker_main(argv: list[str]) -> int:
     path, canonical, file_index, start, end, out_directory, base_iri = argv
     raw = RawGraph()
     try:
-        _parse_with_oxigraph(raw, Path(path), canonical, int(file_index), base_iri or None, None,
-                             byte_range=(int(start), int(end)))
+        _parse_with_oxigraph(
+            raw, Path(path), canonical, int(file_index), base_iri or None, None, byte_range=(int(start), int(end))
+        )
     except DataFormatError as error:
         with open(Path(out_directory) / "error.json", "w", encoding="utf-8") as handle:
             message = str(error).split(": ", 1)[1] if ": " in str(error) else str(error)
             message = message.rsplit(" (expected", 1)[0]
-            json.dump({"message": message, "line": error.line, "column": error.column,
-                       "encoding": isinstance(error, EncodingError)}, handle)
+            json.dump(
+                {
+                    "message": message,
+                    "line": error.line,
+                    "column": error.column,
+                    "encoding": isinstance(error, EncodingError),
+                },
+                handle,
+            )
         return 1
     raw.save(Path(out_directory))
     return 0
@@ -304,13 +338,16 @@ def _parse_with_rdflib(raw: RawGraph, path: Path, canonical: str, file_index: in
     except UnicodeDecodeError as error:
         from kgplm._io import utf8_conversion_hint
 
-        raise EncodingError(f"not valid UTF-8: {error.reason}", path=path,
-                            expected=f"UTF-8 RDF; {utf8_conversion_hint(path, error.object[error.start:error.end + 64])}"
-                            ) from None
+        raise EncodingError(
+            f"not valid UTF-8: {error.reason}",
+            path=path,
+            expected=f"UTF-8 RDF; {utf8_conversion_hint(path, error.object[error.start : error.end + 64])}",
+        ) from None
     except Exception as error:  # rdflib raises many types; all mean malformed input here
         line = getattr(error, "lineno", None) or getattr(error, "line", None)
-        raise DataFormatError(f"malformed {canonical} RDF: {error}", path=path,
-                              line=line if isinstance(line, int) else None) from None
+        raise DataFormatError(
+            f"malformed {canonical} RDF: {error}", path=path, line=line if isinstance(line, int) else None
+        ) from None
     statements = graph.quads() if isinstance(graph, rdflib.Dataset) else graph
     bound_by_default = set(rdflib.Graph().namespaces())
     for prefix, namespace in graph.namespaces():  # the file's declarations, not rdflib's own bindings
@@ -346,8 +383,9 @@ def _reject_remote_jsonld_contexts(path: Path) -> None:
         try:
             document = json.load(handle)
         except json.JSONDecodeError as error:
-            raise DataFormatError(f"malformed JSON-LD: {error.msg}", path=path, line=error.lineno,
-                                  column=error.colno) from None
+            raise DataFormatError(
+                f"malformed JSON-LD: {error.msg}", path=path, line=error.lineno, column=error.colno
+            ) from None
 
     def contexts(value) -> Iterator:
         if isinstance(value, dict):
@@ -369,9 +407,9 @@ def _reject_remote_jsonld_contexts(path: Path) -> None:
     if any(remote(c) for c in contexts(document)):
         raise DataFormatError(
             "JSON-LD refers to a remote @context; kgplm never fetches from the network",
-            path=path, expected="an inline @context object",
+            path=path,
+            expected="an inline @context object",
         )
-
 
 
 def read_rdf(
@@ -411,19 +449,33 @@ def read_rdf(
         canonical = rdf_format(path, format)
         logger.info("parsing %s as %s with %s", path, canonical, parser)
         if parser == "oxigraph":
-            parallel = (workers > 1 and canonical in _SPLITTABLE_FORMATS and path.suffix != ".gz"
-                        and path.stat().st_size >= PARALLEL_MIN_BYTES)
-            with tqdm(desc=f"parsing {path.name}" + (" (first half)" if parallel else ""), unit=" statements",
-                      unit_scale=True, disable=not show_progress, leave=False) as progress:
+            parallel = (
+                workers > 1
+                and canonical in _SPLITTABLE_FORMATS
+                and path.suffix != ".gz"
+                and path.stat().st_size >= PARALLEL_MIN_BYTES
+            )
+            with tqdm(
+                desc=f"parsing {path.name}" + (" (first half)" if parallel else ""),
+                unit=" statements",
+                unit_scale=True,
+                disable=not show_progress,
+                leave=False,
+            ) as progress:
                 if parallel:
                     _parse_in_two_processes(raw, path, canonical, file_index, base_iri, progress)
                 else:
                     _parse_with_oxigraph(raw, path, canonical, file_index, base_iri, progress)
         else:
             _parse_with_rdflib(raw, path, canonical, file_index, base_iri)
-    return build_store(raw, ", ".join(str(p) for p in paths), label_roles(name_predicates, alias_predicates),
-                       preferred_languages=preferred_languages, merge_same_as=merge_same_as,
-                       extra_manifest={"prefixes": dict(raw.prefixes)})
+    return build_store(
+        raw,
+        ", ".join(str(p) for p in paths),
+        label_roles(name_predicates, alias_predicates),
+        preferred_languages=preferred_languages,
+        merge_same_as=merge_same_as,
+        extra_manifest={"prefixes": dict(raw.prefixes)},
+    )
 
 
 if __name__ == "__main__":  # the worker process of _parse_in_two_processes

@@ -56,8 +56,9 @@ def blank_node_label(key: str) -> str:
     other UTF-8 byte becomes ``_`` + two hex digits. Injective, and valid in every RDF syntax
     (it starts with a letter or ``_`` and holds only letters, digits and ``_``)."""
     body = key[2:] if key.startswith("_:") else key
-    return "".join(c if _BLANK_SAFE.fullmatch(c) else "".join(f"_{b:02X}" for b in c.encode("utf-8"))
-                   for c in body) or "_"
+    return (
+        "".join(c if _BLANK_SAFE.fullmatch(c) else "".join(f"_{b:02X}" for b in c.encode("utf-8")) for c in body) or "_"
+    )
 
 
 def iter_store_statements(store: "KGStore", *, include_schema: bool = True) -> Iterator[tuple]:
@@ -72,8 +73,11 @@ def iter_store_statements(store: "KGStore", *, include_schema: bool = True) -> I
     relation_iris, type_iris = store.relation_iris, store.type_iris
     attribute_iris = store.attribute_predicate_iris
     if include_schema:
-        for iris, names in ((relation_iris, store.relation_names), (type_iris, store.type_names),
-                            (attribute_iris, store.attribute_predicate_names)):
+        for iris, names in (
+            (relation_iris, store.relation_names),
+            (type_iris, store.type_names),
+            (attribute_iris, store.attribute_predicate_names),
+        ):
             for iri, name in zip(iris, names):
                 if name != local_name(iri):
                     yield iri, RDFS_LABEL, ("literal", name, "", "")
@@ -95,12 +99,22 @@ def iter_store_statements(store: "KGStore", *, include_schema: bool = True) -> I
             role = int(label_roles[position])
             if role == derived:
                 continue
-            yield iri, ROLE_PREDICATE[role], (
-                "literal", strings[int(label_strings[position])], languages[int(label_languages[position])], "")
+            yield (
+                iri,
+                ROLE_PREDICATE[role],
+                ("literal", strings[int(label_strings[position])], languages[int(label_languages[position])], ""),
+            )
         for position in range(attribute_indptr[entity], attribute_indptr[entity + 1]):
-            yield iri, attribute_iris[int(attribute_predicates[position])], (
-                "literal", strings[int(attribute_values[position])], languages[int(attribute_languages[position])],
-                datatypes[int(attribute_datatypes[position])])
+            yield (
+                iri,
+                attribute_iris[int(attribute_predicates[position])],
+                (
+                    "literal",
+                    strings[int(attribute_values[position])],
+                    languages[int(attribute_languages[position])],
+                    datatypes[int(attribute_datatypes[position])],
+                ),
+            )
     for head, relation, tail in np.asarray(store.triples).tolist():
         yield entity_iris[head], relation_iris[relation], entity_iris[tail]
     for merged_iri, entity in store.merged_iris().items():
@@ -115,8 +129,10 @@ def _to_oxigraph(statements: Iterable[tuple], path: Path, canonical: str, locati
     def unwritable(what: str, value: str, error: ValueError) -> DataFormatError:
         return DataFormatError(
             f"cannot write the {what} {value!r} as {canonical} RDF ({error}); it was loaded from "
-            f"{location or 'the source'}, whose parser accepted it", path=path,
-            expected="absolute IRIs (RFC 3987) and BCP 47 language tags")
+            f"{location or 'the source'}, whose parser accepted it",
+            path=path,
+            expected="absolute IRIs (RFC 3987) and BCP 47 language tags",
+        )
 
     def node(key: str):
         term = cache.get(key)
@@ -160,8 +176,10 @@ def write_rdf(store: "KGStore", path: str | os.PathLike, *, format: str | None =
     path = Path(path)
     canonical = rdf_format(path, format)
     if store.num_entities == 0:
-        raise EmptyGraphError(f"{store.location or 'the store'} has no entity; {path} would hold no RDF statement, "
-                              f"which from_rdf refuses to read; nothing was written")
+        raise EmptyGraphError(
+            f"{store.location or 'the store'} has no entity; {path} would hold no RDF statement, "
+            f"which from_rdf refuses to read; nothing was written"
+        )
     with atomic_file(path, "wb") as handle:
         if path.suffix.lower() == ".gz":
             with gzip.GzipFile(fileobj=handle, mode="wb", filename="", mtime=0) as compressed:
@@ -178,8 +196,10 @@ def _serialize(store: "KGStore", output, path: Path, canonical: str) -> None:
     prefixes = dict(_STANDARD_PREFIXES)
     prefixes.update(store.prefixes)
     pyoxigraph.serialize(
-        _to_oxigraph(iter_store_statements(store), path, canonical, store.location), output,
-        oxigraph_format(canonical), prefixes=prefixes if canonical in ("turtle", "trig", "n3") else None,
+        _to_oxigraph(iter_store_statements(store), path, canonical, store.location),
+        output,
+        oxigraph_format(canonical),
+        prefixes=prefixes if canonical in ("turtle", "trig", "n3") else None,
     )
 
 
@@ -197,8 +217,9 @@ def to_rdflib_graph(store: "KGStore") -> "rdflib.Graph":
         return term
 
     add = graph.add
-    for subject, predicate, obj in tqdm(iter_store_statements(store), desc="building rdflib graph",
-                                        unit=" statements", unit_scale=True, leave=False):
+    for subject, predicate, obj in tqdm(
+        iter_store_statements(store), desc="building rdflib graph", unit=" statements", unit_scale=True, leave=False
+    ):
         if isinstance(obj, tuple):
             _, value, language, datatype = obj
             term = rdflib.Literal(value, lang=language or None, datatype=rdflib.URIRef(datatype) if datatype else None)

@@ -11,18 +11,41 @@ __all__ = ["rdf_format", "oxigraph_format", "FORMAT_ALIASES", "EXTENSION_FORMATS
 
 #: every accepted spelling → the canonical name (rdflib's names)
 FORMAT_ALIASES = {
-    "turtle": "turtle", "ttl": "turtle",
-    "nt": "nt", "ntriples": "nt", "n-triples": "nt", "nt11": "nt",
-    "nquads": "nquads", "nq": "nquads", "n-quads": "nquads",
+    "turtle": "turtle",
+    "ttl": "turtle",
+    "nt": "nt",
+    "ntriples": "nt",
+    "n-triples": "nt",
+    "nt11": "nt",
+    "nquads": "nquads",
+    "nq": "nquads",
+    "n-quads": "nquads",
     "trig": "trig",
-    "xml": "xml", "rdf": "xml", "rdfxml": "xml", "rdf/xml": "xml", "owl": "xml", "application/rdf+xml": "xml",
-    "json-ld": "json-ld", "jsonld": "json-ld", "json": "json-ld",
+    "xml": "xml",
+    "rdf": "xml",
+    "rdfxml": "xml",
+    "rdf/xml": "xml",
+    "owl": "xml",
+    "application/rdf+xml": "xml",
+    "json-ld": "json-ld",
+    "jsonld": "json-ld",
+    "json": "json-ld",
     "n3": "n3",
 }
 #: file extension (after removing ``.gz``) → canonical format
 EXTENSION_FORMATS = {
-    ".ttl": "turtle", ".turtle": "turtle", ".nt": "nt", ".ntriples": "nt", ".nq": "nquads", ".nquads": "nquads",
-    ".trig": "trig", ".rdf": "xml", ".xml": "xml", ".owl": "xml", ".jsonld": "json-ld", ".json": "json-ld",
+    ".ttl": "turtle",
+    ".turtle": "turtle",
+    ".nt": "nt",
+    ".ntriples": "nt",
+    ".nq": "nquads",
+    ".nquads": "nquads",
+    ".trig": "trig",
+    ".rdf": "xml",
+    ".xml": "xml",
+    ".owl": "xml",
+    ".jsonld": "json-ld",
+    ".json": "json-ld",
     ".n3": "n3",
 }
 #: formats that hold named graphs (a store is written into their default graph)
@@ -56,8 +79,11 @@ def oxigraph_format(canonical: str):
     import pyoxigraph
 
     return {
-        "turtle": pyoxigraph.RdfFormat.TURTLE, "nt": pyoxigraph.RdfFormat.N_TRIPLES,
-        "nquads": pyoxigraph.RdfFormat.N_QUADS, "trig": pyoxigraph.RdfFormat.TRIG,
-        "xml": pyoxigraph.RdfFormat.RDF_XML, "json-ld": pyoxigraph.RdfFormat.JSON_LD,
+        "turtle": pyoxigraph.RdfFormat.TURTLE,
+        "nt": pyoxigraph.RdfFormat.N_TRIPLES,
+        "nquads": pyoxigraph.RdfFormat.N_QUADS,
+        "trig": pyoxigraph.RdfFormat.TRIG,
+        "xml": pyoxigraph.RdfFormat.RDF_XML,
+        "json-ld": pyoxigraph.RdfFormat.JSON_LD,
         "n3": pyoxigraph.RdfFormat.N3,
     }[canonical]

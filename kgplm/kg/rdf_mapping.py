@@ -56,7 +56,15 @@ from kgplm.kg.vocabulary import (
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
-__all__ = ["RawGraph", "build_store", "label_roles", "SCHEMA_PREDICATES", "EQUIVALENCE_PREDICATES", "plain_datatype", "PLAIN_DATATYPES"]
+__all__ = [
+    "RawGraph",
+    "build_store",
+    "label_roles",
+    "SCHEMA_PREDICATES",
+    "EQUIVALENCE_PREDICATES",
+    "plain_datatype",
+    "PLAIN_DATATYPES",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +100,15 @@ class RawGraph:
     """
 
     #: int columns, saved as .npy by :meth:`save`
-    ARRAYS = ("edge_subjects", "edge_predicates", "edge_objects", "type_subjects", "type_classes",
-              "literal_subjects", "literal_predicates")
+    ARRAYS = (
+        "edge_subjects",
+        "edge_predicates",
+        "edge_objects",
+        "type_subjects",
+        "type_classes",
+        "literal_subjects",
+        "literal_predicates",
+    )
     #: string columns, saved as JSON
     LISTS = ("literal_values", "literal_languages", "literal_datatypes")
 
@@ -145,9 +160,14 @@ class RawGraph:
         for name in self.ARRAYS:
             np.save(directory / f"{name}.npy", np.frombuffer(getattr(self, name), dtype=np.int32))
         payload = {name: getattr(self, name) for name in self.LISTS}
-        payload.update(nodes=list(self.nodes), predicates=list(self.predicates), prefixes=self.prefixes,
-                       statements=self.statements,
-                       skipped_quoted=self.skipped_quoted, skipped_schema=self.skipped_schema)
+        payload.update(
+            nodes=list(self.nodes),
+            predicates=list(self.predicates),
+            prefixes=self.prefixes,
+            statements=self.statements,
+            skipped_quoted=self.skipped_quoted,
+            skipped_schema=self.skipped_schema,
+        )
         with open(directory / "part.json", "w", encoding="utf-8") as handle:
             json.dump(payload, handle, ensure_ascii=False)
 
@@ -155,10 +175,16 @@ class RawGraph:
         """Append a part written by :meth:`save`, re-numbering its nodes and predicates."""
         with open(directory / "part.json", encoding="utf-8") as handle:
             payload = json.load(handle)
-        node_map = np.fromiter((self.nodes.setdefault(k, len(self.nodes)) for k in payload["nodes"]),
-                               dtype=np.int32, count=len(payload["nodes"]))
-        predicate_map = np.fromiter((self.predicates.setdefault(k, len(self.predicates)) for k in payload["predicates"]),
-                                    dtype=np.int32, count=len(payload["predicates"]))
+        node_map = np.fromiter(
+            (self.nodes.setdefault(k, len(self.nodes)) for k in payload["nodes"]),
+            dtype=np.int32,
+            count=len(payload["nodes"]),
+        )
+        predicate_map = np.fromiter(
+            (self.predicates.setdefault(k, len(self.predicates)) for k in payload["predicates"]),
+            dtype=np.int32,
+            count=len(payload["predicates"]),
+        )
         for name in self.ARRAYS:
             local = np.load(directory / f"{name}.npy", allow_pickle=False)
             mapping = predicate_map if name.endswith("predicates") else node_map
@@ -180,9 +206,16 @@ def label_roles(name_predicates: Iterable[str] = (), alias_predicates: Iterable[
     return roles
 
 
-def build_store(raw: RawGraph, location: str, label_roles: dict[str, int], *,
-                preferred_languages: Sequence[str] = DEFAULT_PREFERRED_LANGUAGES, merge_same_as: bool = False,
-                source: str = "rdf", extra_manifest: dict | None = None) -> "KGStore":
+def build_store(
+    raw: RawGraph,
+    location: str,
+    label_roles: dict[str, int],
+    *,
+    preferred_languages: Sequence[str] = DEFAULT_PREFERRED_LANGUAGES,
+    merge_same_as: bool = False,
+    source: str = "rdf",
+    extra_manifest: dict | None = None,
+) -> "KGStore":
     """Classify the statements of ``raw`` by the module's rules and compile the store.
 
     ``label_roles`` maps label predicates to their role in ``LABEL_ROLES``.
@@ -280,8 +313,11 @@ def build_store(raw: RawGraph, location: str, label_roles: dict[str, int], *,
     if raw.skipped_schema:
         logger.info("%d schema statements (domain, range, subPropertyOf ...) are not edges", raw.skipped_schema)
     if len(entity_nodes) == 0:
-        logger.warning("%s: %d statements, but all describe predicates or classes: the store has no entity",
-                       location, raw.statements)
+        logger.warning(
+            "%s: %d statements, but all describe predicates or classes: the store has no entity",
+            location,
+            raw.statements,
+        )
     if merge_same_as:
         collector.merge_linked(EQUIVALENCE_PREDICATES)
     return collector.build(preferred_languages=preferred_languages, allow_empty=True, extra_manifest=extra_manifest)

@@ -61,9 +61,17 @@ TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _GRAPH_ACCEPT = "application/n-triples, text/turtle;q=0.9, application/rdf+xml;q=0.8, application/ld+json;q=0.7"
 #: media type of a CONSTRUCT/DESCRIBE answer → the reader's format name
 _GRAPH_MEDIA_TYPES = {
-    "application/n-triples": "nt", "text/plain": "nt", "text/turtle": "turtle", "application/x-turtle": "turtle",
-    "application/rdf+xml": "xml", "application/xml": "xml", "text/xml": "xml", "application/ld+json": "json-ld",
-    "application/n-quads": "nquads", "application/trig": "trig", "text/n3": "n3",
+    "application/n-triples": "nt",
+    "text/plain": "nt",
+    "text/turtle": "turtle",
+    "application/x-turtle": "turtle",
+    "application/rdf+xml": "xml",
+    "application/xml": "xml",
+    "text/xml": "xml",
+    "application/ld+json": "json-ld",
+    "application/n-quads": "nquads",
+    "application/trig": "trig",
+    "text/n3": "n3",
 }
 _PROLOGUE = re.compile(r"\A(?:\s+|#[^\n]*\n|(?:PREFIX\s+[^\s:]*:\s*<[^>]*>)|(?:BASE\s+<[^>]*>))*", re.IGNORECASE)
 _QUERY_FORM = re.compile(r"(SELECT|CONSTRUCT|DESCRIBE|ASK)\b", re.IGNORECASE)
@@ -80,15 +88,25 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
 class SparqlClient:
     """POSTs queries to one endpoint URL, with bounded retries of transient failures."""
 
-    def __init__(self, endpoint_url: str, *, timeout: float = 60.0, retries: int = 3, backoff: float = 1.0,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        endpoint_url: str,
+        *,
+        timeout: float = 60.0,
+        retries: int = 3,
+        backoff: float = 1.0,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         parsed = urllib.parse.urlsplit(endpoint_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ConfigurationError(f"a SPARQL endpoint URL must be http:// or https:// with a host, got "
-                                     f"{endpoint_url!r}")
+            raise ConfigurationError(
+                f"a SPARQL endpoint URL must be http:// or https:// with a host, got {endpoint_url!r}"
+            )
         if timeout <= 0 or retries < 0 or backoff < 0:
-            raise ConfigurationError(f"timeout must be > 0, retries and backoff >= 0; got timeout={timeout}, "
-                                     f"retries={retries}, backoff={backoff}")
+            raise ConfigurationError(
+                f"timeout must be > 0, retries and backoff >= 0; got timeout={timeout}, "
+                f"retries={retries}, backoff={backoff}"
+            )
         self.endpoint_url = endpoint_url
         self.timeout = timeout
         self.retries = retries
@@ -100,8 +118,12 @@ class SparqlClient:
     def post(self, query: str, accept: str) -> tuple[bytes, str]:
         """``(body, media type)`` of the endpoint's answer to ``query``."""
         data = urllib.parse.urlencode({"query": query}).encode("utf-8")
-        headers = {"Accept": accept, "Content-Type": "application/x-www-form-urlencoded; charset=utf-8",
-                   "User-Agent": "kgplm", **self.headers}
+        headers = {
+            "Accept": accept,
+            "Content-Type": "application/x-www-form-urlencoded; charset=utf-8",
+            "User-Agent": "kgplm",
+            **self.headers,
+        }
         last_error = ""
         for attempt in range(self.retries + 1):
             request = urllib.request.Request(self.endpoint_url, data=data, headers=headers, method="POST")
@@ -115,11 +137,14 @@ class SparqlClient:
                     raise EndpointError(
                         f"the SPARQL endpoint {self.endpoint_url} redirects (HTTP {error.code}) to "
                         f"{error.headers.get('Location')}; kgplm sends requests only to the URL it is given: "
-                        "pass that URL instead") from None
+                        "pass that URL instead"
+                    ) from None
                 detail = error.read()[:500].decode("utf-8", errors="replace").strip()
                 if error.code not in TRANSIENT_STATUS:
-                    raise EndpointError(f"the SPARQL endpoint {self.endpoint_url} refused the query: HTTP {error.code} "
-                                        f"{error.reason}: {detail or '(no message)'}") from None
+                    raise EndpointError(
+                        f"the SPARQL endpoint {self.endpoint_url} refused the query: HTTP {error.code} "
+                        f"{error.reason}: {detail or '(no message)'}"
+                    ) from None
                 last_error = f"HTTP {error.code} {error.reason}"
                 retry_after = error.headers.get("Retry-After", "") if error.headers else ""
                 if retry_after.isdigit():
@@ -128,27 +153,37 @@ class SparqlClient:
                 reason = getattr(error, "reason", error)
                 last_error = f"{type(reason).__name__}: {reason}"
             if attempt < self.retries:
-                logger.warning("SPARQL endpoint %s: %s; retrying in %.1f s (%d of %d)", self.endpoint_url, last_error,
-                               wait, attempt + 1, self.retries)
+                logger.warning(
+                    "SPARQL endpoint %s: %s; retrying in %.1f s (%d of %d)",
+                    self.endpoint_url,
+                    last_error,
+                    wait,
+                    attempt + 1,
+                    self.retries,
+                )
                 time.sleep(wait)
-        raise EndpointError(f"cannot reach the SPARQL endpoint {self.endpoint_url} ({self.retries + 1} attempts, "
-                            f"timeout {self.timeout:g} s): {last_error}")
+        raise EndpointError(
+            f"cannot reach the SPARQL endpoint {self.endpoint_url} ({self.retries + 1} attempts, "
+            f"timeout {self.timeout:g} s): {last_error}"
+        )
 
 
 def _split_prologue(query: str) -> tuple[str, str, str]:
     """``(prologue, form, body)``: PREFIX/BASE declarations, the query form keyword, and the rest."""
     prologue = _PROLOGUE.match(query).group(0)
-    rest = query[len(prologue):]
+    rest = query[len(prologue) :]
     form = _QUERY_FORM.match(rest)
     if form is None:
-        raise ConfigurationError(f"cannot tell the form of the SPARQL query {query[:80]!r}...; expected SELECT ?s ?p ?o, "
-                                 "CONSTRUCT or DESCRIBE after the PREFIX/BASE declarations")
+        raise ConfigurationError(
+            f"cannot tell the form of the SPARQL query {query[:80]!r}...; expected SELECT ?s ?p ?o, "
+            "CONSTRUCT or DESCRIBE after the PREFIX/BASE declarations"
+        )
     return prologue, form.group(1).upper(), rest
 
 
 def _check_iri(iri: str, what: str) -> str:
     if not iri or re.search(r'[\s<>"{}|^`\\]', iri):
-        raise ConfigurationError(f"{what} must be an absolute IRI without spaces or <>\"{{}}|^`\\, got {iri!r}")
+        raise ConfigurationError(f'{what} must be an absolute IRI without spaces or <>"{{}}|^`\\, got {iri!r}')
     return iri
 
 
@@ -157,8 +192,9 @@ def _node_key(term: dict, row: int, variable: str, where: str) -> str | tuple[st
     kind = term.get("type")
     value = term.get("value")
     if not isinstance(value, str):
-        raise DataFormatError(f"row {row}: ?{variable} has no string value", path=where,
-                              expected="SPARQL 1.1 JSON results")
+        raise DataFormatError(
+            f"row {row}: ?{variable} has no string value", path=where, expected="SPARQL 1.1 JSON results"
+        )
     if kind == "uri":
         return value
     if kind == "bnode":
@@ -167,8 +203,9 @@ def _node_key(term: dict, row: int, variable: str, where: str) -> str | tuple[st
         return value, term.get("xml:lang", "") or "", term.get("datatype", "") or ""
     if kind == "triple":
         return None
-    raise DataFormatError(f"row {row}: ?{variable} has the term type {kind!r}", path=where,
-                          expected="uri, bnode or literal terms")
+    raise DataFormatError(
+        f"row {row}: ?{variable} has the term type {kind!r}", path=where, expected="uri, bnode or literal terms"
+    )
 
 
 def _add_json_page(raw: RawGraph, body: bytes, where: str) -> int:
@@ -178,20 +215,30 @@ def _add_json_page(raw: RawGraph, body: bytes, where: str) -> int:
         variables = document["head"]["vars"]
         bindings = document["results"]["bindings"]
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise DataFormatError(f"the answer is not JSON ({error}); it starts {body[:80]!r}", path=where,
-                              expected="SPARQL 1.1 JSON results (application/sparql-results+json)") from None
+        raise DataFormatError(
+            f"the answer is not JSON ({error}); it starts {body[:80]!r}",
+            path=where,
+            expected="SPARQL 1.1 JSON results (application/sparql-results+json)",
+        ) from None
     except (KeyError, TypeError):
-        raise DataFormatError(f"the JSON answer lacks head.vars or results.bindings; it starts {body[:80]!r}",
-                              path=where, expected="SPARQL 1.1 JSON results") from None
+        raise DataFormatError(
+            f"the JSON answer lacks head.vars or results.bindings; it starts {body[:80]!r}",
+            path=where,
+            expected="SPARQL 1.1 JSON results",
+        ) from None
     if not {"s", "p", "o"} <= set(variables) or not isinstance(bindings, list):
-        raise DataFormatError(f"the results bind {variables}", path=where,
-                              expected="the variables ?s ?p ?o (one triple per row)")
+        raise DataFormatError(
+            f"the results bind {variables}", path=where, expected="the variables ?s ?p ?o (one triple per row)"
+        )
     for row, binding in enumerate(bindings):
         try:
             subject, predicate, obj = binding["s"], binding["p"], binding["o"]
         except (KeyError, TypeError):
-            raise DataFormatError(f"row {row} does not bind all of ?s ?p ?o: {str(binding)[:200]}", path=where,
-                                  expected="every row binding ?s, ?p and ?o") from None
+            raise DataFormatError(
+                f"row {row} does not bind all of ?s ?p ?o: {str(binding)[:200]}",
+                path=where,
+                expected="every row binding ?s, ?p and ?o",
+            ) from None
         subject_key = _node_key(subject, row, "s", where)
         predicate_key = _node_key(predicate, row, "p", where)
         object_key = _node_key(obj, row, "o", where)
@@ -200,8 +247,11 @@ def _add_json_page(raw: RawGraph, body: bytes, where: str) -> int:
             raw.skipped_quoted += 1
             continue
         if not isinstance(predicate_key, str) or predicate_key.startswith("_:") or isinstance(subject_key, tuple):
-            raise DataFormatError(f"row {row} is no RDF triple: ?s {subject} ?p {predicate}", path=where,
-                                  expected="an IRI or blank node subject and an IRI predicate")
+            raise DataFormatError(
+                f"row {row} is no RDF triple: ?s {subject} ?p {predicate}",
+                path=where,
+                expected="an IRI or blank node subject and an IRI predicate",
+            )
         raw.add_statement(subject_key, predicate_key, object_key)
     return len(bindings)
 
@@ -212,13 +262,20 @@ def _add_graph_answer(raw: RawGraph, body: bytes, media_type: str, where: str) -
 
     canonical = _GRAPH_MEDIA_TYPES.get(media_type)
     if canonical is None:
-        raise DataFormatError(f"the endpoint answered the CONSTRUCT query as {media_type!r}", path=where,
-                              expected=f"an RDF syntax ({_GRAPH_ACCEPT})")
+        raise DataFormatError(
+            f"the endpoint answered the CONSTRUCT query as {media_type!r}",
+            path=where,
+            expected=f"an RDF syntax ({_GRAPH_ACCEPT})",
+        )
     try:
         parse_rdf_stream(raw, io.BytesIO(body), canonical, blank_prefix="sparql-")
     except SyntaxError as error:
-        raise DataFormatError(f"malformed {canonical} in the endpoint's answer: {error.msg}", path=where,
-                              line=error.lineno, expected=f"valid {canonical}") from None
+        raise DataFormatError(
+            f"malformed {canonical} in the endpoint's answer: {error.msg}",
+            path=where,
+            line=error.lineno,
+            expected=f"valid {canonical}",
+        ) from None
 
 
 def read_sparql(
@@ -271,8 +328,13 @@ def read_sparql(
             raise ConfigurationError(f"a {form} query returns no triples; pass SELECT ?s ?p ?o, CONSTRUCT or DESCRIBE")
         paged = f"SELECT ?s ?p ?o WHERE {{ {body} }}"
     offset = 0
-    with tqdm(desc=f"SPARQL {urllib.parse.urlsplit(endpoint_url).netloc}", unit=" triples", unit_scale=True,
-              disable=not show_progress, leave=False) as progress:
+    with tqdm(
+        desc=f"SPARQL {urllib.parse.urlsplit(endpoint_url).netloc}",
+        unit=" triples",
+        unit_scale=True,
+        disable=not show_progress,
+        leave=False,
+    ) as progress:
         while True:
             page_query = f"{prologue}{paged} ORDER BY ?s ?p ?o LIMIT {page_size} OFFSET {offset}"
             answer, media_type = client.post(page_query, "application/sparql-results+json")
@@ -287,7 +349,14 @@ def read_sparql(
     return _build(raw, location, merge_same_as, name_predicates, alias_predicates, preferred_languages)
 
 
-def _build(raw: RawGraph, location: str, merge_same_as: bool, name_predicates, alias_predicates,
-           preferred_languages) -> "KGStore":
-    return build_store(raw, location, label_roles(name_predicates, alias_predicates),
-                       preferred_languages=preferred_languages, merge_same_as=merge_same_as, source="sparql")
+def _build(
+    raw: RawGraph, location: str, merge_same_as: bool, name_predicates, alias_predicates, preferred_languages
+) -> "KGStore":
+    return build_store(
+        raw,
+        location,
+        label_roles(name_predicates, alias_predicates),
+        preferred_languages=preferred_languages,
+        merge_same_as=merge_same_as,
+        source="sparql",
+    )

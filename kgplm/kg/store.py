@@ -94,8 +94,9 @@ class KGStore:
     types are numbered from 0 in order of first appearance in the source.
     """
 
-    def __init__(self, *, manifest: dict[str, Any], arrays: dict[str, np.ndarray], entity_iris: StringTable,
-                 strings: StringTable) -> None:
+    def __init__(
+        self, *, manifest: dict[str, Any], arrays: dict[str, np.ndarray], entity_iris: StringTable, strings: StringTable
+    ) -> None:
         self._manifest = manifest
         self._arrays = arrays
         self._entity_iris = entity_iris
@@ -237,7 +238,8 @@ class KGStore:
             raise EmptyGraphError(
                 f"{purpose} needs entity-to-entity links, but the store from {self.location or self.source} has "
                 f"none ({self.num_entities:,} entities with names, types and attributes only); load a graph "
-                "with triples between entities")
+                "with triples between entities"
+            )
 
     @property
     def location(self) -> str | None:
@@ -336,8 +338,10 @@ class KGStore:
         rows = [
             (names[int(p)], self._strings[int(v)], languages[int(l)], datatypes[int(d)])
             for p, v, l, d in zip(
-                self._arrays["attribute_predicates"][start:end], self._arrays["attribute_values"][start:end],
-                self._arrays["attribute_languages"][start:end], self._arrays["attribute_datatypes"][start:end],
+                self._arrays["attribute_predicates"][start:end],
+                self._arrays["attribute_values"][start:end],
+                self._arrays["attribute_languages"][start:end],
+                self._arrays["attribute_datatypes"][start:end],
             )
         ]
         return pd.DataFrame(rows, columns=["predicate", "value", "language", "datatype"])
@@ -359,10 +363,15 @@ class KGStore:
             label_indptr = np.asarray(self._arrays["label_indptr"])
             unlabelled = np.flatnonzero(np.asarray(self._arrays["name_label"]) < 0)
             self._name_lookup = NameIndex.build(
-                self._strings, label_indptr, np.asarray(self._arrays["label_strings"]), unlabelled,
-                [local_name(self._entity_iris[entity]) for entity in unlabelled.tolist()])
-            logger.debug("name index of %r: %d names, %.1f MB", self, len(self._name_lookup),
-                         self._name_lookup.nbytes / 1e6)
+                self._strings,
+                label_indptr,
+                np.asarray(self._arrays["label_strings"]),
+                unlabelled,
+                [local_name(self._entity_iris[entity]) for entity in unlabelled.tolist()],
+            )
+            logger.debug(
+                "name index of %r: %d names, %.1f MB", self, len(self._name_lookup), self._name_lookup.nbytes / 1e6
+            )
         return self._name_lookup
 
     def name_index(self) -> dict[str, list[int]]:
@@ -503,15 +512,22 @@ class KGStore:
         """
         rows = np.asarray(triples)
         if rows.ndim != 2 or rows.shape[1] != 3 or (rows.size and not np.issubdtype(rows.dtype, np.integer)):
-            raise ConfigurationError(f"with_triples expects an (n, 3) integer array of (head, relation, tail) ids, "
-                                     f"got shape {rows.shape} of {rows.dtype}")
+            raise ConfigurationError(
+                f"with_triples expects an (n, 3) integer array of (head, relation, tail) ids, "
+                f"got shape {rows.shape} of {rows.dtype}"
+            )
         rows = rows.astype(np.int64, copy=False)
-        for column, name, bound in ((0, "head", self.num_entities), (1, "relation", self.num_relations),
-                                    (2, "tail", self.num_entities)):
+        for column, name, bound in (
+            (0, "head", self.num_entities),
+            (1, "relation", self.num_relations),
+            (2, "tail", self.num_entities),
+        ):
             bad = np.flatnonzero((rows[:, column] < 0) | (rows[:, column] >= bound))
             if len(bad):
-                raise ConfigurationError(f"with_triples: row {int(bad[0])} has {name} id {int(rows[bad[0], column])}, "
-                                         f"outside 0…{bound - 1} of this store")
+                raise ConfigurationError(
+                    f"with_triples: row {int(bad[0])} has {name} id {int(rows[bad[0], column])}, "
+                    f"outside 0…{bound - 1} of this store"
+                )
         rows = unique_rows(rows.reshape(-1, 3), (self.num_entities, self.num_relations, self.num_entities))
         arrays = {**self._arrays, **compile_adjacency(rows, self.num_entities)}
         manifest = {**self._manifest, "num_triples": int(len(rows))}
@@ -529,10 +545,21 @@ class KGStore:
         out_neighbors, out_relations = self.out_edges(entity)
         in_neighbors, in_relations = self.in_edges(entity)
         directions = np.concatenate([np.zeros(len(out_neighbors), np.int8), np.ones(len(in_neighbors), np.int8)])
-        return (np.concatenate([out_neighbors, in_neighbors]), np.concatenate([out_relations, in_relations]), directions)
+        return (
+            np.concatenate([out_neighbors, in_neighbors]),
+            np.concatenate([out_relations, in_relations]),
+            directions,
+        )
 
-    def neighbors(self, entity: int | str, *, direction: str = "both", ranked_by: str | None = None,
-                  k: int | None = None, **ranking_options) -> pd.DataFrame:
+    def neighbors(
+        self,
+        entity: int | str,
+        *,
+        direction: str = "both",
+        ranked_by: str | None = None,
+        k: int | None = None,
+        **ranking_options,
+    ) -> pd.DataFrame:
         """The entity's one-hop neighbours as a DataFrame.
 
         Columns: ``relation``, ``direction`` (``out`` when the entity is the head, ``in`` when it
@@ -560,8 +587,9 @@ class KGStore:
             keep = directions == (0 if direction == "out" else 1)
             neighbors, relations, directions = neighbors[keep], relations[keep], directions[keep]
         if ranked_by == "pepr":
-            return self._neighbors_by_pepr(entity, neighbors, relations, directions, k=k,
-                                           every_direction=direction == "both", **ranking_options)
+            return self._neighbors_by_pepr(
+                entity, neighbors, relations, directions, k=k, every_direction=direction == "both", **ranking_options
+            )
         if ranking_options:
             raise ConfigurationError(f"ranking options {sorted(ranking_options)} need ranked_by='pepr'")
         frame = pd.DataFrame(
@@ -577,8 +605,17 @@ class KGStore:
             frame = frame.head(k)
         return frame
 
-    def _neighbors_by_pepr(self, entity: int, neighbors: np.ndarray, relations: np.ndarray, directions: np.ndarray,
-                           *, k: int | None, every_direction: bool, **ranking_options) -> pd.DataFrame:
+    def _neighbors_by_pepr(
+        self,
+        entity: int,
+        neighbors: np.ndarray,
+        relations: np.ndarray,
+        directions: np.ndarray,
+        *,
+        k: int | None,
+        every_direction: bool,
+        **ranking_options,
+    ) -> pd.DataFrame:
         """One row per distinct neighbour, in the order of the entity's row of a PEPR neighbour table."""
         from kgplm.kg.pepr import top_k_neighbors
 
@@ -592,8 +629,10 @@ class KGStore:
             return pd.DataFrame({name: [] for name in columns}).astype({"neighbor_id": np.int64, "score": np.float32})
         ranking_options.setdefault("show_progress", False)
         if ranking_options.get("candidates", "one_hop") != "one_hop":
-            raise ConfigurationError("store.neighbors ranks linked neighbours (candidates='one_hop'); use "
-                                     "kgplm.kg.pepr.top_k_neighbors for candidates='any'")
+            raise ConfigurationError(
+                "store.neighbors ranks linked neighbours (candidates='one_hop'); use "
+                "kgplm.kg.pepr.top_k_neighbors for candidates='any'"
+            )
         # with one direction only, rank every linked neighbour and keep those linked that way
         table_k = k if every_direction and k is not None else len(np.unique(self.one_hop(entity)[0]))
         table = top_k_neighbors(self, [entity], k=max(int(table_k), 1), **ranking_options)
@@ -709,12 +748,10 @@ class KGStore:
             f"  names {info['num_names']:,}, aliases {info['num_aliases']:,}, literal attributes "
             f"{info['num_attributes']:,}, duplicate triples removed {info['duplicate_triples']:,}, "
             f"equivalent entities merged {info['merged_entities']:,}",
-            "  entities per type: " + ", ".join(
-                f"{t or '(untyped)'} {c:,}" for t, c in list(info["entities_per_type"].items())[:top]
-            ),
-            "  triples per relation: " + ", ".join(
-                f"{r} {c:,}" for r, c in list(info["triples_per_relation"].items())[:top]
-            ),
+            "  entities per type: "
+            + ", ".join(f"{t or '(untyped)'} {c:,}" for t, c in list(info["entities_per_type"].items())[:top]),
+            "  triples per relation: "
+            + ", ".join(f"{r} {c:,}" for r, c in list(info["triples_per_relation"].items())[:top]),
         ]
         return "\n".join(lines)
 
@@ -769,9 +806,7 @@ class KGStore:
             manifest = json.load(handle)
         version = manifest.get("format_version")
         if version != STORE_FORMAT_VERSION:
-            raise ArtifactError(
-                f"{manifest_path}: store format version {version!r}, expected {STORE_FORMAT_VERSION}"
-            )
+            raise ArtifactError(f"{manifest_path}: store format version {version!r}, expected {STORE_FORMAT_VERSION}")
         arrays = {name: _load_array(directory / f"{name}.npy", mmap) for name in ARRAY_NAMES}
         if len(arrays["triples"]) != manifest["num_triples"]:
             raise ArtifactError(

@@ -79,6 +79,8 @@ class StringTable(Sequence[str]):
         if len(offsets) == 0 or int(offsets[-1]) != len(blob):
             from kgplm.exceptions import ArtifactError
 
-            raise ArtifactError(f"{directory / f'{stem}.offsets.npy'}: its last offset does not end the "
-                                f"{len(blob)}-byte {stem}.blob.npy; the string table is damaged: rebuild it")
+            raise ArtifactError(
+                f"{directory / f'{stem}.offsets.npy'}: its last offset does not end the "
+                f"{len(blob)}-byte {stem}.blob.npy; the string table is damaged: rebuild it"
+            )
         return cls(blob, offsets)

@@ -66,22 +66,28 @@ def read_triples(
 
     lines = iter_lines(path)
     skip = int(header) + int(skip_first_line)
-    for line_number, line in tqdm(lines, desc=f"reading {path.name}", unit=" lines", unit_scale=True,
-                                  disable=not show_progress, leave=False):
+    for line_number, line in tqdm(
+        lines, desc=f"reading {path.name}", unit=" lines", unit_scale=True, disable=not show_progress, leave=False
+    ):
         if line_number <= skip or not line.strip() or line.startswith("#"):
             continue
         fields = next(csv.reader([line], delimiter=delimiter)) if delimiter == "," else line.split(delimiter)
         if len(fields) != 3:
             raise DataFormatError(
-                f"{len(fields)} fields separated by {delimiter!r}", path=path, line=line_number,
+                f"{len(fields)} fields separated by {delimiter!r}",
+                path=path,
+                line=line_number,
                 expected=f"3 fields in the order {order!r} (head, relation, tail)",
             )
         fields = [f.strip() for f in fields]
         if not all(fields):
-            raise DataFormatError("an empty field", path=path, line=line_number, expected="non-empty head, relation and tail")
+            raise DataFormatError(
+                "an empty field", path=path, line=line_number, expected="non-empty head, relation and tail"
+            )
         head, relation, tail = fields[positions["h"]], fields[positions["r"]], fields[positions["t"]]
-        collector.add_triple(entity(head), collector.relation(mint_iri(namespace, "relation", relation), relation),
-                             entity(tail))
+        collector.add_triple(
+            entity(head), collector.relation(mint_iri(namespace, "relation", relation), relation), entity(tail)
+        )
     return collector.build(extra_manifest={"prefixes": {"ent": namespace + "entity/", "rel": namespace + "relation/"}})
 
 

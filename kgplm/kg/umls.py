@@ -40,10 +40,33 @@ __all__ = ["read_umls_rrf", "UMLS_LANGUAGES"]
 UMLS_NAMESPACE = KGPLM_NAMESPACE + "umls/"
 #: UMLS LAT codes → BCP 47 language tags
 UMLS_LANGUAGES = {
-    "ENG": "en", "CHI": "zh", "SPA": "es", "FRE": "fr", "GER": "de", "JPN": "ja", "KOR": "ko", "ITA": "it",
-    "POR": "pt", "DUT": "nl", "RUS": "ru", "SWE": "sv", "CZE": "cs", "POL": "pl", "HUN": "hu", "NOR": "no",
-    "FIN": "fi", "DAN": "da", "TUR": "tr", "GRE": "el", "HEB": "he", "ARA": "ar", "LAV": "lv", "EST": "et",
-    "CRO": "hr", "BAQ": "eu", "UKR": "uk",
+    "ENG": "en",
+    "CHI": "zh",
+    "SPA": "es",
+    "FRE": "fr",
+    "GER": "de",
+    "JPN": "ja",
+    "KOR": "ko",
+    "ITA": "it",
+    "POR": "pt",
+    "DUT": "nl",
+    "RUS": "ru",
+    "SWE": "sv",
+    "CZE": "cs",
+    "POL": "pl",
+    "HUN": "hu",
+    "NOR": "no",
+    "FIN": "fi",
+    "DAN": "da",
+    "TUR": "tr",
+    "GRE": "el",
+    "HEB": "he",
+    "ARA": "ar",
+    "LAV": "lv",
+    "EST": "et",
+    "CRO": "hr",
+    "BAQ": "eu",
+    "UKR": "uk",
 }
 logger = logging.getLogger(__name__)
 _COLUMNS = {"MRCONSO": 18, "MRREL": 16, "MRSTY": 6}
@@ -65,16 +88,26 @@ def _find(directory: Path, table: str, required: bool) -> Path | None:
 
 def _rows(path: Path, table: str, show_progress: bool) -> Iterator[tuple[int, list[str]]]:
     expected = _COLUMNS[table]
-    for line_number, line in tqdm(iter_lines(path), desc=f"reading {path.name}", unit=" rows", unit_scale=True,
-                                  disable=not show_progress, leave=False):
+    for line_number, line in tqdm(
+        iter_lines(path),
+        desc=f"reading {path.name}",
+        unit=" rows",
+        unit_scale=True,
+        disable=not show_progress,
+        leave=False,
+    ):
         if not line:
             continue
         fields = line.split("|")
         if fields and fields[-1] == "":
             fields.pop()  # RRF lines end with a bar
         if len(fields) != expected:
-            raise DataFormatError(f"{len(fields)} '|'-separated fields", path=path, line=line_number,
-                                  expected=f"{expected} fields of {table}.RRF")
+            raise DataFormatError(
+                f"{len(fields)} '|'-separated fields",
+                path=path,
+                line=line_number,
+                expected=f"{expected} fields of {table}.RRF",
+            )
         yield line_number, fields
 
 
@@ -114,8 +147,11 @@ def read_umls_rrf(
     label_languages, label_roles = array("h"), array("b")
     for _, fields in _rows(_find(directory, "MRCONSO", True), "MRCONSO", show_progress):
         cui, lat, sab, suppress_flag = fields[0], fields[1], fields[11], fields[16]
-        if (language_filter is not None and lat not in language_filter) or \
-                (source_filter is not None and sab not in source_filter) or suppress_flag in suppressed:
+        if (
+            (language_filter is not None and lat not in language_filter)
+            or (source_filter is not None and sab not in source_filter)
+            or suppress_flag in suppressed
+        ):
             continue
         entity = concept_index.setdefault(cui, len(concept_index))
         text = fields[14]
@@ -135,18 +171,25 @@ def read_umls_rrf(
         label_roles.append(name_role if preferred else alias_role)
     num_entities = len(concept_index)
     if num_entities == 0:
-        raise EmptyGraphError(f"the UMLS files in {directory} have no concept left after the filters "
-                              f"(languages={sorted(language_filter) if language_filter else None}, "
-                              f"sources={sorted(source_filter) if source_filter else None}, "
-                              f"suppress={sorted(suppressed)})")
+        raise EmptyGraphError(
+            f"the UMLS files in {directory} have no concept left after the filters "
+            f"(languages={sorted(language_filter) if language_filter else None}, "
+            f"sources={sorted(source_filter) if source_filter else None}, "
+            f"suppress={sorted(suppressed)})"
+        )
     strings = StringTable.from_strings(string_index)  # dicts keep insertion order: ids are positions
     num_strings = len(string_index)
     del string_index
     labels = compile_labels(
-        _ints(label_entities, dtype=np.int32), _ints(label_strings, dtype=np.int32),
-        _ints(label_languages, dtype=np.int16), _ints(label_roles, dtype=np.int8),
-        num_entities=num_entities, num_strings=num_strings, language_tags=language_tags,
-        preferred_languages=preferred_languages)
+        _ints(label_entities, dtype=np.int32),
+        _ints(label_strings, dtype=np.int32),
+        _ints(label_languages, dtype=np.int16),
+        _ints(label_roles, dtype=np.int8),
+        num_entities=num_entities,
+        num_strings=num_strings,
+        language_tags=language_tags,
+        preferred_languages=preferred_languages,
+    )
     del label_entities, label_strings, label_languages, label_roles
 
     # -- MRREL: REL/RELA is the relationship of CUI2 to CUI1 -----------------------------------
@@ -166,14 +209,19 @@ def read_umls_rrf(
         heads.append(head)
         relations.append(relation)
         tails.append(tail)
-    triples = np.stack([_ints(heads, dtype=np.int32), _ints(relations, dtype=np.int32),
-                        _ints(tails, dtype=np.int32)], axis=1)
+    triples = np.stack(
+        [_ints(heads, dtype=np.int32), _ints(relations, dtype=np.int32), _ints(tails, dtype=np.int32)], axis=1
+    )
     del heads, relations, tails
     raw_count = len(triples)
     triples = unique_rows(triples, (num_entities, len(relation_index), num_entities))
     if not len(triples):
-        logger.warning("UMLS in %s has no relation between kept concepts: %d concepts with names and types only "
-                       "(PEPR and KG embeddings need links)", directory, num_entities)
+        logger.warning(
+            "UMLS in %s has no relation between kept concepts: %d concepts with names and types only "
+            "(PEPR and KG embeddings need links)",
+            directory,
+            num_entities,
+        )
 
     # -- MRSTY: semantic types ---------------------------------------------------------------
     type_index: dict[str, int] = {}
@@ -191,8 +239,9 @@ def read_umls_rrf(
                 type_names.append(fields[3])
             typed_entities.append(entity)
             typed_types.append(type_id)
-    type_indptr, type_ids = compile_types(_ints(typed_entities, dtype=np.int32),
-                                          _ints(typed_types, dtype=np.int32), num_entities, len(type_index))
+    type_indptr, type_ids = compile_types(
+        _ints(typed_entities, dtype=np.int32), _ints(typed_types, dtype=np.int32), num_entities, len(type_index)
+    )
     entity_iris = StringTable.from_strings(mint_iri(UMLS_NAMESPACE, "concept", cui) for cui in concept_index)
     del concept_index
 

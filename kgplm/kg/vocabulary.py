@@ -83,7 +83,7 @@ def writable_iri(iri: str) -> str:
     """``iri`` with each code point an IRI may not hold (outside RFC 3987's ``ucschar``) percent-encoded as UTF-8.
 
     Turtle's prefixed names admit more code points than IRIs do (``PN_CHARS_BASE`` runs to U+EFFFF, so
-    ``p:x\U000E01EF`` parses), and such an IRI could be neither written nor read back as N-Triples.
+    ``p:x\U000e01ef`` parses), and such an IRI could be neither written nor read back as N-Triples.
     Encoded, it is a valid IRI that every syntax writes and reads, and its local name
     (:func:`local_name`, percent-decoded) is unchanged. Blank nodes, ASCII and valid
     IRIs are returned as they are."""

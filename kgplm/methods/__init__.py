@@ -29,5 +29,14 @@ from kgplm.methods import electra as _electra  # noqa: E402,F401  isort: skip
 from kgplm.methods import ehealth as _ehealth  # noqa: E402,F401  isort: skip
 from kgplm.methods import epplm as _epplm  # noqa: E402,F401  isort: skip
 
-__all__ = ["known_artefacts", "method_table", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get",
-           "register", "unregister"]
+__all__ = [
+    "known_artefacts",
+    "method_table",
+    "MethodContext",
+    "MethodEvaluation",
+    "MethodSpec",
+    "available",
+    "get",
+    "register",
+    "unregister",
+]

@@ -21,14 +21,16 @@ from kgplm.models.electra_batching import build_electra_collator
 
 __all__ = ["SPEC"]
 
-SPEC = register(MethodSpec(
-    name="electra",
-    summary="plain ELECTRA: generator MLM + discriminator replaced-token detection (the ELECTRA-family control)",
-    paper="Clark et al. (2020), ELECTRA: Pre-training Text Encoders as Discriminators Rather Than Generators, ICLR",
-    config_class=ElectraConfig,
-    model_class=KgplmForReplacedTokenDetection,
-    encoding=ELECTRA_ENCODING,
-    build_collator=build_electra_collator,
-    losses=("mlm", "rtd"),
-    default_masking="bert",
-))
+SPEC = register(
+    MethodSpec(
+        name="electra",
+        summary="plain ELECTRA: generator MLM + discriminator replaced-token detection (the ELECTRA-family control)",
+        paper="Clark et al. (2020), ELECTRA: Pre-training Text Encoders as Discriminators Rather Than Generators, ICLR",
+        config_class=ElectraConfig,
+        model_class=KgplmForReplacedTokenDetection,
+        encoding=ELECTRA_ENCODING,
+        build_collator=build_electra_collator,
+        losses=("mlm", "rtd"),
+        default_masking="bert",
+    )
+)

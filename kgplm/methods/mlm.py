@@ -62,14 +62,25 @@ class KgplmForMaskedLM(KgplmPreTrainedModel):
         self.sop = nn.Linear(config.hidden_size, 2) if config.use_sop else None
         self.post_init()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                sentence_order_label: torch.Tensor | None = None) -> PretrainingOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        sentence_order_label: torch.Tensor | None = None,
+    ) -> PretrainingOutput:
         hidden = BERT_ENCODING.encode(self, input_ids, attention_mask, token_type_ids).last_hidden_state
         logits = self.cls(hidden)  # (batch, length, vocab)
         sop_logits = self.sop(self.bert.pooler(hidden)) if self.sop is not None else None
-        output = PretrainingOutput(prediction_logits=logits, sop_logits=sop_logits, last_hidden_state=hidden,
-                                   losses={}, loss_weights={}, metrics={})
+        output = PretrainingOutput(
+            prediction_logits=logits,
+            sop_logits=sop_logits,
+            last_hidden_state=hidden,
+            losses={},
+            loss_weights={},
+            metrics={},
+        )
         if labels is not None:
             output.add("mlm", masked_lm_objective(logits, labels))
             if sop_logits is not None:
@@ -82,20 +93,26 @@ def build_collator(context):
     from kgplm.training.collator import PretrainingCollator
 
     tokenizer = context.tokenizer
-    return PretrainingCollator(masker=Masker.from_tokenizer(tokenizer, context.masking, seed=context.seed),
-                               cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
-                               pad_token_id=tokenizer.pad_token_id, sentence_order=context.config.use_sop)
+    return PretrainingCollator(
+        masker=Masker.from_tokenizer(tokenizer, context.masking, seed=context.seed),
+        cls_token_id=tokenizer.cls_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        sentence_order=context.config.use_sop,
+    )
 
 
-SPEC = register(MethodSpec(
-    name="mlm",
-    summary="plain BERT masked language modelling (the baseline; use_sop and the masking make it a fair control)",
-    paper="Devlin et al. (2019), BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding, "
-          "NAACL",
-    config_class=MlmConfig,
-    model_class=KgplmForMaskedLM,
-    encoding=BERT_ENCODING,
-    build_collator=build_collator,
-    losses=("mlm", "sop"),
-    default_masking="bert",
-))
+SPEC = register(
+    MethodSpec(
+        name="mlm",
+        summary="plain BERT masked language modelling (the baseline; use_sop and the masking make it a fair control)",
+        paper="Devlin et al. (2019), BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding, "
+        "NAACL",
+        config_class=MlmConfig,
+        model_class=KgplmForMaskedLM,
+        encoding=BERT_ENCODING,
+        build_collator=build_collator,
+        losses=("mlm", "sop"),
+        default_masking="bert",
+    )
+)

@@ -19,8 +19,17 @@ from kgplm.registry import (
     unregister,
 )
 
-__all__ = ["known_artefacts", "MethodContext", "MethodEvaluation", "MethodSpec", "available", "get", "register",
-           "unregister", "method_table"]
+__all__ = [
+    "known_artefacts",
+    "MethodContext",
+    "MethodEvaluation",
+    "MethodSpec",
+    "available",
+    "get",
+    "register",
+    "unregister",
+    "method_table",
+]
 
 
 def register(spec: MethodSpec, *, replace: bool = False) -> MethodSpec:

@@ -11,9 +11,18 @@ from kgplm.models.configuration import CPU_TEXT_ENCODER, TINY_TEXT_ENCODER, Kgpl
 from kgplm.models.encoding import EncoderOutput, Encoding
 from kgplm.models.finetuning import KgplmForFineTuning
 
-__all__ = ["KgplmConfig", "KgplmModel", "KgplmForFineTuning", "KgplmForTokenClassification",
-           "KgplmForSequenceClassification", "Encoding", "EncoderOutput", "load_pretrained", "TINY_TEXT_ENCODER",
-           "CPU_TEXT_ENCODER"]
+__all__ = [
+    "KgplmConfig",
+    "KgplmModel",
+    "KgplmForFineTuning",
+    "KgplmForTokenClassification",
+    "KgplmForSequenceClassification",
+    "Encoding",
+    "EncoderOutput",
+    "load_pretrained",
+    "TINY_TEXT_ENCODER",
+    "CPU_TEXT_ENCODER",
+]
 
 
 def load_pretrained(path, **kwargs):

@@ -52,10 +52,16 @@ class KgplmModel(KgplmPreTrainedModel):
     def get_input_embeddings(self):
         return self.encoding.word_embeddings(self)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, **encoder_inputs) -> BaseModelOutputWithPooling:
-        hidden = self.encoding.encode(self, input_ids, attention_mask, token_type_ids,
-                                      **encoder_inputs).last_hidden_state  # (batch, length, d1)
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **encoder_inputs,
+    ) -> BaseModelOutputWithPooling:
+        hidden = self.encoding.encode(
+            self, input_ids, attention_mask, token_type_ids, **encoder_inputs
+        ).last_hidden_state  # (batch, length, d1)
         return BaseModelOutputWithPooling(last_hidden_state=hidden, pooler_output=self.encoding.pool(self, hidden))
 
 
@@ -81,18 +87,30 @@ class KgplmForSequenceClassification(KgplmForFineTuning):
         super().__init__(_with_default_task(config, "classification"))
 
 
-_AUTO_CLASSES = ((AutoModel, KgplmModel, "Model"),
-                 (AutoModelForTokenClassification, KgplmForTokenClassification, "ForTokenClassification"),
-                 (AutoModelForSequenceClassification, KgplmForSequenceClassification, "ForSequenceClassification"))
+_AUTO_CLASSES = (
+    (AutoModel, KgplmModel, "Model"),
+    (AutoModelForTokenClassification, KgplmForTokenClassification, "ForTokenClassification"),
+    (AutoModelForSequenceClassification, KgplmForSequenceClassification, "ForSequenceClassification"),
+)
 
 
 def register_auto_classes(config_class: type[KgplmConfig]) -> None:
     """Open models of ``config_class`` through the Auto classes (called when a method registers)."""
     prefix = config_class.__name__.removesuffix("Config") or "Kgplm"
     for auto_class, base, suffix in _AUTO_CLASSES:
-        model_class = base if config_class is KgplmConfig else type(
-            f"{prefix}{suffix}", (base,), {"config_class": config_class, "__module__": __name__,
-                                           "__doc__": f"{base.__name__} for {config_class.__name__}."})
+        model_class = (
+            base
+            if config_class is KgplmConfig
+            else type(
+                f"{prefix}{suffix}",
+                (base,),
+                {
+                    "config_class": config_class,
+                    "__module__": __name__,
+                    "__doc__": f"{base.__name__} for {config_class.__name__}.",
+                },
+            )
+        )
         auto_class.register(config_class, model_class, exist_ok=True)
 
 

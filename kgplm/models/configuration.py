@@ -31,11 +31,21 @@ from kgplm.exceptions import ConfigurationError
 __all__ = ["KgplmConfig", "TINY_TEXT_ENCODER", "CPU_TEXT_ENCODER", "CONFIG_VERSION"]
 
 #: What tests use (hidden 32, 2 layers).
-TINY_TEXT_ENCODER = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
-                     "max_position_embeddings": 160}
+TINY_TEXT_ENCODER = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 160,
+}
 #: The default text encoder when ``kgplm.train`` is given no ``text_model``: small enough for a CPU.
-CPU_TEXT_ENCODER = {"hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 512,
-                    "max_position_embeddings": 512}
+CPU_TEXT_ENCODER = {
+    "hidden_size": 128,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "intermediate_size": 512,
+    "max_position_embeddings": 512,
+}
 CONFIG_VERSION = 2
 
 
@@ -119,5 +129,7 @@ class KgplmConfig(BertConfig):
     def require_graph(self) -> None:
         """Raise :class:`ConfigurationError` when the graph sizes cannot build entity tables."""
         if self.num_entities < 1 or self.num_relations < 1:
-            raise ConfigurationError(f"method {self.method!r} needs num_entities and num_relations ≥ 1, got "
-                                     f"{self.num_entities} and {self.num_relations}")
+            raise ConfigurationError(
+                f"method {self.method!r} needs num_entities and num_relations ≥ 1, got "
+                f"{self.num_entities} and {self.num_relations}"
+            )

@@ -76,9 +76,19 @@ from kgplm.models.modules import (
 )
 from kgplm.models.objectives import Objective, classification_objective
 
-__all__ = ["ElectraConfig", "ElectraGenerator", "ReplacedTokenHead", "Corruption", "KgplmForReplacedTokenDetection",
-           "ELECTRA_ENCODING", "sample_tokens", "sample_distinct_tokens", "token_probabilities", "draw_tokens",
-           "replaced_token_objective"]
+__all__ = [
+    "ElectraConfig",
+    "ElectraGenerator",
+    "ReplacedTokenHead",
+    "Corruption",
+    "KgplmForReplacedTokenDetection",
+    "ELECTRA_ENCODING",
+    "sample_tokens",
+    "sample_distinct_tokens",
+    "token_probabilities",
+    "draw_tokens",
+    "replaced_token_objective",
+]
 
 #: D is a plain BERT encoder: the encoding every ELECTRA-family method registers.
 ELECTRA_ENCODING = Encoding()
@@ -96,12 +106,26 @@ class ElectraConfig(KgplmConfig):
     every row of eHealth's comparison sees the same RTD/MLM targets and about the same compute per step.
     """
 
-    method_fields = ("generator_size", "mlm_weight", "rtd_weight", "mask_fraction", "random_fraction",
-                     "corruption_views")
+    method_fields = (
+        "generator_size",
+        "mlm_weight",
+        "rtd_weight",
+        "mask_fraction",
+        "random_fraction",
+        "corruption_views",
+    )
 
-    def __init__(self, method: str = "electra", generator_size: float = 1 / 3, mlm_weight: float = 1.0,
-                 rtd_weight: float = 50.0, mask_fraction: float = 0.85, random_fraction: float = 0.0,
-                 corruption_views: int = 1, **kwargs) -> None:
+    def __init__(
+        self,
+        method: str = "electra",
+        generator_size: float = 1 / 3,
+        mlm_weight: float = 1.0,
+        rtd_weight: float = 50.0,
+        mask_fraction: float = 0.85,
+        random_fraction: float = 0.0,
+        corruption_views: int = 1,
+        **kwargs,
+    ) -> None:
         super().__init__(method=method, **kwargs)
         if corruption_views not in (1, 2):
             raise ConfigurationError(f"corruption_views must be 1 or 2, got {corruption_views!r}")
@@ -109,8 +133,10 @@ class ElectraConfig(KgplmConfig):
         if not 0.0 < generator_size <= 1.0:
             raise ConfigurationError(f"generator_size must be in (0, 1], got {generator_size}")
         if mask_fraction < 0 or random_fraction < 0 or mask_fraction + random_fraction > 1:
-            raise ConfigurationError(f"mask_fraction ({mask_fraction}) and random_fraction ({random_fraction}) "
-                                     f"must be non-negative and sum to at most 1")
+            raise ConfigurationError(
+                f"mask_fraction ({mask_fraction}) and random_fraction ({random_fraction}) "
+                f"must be non-negative and sum to at most 1"
+            )
         self.generator_size = generator_size
         self.mlm_weight = mlm_weight
         self.rtd_weight = rtd_weight
@@ -122,8 +148,11 @@ class ElectraConfig(KgplmConfig):
         heads = max(1, round(self.num_attention_heads * self.generator_size))
         hidden = heads * max(1, round(self.hidden_size * self.generator_size / heads))
         fields = {key: value for key, value in self.to_dict().items() if key in BertConfig().to_dict()}
-        fields.update(hidden_size=hidden, num_attention_heads=heads,
-                      intermediate_size=max(1, round(self.intermediate_size * self.generator_size)))
+        fields.update(
+            hidden_size=hidden,
+            num_attention_heads=heads,
+            intermediate_size=max(1, round(self.intermediate_size * self.generator_size)),
+        )
         for key in ("architectures", "model_type", "transformers_version", "_name_or_path"):
             fields.pop(key, None)
         config = BertConfig(**fields)
@@ -174,8 +203,9 @@ def sample_distinct_tokens(logits: torch.Tensor, uniforms: torch.Tensor, exclude
     return torch.stack(draws, 1) if draws else excluded.new_zeros(len(excluded), 0)
 
 
-def replaced_token_objective(logits: torch.Tensor, replaced: torch.Tensor, attention_mask: torch.Tensor | None
-                             ) -> Objective | None:
+def replaced_token_objective(
+    logits: torch.Tensor, replaced: torch.Tensor, attention_mask: torch.Tensor | None
+) -> Objective | None:
     """ELECTRA's RTD: binary cross-entropy of ``logits`` (batch, length) against ``replaced`` over real tokens."""
     real = torch.ones_like(replaced, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
     count = int(real.sum())
@@ -200,8 +230,13 @@ class ElectraGenerator(nn.Module):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
-    def forward(self, embeddings: torch.Tensor, attention_mask: torch.Tensor | None, positions: torch.Tensor,
-                word_embeddings: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        positions: torch.Tensor,
+        word_embeddings: torch.Tensor,
+    ) -> torch.Tensor:
         """Logits (masked, vocab) at ``positions`` (batch, length) bool, from D's ``embeddings`` (batch, length, H)."""
         hidden = self.embeddings_project(embeddings) if self.embeddings_project is not None else embeddings
         mask = extended_attention_mask(self.config, hidden, attention_mask)
@@ -277,29 +312,39 @@ class KgplmForReplacedTokenDetection(KgplmPreTrainedModel):
         return ELECTRA_ENCODING.word_embeddings(self)
 
     # -- the two networks ----------------------------------------------------------------------------
-    def corrupt(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, token_type_ids: torch.Tensor | None,
-                labels: torch.Tensor, replacement_uniforms: torch.Tensor | None = None) -> Corruption:
+    def corrupt(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        labels: torch.Tensor,
+        replacement_uniforms: torch.Tensor | None = None,
+    ) -> Corruption:
         """Run G on the masked text and sample x^R (the logits keep their graph for L_MLM)."""
         masked = labels >= 0  # (batch, length)
         embeddings = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (batch, length, H)
         logits = self.generator(embeddings, attention_mask, masked, self.word_embeddings().weight)  # (masked, vocab)
-        uniforms = replacement_uniforms if replacement_uniforms is not None else torch.rand(
-            len(logits), device=logits.device)
+        uniforms = (
+            replacement_uniforms if replacement_uniforms is not None else torch.rand(len(logits), device=logits.device)
+        )
         if len(uniforms) != len(logits):
-            raise ConfigurationError(f"replacement_uniforms holds {len(uniforms)} values for {len(logits)} masked "
-                                     f"tokens")
+            raise ConfigurationError(
+                f"replacement_uniforms holds {len(uniforms)} values for {len(logits)} masked tokens"
+            )
         sampled = sample_tokens(logits, uniforms)  # (masked,)
         original = torch.where(masked, labels, input_ids)
         corrupted = original.masked_scatter(masked, sampled)
         return Corruption(masked, original, corrupted, logits, sampled, corrupted != original)
 
-    def discriminate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                     token_type_ids: torch.Tensor | None) -> torch.Tensor:
+    def discriminate(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, token_type_ids: torch.Tensor | None
+    ) -> torch.Tensor:
         """D's token states (batch, length, H) of a (corrupted) text."""
         return ELECTRA_ENCODING.encode(self, input_ids, attention_mask, token_type_ids).last_hidden_state
 
-    def replaced_token_detection(self, output: PretrainingOutput, input_ids, attention_mask, token_type_ids, labels,
-                                 replacement_uniforms) -> tuple[Corruption, torch.Tensor]:
+    def replaced_token_detection(
+        self, output: PretrainingOutput, input_ids, attention_mask, token_type_ids, labels, replacement_uniforms
+    ) -> tuple[Corruption, torch.Tensor]:
         """Corrupt, discriminate, add ``mlm`` and ``rtd`` to ``output``; returns (corruption, D's states)."""
         config = self.config
         corruption = self.corrupt(input_ids, attention_mask, token_type_ids, labels, replacement_uniforms)
@@ -313,9 +358,14 @@ class KgplmForReplacedTokenDetection(KgplmPreTrainedModel):
             output.metrics["mlm_sampled_accuracy"] = (corruption.sampled_ids == masked_labels).float().mean()
         return corruption, hidden
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                replacement_uniforms: torch.Tensor | None = None) -> PretrainingOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        replacement_uniforms: torch.Tensor | None = None,
+    ) -> PretrainingOutput:
         """With ``labels``: G's MLM and D's RTD on the corrupted text. Without: D's RTD logits of ``input_ids``."""
         output = PretrainingOutput(losses={}, loss_weights={}, metrics={})
         if labels is None:

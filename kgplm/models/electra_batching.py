@@ -41,26 +41,42 @@ class ElectraCollator(PretrainingCollator):
         if self.views == 1:
             return super().__call__(rows, example_seeds)
         keys = np.asarray(example_seeds, dtype=np.int64).reshape(len(example_seeds), -1)
-        parts = [super(ElectraCollator, self).__call__(rows, np.concatenate([keys, np.full((len(keys), 1), view)], 1))
-                 for view in range(self.views)]
+        parts = [
+            super(ElectraCollator, self).__call__(rows, np.concatenate([keys, np.full((len(keys), 1), view)], 1))
+            for view in range(self.views)
+        ]
         size = len(keys)
-        batch = Batch({name: torch.cat([part[name] for part in parts]) for name in parts[0]},
-                      target_counts={name: sum(part.target_counts[name] for part in parts)
-                                     for name in parts[0].target_counts})
+        batch = Batch(
+            {name: torch.cat([part[name] for part in parts]) for name in parts[0]},
+            target_counts={name: sum(part.target_counts[name] for part in parts) for name in parts[0].target_counts},
+        )
         if self.contrastive:
             batch["view_partner"] = torch.cat([torch.arange(size, 2 * size), torch.arange(size)])  # (2·rows,)
             batch.target_counts["csp"] = 2 * size
         return batch
 
-    def method_inputs(self, batch: Batch, rows: dict, examples: list[PretrainingExample], original_ids: np.ndarray,
-                      labels: np.ndarray, rngs: list[np.random.Generator]) -> None:
+    def method_inputs(
+        self,
+        batch: Batch,
+        rows: dict,
+        examples: list[PretrainingExample],
+        original_ids: np.ndarray,
+        labels: np.ndarray,
+        rngs: list[np.random.Generator],
+    ) -> None:
         counts = (labels >= 0).sum(1)  # masked tokens per row
-        batch["replacement_uniforms"] = torch.from_numpy(np.concatenate(
-            [rng.random(int(count), dtype=np.float32) for count, rng in zip(counts, rngs)]))  # (masked,)
+        batch["replacement_uniforms"] = torch.from_numpy(
+            np.concatenate([rng.random(int(count), dtype=np.float32) for count, rng in zip(counts, rngs)])
+        )  # (masked,)
         if self.candidate_draws:
-            batch["candidate_uniforms"] = torch.from_numpy(np.concatenate(
-                [rng.random((int(count), self.candidate_draws), dtype=np.float32)
-                 for count, rng in zip(counts, rngs)]))  # (masked, draws)
+            batch["candidate_uniforms"] = torch.from_numpy(
+                np.concatenate(
+                    [
+                        rng.random((int(count), self.candidate_draws), dtype=np.float32)
+                        for count, rng in zip(counts, rngs)
+                    ]
+                )
+            )  # (masked, draws)
             # L_MTS is divided by the masked count (kgplm.methods.ehealth.modeling): known before G samples
             batch.target_counts["mts"] = int(counts.sum())
         batch.target_counts["rtd"] = int(batch["attention_mask"].sum())
@@ -74,9 +90,22 @@ def build_electra_collator(context, cls=ElectraCollator, **options) -> ElectraCo
     config, tokenizer = context.config, context.tokenizer
     options.setdefault("views", getattr(config, "corruption_views", 1))
     if options["views"] != 1 and cls.__call__ is not ElectraCollator.__call__:
-        raise ConfigurationError(f"corruption_views={options['views']} is supported by the plain ELECTRA "
-                                 f"collator only, not by {cls.__name__}")
-    masker = Masker.from_tokenizer(tokenizer, context.masking, seed=context.seed, mask_fraction=config.mask_fraction,
-                                   random_fraction=config.random_fraction)
-    return cls(masker=masker, cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
-               pad_token_id=tokenizer.pad_token_id, sentence_order=False, **options)
+        raise ConfigurationError(
+            f"corruption_views={options['views']} is supported by the plain ELECTRA "
+            f"collator only, not by {cls.__name__}"
+        )
+    masker = Masker.from_tokenizer(
+        tokenizer,
+        context.masking,
+        seed=context.seed,
+        mask_fraction=config.mask_fraction,
+        random_fraction=config.random_fraction,
+    )
+    return cls(
+        masker=masker,
+        cls_token_id=tokenizer.cls_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        sentence_order=False,
+        **options,
+    )

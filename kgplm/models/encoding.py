@@ -42,10 +42,17 @@ class Encoding:
         """Create the encoder modules as attributes of ``host`` (``pooler``: BERT's [CLS] pooler)."""
         host.bert = BertModel(config, add_pooling_layer=pooler)
 
-    def encode(self, host: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-               token_type_ids: torch.Tensor | None = None, **inputs) -> EncoderOutput:
-        hidden = host.bert(input_ids=input_ids, attention_mask=attention_mask,
-                           token_type_ids=token_type_ids).last_hidden_state  # (batch, length, d1)
+    def encode(
+        self,
+        host: torch.nn.Module,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **inputs,
+    ) -> EncoderOutput:
+        hidden = host.bert(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state  # (batch, length, d1)
         return EncoderOutput(hidden)
 
     def pool(self, host: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:

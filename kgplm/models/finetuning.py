@@ -29,15 +29,29 @@ from kgplm.models.heads import (
 )
 from kgplm.models.modules import KgplmPreTrainedModel
 
-__all__ = ["KgplmForFineTuning", "FineTuningOutput", "TASK_KINDS", "build_head", "MentionSpanIndicator",
-           "SPAN_INDICATOR_INPUT"]
+__all__ = [
+    "KgplmForFineTuning",
+    "FineTuningOutput",
+    "TASK_KINDS",
+    "build_head",
+    "MentionSpanIndicator",
+    "SPAN_INDICATOR_INPUT",
+]
 
 #: The batch key of the span indicator: (2, tokens) sequence and position of every token inside a linked mention.
 SPAN_INDICATOR_INPUT = "span_indicator_tokens"
 
 
-TASK_KINDS = ("ner", "nested_ner", "classification", "pair", "relation", "qa_ranking", "graded_ranking",
-              "relation_triples")
+TASK_KINDS = (
+    "ner",
+    "nested_ner",
+    "classification",
+    "pair",
+    "relation",
+    "qa_ranking",
+    "graded_ranking",
+    "relation_triples",
+)
 RANKING_KINDS = ("qa_ranking", "graded_ranking")
 
 
@@ -59,8 +73,9 @@ def build_head(config: KgplmConfig) -> torch.nn.Module:
     dropout = config.hidden_dropout_prob
     num_labels = len(config.label_names or ())
     if kind in ("ner", "nested_ner"):
-        return TokenClassificationHead(config.hidden_size, num_labels, dropout,
-                                       streams=2 if kind == "nested_ner" else 1)
+        return TokenClassificationHead(
+            config.hidden_size, num_labels, dropout, streams=2 if kind == "nested_ner" else 1
+        )
     if kind in ("classification", "pair"):
         return SequenceClassificationHead(config.hidden_size, num_labels, dropout)
     if kind == "relation":
@@ -105,8 +120,9 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
         super().__init__(config)
         self.encoding = get(config.method).encoding  # a parameter-free strategy, not a module
         self.encoding.build(self, config, pooler=True)
-        self.span_indicator = (MentionSpanIndicator(config.hidden_size)
-                               if getattr(config, "mention_span_indicator", False) else None)
+        self.span_indicator = (
+            MentionSpanIndicator(config.hidden_size) if getattr(config, "mention_span_indicator", False) else None
+        )
         self.head = build_head(config)
         self.post_init()
 
@@ -121,11 +137,19 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
 
             init.zeros_(module.inside)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                head_spans: torch.Tensor | None = None, tail_spans: torch.Tensor | None = None,
-                candidate_group: torch.Tensor | None = None, entity_pairs: torch.Tensor | None = None,
-                pair_labels: torch.Tensor | None = None, **encoder_inputs) -> FineTuningOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        head_spans: torch.Tensor | None = None,
+        tail_spans: torch.Tensor | None = None,
+        candidate_group: torch.Tensor | None = None,
+        entity_pairs: torch.Tensor | None = None,
+        pair_labels: torch.Tensor | None = None,
+        **encoder_inputs,
+    ) -> FineTuningOutput:
         """``labels``: (batch,) classes; (batch, length[, 2]) tags for NER and relation triples; (batch,)
         0/1 or grades for ranking. ``entity_pairs`` (pairs, 5) and ``pair_labels`` (pairs,): relation triples.
 
@@ -133,20 +157,26 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
         """
         indicator_tokens = encoder_inputs.pop(SPAN_INDICATOR_INPUT, None)
         if (indicator_tokens is None) != (self.span_indicator is None):
-            raise ConfigurationError(f"a model {'with' if self.span_indicator is not None else 'without'} the mention "
-                                     f"span indicator needs {'' if self.span_indicator is not None else 'no '}"
-                                     f"{SPAN_INDICATOR_INPUT} input")
+            raise ConfigurationError(
+                f"a model {'with' if self.span_indicator is not None else 'without'} the mention "
+                f"span indicator needs {'' if self.span_indicator is not None else 'no '}"
+                f"{SPAN_INDICATOR_INPUT} input"
+            )
         unknown = set(encoder_inputs) - set(self.encoding.input_names)
         if unknown:
-            raise ConfigurationError(f"unexpected inputs {sorted(unknown)} for a {self.config.method!r} encoder "
-                                     f"(it reads {list(self.encoding.input_names)})")
+            raise ConfigurationError(
+                f"unexpected inputs {sorted(unknown)} for a {self.config.method!r} encoder "
+                f"(it reads {list(self.encoding.input_names)})"
+            )
         hook = None
         if indicator_tokens is not None:  # added to the word embeddings, whatever the encoding does with them
             hook = self.encoding.word_embeddings(self).register_forward_hook(
-                lambda module, inputs, output: self.span_indicator(output, indicator_tokens))
+                lambda module, inputs, output: self.span_indicator(output, indicator_tokens)
+            )
         try:
-            hidden = self.encoding.encode(self, input_ids, attention_mask, token_type_ids,
-                                          **encoder_inputs).last_hidden_state  # (batch, length, d1)
+            hidden = self.encoding.encode(
+                self, input_ids, attention_mask, token_type_ids, **encoder_inputs
+            ).last_hidden_state  # (batch, length, d1)
         finally:
             if hook is not None:
                 hook.remove()

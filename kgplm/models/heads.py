@@ -24,8 +24,16 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.utils import scatter, softmax
 
-__all__ = ["TokenClassificationHead", "SequenceClassificationHead", "RelationClassificationHead",
-           "CandidateRankingHead", "PairwiseRankingHead", "TripleExtractionHead", "span_mean", "num_entity_tags"]
+__all__ = [
+    "TokenClassificationHead",
+    "SequenceClassificationHead",
+    "RelationClassificationHead",
+    "CandidateRankingHead",
+    "PairwiseRankingHead",
+    "TripleExtractionHead",
+    "span_mean",
+    "num_entity_tags",
+]
 
 
 class TokenClassificationHead(nn.Module):
@@ -88,8 +96,13 @@ class RelationClassificationHead(nn.Module):
     def reset_parameters(self) -> None:
         self.classifier.reset_parameters()
 
-    def forward(self, hidden: torch.Tensor, head_spans: torch.Tensor, tail_spans: torch.Tensor,
-                labels: torch.Tensor | None = None):
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        head_spans: torch.Tensor,
+        tail_spans: torch.Tensor,
+        labels: torch.Tensor | None = None,
+    ):
         features = torch.cat([hidden[:, 0], span_mean(hidden, head_spans), span_mean(hidden, tail_spans)], -1)
         logits = self.classifier(self.dropout(features))  # (batch, labels)
         loss = F.cross_entropy(logits, labels) if labels is not None else None
@@ -113,8 +126,9 @@ class CandidateRankingHead(nn.Module):
     def reset_parameters(self) -> None:
         self.scorer.reset_parameters()
 
-    def forward(self, pooled: torch.Tensor, candidate_group: torch.Tensor,
-                candidate_labels: torch.Tensor | None = None):
+    def forward(
+        self, pooled: torch.Tensor, candidate_group: torch.Tensor, candidate_labels: torch.Tensor | None = None
+    ):
         scores = self.scorer(self.dropout(pooled)).squeeze(-1)  # (candidates,)
         loss = None
         if candidate_labels is not None:
@@ -181,8 +195,13 @@ class TripleExtractionHead(nn.Module):
         obj = span_mean(rows, entity_pairs[:, 3:5])
         return self.pair_classifier(self.dropout(torch.cat([subject, obj, subject * obj], -1)))  # (pairs, predicates)
 
-    def forward(self, hidden: torch.Tensor, labels: torch.Tensor | None = None,
-                entity_pairs: torch.Tensor | None = None, pair_labels: torch.Tensor | None = None):
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        entity_pairs: torch.Tensor | None = None,
+        pair_labels: torch.Tensor | None = None,
+    ):
         tag_logits = self.tagger(self.dropout(hidden))  # (batch, length, tags)
         pair_logits = self.classify_pairs(hidden, entity_pairs) if entity_pairs is not None else None
         loss = None

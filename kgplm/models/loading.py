@@ -25,8 +25,11 @@ FINE_TUNING_ONLY_PREFIXES = (TASK_HEAD_PREFIX, "span_indicator.")
 #: encoder parts some pre-training models do not have (BERT's pooler: no MLM-only model trains it)
 OPTIONAL_ENCODER_PARTS = (".pooler.",)
 
-_TRANSFORMERS_LOADERS = ("transformers.modeling_utils", "transformers.utils.loading_report",
-                         "transformers.distributed.tensor_parallel")
+_TRANSFORMERS_LOADERS = (
+    "transformers.modeling_utils",
+    "transformers.utils.loading_report",
+    "transformers.distributed.tensor_parallel",
+)
 
 
 @contextlib.contextmanager
@@ -49,12 +52,22 @@ def load_under_task_head(model_class, directory, **kwargs):
     with silenced_load_report():
         model, info = model_class.from_pretrained(str(directory), output_loading_info=True, **kwargs)
     missing = sorted(info.get("missing_keys", ()))
-    not_head = [name for name in missing if not name.startswith(FINE_TUNING_ONLY_PREFIXES)
-                and not any(part in name for part in OPTIONAL_ENCODER_PARTS)]
+    not_head = [
+        name
+        for name in missing
+        if not name.startswith(FINE_TUNING_ONLY_PREFIXES) and not any(part in name for part in OPTIONAL_ENCODER_PARTS)
+    ]
     if not_head:
-        raise ArtifactError(f"{directory} lacks {len(not_head)} encoder weights of {model_class.__name__} "
-                            f"(first: {not_head[:5]}); is it a kgplm pre-trained model of the same method?")
+        raise ArtifactError(
+            f"{directory} lacks {len(not_head)} encoder weights of {model_class.__name__} "
+            f"(first: {not_head[:5]}); is it a kgplm pre-trained model of the same method?"
+        )
     unused = sorted(info.get("unexpected_keys", ()))
-    logger.info("loaded %s from %s: %d new (task head, pooler) tensors, %d checkpoint tensors unused (pre-training heads)",
-                model_class.__name__, directory, len(missing), len(unused))
+    logger.info(
+        "loaded %s from %s: %d new (task head, pooler) tensors, %d checkpoint tensors unused (pre-training heads)",
+        model_class.__name__,
+        directory,
+        len(missing),
+        len(unused),
+    )
     return model

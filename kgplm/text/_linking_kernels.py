@@ -95,8 +95,9 @@ def _entry(node, cursor, alnum, char_end, all_capital, nodes, capitals, word_wei
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _longest_at(position, limit, codes, alnum, char_end, capital, root_children, nodes, children, capitals,
-                word_weights):  # pragma: no cover - compiled
+def _longest_at(
+    position, limit, codes, alnum, char_end, capital, root_children, nodes, children, capitals, word_weights
+):  # pragma: no cover - compiled
     """(end, entry) of the longest dictionary entry at ``position`` ending by ``limit``; (-1, -1) when none."""
     cursor = position
     all_capital = True
@@ -117,9 +118,28 @@ def _longest_at(position, limit, codes, alnum, char_end, capital, root_children,
 
 
 @numba.njit(cache=True, nogil=True)
-def _match_document(codes, alnum, char_start, char_end, capital, root_children, nodes, children, capitals, word_weights,
-                    name_weight, unknown_weight, mode, best, choice_end, choice_entry, starts, ends, entries,
-                    count):  # pragma: no cover - compiled
+def _match_document(
+    codes,
+    alnum,
+    char_start,
+    char_end,
+    capital,
+    root_children,
+    nodes,
+    children,
+    capitals,
+    word_weights,
+    name_weight,
+    unknown_weight,
+    mode,
+    best,
+    choice_end,
+    choice_entry,
+    starts,
+    ends,
+    entries,
+    count,
+):  # pragma: no cover - compiled
     """Append the matches in one document's ``codes`` to ``starts/ends/entries`` from ``count`` on; return the
     new count, or -1 when the arrays are full. ``best``, ``choice_end``, ``choice_entry``: scratch of at
     least ``len(codes) + 1`` elements.
@@ -157,8 +177,9 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
         if alnum[position] and position > 0 and alnum[position - 1]:
             continue
         if mode == LONGEST:
-            end, entry = _longest_at(position, size, codes, alnum, char_end, capital, root_children, nodes, children,
-                                     capitals, word_weights)
+            end, entry = _longest_at(
+                position, size, codes, alnum, char_end, capital, root_children, nodes, children, capitals, word_weights
+            )
             if entry >= 0:
                 count = _emit(starts, ends, entries, count, position, end, entry)
                 if count < 0:
@@ -217,8 +238,19 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
             inner = position  # a word that is no name: the names inside it, leftmost-longest
             while inner < word_end:
                 if char_start[inner] and not (alnum[inner] and inner > 0 and alnum[inner - 1]):
-                    end, entry = _longest_at(inner, word_end, codes, alnum, char_end, capital, root_children, nodes,
-                                             children, capitals, word_weights)
+                    end, entry = _longest_at(
+                        inner,
+                        word_end,
+                        codes,
+                        alnum,
+                        char_end,
+                        capital,
+                        root_children,
+                        nodes,
+                        children,
+                        capitals,
+                        word_weights,
+                    )
                     if entry >= 0:
                         count = _emit(starts, ends, entries, count, inner, end, entry)
                         if count < 0:
@@ -231,8 +263,21 @@ def _match_document(codes, alnum, char_start, char_end, capital, root_children, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _normalize_document(raw, single, length, expansion_start, expansions, capital_of, alnum_of, codes, source,
-                        char_start, char_end, capital, alnum):  # pragma: no cover - compiled
+def _normalize_document(
+    raw,
+    single,
+    length,
+    expansion_start,
+    expansions,
+    capital_of,
+    alnum_of,
+    codes,
+    source,
+    char_start,
+    char_end,
+    capital,
+    alnum,
+):  # pragma: no cover - compiled
     """Write the normalised codes of the characters ``raw`` and their flags (module docstring) into the
     scratch arrays; return the number of codes. ``source[k]``: the character code ``k`` comes from."""
     size = 0
@@ -252,9 +297,26 @@ def _normalize_document(raw, single, length, expansion_start, expansions, capita
 
 
 @numba.njit(cache=True, nogil=True)
-def link_documents(raw, document_starts, single, length, expansion_start, expansions, capital_of, alnum_of,
-                   root_children, nodes, children, capitals, word_weights, name_weight, unknown_weight, mode, matches,
-                   document_counts):  # pragma: no cover - compiled
+def link_documents(
+    raw,
+    document_starts,
+    single,
+    length,
+    expansion_start,
+    expansions,
+    capital_of,
+    alnum_of,
+    root_children,
+    nodes,
+    children,
+    capitals,
+    word_weights,
+    name_weight,
+    unknown_weight,
+    mode,
+    matches,
+    document_counts,
+):  # pragma: no cover - compiled
     """Match every document of ``raw`` (code points, document ``d`` at ``document_starts[d]:document_starts[d + 1]``)
     in one call: normalise it (per-character tables of :mod:`kgplm.text.linking`), match it alone
     (:func:`_match_document`) and write its matches as character offsets within it; ``document_counts[d]``
@@ -279,14 +341,44 @@ def link_documents(raw, document_starts, single, length, expansion_start, expans
     choice_entry = np.empty(longest + 1, dtype=np.int64)
     count = 0
     for document in range(documents):
-        size = _normalize_document(raw[document_starts[document]:document_starts[document + 1]], single, length,
-                                   expansion_start, expansions, capital_of, alnum_of, codes, source, char_start,
-                                   char_end, capital, alnum)
+        size = _normalize_document(
+            raw[document_starts[document] : document_starts[document + 1]],
+            single,
+            length,
+            expansion_start,
+            expansions,
+            capital_of,
+            alnum_of,
+            codes,
+            source,
+            char_start,
+            char_end,
+            capital,
+            alnum,
+        )
         first = count
-        count = _match_document(codes[:size], alnum[:size], char_start[:size], char_end[:size], capital[:size],
-                                root_children, nodes, children, capitals, word_weights, name_weight, unknown_weight,
-                                mode, best,
-                                choice_end, choice_entry, starts, ends, entries, count)
+        count = _match_document(
+            codes[:size],
+            alnum[:size],
+            char_start[:size],
+            char_end[:size],
+            capital[:size],
+            root_children,
+            nodes,
+            children,
+            capitals,
+            word_weights,
+            name_weight,
+            unknown_weight,
+            mode,
+            best,
+            choice_end,
+            choice_entry,
+            starts,
+            ends,
+            entries,
+            count,
+        )
         if count < 0:
             return -1
         for match in range(first, count):  # codes → characters of the document
@@ -330,8 +422,9 @@ def build_trie(patterns: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 NODE_ROW = np.dtype([("child_start", np.int32), ("terminal", np.int32)], align=True)
 
 
-def node_terminals(nodes: np.ndarray, capitals: np.ndarray, word_weights: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def node_terminals(
+    nodes: np.ndarray, capitals: np.ndarray, word_weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(entry, capitals_entry, word)`` of every node, each -1 where none: what ``terminal`` encodes, unpacked
     (for tests and inspection; the kernels read ``terminal`` directly)."""
     terminal = np.asarray(nodes["terminal"], dtype=np.int64)

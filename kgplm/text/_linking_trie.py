@@ -150,10 +150,15 @@ def _decode(flat, position):  # pragma: no cover - compiled
     if lead < 0xE0:
         return ((lead & 0x1F) << 6) | (np.int64(flat[position + 1]) & 0x3F), position + 2
     if lead < 0xF0:
-        return (((lead & 0x0F) << 12) | ((np.int64(flat[position + 1]) & 0x3F) << 6)
-                | (np.int64(flat[position + 2]) & 0x3F)), position + 3
-    return (((lead & 0x07) << 18) | ((np.int64(flat[position + 1]) & 0x3F) << 12)
-            | ((np.int64(flat[position + 2]) & 0x3F) << 6) | (np.int64(flat[position + 3]) & 0x3F)), position + 4
+        return (
+            ((lead & 0x0F) << 12) | ((np.int64(flat[position + 1]) & 0x3F) << 6) | (np.int64(flat[position + 2]) & 0x3F)
+        ), position + 3
+    return (
+        ((lead & 0x07) << 18)
+        | ((np.int64(flat[position + 1]) & 0x3F) << 12)
+        | ((np.int64(flat[position + 2]) & 0x3F) << 6)
+        | (np.int64(flat[position + 3]) & 0x3F)
+    ), position + 4
 
 
 @numba.njit(cache=True, nogil=True)

@@ -18,8 +18,9 @@ import numpy as np
 __all__ = ["char_spans_to_token_spans", "char_to_word_ids"]
 
 
-def char_spans_to_token_spans(offsets: Sequence[Sequence[int]] | np.ndarray,
-                              spans: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
+def char_spans_to_token_spans(
+    offsets: Sequence[Sequence[int]] | np.ndarray, spans: Sequence[Sequence[int]] | np.ndarray
+) -> np.ndarray:
     """``(len(spans), 2)`` int array of token ``[first, end)`` per char span, ``-1, -1`` where not exact.
 
     ``offsets``: the tokenizer's ``offset_mapping`` for one sequence, ``(start, end)`` per token;
@@ -39,14 +40,15 @@ def char_spans_to_token_spans(offsets: Sequence[Sequence[int]] | np.ndarray,
     present = (first <= last) & (first < len(real)) & (last >= 0)
     first_clipped = np.minimum(first, len(real) - 1)
     last_clipped = np.maximum(last, 0)
-    exact = (present & (token_starts[first_clipped] == spans[:, 0]) & (token_ends[last_clipped] == spans[:, 1]))
+    exact = present & (token_starts[first_clipped] == spans[:, 0]) & (token_ends[last_clipped] == spans[:, 1])
     result[exact, 0] = real[first_clipped[exact]]
     result[exact, 1] = real[last_clipped[exact]] + 1
     return result
 
 
-def char_to_word_ids(offsets: Sequence[Sequence[int]] | np.ndarray, word_spans: Sequence[Sequence[int]],
-                     text_length: int) -> np.ndarray:
+def char_to_word_ids(
+    offsets: Sequence[Sequence[int]] | np.ndarray, word_spans: Sequence[Sequence[int]], text_length: int
+) -> np.ndarray:
     """The index of the word (e.g. a jieba segment) each token starts in; -1 for special tokens."""
     offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
     char_words = np.full(text_length + 1, -1, dtype=np.int64)

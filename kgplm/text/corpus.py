@@ -71,8 +71,9 @@ def _detect_format(path: Path) -> str:
 
 #: How a decoding error tells the reader to name the file's encoding (``kgplm.train`` passes
 #: ``corpus_options`` to :func:`read_corpus`).
-_ENCODING_OPTION_HINT = ("or read it in its own encoding with encoding= (kgplm.train: corpus_options={'encoding': "
-                         "'gbk'}, for instance)")
+_ENCODING_OPTION_HINT = (
+    "or read it in its own encoding with encoding= (kgplm.train: corpus_options={'encoding': 'gbk'}, for instance)"
+)
 
 
 def _check_encoding(encoding: str) -> str:
@@ -82,11 +83,15 @@ def _check_encoding(encoding: str) -> str:
     try:
         name = codecs.lookup(encoding).name
     except (LookupError, TypeError):
-        raise ConfigurationError(f"encoding {encoding!r} is not a text encoding Python knows (e.g. 'utf-8', 'gbk', "
-                                 f"'gb18030', 'big5', 'latin1')") from None
+        raise ConfigurationError(
+            f"encoding {encoding!r} is not a text encoding Python knows (e.g. 'utf-8', 'gbk', "
+            f"'gb18030', 'big5', 'latin1')"
+        ) from None
     if "\n,a".encode(name) != b"\n,a":
-        raise ConfigurationError(f"encoding {encoding!r} does not keep ASCII as it is (as UTF-16 or UTF-32 do not); "
-                                 f"convert the file to UTF-8 first")
+        raise ConfigurationError(
+            f"encoding {encoding!r} does not keep ASCII as it is (as UTF-16 or UTF-32 do not); "
+            f"convert the file to UTF-8 first"
+        )
     return name
 
 
@@ -108,14 +113,24 @@ def _iter_lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
             try:
                 line = raw.decode(encoding)
             except UnicodeDecodeError as error:
-                raise EncodingError(f"not valid {encoding} ({error.reason} at byte {error.start} of the line)",
-                                    path=path, line=line_number,
-                                    expected=f"a text file in the encoding given by encoding={encoding!r}") from None
+                raise EncodingError(
+                    f"not valid {encoding} ({error.reason} at byte {error.start} of the line)",
+                    path=path,
+                    line=line_number,
+                    expected=f"a text file in the encoding given by encoding={encoding!r}",
+                ) from None
             yield line_number, line.rstrip("\r\n")
 
 
-def read_corpus(path: str | os.PathLike, *, format: str = "auto", columns: Sequence[str] | None = None,
-                field: str = "text", separator: str = "\n", encoding: str = "utf-8") -> Iterator[Document]:
+def read_corpus(
+    path: str | os.PathLike,
+    *,
+    format: str = "auto",
+    columns: Sequence[str] | None = None,
+    field: str = "text",
+    separator: str = "\n",
+    encoding: str = "utf-8",
+) -> Iterator[Document]:
     """Stream documents from ``path``.
 
     format ``lines`` (default for ``.txt``): every non-empty line is a document.
@@ -139,11 +154,20 @@ def read_corpus(path: str | os.PathLike, *, format: str = "auto", columns: Seque
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                raise DataFormatError(f"not valid JSON ({error.msg})", path=path, line=line_number,
-                                      column=error.colno, expected="one JSON object per line") from None
+                raise DataFormatError(
+                    f"not valid JSON ({error.msg})",
+                    path=path,
+                    line=line_number,
+                    column=error.colno,
+                    expected="one JSON object per line",
+                ) from None
             if not isinstance(record, dict) or not isinstance(record.get(field), str):
-                raise DataFormatError(f"no string field {field!r}", path=path, line=line_number,
-                                      expected=f'an object like {{"{field}": "..."}}')
+                raise DataFormatError(
+                    f"no string field {field!r}",
+                    path=path,
+                    line=line_number,
+                    expected=f'an object like {{"{field}": "..."}}',
+                )
             if record[field].strip():
                 yield Document(f"{path.name}:{line_number}", record[field], line_number)
     elif format == "csv":
@@ -158,9 +182,13 @@ def _read_csv(path: Path, columns: Sequence[str] | None, separator: str, encodin
     from kgplm._io import open_text
 
     try:
-        with (open_text(path) if encoding == "utf-8" else
-              gzip.open(path, "rt", encoding=encoding, errors="strict", newline="") if path.suffix == ".gz" else
-              open(path, encoding=encoding, errors="strict", newline="")) as handle:
+        with (
+            open_text(path)
+            if encoding == "utf-8"
+            else gzip.open(path, "rt", encoding=encoding, errors="strict", newline="")
+            if path.suffix == ".gz"
+            else open(path, encoding=encoding, errors="strict", newline="")
+        ) as handle:
             reader = csv.reader(handle)
             header = next(reader, None)
             if header is None:
@@ -174,18 +202,26 @@ def _read_csv(path: Path, columns: Sequence[str] | None, separator: str, encodin
             start_line = reader.line_num + 1
             for row in reader:
                 if len(row) != len(header):
-                    raise DataFormatError(f"{len(row)} fields", path=path, line=start_line,
-                                          expected=f"{len(header)} fields ({', '.join(header)})")
+                    raise DataFormatError(
+                        f"{len(row)} fields",
+                        path=path,
+                        line=start_line,
+                        expected=f"{len(header)} fields ({', '.join(header)})",
+                    )
                 text = separator.join(row[p] for p in positions if row[p].strip())
                 if text.strip():
                     yield Document(f"{path.name}:{start_line}", text, start_line)
                 start_line = reader.line_num + 1
     except UnicodeDecodeError as error:
         if encoding == "utf-8":
-            raise EncodingError(f"not valid UTF-8 ({error.reason})", path=path,
-                                expected=f"a UTF-8 CSV file; {_ENCODING_OPTION_HINT}") from None
-        raise EncodingError(f"not valid {encoding} ({error.reason})", path=path,
-                            expected=f"a CSV file in the encoding given by encoding={encoding!r}") from None
+            raise EncodingError(
+                f"not valid UTF-8 ({error.reason})", path=path, expected=f"a UTF-8 CSV file; {_ENCODING_OPTION_HINT}"
+            ) from None
+        raise EncodingError(
+            f"not valid {encoding} ({error.reason})",
+            path=path,
+            expected=f"a CSV file in the encoding given by encoding={encoding!r}",
+        ) from None
 
 
 def _iter_documents(corpus, **reader_options) -> Iterator[Document]:
@@ -202,8 +238,9 @@ def _iter_documents(corpus, **reader_options) -> Iterator[Document]:
 
 
 # -- building ----------------------------------------------------------------------------------------
-def _neighbor_rows(table: "NeighborTable | None", store: "KGStore", entity_ids: np.ndarray,
-                   primary_types: np.ndarray) -> dict[str, np.ndarray]:
+def _neighbor_rows(
+    table: "NeighborTable | None", store: "KGStore", entity_ids: np.ndarray, primary_types: np.ndarray
+) -> dict[str, np.ndarray]:
     if table is None:
         return {}
     rows = np.array([table.row_of(int(e)) for e in entity_ids], dtype=np.int64)
@@ -217,22 +254,42 @@ def _neighbor_rows(table: "NeighborTable | None", store: "KGStore", entity_ids: 
     }
 
 
-def _encode_document(document: Document, mentions: tuple[np.ndarray, np.ndarray, np.ndarray], *, tokenizer, linker,
-                     segmenter, table, store, primary_types, max_length: int, stride: int, counts: np.ndarray,
-                     statistics: dict[str, int]) -> list[dict[str, Any]]:
+def _encode_document(
+    document: Document,
+    mentions: tuple[np.ndarray, np.ndarray, np.ndarray],
+    *,
+    tokenizer,
+    linker,
+    segmenter,
+    table,
+    store,
+    primary_types,
+    max_length: int,
+    stride: int,
+    counts: np.ndarray,
+    statistics: dict[str, int],
+) -> list[dict[str, Any]]:
     """The examples of one document; ``mentions``: the linker's ``find`` of its text."""
     text = document.text
     starts, ends, entries = mentions
     entity_ids = linker.best_entities(entries)
     np.add.at(counts, entity_ids, 1)
     statistics["mentions_in_text"] += len(entity_ids)
-    encoding = tokenizer(text, max_length=max_length, truncation=True, stride=stride,
-                         return_overflowing_tokens=True, return_offsets_mapping=True,
-                         return_attention_mask=True, return_token_type_ids=False)
+    encoding = tokenizer(
+        text,
+        max_length=max_length,
+        truncation=True,
+        stride=stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        return_attention_mask=True,
+        return_token_type_ids=False,
+    )
     word_spans = segmenter.segment(text) if segmenter is not None else None
     examples = []
     for chunk, (input_ids, attention_mask, offsets) in enumerate(
-            zip(encoding["input_ids"], encoding["attention_mask"], encoding["offset_mapping"])):
+        zip(encoding["input_ids"], encoding["attention_mask"], encoding["offset_mapping"])
+    ):
         token_spans = char_spans_to_token_spans(offsets, np.stack([starts, ends], 1) if len(starts) else [])
         kept = np.flatnonzero(token_spans[:, 0] >= 0)
         example: dict[str, Any] = {
@@ -314,17 +371,25 @@ def build_corpus(
         neighbor_table = NeighborTable.load(neighbor_table)
     output_dir = Path(output_dir)
     shards_dir = output_dir / "shards"
-    config = {"max_length": max_length, "stride": stride, "shard_size": shard_size, "whole_word": whole_word,
-              "vocab_size": len(tokenizer), "num_entities": store.num_entities,
-              "neighbors": None if neighbor_table is None else int(neighbor_table.k),
-              "corpus": str(corpus) if isinstance(corpus, (str, os.PathLike)) else "<iterable>",
-              "reader_options": {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in reader_options.items()}}
+    config = {
+        "max_length": max_length,
+        "stride": stride,
+        "shard_size": shard_size,
+        "whole_word": whole_word,
+        "vocab_size": len(tokenizer),
+        "num_entities": store.num_entities,
+        "neighbors": None if neighbor_table is None else int(neighbor_table.k),
+        "corpus": str(corpus) if isinstance(corpus, (str, os.PathLike)) else "<iterable>",
+        "reader_options": {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in reader_options.items()},
+    }
     progress_path = output_dir / "build_config.json"
     if output_dir.exists() and progress_path.is_file():
         previous = json.loads(progress_path.read_text(encoding="utf-8"))
         if not resume or previous != config:
-            raise ArtifactError(f"{output_dir} holds a corpus built with other settings ({previous}); "
-                                f"choose another output_dir or delete it")
+            raise ArtifactError(
+                f"{output_dir} holds a corpus built with other settings ({previous}); "
+                f"choose another output_dir or delete it"
+            )
     else:
         output_dir.mkdir(parents=True, exist_ok=True)
         with atomic_file(progress_path, "w", encoding="utf-8") as handle:
@@ -346,10 +411,20 @@ def build_corpus(
         examples: list[dict[str, Any]] = []
         found = linker.find_many([document.text for document in documents])  # one kernel call per batch
         for document, mentions in zip(documents, found):
-            examples += _encode_document(document, mentions, tokenizer=tokenizer, linker=linker, segmenter=segmenter,
-                                         table=neighbor_table, store=store, primary_types=primary_types,
-                                         max_length=max_length, stride=stride, counts=counts,
-                                         statistics=statistics)
+            examples += _encode_document(
+                document,
+                mentions,
+                tokenizer=tokenizer,
+                linker=linker,
+                segmenter=segmenter,
+                table=neighbor_table,
+                store=store,
+                primary_types=primary_types,
+                max_length=max_length,
+                stride=stride,
+                counts=counts,
+                statistics=statistics,
+            )
         columns = {name: [example[name] for example in examples] for name in features}
         dataset = Dataset.from_dict(columns, features=features)
         with atomic_directory(shards_dir / f"shard-{index:05d}") as temporary:
@@ -375,8 +450,11 @@ def build_corpus(
     bar.close()
     if shard_index == 0:  # name the user's input, not the folder being built
         if isinstance(corpus, (str, os.PathLike)):
-            raise DataFormatError("holds no document (every line or record is empty)", path=corpus,
-                                  expected="at least one non-empty line, CSV row or JSON record")
+            raise DataFormatError(
+                "holds no document (every line or record is empty)",
+                path=corpus,
+                expected="at least one non-empty line, CSV row or JSON record",
+            )
         raise ConfigurationError("the corpus given to build_corpus holds no document")
     _finalize(output_dir, shard_index, store.num_entities, config)
     return load_corpus(output_dir)
@@ -395,8 +473,14 @@ def _finalize(output_dir: Path, num_shards: int, num_entities: int, config: dict
         names.append(shard.name)
     with atomic_file(output_dir / "entity_frequencies.npy", "wb") as handle:
         np.save(handle, counts)
-    manifest = {"format": CORPUS_FORMAT, "version": 1, "shards": names, "statistics": totals, "config": config,
-                "entities_mentioned": int((counts > 0).sum())}
+    manifest = {
+        "format": CORPUS_FORMAT,
+        "version": 1,
+        "shards": names,
+        "statistics": totals,
+        "config": config,
+        "entities_mentioned": int((counts > 0).sum()),
+    }
     with atomic_file(output_dir / "manifest.json", "w", encoding="utf-8") as handle:
         json.dump(manifest, handle, indent=1, ensure_ascii=False)
     logger.info("corpus: %s", totals)

@@ -142,8 +142,9 @@ def _character_tables() -> _Tables:
         single_spaced = np.where(np.isin(single, hyphens), np.int32(32), single)
         expansion_codes = np.asarray(expansions, dtype=np.int32)
         expansions_spaced = np.where(np.isin(expansion_codes, hyphens), np.int32(32), expansion_codes)
-        _TABLES = _Tables(single, length, expansion_start, expansion_codes, capital, alnum, single_spaced,
-                          expansions_spaced)
+        _TABLES = _Tables(
+            single, length, expansion_start, expansion_codes, capital, alnum, single_spaced, expansions_spaced
+        )
     return _TABLES
 
 
@@ -169,11 +170,13 @@ def _normalize(text: str) -> _Normalized:
     source = np.repeat(np.arange(len(raw)), lengths)  # (codes,)
     first = np.cumsum(lengths) - lengths  # the first code of each character
     within = np.arange(len(source)) - first[source]
-    expanded = tables.expansions[np.minimum(tables.expansion_start[raw][source] + within,
-                                            max(len(tables.expansions) - 1, 0))]
+    expanded = tables.expansions[
+        np.minimum(tables.expansion_start[raw][source] + within, max(len(tables.expansions) - 1, 0))
+    ]
     codes = np.where(lengths[source] == 1, single[raw][source], expanded).astype(np.int32)
-    return _Normalized(codes, source, within == 0, within == lengths[source] - 1, tables.capital[raw][source],
-                       tables.alnum[codes])
+    return _Normalized(
+        codes, source, within == 0, within == lengths[source] - 1, tables.capital[raw][source], tables.alnum[codes]
+    )
 
 
 _HYPHEN_TO_SPACE = str.maketrans(dict.fromkeys(_filters.HYPHENS, " "))
@@ -200,11 +203,21 @@ class EntityLinker:
             and leave Chinese names alone).
     """
 
-    def __init__(self, store: "KGStore | None" = None, *, min_length: int = 2, nested: bool = False,
-                 names: dict[str, Iterable[int]] | None = None, word_boundaries: str | None = "jieba",
-                 case_sensitive_abbreviations: bool = True, stop_words: str | Iterable[str] | None = "english",
-                 exclude_numeric: bool = True, hyphen_variants: bool = True,
-                 entity_types: Iterable[str] | None = None, roots: Iterable[int | str] | None = None) -> None:
+    def __init__(
+        self,
+        store: "KGStore | None" = None,
+        *,
+        min_length: int = 2,
+        nested: bool = False,
+        names: dict[str, Iterable[int]] | None = None,
+        word_boundaries: str | None = "jieba",
+        case_sensitive_abbreviations: bool = True,
+        stop_words: str | Iterable[str] | None = "english",
+        exclude_numeric: bool = True,
+        hyphen_variants: bool = True,
+        entity_types: Iterable[str] | None = None,
+        roots: Iterable[int | str] | None = None,
+    ) -> None:
         if min_length < 1:
             raise ConfigurationError(f"min_length must be at least 1, got {min_length}")
         if store is None and names is None:
@@ -221,10 +234,18 @@ class EntityLinker:
         allowed = _filters.allowed_entities(store, entity_types, roots) if store is not None else None
         stop = set(self._normalize_names(sorted(_filters.resolve_stop_words(stop_words))))
         # arrays, not a Python object per name: millions of names at UMLS size (linking_dictionary)
-        built = build_dictionary(store, names, normalize=self._normalize_names, normalize_display=normalize_for_matching,
-                                 min_length=min_length, stop=stop, exclude_numeric=exclude_numeric,
-                                 case_sensitive_abbreviations=case_sensitive_abbreviations, allowed=allowed,
-                                 word_boundaries=word_boundaries)
+        built = build_dictionary(
+            store,
+            names,
+            normalize=self._normalize_names,
+            normalize_display=normalize_for_matching,
+            min_length=min_length,
+            stop=stop,
+            exclude_numeric=exclude_numeric,
+            case_sensitive_abbreviations=case_sensitive_abbreviations,
+            allowed=allowed,
+            word_boundaries=word_boundaries,
+        )
         self.patterns = built.patterns
         self._candidates = built.candidates
         self._best_entity = self._candidates.best()
@@ -233,14 +254,18 @@ class EntityLinker:
         self._unknown_weight = built.unknown_weight
         self.num_names = built.num_names
         self._set_kernel_tables()
-        self._settings = {"min_length": min_length, "nested": nested, "word_boundaries": word_boundaries,
-                          "case_sensitive_abbreviations": case_sensitive_abbreviations,
-                          "stop_words": stop_words if stop_words is None or isinstance(stop_words, str)
-                          else sorted(stop_words), "exclude_numeric": exclude_numeric,
-                          "hyphen_variants": hyphen_variants,
-                          "entity_types": None if entity_types is None else sorted(entity_types),
-                          "roots": None if roots is None else [str(root) for root in roots],
-                          "names": "store" if names is None else "explicit"}
+        self._settings = {
+            "min_length": min_length,
+            "nested": nested,
+            "word_boundaries": word_boundaries,
+            "case_sensitive_abbreviations": case_sensitive_abbreviations,
+            "stop_words": stop_words if stop_words is None or isinstance(stop_words, str) else sorted(stop_words),
+            "exclude_numeric": exclude_numeric,
+            "hyphen_variants": hyphen_variants,
+            "entity_types": None if entity_types is None else sorted(entity_types),
+            "roots": None if roots is None else [str(root) for root in roots],
+            "names": "store" if names is None else "explicit",
+        }
         logger.info("entity linker: %d distinct names, %d trie nodes", self.num_names, len(self._automaton[1]) - 1)
 
     # -- persistence ----------------------------------------------------------------------------
@@ -248,17 +273,25 @@ class EntityLinker:
         """Write the linker (patterns, ranked candidates, trie) as ``.npy`` arrays and a JSON manifest,
         atomically; :meth:`load` memory-maps them (:mod:`kgplm.text.linking_persistence`)."""
         store = self.store
-        manifest = {"settings": self._settings, "num_names": self.num_names, "name_weight": self._name_weight,
-                    "unknown_weight": self._unknown_weight,
-                    "store": None if store is None else {"source": store.source, "num_entities": store.num_entities,
-                                                         "num_triples": store.num_triples}}
-        directory = save_linker_arrays(directory, manifest, self._pattern_table(), self._candidates,
-                                       self._best_entity, self._automaton)
+        manifest = {
+            "settings": self._settings,
+            "num_names": self.num_names,
+            "name_weight": self._name_weight,
+            "unknown_weight": self._unknown_weight,
+            "store": None
+            if store is None
+            else {"source": store.source, "num_entities": store.num_entities, "num_triples": store.num_triples},
+        }
+        directory = save_linker_arrays(
+            directory, manifest, self._pattern_table(), self._candidates, self._best_entity, self._automaton
+        )
         logger.info("saved the entity linker (%d names) to %s", self.num_names, directory)
         return directory
 
     @classmethod
-    def load(cls, directory: "str | os.PathLike", *, store: "KGStore | None" = None, mmap: bool = True) -> "EntityLinker":
+    def load(
+        cls, directory: "str | os.PathLike", *, store: "KGStore | None" = None, mmap: bool = True
+    ) -> "EntityLinker":
         """A linker saved by :meth:`save`; its arrays are memory-mapped (read from disk only where matching
         touches them) unless ``mmap=False``. ``store``, when given, must be the store it was built from
         (same source and counts); :meth:`count` needs it or ``num_entities``.
@@ -273,8 +306,9 @@ class EntityLinker:
         if store is not None and recorded is not None:
             found = {"source": store.source, "num_entities": store.num_entities, "num_triples": store.num_triples}
             if found != recorded:
-                raise ConfigurationError(f"the linker saved at {directory} was built from a store with {recorded}, "
-                                         f"not this one ({found})")
+                raise ConfigurationError(
+                    f"the linker saved at {directory} was built from a store with {recorded}, not this one ({found})"
+                )
         settings = manifest["settings"]
         linker = cls.__new__(cls)
         linker.store = store
@@ -307,9 +341,16 @@ class EntityLinker:
         """What every kernel call takes besides the text: the per-character tables and the automaton."""
         tables = _character_tables()
         self._kernel_tables = (
-            tables.single_spaced if self.hyphen_variants else tables.single, tables.length, tables.expansion_start,
-            tables.expansions_spaced if self.hyphen_variants else tables.expansions, tables.capital, tables.alnum,
-            *self._automaton, self._name_weight, self._unknown_weight)
+            tables.single_spaced if self.hyphen_variants else tables.single,
+            tables.length,
+            tables.expansion_start,
+            tables.expansions_spaced if self.hyphen_variants else tables.expansions,
+            tables.capital,
+            tables.alnum,
+            *self._automaton,
+            self._name_weight,
+            self._unknown_weight,
+        )
 
     # -- matching -------------------------------------------------------------------------------
     def find(self, text: str, *, nested: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -319,8 +360,9 @@ class EntityLinker:
             raise ConfigurationError(f"find() takes a str, got {type(text).__name__}")
         return self._find_batch([text], nested)[0]
 
-    def find_many(self, texts: Iterable[str], *, nested: bool | None = None
-                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def find_many(
+        self, texts: Iterable[str], *, nested: bool | None = None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """:meth:`find` of each text, in order, lazily: one kernel call per batch of about
         ``BATCH_CHARACTERS`` characters (a call per short document cost more than its matching). Each
         text is matched alone, so the result is that of :meth:`find` text by text."""
@@ -378,14 +420,18 @@ class EntityLinker:
 
     def _mentions(self, text: str, starts: np.ndarray, ends: np.ndarray, entries: np.ndarray) -> list[Mention]:
         rows = self._candidates.rows(entries)
-        return [Mention(start, end, row[0], text[start:end], row)
-                for start, end, row in zip(starts.tolist(), ends.tolist(), rows)]
+        return [
+            Mention(start, end, row[0], text[start:end], row)
+            for start, end, row in zip(starts.tolist(), ends.tolist(), rows)
+        ]
 
     def link_many(self, texts: Iterable[str], *, nested: bool | None = None) -> list[list[Mention]]:
         """:meth:`link` of each text (matched in batches: :meth:`find_many`)."""
         texts = list(texts)
-        return [self._mentions(text, starts, ends, entries)
-                for text, (starts, ends, entries) in zip(texts, self.find_many(texts, nested=nested))]
+        return [
+            self._mentions(text, starts, ends, entries)
+            for text, (starts, ends, entries) in zip(texts, self.find_many(texts, nested=nested))
+        ]
 
     def count(self, texts: Iterable[str], num_entities: int | None = None) -> np.ndarray:
         """Mentions per entity over ``texts`` (the corpus frequencies PEPR can start from)."""
@@ -413,8 +459,12 @@ def build_linker(store: "KGStore", options: dict | None = None, texts=None) -> t
             raise ConfigurationError("common_word_share needs the corpus texts")
         common = _filters.common_names(linker, texts(), share)
         report["common_names"] = common
-        logger.info("linking: %d names occur in more than %.1f%% of the documents and are dropped: %s",
-                    len(common), 100 * share, ", ".join(f"{name} ({value:.1%})" for name, value in list(common.items())[:20]))
+        logger.info(
+            "linking: %d names occur in more than %.1f%% of the documents and are dropped: %s",
+            len(common),
+            100 * share,
+            ", ".join(f"{name} ({value:.1%})" for name, value in list(common.items())[:20]),
+        )
         if common:
             stop_words = _filters.resolve_stop_words(options["stop_words"]) | set(common)
             linker = EntityLinker(store, **{**options, "stop_words": sorted(stop_words)})

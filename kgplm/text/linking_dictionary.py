@@ -95,8 +95,12 @@ class _Strings:
         offsets = np.zeros(len(self.kinds) + 1, dtype=np.int64)
         if self.lengths:
             np.cumsum(np.concatenate(self.lengths), out=offsets[1:])
-        return (flat, offsets, np.frombuffer(self.kinds, dtype=np.int8).copy(),
-                np.frombuffer(self.values, dtype=np.int64).copy())
+        return (
+            flat,
+            offsets,
+            np.frombuffer(self.kinds, dtype=np.int8).copy(),
+            np.frombuffer(self.values, dtype=np.int64).copy(),
+        )
 
 
 def _name_source(store: "KGStore | None", names: dict[str, Iterable[int]] | None):
@@ -114,8 +118,18 @@ def _name_source(store: "KGStore | None", names: dict[str, Iterable[int]] | None
     return (lambda first, last: [lookup.key(key) for key in range(first, last)]), len(lookup), indptr, owners
 
 
-def _read_names(store, names, normalize: Callable[[list[str]], list[str]], *, min_length: int, stop: set[str],
-                exclude_numeric: bool, case_sensitive_abbreviations: bool, allowed: np.ndarray | None, strings: _Strings):
+def _read_names(
+    store,
+    names,
+    normalize: Callable[[list[str]], list[str]],
+    *,
+    min_length: int,
+    stop: set[str],
+    exclude_numeric: bool,
+    case_sensitive_abbreviations: bool,
+    allowed: np.ndarray | None,
+    strings: _Strings,
+):
     """Add every kept name's pattern to ``strings`` (kind ANY_CASE or CAPITALS, value: its key); return the
     owner CSR and how many surfaces the segmenter adds to jieba's dictionary."""
     texts, count, indptr, owners = _name_source(store, names)
@@ -181,7 +195,9 @@ def _runs(flat, offsets, order, kinds, values):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _entry_pairs(kinds, values, run_of, entry_any, entry_capital, indptr, owners, allowed, filtered):  # pragma: no cover
+def _entry_pairs(
+    kinds, values, run_of, entry_any, entry_capital, indptr, owners, allowed, filtered
+):  # pragma: no cover
     """(entry, entity) of every allowed owner of every name; the owners of an any-case name also go to the
     capitals entry of the same letters. Pairs may repeat."""
     total = 0
@@ -235,13 +251,16 @@ def _same_strings(flat, offsets, items, other_flat, other_offsets, others):  # p
     return same
 
 
-def _own_names(store: "KGStore", entities: np.ndarray, normalize_display: Callable[[str], str]
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _own_names(
+    store: "KGStore", entities: np.ndarray, normalize_display: Callable[[str], str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(flat, offsets, usable)`` of the normalised display names of ``entities`` (a chunk at a time);
     ``usable`` is False where a name holds a NUL (the separator; it equals no pattern)."""
     pieces, lengths, usable = [], [], []
     for first in range(0, len(entities), NAMES_PER_CHUNK):
-        chunk = [normalize_display(store.entity_name(int(entity))) for entity in entities[first:first + NAMES_PER_CHUNK]]
+        chunk = [
+            normalize_display(store.entity_name(int(entity))) for entity in entities[first : first + NAMES_PER_CHUNK]
+        ]
         usable.extend("\x00" not in name for name in chunk)
         flat, offsets = _trie.encode_strings([name.replace("\x00", "") for name in chunk])
         pieces.append(flat)
@@ -253,8 +272,17 @@ def _own_names(store: "KGStore", entities: np.ndarray, normalize_display: Callab
     return flat, offsets, np.asarray(usable, dtype=bool)
 
 
-def _rank(pair_entries: np.ndarray, pair_entities: np.ndarray, num_entries: int, store, degree, flat, offsets,
-          entry_string: np.ndarray, normalize_display) -> CandidateTable:
+def _rank(
+    pair_entries: np.ndarray,
+    pair_entities: np.ndarray,
+    num_entries: int,
+    store,
+    degree,
+    flat,
+    offsets,
+    entry_string: np.ndarray,
+    normalize_display,
+) -> CandidateTable:
     """The candidate table: each entry's distinct entities ranked by (not its own display name, −degree, id)."""
     order = np.lexsort((pair_entities, pair_entries))
     pair_entries, pair_entities = pair_entries[order], pair_entities[order]
@@ -278,10 +306,19 @@ def _rank(pair_entries: np.ndarray, pair_entities: np.ndarray, num_entries: int,
     return CandidateTable(indptr, pair_entities.astype(np.int64))
 
 
-def build_dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | None, *,
-                     normalize: Callable[[list[str]], list[str]], normalize_display: Callable[[str], str],
-                     min_length: int, stop: set[str], exclude_numeric: bool, case_sensitive_abbreviations: bool,
-                     allowed: np.ndarray | None, word_boundaries: str | None) -> LinkerDictionary:
+def build_dictionary(
+    store: "KGStore | None",
+    names: dict[str, Iterable[int]] | None,
+    *,
+    normalize: Callable[[list[str]], list[str]],
+    normalize_display: Callable[[str], str],
+    min_length: int,
+    stop: set[str],
+    exclude_numeric: bool,
+    case_sensitive_abbreviations: bool,
+    allowed: np.ndarray | None,
+    word_boundaries: str | None,
+) -> LinkerDictionary:
     """The linker's patterns, candidates and automaton (module docstring). ``normalize``: names → patterns
     as the linker matches them (hyphens as spaces with ``hyphen_variants``); ``normalize_display``:
     a display name as :func:`~kgplm.text.linking.normalize_for_matching` gives it; ``stop``: the
@@ -290,8 +327,16 @@ def build_dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | 
 
     strings = _Strings()
     indptr, owners, segmenter_names = _read_names(
-        store, names, normalize, min_length=min_length, stop=stop, exclude_numeric=exclude_numeric,
-        case_sensitive_abbreviations=case_sensitive_abbreviations, allowed=allowed, strings=strings)
+        store,
+        names,
+        normalize,
+        min_length=min_length,
+        stop=stop,
+        exclude_numeric=exclude_numeric,
+        case_sensitive_abbreviations=case_sensitive_abbreviations,
+        allowed=allowed,
+        strings=strings,
+    )
     total = 1
     if word_boundaries == "jieba":
         frequencies, total = jieba_dictionary()
@@ -321,16 +366,33 @@ def build_dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | 
     num_names = int(np.count_nonzero((first_any >= 0) | (first_capital >= 0)))
     del any_runs, capital_runs, first_any, first_capital
     filtered = allowed is not None
-    pair_entries, pair_entities = _entry_pairs(kinds, values, run_of, entry_any, entry_capital, indptr,
-                                               np.asarray(owners, dtype=np.int64),
-                                               allowed if filtered else np.zeros(0, dtype=np.bool_), filtered)
+    pair_entries, pair_entities = _entry_pairs(
+        kinds,
+        values,
+        run_of,
+        entry_any,
+        entry_capital,
+        indptr,
+        np.asarray(owners, dtype=np.int64),
+        allowed if filtered else np.zeros(0, dtype=np.bool_),
+        filtered,
+    )
     del kinds, values, run_of
     degree = None
     if store is not None:
         out_degree, in_degree = store.degrees()
         degree = out_degree + in_degree
-    candidates = _rank(pair_entries, pair_entities, num_entries, store, degree, flat, offsets,
-                       representative[entry_runs], normalize_display)
+    candidates = _rank(
+        pair_entries,
+        pair_entities,
+        num_entries,
+        store,
+        degree,
+        flat,
+        offsets,
+        representative[entry_runs],
+        normalize_display,
+    )
     del pair_entries, pair_entities, degree
     blob, blob_offsets = _trie.gather_strings(flat, offsets, representative[entry_runs])
     patterns = StringTable(blob, blob_offsets)
@@ -357,12 +419,14 @@ def build_dictionary(store: "KGStore | None", names: dict[str, Iterable[int]] | 
     code_type = np.uint16 if not len(flat) or int(flat.max()) < 0xF0 else np.int32
     children = np.empty(num_nodes - 1, dtype=code_type)
     node_of = np.empty(len(representative), dtype=np.int32)
-    _trie.fill_trie(flat, offsets, representative, lcp, per_depth, nodes.view(np.int32).reshape(num_nodes + 1, 2),
-                    children, node_of)
+    _trie.fill_trie(
+        flat, offsets, representative, lcp, per_depth, nodes.view(np.int32).reshape(num_nodes + 1, 2), children, node_of
+    )
     del flat, offsets, lcp, representative
     nodes["terminal"] = -1
     nodes["terminal"][node_of] = run_terminal
     del node_of, run_terminal
     automaton = (root_table(nodes, children), nodes, children, capitals, word_weights)
-    return LinkerDictionary(patterns, candidates, automaton, num_names, math.log(NAME_FREQUENCY) - math.log(total),
-                            -math.log(total))
+    return LinkerDictionary(
+        patterns, candidates, automaton, num_names, math.log(NAME_FREQUENCY) - math.log(total), -math.log(total)
+    )

@@ -44,13 +44,24 @@ if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
     from kgplm.text.linking import EntityLinker
 
-__all__ = ["ENGLISH_STOP_WORDS", "ENGLISH_QUALIFIERS", "HYPHENS", "LINKING_OPTIONS", "resolve_stop_words",
-           "has_no_letter", "allowed_entities", "common_names", "linking_settings", "LINKING_BEFORE_OPTIONS"]
+__all__ = [
+    "ENGLISH_STOP_WORDS",
+    "ENGLISH_QUALIFIERS",
+    "HYPHENS",
+    "LINKING_OPTIONS",
+    "resolve_stop_words",
+    "has_no_letter",
+    "allowed_entities",
+    "common_names",
+    "linking_settings",
+    "LINKING_BEFORE_OPTIONS",
+]
 
 logger = logging.getLogger(__name__)
 
 #: English function words and everyday words that ontologies use as names ("All", "Was", "Other")
-ENGLISH_STOP_WORDS = frozenset("""
+ENGLISH_STOP_WORDS = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been before being below
 between both but by can could did do does doing down during each either else ever every few for from
 further had has have having he her here hers him his how however i if in into is it its itself just
@@ -61,23 +72,33 @@ when where whether which while who whom whose why will with within without would
 one two three four five six seven eight nine ten first second third
 normal abnormal abnormality finding findings history affected unaffected present absent
 increased decreased high low large small long short
-""".split())
+""".split()
+)
 #: qualifier, severity, laterality, onset, frequency and course words (HPO's "Clinical modifier",
 #: "Frequency", "Onset" and "Mode of inheritance" branches name their terms with them)
-ENGLISH_QUALIFIERS = frozenset("""
+ENGLISH_QUALIFIERS = frozenset(
+    """
 mild moderate severe profound borderline acute subacute chronic episodic progressive nonprogressive
 recurrent relapsing remitting transient persistent intermittent generalized generalised localized
 localised focal diffuse multifocal bilateral unilateral left right proximal distal central peripheral
 symmetric symmetrical asymmetric asymmetrical onset congenital neonatal infantile juvenile adult
 childhood antenatal prenatal postnatal frequent occasional rare obligate sporadic familial
 dominant recessive inherited heterogeneous variable severity frequency course
-""".split())
+""".split()
+)
 #: hyphen characters that ``hyphen_variants`` matches to a space (after NFKC)
 HYPHENS = ("-", "\u2010", "\u2011", "\u2012", "\u2013", "\u00ad")
 #: the keys of ``kgplm.train(linking={...})`` and their defaults (``EntityLinker``'s)
-LINKING_OPTIONS = {"stop_words": "english", "min_length": 2, "exclude_numeric": True, "hyphen_variants": True,
-                   "entity_types": None, "roots": None, "common_word_share": None,
-                   "case_sensitive_abbreviations": True}
+LINKING_OPTIONS = {
+    "stop_words": "english",
+    "min_length": 2,
+    "exclude_numeric": True,
+    "hyphen_variants": True,
+    "entity_types": None,
+    "roots": None,
+    "common_word_share": None,
+    "case_sensitive_abbreviations": True,
+}
 
 
 #: The options that reproduce the linker of runs made before linking options existed (their
@@ -107,8 +128,9 @@ def has_no_letter(surface: str) -> bool:
     return not any(unicodedata.category(char).startswith("L") for char in surface)
 
 
-def allowed_entities(store: "KGStore", entity_types: Iterable[str] | None,
-                     roots: Iterable[int | str] | None) -> np.ndarray | None:
+def allowed_entities(
+    store: "KGStore", entity_types: Iterable[str] | None, roots: Iterable[int | str] | None
+) -> np.ndarray | None:
     """``(num_entities,)`` bool mask of the entities the type and root restrictions keep; None: all."""
     if entity_types is None and roots is None:
         return None
@@ -133,11 +155,15 @@ def allowed_entities(store: "KGStore", entity_types: Iterable[str] | None,
 
 def descendants(store: "KGStore", roots: list[int]) -> np.ndarray:
     """Bool mask of ``roots`` and every entity below them along ``is_a`` (``rdfs:subClassOf``) edges."""
-    subclass = [index for index, (iri, name) in enumerate(zip(store.relation_iris, store.relation_names))
-                if iri == RDFS_SUBCLASS_OF or name == "is_a"]
+    subclass = [
+        index
+        for index, (iri, name) in enumerate(zip(store.relation_iris, store.relation_names))
+        if iri == RDFS_SUBCLASS_OF or name == "is_a"
+    ]
     if not subclass:
-        raise ConfigurationError("roots= needs is_a (rdfs:subClassOf) edges, and the store has none; "
-                                 "restrict by entity_types= instead")
+        raise ConfigurationError(
+            "roots= needs is_a (rdfs:subClassOf) edges, and the store has none; restrict by entity_types= instead"
+        )
     triples = np.asarray(store.triples)
     edges = triples[np.isin(triples[:, 1], subclass)]  # child is_a parent
     order = np.argsort(edges[:, 2], kind="stable")
@@ -147,7 +173,7 @@ def descendants(store: "KGStore", roots: list[int]) -> np.ndarray:
     frontier = np.unique(np.asarray(roots, dtype=np.int64))
     keep[frontier] = True
     while len(frontier):
-        below = np.concatenate([children[starts[e]:starts[e + 1]] for e in frontier.tolist()])
+        below = np.concatenate([children[starts[e] : starts[e + 1]] for e in frontier.tolist()])
         frontier = np.unique(below[~keep[below]]) if len(below) else below
         keep[frontier] = True
     return keep
@@ -165,8 +191,10 @@ def common_names(linker: "EntityLinker", texts: Iterable[str], share: float) -> 
     if count == 0:
         return {}
     shares = documents / count
-    return {linker.patterns[entry]: round(float(shares[entry]), 6)
-            for entry in np.flatnonzero(shares > share)[np.argsort(-shares[shares > share], kind="stable")].tolist()}
+    return {
+        linker.patterns[entry]: round(float(shares[entry]), 6)
+        for entry in np.flatnonzero(shares > share)[np.argsort(-shares[shares > share], kind="stable")].tolist()
+    }
 
 
 def linking_settings(options: dict | None) -> dict:
@@ -181,5 +209,3 @@ def linking_settings(options: dict | None) -> dict:
         if value is not None and not isinstance(value, (str, int)):
             settings[key] = list(value)
     return settings
-
-

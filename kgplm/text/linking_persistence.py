@@ -69,8 +69,14 @@ class CandidateTable(Sequence[tuple[int, ...]]):
         return np.asarray(self.entities[self.indptr[:-1]], dtype=np.int64)
 
 
-def save_linker_arrays(directory: str | Path, manifest: dict, patterns: StringTable, candidates: CandidateTable,
-                       best_entity: np.ndarray, automaton: tuple[np.ndarray, ...]) -> Path:
+def save_linker_arrays(
+    directory: str | Path,
+    manifest: dict,
+    patterns: StringTable,
+    candidates: CandidateTable,
+    best_entity: np.ndarray,
+    automaton: tuple[np.ndarray, ...],
+) -> Path:
     """Write a linker's arrays and ``manifest.json`` atomically (temp directory + rename)."""
     directory = Path(directory)
     with atomic_directory(directory) as temporary:
@@ -98,8 +104,10 @@ def load_linker_arrays(directory: str | Path, mmap: bool = True):
     with open(manifest_path, encoding="utf-8") as handle:
         manifest = json.load(handle)
     if manifest.get("format_version") != LINKER_FORMAT_VERSION:
-        raise ArtifactError(f"{manifest_path}: linker format version {manifest.get('format_version')!r}, "
-                            f"expected {LINKER_FORMAT_VERSION}")
+        raise ArtifactError(
+            f"{manifest_path}: linker format version {manifest.get('format_version')!r}, "
+            f"expected {LINKER_FORMAT_VERSION}"
+        )
     mode = "r" if mmap else None
 
     def array(name: str) -> np.ndarray:
@@ -109,6 +117,7 @@ def load_linker_arrays(directory: str | Path, mmap: bool = True):
     candidates = CandidateTable(array("candidate_indptr"), array("candidate_entities"))
     automaton = tuple(array(f"automaton_{index}") for index in range(int(manifest["automaton_arrays"])))
     if len(candidates) != len(patterns):
-        raise ArtifactError(f"saved EntityLinker at {directory}: {len(patterns)} patterns but {len(candidates)} "
-                            "candidate rows")
+        raise ArtifactError(
+            f"saved EntityLinker at {directory}: {len(patterns)} patterns but {len(candidates)} candidate rows"
+        )
     return manifest, patterns, candidates, array("best_entity"), automaton

@@ -69,16 +69,29 @@ class Masker:
         seed: seeds the generator used when a call passes no ``rngs``.
     """
 
-    def __init__(self, scheme: str = "bert", *, mask_token_id: int, vocab_size: int,
-                 special_token_ids: Sequence[int] = (), rate: float = 0.15, mask_fraction: float = 0.8,
-                 random_fraction: float = 0.1, span_p: float = 0.2, max_span_length: int = 10, seed: int = 0) -> None:
+    def __init__(
+        self,
+        scheme: str = "bert",
+        *,
+        mask_token_id: int,
+        vocab_size: int,
+        special_token_ids: Sequence[int] = (),
+        rate: float = 0.15,
+        mask_fraction: float = 0.8,
+        random_fraction: float = 0.1,
+        span_p: float = 0.2,
+        max_span_length: int = 10,
+        seed: int = 0,
+    ) -> None:
         if scheme not in SCHEMES:
             raise ConfigurationError(f"masking scheme must be one of {SCHEMES}, got {scheme!r}")
         if not 0.0 < rate < 1.0:
             raise ConfigurationError(f"rate must be in (0, 1), got {rate}")
         if mask_fraction < 0 or random_fraction < 0 or mask_fraction + random_fraction > 1:
-            raise ConfigurationError(f"mask_fraction ({mask_fraction}) and random_fraction ({random_fraction}) must "
-                                     f"be non-negative and sum to at most 1")
+            raise ConfigurationError(
+                f"mask_fraction ({mask_fraction}) and random_fraction ({random_fraction}) must "
+                f"be non-negative and sum to at most 1"
+            )
         self.scheme = scheme
         self.mask_token_id = mask_token_id
         self.vocab_size = vocab_size
@@ -93,8 +106,13 @@ class Masker:
 
     @classmethod
     def from_tokenizer(cls, tokenizer, scheme: str = "bert", **options) -> "Masker":
-        return cls(scheme, mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer),
-                   special_token_ids=tokenizer.all_special_ids, **options)
+        return cls(
+            scheme,
+            mask_token_id=tokenizer.mask_token_id,
+            vocab_size=len(tokenizer),
+            special_token_ids=tokenizer.all_special_ids,
+            **options,
+        )
 
     # -- units --------------------------------------------------------------------------------
     def units(self, maskable: np.ndarray, word_ids=None, mention_spans=None) -> np.ndarray:
@@ -104,7 +122,9 @@ class Masker:
             return np.where(maskable, positions, -1)
         if self.scheme in WORD_SCHEMES:
             if word_ids is None:
-                raise ConfigurationError(f"{self.scheme} masking needs word_ids (build the corpus with whole_word=True)")
+                raise ConfigurationError(
+                    f"{self.scheme} masking needs word_ids (build the corpus with whole_word=True)"
+                )
             word_ids = np.asarray(word_ids)[: len(maskable)]
             # words keep their ids; tokens outside any word, and mentions, get ids above every word id
             base = max(int(word_ids.max(initial=-1)) + 1, len(maskable))
@@ -152,13 +172,21 @@ class Masker:
         return chosen
 
     # -- the call -------------------------------------------------------------------------------
-    def mask_sequence(self, input_ids: np.ndarray, maskable: np.ndarray, rng: np.random.Generator, *,
-                      word_ids=None, mention_spans=None) -> tuple[np.ndarray, np.ndarray]:
+    def mask_sequence(
+        self,
+        input_ids: np.ndarray,
+        maskable: np.ndarray,
+        rng: np.random.Generator,
+        *,
+        word_ids=None,
+        mention_spans=None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(masked_ids, labels)`` of one sequence ((length,) arrays)."""
         return self.corrupt(input_ids, self.choose(self.units(maskable, word_ids, mention_spans), rng), rng)
 
-    def corrupt(self, input_ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator
-                ) -> tuple[np.ndarray, np.ndarray]:
+    def corrupt(
+        self, input_ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(masked_ids, labels)`` with the ``chosen`` tokens (bool, (length,)) replaced as the scheme says
         ([MASK] / random / kept) and labelled with their original ids; −100 elsewhere."""
         labels = np.where(chosen, input_ids, -100)
@@ -176,8 +204,15 @@ class Masker:
             maskable &= np.asarray(attention_mask).astype(bool)
         return maskable
 
-    def __call__(self, input_ids, *, attention_mask=None, word_ids=None, mention_spans=None,
-                 rngs: Sequence[np.random.Generator] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(
+        self,
+        input_ids,
+        *,
+        attention_mask=None,
+        word_ids=None,
+        mention_spans=None,
+        rngs: Sequence[np.random.Generator] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(masked_input_ids, labels)`` for a (batch, length) tensor of ids.
 
         ``word_ids``: (batch, length) word index per token (whole_word); ``mention_spans``: per
@@ -186,10 +221,14 @@ class Masker:
         ids = torch.as_tensor(input_ids, dtype=torch.long).numpy()
         maskable = self.maskable(ids, None if attention_mask is None else torch.as_tensor(attention_mask).numpy())
         if rngs is None:
-            rngs = [np.random.default_rng(self.generator.integers(2 ** 63)) for _ in range(len(ids))]
+            rngs = [np.random.default_rng(self.generator.integers(2**63)) for _ in range(len(ids))]
         masked, labels = np.empty_like(ids), np.empty_like(ids)
         for row in range(len(ids)):
             masked[row], labels[row] = self.mask_sequence(
-                ids[row], maskable[row], rngs[row], word_ids=None if word_ids is None else word_ids[row],
-                mention_spans=None if mention_spans is None else mention_spans[row])
+                ids[row],
+                maskable[row],
+                rngs[row],
+                word_ids=None if word_ids is None else word_ids[row],
+                mention_spans=None if mention_spans is None else mention_spans[row],
+            )
         return torch.from_numpy(masked), torch.from_numpy(labels)

@@ -37,7 +37,7 @@ __all__ = ["Segmenter", "JIEBA_BLOCK_CHARACTERS", "jieba_dictionary", "NAME_FREQ
 logger = logging.getLogger(__name__)
 
 #: The character class of jieba 0.42's block regex (``jieba.re_han_default``).
-JIEBA_BLOCK_CHARACTERS = "\u4E00-\u9FD5a-zA-Z0-9+#&\\._%\\-"
+JIEBA_BLOCK_CHARACTERS = "\u4e00-\u9fd5a-zA-Z0-9+#&\\._%\\-"
 _JIEBA_BLOCK = re.compile(f"([{JIEBA_BLOCK_CHARACTERS}]+)")
 _JIEBA_BLOCK_CHARACTER = re.compile(f"[{JIEBA_BLOCK_CHARACTERS}]")
 _JIEBA_SKIP = re.compile(r"(\r\n|\s)")  # jieba.re_skip_default
@@ -73,8 +73,15 @@ class Segmenter:
         hmm: decode runs of unknown characters with jieba's HMM.
     """
 
-    def __init__(self, store: "KGStore | None" = None, *, extra_words: Iterable[str] = (),
-                 name_frequency: int = NAME_FREQUENCY, hmm: bool = True, min_length: int = 2) -> None:
+    def __init__(
+        self,
+        store: "KGStore | None" = None,
+        *,
+        extra_words: Iterable[str] = (),
+        name_frequency: int = NAME_FREQUENCY,
+        hmm: bool = True,
+        min_length: int = 2,
+    ) -> None:
         import jieba
         import jieba.finalseg
 
@@ -99,8 +106,11 @@ class Segmenter:
         self.extra_characters = "".join(sorted(extra_characters))
         escaped = "".join(re.escape(char) for char in self.extra_characters)
         self._blocks = re.compile(f"([{JIEBA_BLOCK_CHARACTERS}{escaped}]+)") if escaped else _JIEBA_BLOCK
-        logger.info("segmenter: %d KG names added to jieba's dictionary (%d characters added to its block regex)",
-                    added, len(self.extra_characters))
+        logger.info(
+            "segmenter: %d KG names added to jieba's dictionary (%d characters added to its block regex)",
+            added,
+            len(self.extra_characters),
+        )
 
     # -- jieba's cut with the widened block regex ---------------------------------------------------
     def _cut(self, text: str) -> Iterator[str]:

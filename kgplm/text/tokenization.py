@@ -31,8 +31,15 @@ from pathlib import Path
 
 from kgplm.exceptions import ConfigurationError, MissingFileError
 
-__all__ = ["SPECIAL_TOKENS", "NORMALIZATIONS", "build_vocab", "load_tokenizer", "save_tokenizer", "wordpiece_pipeline",
-           "normalization_of"]
+__all__ = [
+    "SPECIAL_TOKENS",
+    "NORMALIZATIONS",
+    "build_vocab",
+    "load_tokenizer",
+    "save_tokenizer",
+    "wordpiece_pipeline",
+    "normalization_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +57,9 @@ def wordpiece_pipeline(model, *, lowercase: bool = True, normalization: str = "n
     if normalization not in NORMALIZATIONS:
         raise ConfigurationError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
     tokenizer = Tokenizer(model)
-    bert = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
-                                      lowercase=lowercase)
+    bert = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+    )
     # NFKC: full-width → half-width, compatibility forms → canonical
     tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), bert]) if normalization == "nfkc+bert" else bert
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -69,12 +77,19 @@ def _finish(tokenizer):
         raise ConfigurationError(f"the vocabulary lacks the special tokens {missing}; expected all of {SPECIAL_TOKENS}")
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]",
-                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
-                                   model_input_names=["input_ids", "token_type_ids", "attention_mask"])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    )
 
 
 def _iter_texts(corpus) -> Iterator[str]:
@@ -129,10 +144,17 @@ def build_vocab(
         raise ConfigurationError(f"min_frequency must be at least 1, got {min_frequency}")
     pipeline = wordpiece_pipeline(models.WordPiece(unk_token="[UNK]"), lowercase=lowercase)
     word_counts = count_words(_iter_texts(corpus), pipeline, show_progress=show_progress)
-    learnt = learn_wordpiece(word_counts, vocab_size, special_tokens=SPECIAL_TOKENS, min_frequency=min_frequency,
-                             limit_alphabet=limit_alphabet, show_progress=show_progress)
-    tokenizer = wordpiece_pipeline(models.WordPiece(learnt.as_dict(), unk_token="[UNK]", max_input_chars_per_word=100),
-                                   lowercase=lowercase)
+    learnt = learn_wordpiece(
+        word_counts,
+        vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        min_frequency=min_frequency,
+        limit_alphabet=limit_alphabet,
+        show_progress=show_progress,
+    )
+    tokenizer = wordpiece_pipeline(
+        models.WordPiece(learnt.as_dict(), unk_token="[UNK]", max_input_chars_per_word=100), lowercase=lowercase
+    )
     logger.info("trained a WordPiece vocabulary of %d pieces", tokenizer.get_vocab_size())
     fast = _finish(tokenizer)
     if output_dir is not None:
@@ -208,6 +230,10 @@ def load_tokenizer(path: str | os.PathLike, *, lowercase: bool = True):
         path = path / "vocab.txt"
     if not path.is_file():
         raise MissingFileError(path, "tokenizer directory or vocab.txt")
-    return _finish(wordpiece_pipeline(models.WordPiece.from_file(str(path), unk_token="[UNK]",
-                                                                 max_input_chars_per_word=100),
-                                      lowercase=lowercase, normalization=_recorded_normalization(path.parent)))
+    return _finish(
+        wordpiece_pipeline(
+            models.WordPiece.from_file(str(path), unk_token="[UNK]", max_input_chars_per_word=100),
+            lowercase=lowercase,
+            normalization=_recorded_normalization(path.parent),
+        )
+    )

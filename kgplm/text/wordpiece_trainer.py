@@ -136,8 +136,11 @@ def learn_wordpiece(
             tokens.append(token)
     known = set(tokens)
     if len(tokens) > vocab_size:
-        logger.warning("the %d special tokens and alphabet pieces exceed vocab_size=%d; no merges are learnt",
-                       len(tokens), vocab_size)
+        logger.warning(
+            "the %d special tokens and alphabet pieces exceed vocab_size=%d; no merges are learnt",
+            len(tokens),
+            vocab_size,
+        )
 
     # words in a fixed order (sorted), each as its symbols; words with a character outside the alphabet sit out
     words: list[list[str]] = []
@@ -158,8 +161,7 @@ def learn_wordpiece(
     heapq.heapify(heap)
 
     merges: list[tuple[str, str, str, int]] = []
-    bar = tqdm(total=max(vocab_size - len(tokens), 0), desc="learning merges", unit="token",
-               disable=not show_progress)
+    bar = tqdm(total=max(vocab_size - len(tokens), 0), desc="learning merges", unit="token", disable=not show_progress)
     while len(tokens) < vocab_size and heap:
         negative, pair = heapq.heappop(heap)
         count = -negative
@@ -168,7 +170,7 @@ def learn_wordpiece(
         if count < min_frequency:
             break
         left, right = pair
-        new = left + (right[len(PREFIX):] if right.startswith(PREFIX) else right)
+        new = left + (right[len(PREFIX) :] if right.startswith(PREFIX) else right)
         merges.append((left, right, new, count))
         if new not in known:
             known.add(new)

@@ -3,11 +3,18 @@ parallelism (:mod:`kgplm.training.distributed`) and mixed precision (:mod:`kgplm
 
 from kgplm.training.collator import Batch, PretrainingCollator, PretrainingExample
 from kgplm.training.trainer import (
-           TrainerSettings,
-           latest_checkpoint,
-           step_seed,
-           train_loop,
+    TrainerSettings,
+    latest_checkpoint,
+    step_seed,
+    train_loop,
 )
 
-__all__ = ["Batch", "PretrainingCollator", "PretrainingExample", "TrainerSettings", "train_loop",
-           "latest_checkpoint", "step_seed"]
+__all__ = [
+    "Batch",
+    "PretrainingCollator",
+    "PretrainingExample",
+    "TrainerSettings",
+    "train_loop",
+    "latest_checkpoint",
+    "step_seed",
+]

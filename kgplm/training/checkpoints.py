@@ -30,8 +30,15 @@ from safetensors.torch import load_file, load_model, save_file
 from kgplm._io import atomic_directory, unfinished_directories
 from kgplm.exceptions import ArtifactError, DiskFullError
 
-__all__ = ["latest_checkpoint", "save_checkpoint", "load_checkpoint", "remove_unfinished", "verify_checkpoint",
-           "resume_checkpoint", "CHECKPOINT_FILES"]
+__all__ = [
+    "latest_checkpoint",
+    "save_checkpoint",
+    "load_checkpoint",
+    "remove_unfinished",
+    "verify_checkpoint",
+    "resume_checkpoint",
+    "CHECKPOINT_FILES",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +60,11 @@ def _complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
     directory = Path(output_dir) / "checkpoints"
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.iterdir() if p.is_dir() and p.name.startswith("step-")
-                  and (p / "trainer_state.json").is_file())
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.is_dir() and p.name.startswith("step-") and (p / "trainer_state.json").is_file()
+    )
 
 
 def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
@@ -80,12 +90,15 @@ def verify_checkpoint(path: str | os.PathLike) -> None:
         if not (path / name).is_file():
             raise ArtifactError(f"{path / name}: missing from the checkpoint")
         if recorded is not None and _sha256(path / name) != recorded.get(name):
-            raise ArtifactError(f"{path / name}: its SHA-256 differs from the one in {recorded_path} (the file "
-                                f"was changed or cut short after it was written)")
+            raise ArtifactError(
+                f"{path / name}: its SHA-256 differs from the one in {recorded_path} (the file "
+                f"was changed or cut short after it was written)"
+            )
 
 
-def resume_checkpoint(output_dir: str | os.PathLike, model, optimizer, scheduler, grad_scaler=None
-                      ) -> tuple[Path, dict[str, Any]] | tuple[None, None]:
+def resume_checkpoint(
+    output_dir: str | os.PathLike, model, optimizer, scheduler, grad_scaler=None
+) -> tuple[Path, dict[str, Any]] | tuple[None, None]:
     """Load the newest checkpoint of ``output_dir`` that verifies and loads; log each damaged one skipped.
 
     Returns (its path, its trainer state), or (None, None) when the run has no checkpoint. Raises
@@ -100,8 +113,11 @@ def resume_checkpoint(output_dir: str | os.PathLike, model, optimizer, scheduler
             problems.append(f"{path.name}: {error}")
             logger.warning("checkpoint %s is damaged (%s); falling back to the one before it", path, error)
     if problems:
-        raise ArtifactError(f"every checkpoint in {Path(output_dir) / 'checkpoints'} is damaged: "
-                            + "; ".join(problems) + "; delete the directory to start the run over")
+        raise ArtifactError(
+            f"every checkpoint in {Path(output_dir) / 'checkpoints'} is damaged: "
+            + "; ".join(problems)
+            + "; delete the directory to start the run over"
+        )
     return None, None
 
 
@@ -116,16 +132,23 @@ def _model_tensors(model) -> dict[str, torch.Tensor]:
     state = model.state_dict()
     for name in sorted(state):
         tensor = state[name]
-        identity = (tensor.device, tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
-                    tuple(tensor.stride()), tensor.dtype)
+        identity = (
+            tensor.device,
+            tensor.untyped_storage().data_ptr(),
+            tensor.storage_offset(),
+            tuple(tensor.shape),
+            tuple(tensor.stride()),
+            tensor.dtype,
+        )
         if identity not in seen:
             seen.add(identity)
             tensors[name] = tensor.contiguous()
     return tensors
 
 
-def save_checkpoint(output_dir: Path, model, optimizer, scheduler, state: dict[str, Any], keep: int,
-                    grad_scaler=None) -> Path:
+def save_checkpoint(
+    output_dir: Path, model, optimizer, scheduler, state: dict[str, Any], keep: int, grad_scaler=None
+) -> Path:
     directory = output_dir / "checkpoints"
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"step-{state['step']:07d}"
@@ -144,8 +167,11 @@ def _write_checkpoint(target: Path, model, optimizer, scheduler, state: dict[str
     with atomic_directory(target) as temporary:
         save_file(_model_tensors(model), str(temporary / "model.safetensors"), metadata={"format": "pt"})
         optimizer_state = optimizer.state_dict()
-        tensors = {f"state.{index}.{key}": value.contiguous() for index, slots in optimizer_state["state"].items()
-                   for key, value in slots.items()}
+        tensors = {
+            f"state.{index}.{key}": value.contiguous()
+            for index, slots in optimizer_state["state"].items()
+            for key, value in slots.items()
+        }
         tensors["torch_rng_state"] = torch.get_rng_state()
         save_file(tensors, str(temporary / "optimizer.safetensors"))
         state = dict(state, param_groups=optimizer_state["param_groups"], scheduler=scheduler.state_dict())
@@ -160,8 +186,10 @@ def load_checkpoint(path: Path, model, optimizer, scheduler, grad_scaler=None) -
     state = json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
     if grad_scaler is not None:
         if "grad_scaler" not in state:
-            raise ArtifactError(f"{path}: the checkpoint has no fp16 gradient scaler state (it was written by a run "
-                                f"without mixed_precision='fp16')")
+            raise ArtifactError(
+                f"{path}: the checkpoint has no fp16 gradient scaler state (it was written by a run "
+                f"without mixed_precision='fp16')"
+            )
         grad_scaler.load_state_dict(state.pop("grad_scaler"))
     missing, unexpected = load_model(model, str(path / "model.safetensors"), strict=False)
     if unexpected or [name for name in missing if "decoder" not in name]:

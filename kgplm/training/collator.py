@@ -44,8 +44,10 @@ class Batch(dict):
 
     def to(self, device, non_blocking: bool = False) -> "Batch":
         """The batch on ``device`` (``non_blocking`` copies from pinned memory asynchronously)."""
-        return Batch({name: value.to(device, non_blocking=non_blocking) for name, value in self.items()},
-                     target_counts=self.target_counts)
+        return Batch(
+            {name: value.to(device, non_blocking=non_blocking) for name, value in self.items()},
+            target_counts=self.target_counts,
+        )
 
     def pin_memory(self) -> "Batch":
         """The batch in page-locked memory (``DataLoader(pin_memory=True)`` calls this), counts kept."""
@@ -73,8 +75,9 @@ class PretrainingCollator:
         sentence_order: make SOP pairs (else examples keep their chunk and get label −100).
     """
 
-    def __init__(self, *, masker: Masker, cls_token_id: int, sep_token_id: int, pad_token_id: int,
-                 sentence_order: bool = False) -> None:
+    def __init__(
+        self, *, masker: Masker, cls_token_id: int, sep_token_id: int, pad_token_id: int, sentence_order: bool = False
+    ) -> None:
         self.masker = masker
         self.cls_token_id = cls_token_id
         self.sep_token_id = sep_token_id
@@ -84,8 +87,11 @@ class PretrainingCollator:
     # -- one example --------------------------------------------------------------------------
     def make_example(self, rows: dict, index: int, rng: np.random.Generator) -> PretrainingExample:
         ids = np.asarray(rows["input_ids"][index], dtype=np.int64)
-        spans = np.asarray(rows["mention_spans"][index], dtype=np.int64).reshape(-1, 2) if "mention_spans" in rows \
+        spans = (
+            np.asarray(rows["mention_spans"][index], dtype=np.int64).reshape(-1, 2)
+            if "mention_spans" in rows
             else np.zeros((0, 2), np.int64)
+        )
         word_ids = np.asarray(rows["word_ids"][index], dtype=np.int64) if rows.get("word_ids") is not None else None
         body = ids[1:-1] if len(ids) >= 2 and ids[-1] == self.sep_token_id else ids[1:]
         n = len(body)
@@ -106,7 +112,7 @@ class PretrainingCollator:
         new_word_ids = None
         if word_ids is not None:
             new_word_ids = np.full(len(new_ids), -1, dtype=np.int64)
-            new_word_ids[mapped] = word_ids[1: n + 1]
+            new_word_ids[mapped] = word_ids[1 : n + 1]
         inside_a = spans[:, 1] <= split + 1
         inside_b = spans[:, 0] >= split + 1
         keep = np.flatnonzero(inside_a | inside_b)
@@ -128,7 +134,10 @@ class PretrainingCollator:
         for row, example in enumerate(examples):
             n = len(example.input_ids)
             input_ids[row, :n], token_type_ids[row, :n], attention_mask[row, :n] = (
-                example.input_ids, example.token_type_ids, 1)
+                example.input_ids,
+                example.token_type_ids,
+                1,
+            )
         masked = np.empty_like(input_ids)
         labels = np.empty_like(input_ids)
         maskable = self.masker.maskable(input_ids, attention_mask)
@@ -139,22 +148,42 @@ class PretrainingCollator:
                 word_ids[: len(example.word_ids)] = example.word_ids
             masked[row], labels[row] = self.mask_example(example, input_ids[row], maskable[row], rng, word_ids)
         sentence_order = np.array([e.sentence_order_label for e in examples], dtype=np.int64)
-        batch = Batch({"input_ids": torch.from_numpy(masked), "attention_mask": torch.from_numpy(attention_mask),
-                       "token_type_ids": torch.from_numpy(token_type_ids), "labels": torch.from_numpy(labels)},
-                      target_counts={"mlm": int((labels >= 0).sum())})
+        batch = Batch(
+            {
+                "input_ids": torch.from_numpy(masked),
+                "attention_mask": torch.from_numpy(attention_mask),
+                "token_type_ids": torch.from_numpy(token_type_ids),
+                "labels": torch.from_numpy(labels),
+            },
+            target_counts={"mlm": int((labels >= 0).sum())},
+        )
         if self.sentence_order:
             batch["sentence_order_label"] = torch.from_numpy(sentence_order)
             batch.target_counts["sop"] = int((sentence_order >= 0).sum())
         self.method_inputs(batch, rows, examples, input_ids, labels, rngs)
         return batch
 
-    def mask_example(self, example: PretrainingExample, input_ids: np.ndarray, maskable: np.ndarray,
-                     rng: np.random.Generator, word_ids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def mask_example(
+        self,
+        example: PretrainingExample,
+        input_ids: np.ndarray,
+        maskable: np.ndarray,
+        rng: np.random.Generator,
+        word_ids: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(masked_ids, labels)`` of one padded example (the masker's scheme); a method that chooses some
         targets itself (or keeps some tokens visible) overrides this."""
-        return self.masker.mask_sequence(input_ids, maskable, rng, word_ids=word_ids,
-                                         mention_spans=example.mention_spans)
+        return self.masker.mask_sequence(
+            input_ids, maskable, rng, word_ids=word_ids, mention_spans=example.mention_spans
+        )
 
-    def method_inputs(self, batch: Batch, rows: dict, examples: list[PretrainingExample], original_ids: np.ndarray,
-                      labels: np.ndarray, rngs: list[np.random.Generator]) -> None:
+    def method_inputs(
+        self,
+        batch: Batch,
+        rows: dict,
+        examples: list[PretrainingExample],
+        original_ids: np.ndarray,
+        labels: np.ndarray,
+        rngs: list[np.random.Generator],
+    ) -> None:
         """Add a method's own inputs (and their ``target_counts``) to ``batch``; the base adds none."""

@@ -144,8 +144,10 @@ def _resolve_device(device: str | torch.device, local_rank: int, world_size: int
     if device.type != "cuda" or world_size == 1:
         return device
     if device.index is not None and device.index != local_rank:
-        raise ConfigurationError(f"under torchrun each process uses the GPU of its LOCAL_RANK ({local_rank}); "
-                                 f"pass device='cuda', not {str(device)!r}")
+        raise ConfigurationError(
+            f"under torchrun each process uses the GPU of its LOCAL_RANK ({local_rank}); "
+            f"pass device='cuda', not {str(device)!r}"
+        )
     device = torch.device("cuda", local_rank)
     torch.cuda.set_device(device)
     return device
@@ -160,9 +162,15 @@ def current(device: str | torch.device = "cpu") -> DistributedContext:
     backend = str(dist.get_backend())
     control = None if backend == "gloo" else dist.new_group(backend="gloo")
     preparation = dist.new_group(backend="gloo", timeout=PREPARATION_TIMEOUT)
-    return DistributedContext(rank=rank, world_size=world_size, local_rank=local_rank, backend=backend,
-                              device=_resolve_device(device, local_rank, world_size), control=control,
-                              preparation=preparation)
+    return DistributedContext(
+        rank=rank,
+        world_size=world_size,
+        local_rank=local_rank,
+        backend=backend,
+        device=_resolve_device(device, local_rank, world_size),
+        control=control,
+        preparation=preparation,
+    )
 
 
 def initialize(device: str | torch.device = "cpu") -> DistributedContext:

@@ -38,9 +38,23 @@ from kgplm.training.precision import autocast, check_mixed_precision, grad_scale
 from kgplm.training.scoring import score
 from kgplm.training.trainer import build_optimizer, optimizer_step, wrap_data_parallel, zero_objective
 
-__all__ = ["TaskEncoder", "FineTuneSettings", "default_learning_rate", "fine_tuning_defaults", "FINE_TUNING_DEFAULTS",
-           "FineTuningDefaults", "finetune_loop", "predict", "score",
-           "label_names_for", "loss_items", "TOKEN_KINDS", "RANKING_KINDS", "NO_RELATION", "STATISTICS"]
+__all__ = [
+    "TaskEncoder",
+    "FineTuneSettings",
+    "default_learning_rate",
+    "fine_tuning_defaults",
+    "FINE_TUNING_DEFAULTS",
+    "FineTuningDefaults",
+    "finetune_loop",
+    "predict",
+    "score",
+    "label_names_for",
+    "loss_items",
+    "TOKEN_KINDS",
+    "RANKING_KINDS",
+    "NO_RELATION",
+    "STATISTICS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -114,9 +128,17 @@ def _inside_words(offsets: np.ndarray, word_ids: np.ndarray, spans) -> int:
 
 
 #: What :attr:`TaskEncoder.statistics` counts.
-STATISTICS = ("long_documents", "windows", "spans_not_on_token_boundaries", "spans_not_on_word_boundaries",
-              "spans_truncated", "nested_spans_lost",
-              "unseen_labels", "relation_entities_cut", "triples_unreachable")
+STATISTICS = (
+    "long_documents",
+    "windows",
+    "spans_not_on_token_boundaries",
+    "spans_not_on_word_boundaries",
+    "spans_truncated",
+    "nested_spans_lost",
+    "unseen_labels",
+    "relation_entities_cut",
+    "triples_unreachable",
+)
 
 
 class TaskEncoder:
@@ -149,8 +171,16 @@ class TaskEncoder:
     ``statistics`` sums the counts over every :meth:`encode` call, ``last_statistics`` holds the last call's.
     """
 
-    def __init__(self, spec: TaskSpec, tokenizer, *, label_names: list[str] | None, max_length: int = 512,
-                 tagging: str = "bio", knowledge=None) -> None:
+    def __init__(
+        self,
+        spec: TaskSpec,
+        tokenizer,
+        *,
+        label_names: list[str] | None,
+        max_length: int = 512,
+        tagging: str = "bio",
+        knowledge=None,
+    ) -> None:
         if tagging not in metrics.TAG_SCHEMES:
             raise ConfigurationError(f"tagging must be one of {metrics.TAG_SCHEMES}, got {tagging!r}")
         if max_length < 3:
@@ -181,11 +211,19 @@ class TaskEncoder:
 
     def _tokenize(self, text: str, pair: str | None = None) -> dict[str, Any]:
         """One truncated sequence (classification, pairs, ranking candidates)."""
-        encoding = self.tokenizer(text, pair, max_length=self.max_length, truncation=True,
-                                  return_offsets_mapping=True, return_token_type_ids=True)
-        feature = {"input_ids": np.asarray(encoding["input_ids"], np.int64),
-                   "token_type_ids": np.asarray(encoding["token_type_ids"], np.int64),
-                   "offsets": np.asarray(encoding["offset_mapping"], np.int64).reshape(-1, 2)}
+        encoding = self.tokenizer(
+            text,
+            pair,
+            max_length=self.max_length,
+            truncation=True,
+            return_offsets_mapping=True,
+            return_token_type_ids=True,
+        )
+        feature = {
+            "input_ids": np.asarray(encoding["input_ids"], np.int64),
+            "token_type_ids": np.asarray(encoding["token_type_ids"], np.int64),
+            "offsets": np.asarray(encoding["offset_mapping"], np.int64).reshape(-1, 2),
+        }
         return self._attach_knowledge(feature, [text] if pair is None else [text, pair])
 
     def _document(self, text: str) -> tuple[np.ndarray, np.ndarray]:
@@ -199,17 +237,23 @@ class TaskEncoder:
         encoding = self.tokenizer(text, add_special_tokens=False, truncation=False, return_offsets_mapping=True)
         words = encoding.word_ids() if hasattr(encoding, "word_ids") else None
         ids = np.asarray(encoding["input_ids"], np.int64)
-        word_ids = (np.arange(len(ids), dtype=np.int64) if words is None
-                    else np.asarray([-1 if w is None else w for w in words], np.int64))
+        word_ids = (
+            np.arange(len(ids), dtype=np.int64)
+            if words is None
+            else np.asarray([-1 if w is None else w for w in words], np.int64)
+        )
         return ids, np.asarray(encoding["offset_mapping"], np.int64).reshape(-1, 2), word_ids
 
     def _window(self, text: str, ids: np.ndarray, offsets: np.ndarray, start: int, end: int) -> dict[str, Any]:
         """[CLS] tokens[start:end] [SEP] of a document (offsets stay the document's)."""
         special = np.zeros((1, 2), np.int64)
-        feature = {"input_ids": np.concatenate([[self.tokenizer.cls_token_id], ids[start:end],
-                                                [self.tokenizer.sep_token_id]]).astype(np.int64),
-                   "token_type_ids": np.zeros(end - start + 2, np.int64),
-                   "offsets": np.concatenate([special, offsets[start:end], special])}
+        feature = {
+            "input_ids": np.concatenate(
+                [[self.tokenizer.cls_token_id], ids[start:end], [self.tokenizer.sep_token_id]]
+            ).astype(np.int64),
+            "token_type_ids": np.zeros(end - start + 2, np.int64),
+            "offsets": np.concatenate([special, offsets[start:end], special]),
+        }
         return self._attach_knowledge(feature, [text])
 
     def _windows(self, length: int) -> list[tuple[int, int, int, int]]:
@@ -274,7 +318,7 @@ class TaskEncoder:
             feature = self._window(example.text, ids, offsets, start, end)
             labels = np.full((end - start + 2,) + tags.shape[1:], -100, np.int64)
             scored = (1 + scored_start - start, 1 + scored_end - start)  # positions after [CLS]
-            labels[scored[0]: scored[1]] = tags[scored_start: scored_end]
+            labels[scored[0] : scored[1]] = tags[scored_start:scored_end]
             window_words = np.concatenate([[-1], word_ids[start:end], [-1]])
             feature.update(labels=labels, example_index=index, scored=scored, word_ids=window_words)
             features.append(feature)
@@ -311,8 +355,13 @@ class TaskEncoder:
         feature = self._window(example.text, ids, offsets, 0, min(len(ids), size))
         window_offsets = feature["offsets"]
         tag_index = {name: i for i, name in enumerate(self.entity_tags)}
-        feature.update(labels=np.full(len(window_offsets), -100, np.int64), example_index=index, text=example.text,
-                       entity_pairs=np.zeros((0, 4), np.int64), pair_labels=np.zeros(0, np.int64))
+        feature.update(
+            labels=np.full(len(window_offsets), -100, np.int64),
+            example_index=index,
+            text=example.text,
+            entity_pairs=np.zeros((0, 4), np.int64),
+            pair_labels=np.zeros(0, np.int64),
+        )
         if example.triples is None:  # unlabelled (a CBLUE test file)
             return feature
         names = list(dict.fromkeys(name for s, _, o in example.triples for name in (s, o)))
@@ -327,8 +376,9 @@ class TaskEncoder:
         token_spans = char_spans_to_token_spans(window_offsets, [(s, e) for s, e, _ in tagged])
         representable = [(span, tokens) for span, tokens in zip(tagged, token_spans.tolist()) if tokens[0] >= 0]
         self._count("spans_truncated", sum(e > window_offsets[:, 1].max() for _, e, _ in tagged))
-        tags = metrics.tags_from_spans(len(window_offsets), [(t0, t1, ENTITY) for _, (t0, t1) in representable],
-                                       self.tagging)
+        tags = metrics.tags_from_spans(
+            len(window_offsets), [(t0, t1, ENTITY) for _, (t0, t1) in representable], self.tagging
+        )
         labels = np.array([tag_index[tag] for tag in tags], np.int64)
         labels[window_offsets[:, 1] <= window_offsets[:, 0]] = -100
         first: dict[str, tuple[int, int]] = {}
@@ -344,9 +394,11 @@ class TaskEncoder:
                 continue
             predicates[(subject, obj)] = self.label_index[predicate]
         pairs = [(subject, obj) for subject in first for obj in first if subject != obj]
-        feature.update(labels=labels,
-                       entity_pairs=np.array([first[s] + first[o] for s, o in pairs], np.int64).reshape(-1, 4),
-                       pair_labels=np.array([predicates.get(pair, 0) for pair in pairs], np.int64))
+        feature.update(
+            labels=labels,
+            entity_pairs=np.array([first[s] + first[o] for s, o in pairs], np.int64).reshape(-1, 4),
+            pair_labels=np.array([predicates.get(pair, 0) for pair in pairs], np.int64),
+        )
         return feature
 
     def encode(self, examples: Sequence) -> list[dict[str, Any]]:
@@ -374,8 +426,11 @@ class TaskEncoder:
             elif self.kind == "relation_triples":
                 feature = self._encode_triples(index, example)
             else:
-                feature = self._tokenize(example.text) if self.kind == "classification" else self._tokenize(
-                    example.text_a, example.text_b)
+                feature = (
+                    self._tokenize(example.text)
+                    if self.kind == "classification"
+                    else self._tokenize(example.text_a, example.text_b)
+                )
                 feature.update(labels=self._label(example.label), example_index=index)
             feature["skip_training"] = bool(np.all(np.asarray(feature["labels"]) == -100))
             features.append(feature)
@@ -392,9 +447,15 @@ class TaskEncoder:
         for row, feature in enumerate(features):
             n = len(feature["input_ids"])
             input_ids[row, :n], token_type_ids[row, :n], attention_mask[row, :n] = (
-                feature["input_ids"], feature["token_type_ids"], 1)
-        batch = {"input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.from_numpy(token_type_ids),
-                 "attention_mask": torch.from_numpy(attention_mask)}
+                feature["input_ids"],
+                feature["token_type_ids"],
+                1,
+            )
+        batch = {
+            "input_ids": torch.from_numpy(input_ids),
+            "token_type_ids": torch.from_numpy(token_type_ids),
+            "attention_mask": torch.from_numpy(attention_mask),
+        }
         if "labels" in features[0]:
             if self.kind in TOKEN_KINDS or self.kind == "relation_triples":
                 shape = (size, length) + np.asarray(features[0]["labels"]).shape[1:]
@@ -419,8 +480,9 @@ class TaskEncoder:
         return batch
 
     # -- decoding ------------------------------------------------------------------------------------
-    def _tag_spans(self, offsets: np.ndarray, tag_ids: np.ndarray, names: Sequence[str],
-                   word_ids: np.ndarray | None = None) -> list[tuple[int, int, str]]:
+    def _tag_spans(
+        self, offsets: np.ndarray, tag_ids: np.ndarray, names: Sequence[str], word_ids: np.ndarray | None = None
+    ) -> list[tuple[int, int, str]]:
         """Character spans of the tag sequence ``tag_ids`` over tokens with character ``offsets``.
 
         With ``word_ids`` (the word of each token, −1 for special tokens) the tags are read per word —
@@ -429,8 +491,10 @@ class TaskEncoder:
         real = offsets[:, 1] > offsets[:, 0]
         if word_ids is None:
             tags = [names[i] if is_real else "O" for i, is_real in zip(tag_ids.tolist(), real.tolist())]
-            return [(int(offsets[start, 0]), int(offsets[end - 1, 1]), kind)
-                    for start, end, kind in metrics.spans_from_tags(tags)]
+            return [
+                (int(offsets[start, 0]), int(offsets[end - 1, 1]), kind)
+                for start, end, kind in metrics.spans_from_tags(tags)
+            ]
         first = _first_pieces(word_ids) & real
         starts = np.flatnonzero(first)
         # each word's extent: from its first piece to the last real piece before the next word
@@ -439,11 +503,14 @@ class TaskEncoder:
         for token in np.flatnonzero(real & (word_of_token >= 0)):
             ends[word_of_token[token]] = offsets[token, 1]
         tags = [names[i] for i in tag_ids[starts].tolist()]
-        return [(int(offsets[starts[start], 0]), int(ends[end - 1]), kind)
-                for start, end, kind in metrics.spans_from_tags(tags)]
+        return [
+            (int(offsets[starts[start], 0]), int(ends[end - 1]), kind)
+            for start, end, kind in metrics.spans_from_tags(tags)
+        ]
 
-    def predicted_spans(self, examples: Sequence, features: list[dict], outputs: list[np.ndarray]
-                        ) -> list[set[tuple[int, int, str]]]:
+    def predicted_spans(
+        self, examples: Sequence, features: list[dict], outputs: list[np.ndarray]
+    ) -> list[set[tuple[int, int, str]]]:
         """Character spans per example: each window's scored tokens, put back in document order, decoded.
 
         ``outputs[i]`` are feature i's logits, (length, [streams,] tags) unpadded.
@@ -452,8 +519,9 @@ class TaskEncoder:
         for feature, logits in zip(features, outputs):
             start, end = feature["scored"]
             words = feature.get("word_ids")
-            scored[feature["example_index"]].append((feature["offsets"][start:end], logits[start:end],
-                                                     None if words is None else words[start:end]))
+            scored[feature["example_index"]].append(
+                (feature["offsets"][start:end], logits[start:end], None if words is None else words[start:end])
+            )
         predicted = []
         for pieces in scored:
             offsets = np.concatenate([offsets for offsets, _, _ in pieces])  # (document tokens, 2)
@@ -471,10 +539,11 @@ class TaskEncoder:
         token span ``[start, end)`` of its first occurrence (what a pair is classified from)."""
         found: dict[str, tuple[int, int]] = {}
         offsets = feature["offsets"]
-        token_spans = char_spans_to_token_spans(offsets, [(s, e) for s, e, _ in self._tag_spans(
-            offsets, tag_logits.argmax(-1), self.entity_tags)])
+        token_spans = char_spans_to_token_spans(
+            offsets, [(s, e) for s, e, _ in self._tag_spans(offsets, tag_logits.argmax(-1), self.entity_tags)]
+        )
         for start, end in token_spans.tolist():
-            found.setdefault(text[int(offsets[start, 0]): int(offsets[end - 1, 1])], (start, end))
+            found.setdefault(text[int(offsets[start, 0]) : int(offsets[end - 1, 1])], (start, end))
         return list(found.items())
 
 
@@ -482,8 +551,10 @@ class TaskEncoder:
 def _triple_outputs(model, encoder: TaskEncoder, chunk: list[dict], output, device: str) -> list[dict]:
     """Relation triples, second stage: classify every ordered pair of the entities the tags found."""
     tag_logits = output.logits.float().cpu().numpy()
-    candidates = [encoder.entity_candidates(feature["text"], feature, tag_logits[row, : len(feature["input_ids"])])
-                  for row, feature in enumerate(chunk)]
+    candidates = [
+        encoder.entity_candidates(feature["text"], feature, tag_logits[row, : len(feature["input_ids"])])
+        for row, feature in enumerate(chunk)
+    ]
     pairs = [[(s, o) for s, _ in found for o, _ in found if s != o] for found in candidates]
     spans = [dict(found) for found in candidates]
     rows = [[row, *spans[row][s], *spans[row][o]] for row in range(len(chunk)) for s, o in pairs[row]]
@@ -494,24 +565,39 @@ def _triple_outputs(model, encoder: TaskEncoder, chunk: list[dict], output, devi
     results, offset = [], 0
     for row in range(len(chunk)):
         count = len(pairs[row])
-        results.append({"tags": tag_logits[row, : len(chunk[row]["input_ids"])], "pairs": pairs[row],
-                        "pair_logits": pair_logits[offset: offset + count]})
+        results.append(
+            {
+                "tags": tag_logits[row, : len(chunk[row]["input_ids"])],
+                "pairs": pairs[row],
+                "pair_logits": pair_logits[offset : offset + count],
+            }
+        )
         offset += count
     return results
 
 
 @torch.no_grad()
-def predict(model, encoder: TaskEncoder, features: list[dict], *, batch_size: int = 64, device: str = "cpu",
-            progress: bool = False) -> list:
+def predict(
+    model,
+    encoder: TaskEncoder,
+    features: list[dict],
+    *,
+    batch_size: int = 64,
+    device: str = "cpu",
+    progress: bool = False,
+) -> list:
     """Per-feature outputs: logits unpadded for token tasks, a scalar score for ranking, class logits
     otherwise; for relation triples a dict of tag logits, the entity pairs found and their logits."""
     model.eval()
     outputs = []
     starts = range(0, len(features), batch_size)
     for start in tqdm(starts, desc="predict", disable=not progress, leave=False):
-        chunk = features[start: start + batch_size]
-        batch = {k: v.to(device) for k, v in encoder.collate(chunk).items()
-                 if k not in ("labels", "entity_pairs", "pair_labels")}
+        chunk = features[start : start + batch_size]
+        batch = {
+            k: v.to(device)
+            for k, v in encoder.collate(chunk).items()
+            if k not in ("labels", "entity_pairs", "pair_labels")
+        }
         output = model(**batch)
         if encoder.kind == "relation_triples":
             outputs.extend(_triple_outputs(model, encoder, chunk, output, device))
@@ -603,11 +689,19 @@ def loss_items(batch: dict[str, torch.Tensor], kind: str) -> int:
     return len(labels)
 
 
-def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_examples: Sequence,
-                  dev_features: list[dict], settings: FineTuneSettings, *, device: str = "cpu",
-                  progress: bool = True, distributed: DistributedContext | None = None,
-                  report: Callable[[dict[str, Any]], None] | None = None
-                  ) -> tuple[list[dict[str, Any]], dict[str, float]]:
+def finetune_loop(
+    model,
+    encoder: TaskEncoder,
+    train_features: list[dict],
+    dev_examples: Sequence,
+    dev_features: list[dict],
+    settings: FineTuneSettings,
+    *,
+    device: str = "cpu",
+    progress: bool = True,
+    distributed: DistributedContext | None = None,
+    report: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Train, score dev after each epoch, restore the best epoch's weights. Returns (history, best dev scores).
 
     Each epoch's history record (training loss, the learning rate at the epoch's end, dev scores) goes to
@@ -638,13 +732,18 @@ def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_e
         units = [np.flatnonzero(group_ids == g) for g in np.unique(group_ids)]
     else:
         units = [np.array([i]) for i in range(len(train_features))]
-    units_per_batch = max(1, settings.batch_size if encoder.kind not in RANKING_KINDS
-                          else settings.batch_size // max(1, round(len(train_features) / max(len(units), 1))))
+    units_per_batch = max(
+        1,
+        settings.batch_size
+        if encoder.kind not in RANKING_KINDS
+        else settings.batch_size // max(1, round(len(train_features) / max(len(units), 1))),
+    )
     steps_per_epoch = math.ceil(len(units) / units_per_batch)
     total = steps_per_epoch * settings.epochs
     warmup = int(settings.warmup_ratio * total)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / max(warmup, 1), max(0.0, (total - step) / max(total - warmup, 1))))
+        optimizer, lambda step: min((step + 1) / max(warmup, 1), max(0.0, (total - step) / max(total - warmup, 1)))
+    )
     history, best, best_state, waited = [], None, None, 0
     bar = tqdm(total=total, desc=f"fine-tune {encoder.spec.name}", disable=not progress or not context.is_main)
     for epoch in range(settings.epochs):
@@ -652,7 +751,7 @@ def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_e
         order = torch.randperm(len(units), generator=generator).tolist()
         losses = []
         for start in range(0, len(order), units_per_batch):
-            shares = np.array_split(np.asarray(order[start: start + units_per_batch]), context.world_size)
+            shares = np.array_split(np.asarray(order[start : start + units_per_batch]), context.world_size)
             mine = shares[context.rank]
             # a rank left without units runs the first unit with weight 0, so DDP's all-reduce still meets
             stand_in = len(mine) == 0
@@ -682,14 +781,24 @@ def finetune_loop(model, encoder: TaskEncoder, train_features: list[dict], dev_e
                 outputs = predict(model, encoder, dev_features, batch_size=settings.batch_size * 2, device=device)
             dev_scores = score(encoder, dev_examples, dev_features, outputs)
         dev_scores = context.broadcast(dev_scores)
-        history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)),
-                        "learning_rate": float(optimizer.param_groups[0]["lr"]),
-                        **{f"dev_{k}": v for k, v in dev_scores.items()}})
+        history.append(
+            {
+                "epoch": epoch + 1,
+                "train_loss": float(np.mean(losses)),
+                "learning_rate": float(optimizer.param_groups[0]["lr"]),
+                **{f"dev_{k}": v for k, v in dev_scores.items()},
+            }
+        )
         if context.is_main and report is not None:
             report(history[-1])
         if context.is_main:
-            logger.info("epoch %d: train loss %.4f, dev %s %.4f", epoch + 1, history[-1]["train_loss"],
-                        encoder.spec.metric, dev_scores["main"])
+            logger.info(
+                "epoch %d: train loss %.4f, dev %s %.4f",
+                epoch + 1,
+                history[-1]["train_loss"],
+                encoder.spec.metric,
+                dev_scores["main"],
+            )
         if best is None or dev_scores["main"] > best["main"]:
             best, best_state, waited = dev_scores, copy.deepcopy(model.state_dict()), 0
         elif best["main"] > 0:  # a model that has scored nothing on dev yet (no entity found) is not waiting

@@ -48,12 +48,19 @@ def read_labelled_triples(path: str | os.PathLike) -> list[list[str]]:
         try:
             content = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
-            raise DataFormatError(f"not valid JSON ({error.msg})", path=path, line=error.lineno,
-                                  expected=f'an object with "{EXCLUSION_KEY}": [[head, relation, tail], ...]') from None
+            raise DataFormatError(
+                f"not valid JSON ({error.msg})",
+                path=path,
+                line=error.lineno,
+                expected=f'an object with "{EXCLUSION_KEY}": [[head, relation, tail], ...]',
+            ) from None
         rows = content.get(EXCLUSION_KEY) if isinstance(content, dict) else None
         if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == 3 for r in rows):
-            raise DataFormatError(f"no list {EXCLUSION_KEY!r} of [head, relation, tail] rows", path=path,
-                                  expected=f'an object with "{EXCLUSION_KEY}": [[head, relation, tail], ...]')
+            raise DataFormatError(
+                f"no list {EXCLUSION_KEY!r} of [head, relation, tail] rows",
+                path=path,
+                expected=f'an object with "{EXCLUSION_KEY}": [[head, relation, tail], ...]',
+            )
         return [[str(v) for v in row] for row in rows]
     rows = []
     for line_number, line in iter_lines(path):
@@ -61,8 +68,9 @@ def read_labelled_triples(path: str | os.PathLike) -> list[list[str]]:
             continue
         parts = line.split("\t")
         if len(parts) != 3:
-            raise DataFormatError(f"{len(parts)} tab-separated fields", path=path, line=line_number,
-                                  expected="head<TAB>relation<TAB>tail")
+            raise DataFormatError(
+                f"{len(parts)} tab-separated fields", path=path, line=line_number, expected="head<TAB>relation<TAB>tail"
+            )
         rows.append(parts)
     return rows
 
@@ -73,8 +81,9 @@ class HeldOutTriples:
 
     store: object
     triples: np.ndarray  # (n, 3) int64
-    statistics: dict[str, int] = field(default_factory=lambda: {"documents": 0, "sentences_removed": 0,
-                                                                "documents_emptied": 0})
+    statistics: dict[str, int] = field(
+        default_factory=lambda: {"documents": 0, "sentences_removed": 0, "documents_emptied": 0}
+    )
 
     @classmethod
     def load(cls, path: str | os.PathLike, store) -> "HeldOutTriples":
@@ -99,29 +108,37 @@ class HeldOutTriples:
     def kept_triples(self) -> np.ndarray:
         """The store's triples without the excluded ones, (m, 3)."""
         triples = np.asarray(self.store.triples, dtype=np.int64)
-        excluded = np.isin(_keys(triples, self.store.num_entities, self.store.num_relations),
-                           _keys(self.triples, self.store.num_entities, self.store.num_relations))
+        excluded = np.isin(
+            _keys(triples, self.store.num_entities, self.store.num_relations),
+            _keys(self.triples, self.store.num_entities, self.store.num_relations),
+        )
         return triples[~excluded]
 
     def filter_neighbor_table(self, table):
         """A copy of a PEPR :class:`~kgplm.kg.pepr.NeighborTable` without the excluded direct links."""
         num_entities, num_relations = self.store.num_entities, self.store.num_relations
         seeds = np.asarray(table.seeds, dtype=np.int64)[:, None]  # (rows, 1)
-        neighbors, relations, directions = (np.asarray(a, dtype=np.int64) for a in
-                                            (table.neighbors, table.relations, table.directions))
+        neighbors, relations, directions = (
+            np.asarray(a, dtype=np.int64) for a in (table.neighbors, table.relations, table.directions)
+        )
         heads = np.where(directions == 1, neighbors, seeds)  # direction 1: the seed is the tail
         tails = np.where(directions == 1, seeds, neighbors)
         candidate = np.stack([heads, relations, tails], -1).reshape(-1, 3)
-        drop = np.isin(_keys(candidate, num_entities, num_relations),
-                       _keys(self.triples, num_entities, num_relations)).reshape(neighbors.shape)
+        drop = np.isin(
+            _keys(candidate, num_entities, num_relations), _keys(self.triples, num_entities, num_relations)
+        ).reshape(neighbors.shape)
         drop &= (neighbors >= 0) & (directions >= 0)
         if not drop.any():
             return table
         # keep each row's remaining neighbours in order, padded with −1 (scores 0) at the end
         order = np.argsort(drop, axis=1, kind="stable")
         columns = {}
-        for name, array, empty in (("neighbors", neighbors, -1), ("relations", relations, -1),
-                                   ("directions", directions, -1), ("scores", np.asarray(table.scores), 0)):
+        for name, array, empty in (
+            ("neighbors", neighbors, -1),
+            ("relations", relations, -1),
+            ("directions", directions, -1),
+            ("scores", np.asarray(table.scores), 0),
+        ):
             moved = np.take_along_axis(array, order, 1)
             moved[np.take_along_axis(drop, order, 1)] = empty
             columns[name] = moved.astype(np.asarray(getattr(table, name)).dtype)

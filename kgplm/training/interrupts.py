@@ -23,8 +23,13 @@ from collections.abc import Iterable, Sequence
 
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["StopRequest", "DEFAULT_STOP_SIGNALS", "PREEMPTED_EXIT_STATUS", "INTERRUPTED_EXIT_STATUS",
-           "check_stop_signals"]
+__all__ = [
+    "StopRequest",
+    "DEFAULT_STOP_SIGNALS",
+    "PREEMPTED_EXIT_STATUS",
+    "INTERRUPTED_EXIT_STATUS",
+    "check_stop_signals",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +54,17 @@ def check_stop_signals(names: Iterable[str]) -> tuple[str, ...]:
         text = str(name).upper()
         text = text if text.startswith("SIG") else f"SIG{text}"
         if text in _UNCATCHABLE or not isinstance(getattr(signal, text, None), signal.Signals):
-            catchable = sorted(s.name for s in signal.Signals if s.name not in _UNCATCHABLE and not
-                               s.name.startswith("SIG_") and s.name not in ("SIGRTMIN", "SIGRTMAX"))
-            raise ConfigurationError(f"stop_signals: {name!r} is not a signal a process can catch here "
-                                     f"(expected names such as {', '.join(catchable[:8])} …)")
+            catchable = sorted(
+                s.name
+                for s in signal.Signals
+                if s.name not in _UNCATCHABLE
+                and not s.name.startswith("SIG_")
+                and s.name not in ("SIGRTMIN", "SIGRTMAX")
+            )
+            raise ConfigurationError(
+                f"stop_signals: {name!r} is not a signal a process can catch here "
+                f"(expected names such as {', '.join(catchable[:8])} …)"
+            )
         checked.append(text)
     return tuple(dict.fromkeys(checked))
 

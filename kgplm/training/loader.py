@@ -29,8 +29,9 @@ def example_seeds(seed: int, step: int, positions: np.ndarray) -> np.ndarray:
     return np.stack([np.full(len(positions), seed), np.full(len(positions), step), positions], 1)
 
 
-def batch_indices(step: int, batch_size: int, num_examples: int, seed: int,
-                  cache: dict[int, np.ndarray] | None = None) -> np.ndarray:
+def batch_indices(
+    step: int, batch_size: int, num_examples: int, seed: int, cache: dict[int, np.ndarray] | None = None
+) -> np.ndarray:
     """Corpus rows of step ``step``'s global batch; ``cache`` keeps the last epochs' permutations."""
     cache = {} if cache is None else cache
     positions = np.arange(step * batch_size, (step + 1) * batch_size)
@@ -55,11 +56,25 @@ class StepBatches(Dataset):
         rank, world_size: this process's share of the global batch.
     """
 
-    def __init__(self, dataset, collator, *, batch_size: int, micro_batch_size: int, seed: int, max_steps: int,
-                 rank: int = 0, world_size: int = 1) -> None:
+    def __init__(
+        self,
+        dataset,
+        collator,
+        *,
+        batch_size: int,
+        micro_batch_size: int,
+        seed: int,
+        max_steps: int,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
         self.dataset, self.collator = dataset, collator
-        self.batch_size, self.micro_batch_size, self.seed, self.max_steps = batch_size, micro_batch_size, seed, \
-            max_steps
+        self.batch_size, self.micro_batch_size, self.seed, self.max_steps = (
+            batch_size,
+            micro_batch_size,
+            seed,
+            max_steps,
+        )
         self.local_size = batch_size // world_size
         self.positions = np.arange(rank * self.local_size, (rank + 1) * self.local_size)
         self.num_examples = len(dataset)
@@ -73,19 +88,29 @@ class StepBatches(Dataset):
         rows = indices[self.positions]
         seeds = example_seeds(self.seed, step, self.positions)
         size = self.micro_batch_size
-        return [self.collator(self.dataset[rows[start: start + size]], seeds[start: start + size])
-                for start in range(0, self.local_size, size)]
+        return [
+            self.collator(self.dataset[rows[start : start + size]], seeds[start : start + size])
+            for start in range(0, self.local_size, size)
+        ]
 
 
 def _as_is(item):
     return item  # the item is already collated; the default would rebuild Batch dicts without their counts
 
 
-def step_loader(steps: StepBatches, first_step: int, *, num_workers: int = 0, pin_memory: bool = False,
-                prefetch_factor: int = 2) -> DataLoader:
+def step_loader(
+    steps: StepBatches, first_step: int, *, num_workers: int = 0, pin_memory: bool = False, prefetch_factor: int = 2
+) -> DataLoader:
     """Iterate the steps ``first_step … max_steps − 1`` of ``steps`` in order."""
     from kgplm.training.threads import limit_worker_threads
 
     options = dict(prefetch_factor=prefetch_factor, worker_init_fn=limit_worker_threads) if num_workers else {}
-    return DataLoader(steps, batch_size=None, sampler=range(first_step, len(steps)), num_workers=num_workers,
-                      collate_fn=_as_is, pin_memory=pin_memory and torch.cuda.is_available(), **options)
+    return DataLoader(
+        steps,
+        batch_size=None,
+        sampler=range(first_step, len(steps)),
+        num_workers=num_workers,
+        collate_fn=_as_is,
+        pin_memory=pin_memory and torch.cuda.is_available(),
+        **options,
+    )

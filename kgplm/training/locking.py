@@ -81,8 +81,9 @@ class RunDirectoryLock:
                 os.close(descriptor)
                 if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise
-                raise RunDirectoryLockedError(self.path, str(holder.get("host", "unknown")),
-                                              holder.get("pid")) from None
+                raise RunDirectoryLockedError(
+                    self.path, str(holder.get("host", "unknown")), holder.get("pid")
+                ) from None
             try:  # the holder may have removed the file between our open and flock: lock the file now there
                 if os.fstat(descriptor).st_ino == os.stat(self.lock_path).st_ino:
                     break
@@ -93,12 +94,21 @@ class RunDirectoryLock:
         host, pid = socket.gethostname(), os.getpid()
         if previous.get("pid") is not None and (previous.get("host"), previous.get("pid")) != (host, pid):
             if previous.get("host") == host:
-                state = "which is no longer running" if not _process_exists(int(previous["pid"])) else \
-                    "which no longer holds it"
+                state = (
+                    "which is no longer running"
+                    if not _process_exists(int(previous["pid"]))
+                    else "which no longer holds it"
+                )
             else:
                 state = "which no longer holds it"
-            logger.warning("%s: taking over the lock left by process %s on host %s, %s (it ended without "
-                           "releasing it, e.g. killed)", self.path, previous["pid"], previous.get("host"), state)
+            logger.warning(
+                "%s: taking over the lock left by process %s on host %s, %s (it ended without "
+                "releasing it, e.g. killed)",
+                self.path,
+                previous["pid"],
+                previous.get("host"),
+                state,
+            )
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, json.dumps({"host": host, "pid": pid}).encode("utf-8"), 0)
         self._descriptor = descriptor

@@ -50,8 +50,12 @@ class RowwiseAdamW(torch.optim.AdamW):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        sparse = [(group, parameter) for group in self.param_groups for parameter in group["params"]
-                  if parameter.grad is not None and parameter.grad.is_sparse]
+        sparse = [
+            (group, parameter)
+            for group in self.param_groups
+            for parameter in group["params"]
+            if parameter.grad is not None and parameter.grad.is_sparse
+        ]
         gradients = [parameter.grad for _, parameter in sparse]
         for _, parameter in sparse:
             parameter.grad = None  # AdamW steps the dense ones only
@@ -66,8 +70,10 @@ class RowwiseAdamW(torch.optim.AdamW):
 
     def _rowwise_step(self, group: dict, parameter: torch.Tensor, gradient: torch.Tensor) -> None:
         if group["amsgrad"] or group["maximize"]:
-            raise ConfigurationError("RowwiseAdamW updates sparse gradients without amsgrad and maximize; got "
-                                     f"amsgrad={group['amsgrad']}, maximize={group['maximize']}")
+            raise ConfigurationError(
+                "RowwiseAdamW updates sparse gradients without amsgrad and maximize; got "
+                f"amsgrad={group['amsgrad']}, maximize={group['maximize']}"
+            )
         state = self.state[parameter]
         if not state:  # AdamW's own state layout, so that state_dict and load_state_dict work unchanged
             state["step"] = torch.tensor(0.0, dtype=torch.float32)
@@ -86,8 +92,8 @@ class RowwiseAdamW(torch.optim.AdamW):
         weights.mul_(1 - lr * weight_decay)
         first.lerp_(values, 1 - beta1)
         second.mul_(beta2).addcmul_(values, values, value=1 - beta2)
-        step_size = lr / (1 - beta1 ** step)
-        denominator = (second.sqrt() / math.sqrt(1 - beta2 ** step)).add_(eps)
+        step_size = lr / (1 - beta1**step)
+        denominator = (second.sqrt() / math.sqrt(1 - beta2**step)).add_(eps)
         weights.addcdiv_(first, denominator, value=-step_size)
         parameter.index_copy_(0, rows, weights)
         state["exp_avg"].index_copy_(0, rows, first)

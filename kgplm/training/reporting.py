@@ -45,8 +45,10 @@ def check_report_to(report_to: str | Iterable[str] | None) -> tuple[str, ...]:
         try:
             import tensorboard  # noqa: F401  (torch.utils.tensorboard needs it)
         except ImportError:
-            raise ConfigurationError("report_to=('tensorboard',) needs the tensorboard package: "
-                                     "pip install 'kgplm[watch]' (or pip install tensorboard)") from None
+            raise ConfigurationError(
+                "report_to=('tensorboard',) needs the tensorboard package: "
+                "pip install 'kgplm[watch]' (or pip install tensorboard)"
+            ) from None
     return tuple(sorted(set(values)))
 
 
@@ -75,8 +77,15 @@ class open_reporters:
 
     ``report`` is a no-op when ``report_to`` is empty (or on ranks other than 0: ``enabled=False``)."""
 
-    def __init__(self, report_to: Sequence[str], directory: str | os.PathLike, *, prefix: str, step_key: str,
-                 enabled: bool = True) -> None:
+    def __init__(
+        self,
+        report_to: Sequence[str],
+        directory: str | os.PathLike,
+        *,
+        prefix: str,
+        step_key: str,
+        enabled: bool = True,
+    ) -> None:
         self.reporters: list = []
         if enabled and "tensorboard" in report_to:
             self.reporters.append(_TensorBoard(Path(directory) / TENSORBOARD_DIR, prefix, step_key))
@@ -94,27 +103,38 @@ class open_reporters:
 
 
 def _series(records: Sequence[dict[str, Any]], name: str, step_key: str) -> tuple[list[float], list[float]]:
-    points = [(r[step_key], r[name]) for r in records
-              if isinstance(r.get(name), (int, float)) and math.isfinite(r[name])]
+    points = [
+        (r[step_key], r[name]) for r in records if isinstance(r.get(name), (int, float)) and math.isfinite(r[name])
+    ]
     return [p[0] for p in points], [p[1] for p in points]
 
 
-def plot_curves(records: Sequence[dict[str, Any]], path: str | os.PathLike, *, losses: Sequence[str],
-                step_key: str = "step", title: str = "") -> Path:
+def plot_curves(
+    records: Sequence[dict[str, Any]],
+    path: str | os.PathLike,
+    *,
+    losses: Sequence[str],
+    step_key: str = "step",
+    title: str = "",
+) -> Path:
     """Draw ``losses`` (one line each) and every other numeric field but the learning rate (a second
     panel) of ``records`` against ``step_key``; write a PNG to ``path`` (via a temporary name)."""
     try:
         from matplotlib.figure import Figure  # drawn without pyplot: no display, no global state
     except ImportError:
-        raise ConfigurationError("plotting needs matplotlib: pip install 'kgplm[watch]' (or pip install matplotlib)"
-                                 ) from None
+        raise ConfigurationError(
+            "plotting needs matplotlib: pip install 'kgplm[watch]' (or pip install matplotlib)"
+        ) from None
 
     from kgplm._io import atomic_file
 
     if not records:
         raise ConfigurationError(f"nothing to plot: no logged record{f' in {title}' if title else ''}")
-    others = sorted({k for r in records for k, v in r.items() if isinstance(v, (int, float))}
-                    - set(losses) - {step_key, "learning_rate"})
+    others = sorted(
+        {k for r in records for k, v in r.items() if isinstance(v, (int, float))}
+        - set(losses)
+        - {step_key, "learning_rate"}
+    )
     figure = Figure(figsize=(10 if others else 6, 4), dpi=100)
     axes = figure.subplots(1, 2 if others else 1, squeeze=False)[0]
     for name in losses:
@@ -146,8 +166,11 @@ def plot_run(directory: str | os.PathLike, output: str | os.PathLike | None = No
     directory = Path(directory)
     output = directory / "curves.png" if output is None else Path(output)
     if (directory / "metrics.jsonl").is_file():
-        records = [json.loads(line) for line in (directory / "metrics.jsonl").read_text(encoding="utf-8")
-                   .splitlines() if line.strip()]
+        records = [
+            json.loads(line)
+            for line in (directory / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
         method = None
         if (directory / "run_config.json").is_file():
             method = json.loads((directory / "run_config.json").read_text(encoding="utf-8")).get("method")
@@ -160,7 +183,14 @@ def plot_run(directory: str | os.PathLike, output: str | os.PathLike | None = No
         return plot_curves(records, output, losses=losses, title=method or directory.name)
     if (directory / "results.json").is_file():
         results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
-        return plot_curves(results["history"], output, losses=["train_loss"], step_key="epoch",
-                           title=results.get("task", directory.name))
-    raise MissingFileError(directory / "metrics.jsonl", "training curve (a kgplm train run's metrics.jsonl, or a "
-                                                        "kgplm finetune output's results.json)")
+        return plot_curves(
+            results["history"],
+            output,
+            losses=["train_loss"],
+            step_key="epoch",
+            title=results.get("task", directory.name),
+        )
+    raise MissingFileError(
+        directory / "metrics.jsonl",
+        "training curve (a kgplm train run's metrics.jsonl, or a kgplm finetune output's results.json)",
+    )

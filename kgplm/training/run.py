@@ -30,8 +30,16 @@ logger = logging.getLogger(__name__)
 #: run_config.json keys that may differ when a run is resumed (they do not change its result so far).
 #: ``stages`` holds what the stages decided and the launch (``stages.distributed``: world size and
 #: backend of the latest launch; a run may resume with another number of processes).
-RESUMABLE_KEYS = ("max_steps", "progress", "stages", "num_workers", "report_to", "stop_signals",
-                  "num_threads", "resume_with_new_schedule")
+RESUMABLE_KEYS = (
+    "max_steps",
+    "progress",
+    "stages",
+    "num_workers",
+    "report_to",
+    "stop_signals",
+    "num_threads",
+    "resume_with_new_schedule",
+)
 
 #: Arguments added after runs were first written, with the value that reproduces those runs:
 #: an older run_config.json without them resumes under these values.
@@ -102,20 +110,28 @@ class RunDirectory:
         if self.run_config_path.is_file():
             previous = json.loads(self.run_config_path.read_text(encoding="utf-8"))
             previous = {**{k: v for k, v in ADDED_ARGUMENTS.items() if k in run_config}, **previous}
-            changed = sorted(k for k in set(previous) | set(run_config)
-                             if previous.get(k) != run_config.get(k) and k not in RESUMABLE_KEYS)
+            changed = sorted(
+                k
+                for k in set(previous) | set(run_config)
+                if previous.get(k) != run_config.get(k) and k not in RESUMABLE_KEYS
+            )
             completed = self.completed_steps()
             if changed and completed:
-                raise ArtifactError(f"{self.path} holds a run with other settings ({', '.join(changed)} differ) "
-                                    f"and its completed steps ({', '.join(completed)}); choose another output_dir "
-                                    f"or delete it")
+                raise ArtifactError(
+                    f"{self.path} holds a run with other settings ({', '.join(changed)} differ) "
+                    f"and its completed steps ({', '.join(completed)}); choose another output_dir "
+                    f"or delete it"
+                )
             if changed:  # a run that failed before completing a step: its corrected call takes the directory over
-                logger.warning("%s holds a run with other settings (%s differ) that completed no step; this run "
-                               "takes the directory over", self.path, ", ".join(changed))
+                logger.warning(
+                    "%s holds a run with other settings (%s differ) that completed no step; this run "
+                    "takes the directory over",
+                    self.path,
+                    ", ".join(changed),
+                )
                 self.discard_partial_files()
             else:
-                run_config = {**run_config,
-                              "stages": {**previous.get("stages", {}), **run_config.get("stages", {})}}
+                run_config = {**run_config, "stages": {**previous.get("stages", {}), **run_config.get("stages", {})}}
         self.path.mkdir(parents=True, exist_ok=True)
         with atomic_file(self.run_config_path, "w", encoding="utf-8") as handle:
             json.dump(run_config, handle, indent=1, ensure_ascii=False)
@@ -124,12 +140,24 @@ class RunDirectory:
         """The artefacts of the run that are complete (each is written under a temporary name and renamed,
         so a present one is whole): the saved graph, the tokenizer, KG artefacts, the linked corpus,
         checkpoints, the loss curve and the model."""
-        found = [str(path.relative_to(self.path)) for path in (
-            self.store_dir / "manifest.json", self.tokenizer_dir / "tokenizer.json", self.entity_frequencies_path,
-            self.neighbor_table_path, self.corpus_dir / "manifest.json", self.metrics_path, self.model_dir)
-            if path.exists()]
-        found += [str(path.relative_to(self.path)) for path in sorted(self.kg_dir.glob("*/"))
-                  if path.is_dir() and path != self.store_dir and any(path.iterdir())]
+        found = [
+            str(path.relative_to(self.path))
+            for path in (
+                self.store_dir / "manifest.json",
+                self.tokenizer_dir / "tokenizer.json",
+                self.entity_frequencies_path,
+                self.neighbor_table_path,
+                self.corpus_dir / "manifest.json",
+                self.metrics_path,
+                self.model_dir,
+            )
+            if path.exists()
+        ]
+        found += [
+            str(path.relative_to(self.path))
+            for path in sorted(self.kg_dir.glob("*/"))
+            if path.is_dir() and path != self.store_dir and any(path.iterdir())
+        ]
         checkpoints = self.path / "checkpoints"
         if checkpoints.is_dir() and any(checkpoints.iterdir()):
             found.append("checkpoints")

@@ -71,18 +71,29 @@ def score(encoder, examples: Sequence, features: list[dict], outputs: list) -> d
     """The task's metrics (module docstring); ``score["main"]`` is the task's own metric."""
     kind, spec = encoder.kind, encoder.spec
     if any(_gold(example) is None for example in examples):
-        raise ConfigurationError(f"{spec.name}: these examples carry no labels (a benchmark test file whose labels "
-                                 f"are hidden); they can be predicted but not scored")
+        raise ConfigurationError(
+            f"{spec.name}: these examples carry no labels (a benchmark test file whose labels "
+            f"are hidden); they can be predicted but not scored"
+        )
     if kind in ("ner", "nested_ner"):
-        result = metrics.entity_scores([e.spans for e in examples], encoder.predicted_spans(examples, features, outputs))
+        result = metrics.entity_scores(
+            [e.spans for e in examples], encoder.predicted_spans(examples, features, outputs)
+        )
         return {**result, "main": result["f1"]}
     if kind == "qa_ranking":
         scores, labels = _ranking_groups(features, outputs)
         value = metrics.accuracy_at_1(scores, labels)
         baselines = metrics.ranking_baselines(labels)
-        logger.info("%s: Acc@1 %.4f on %d answerable of %d questions (%.1f %%); random %.4f, first candidate %.4f",
-                    spec.name, value, baselines["answerable"], baselines["questions"],
-                    100 * baselines["answerable_share"], baselines["random_acc@1"], baselines["first_candidate_acc@1"])
+        logger.info(
+            "%s: Acc@1 %.4f on %d answerable of %d questions (%.1f %%); random %.4f, first candidate %.4f",
+            spec.name,
+            value,
+            baselines["answerable"],
+            baselines["questions"],
+            100 * baselines["answerable_share"],
+            baselines["random_acc@1"],
+            baselines["first_candidate_acc@1"],
+        )
         return {"acc@1": value, **baselines, "main": value}
     if kind == "graded_ranking":
         scores, grades = _ranking_groups(features, outputs)
@@ -94,8 +105,11 @@ def score(encoder, examples: Sequence, features: list[dict], outputs: list) -> d
     names = encoder.label_names
     gold = [e.label for e in examples]
     predicted = predicted_labels(encoder, features, outputs)
-    result = {"accuracy": metrics.accuracy(gold, predicted), "macro_f1": metrics.macro_f1(gold, predicted),
-              "unseen_labels": sum(label not in encoder.label_index for label in gold)}
+    result = {
+        "accuracy": metrics.accuracy(gold, predicted),
+        "macro_f1": metrics.macro_f1(gold, predicted),
+        "unseen_labels": sum(label not in encoder.label_index for label in gold),
+    }
     if kind == "relation":
         negative = [n for n in names if n.lower() in NEGATIVE_RELATION_LABELS]
         result["micro_f1"] = metrics.micro_f1(gold, predicted, negative)

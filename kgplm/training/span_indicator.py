@@ -42,11 +42,17 @@ class MentionSpanLookup:
         for row, part in enumerate(parts):
             spans = np.asarray(part["mention_spans"], dtype=np.int64).reshape(-1, 2)
             lengths = spans[:, 1] - spans[:, 0]
-            positions.append(np.repeat(spans[:, 0], lengths) + np.arange(lengths.sum())
-                             - np.repeat(np.cumsum(lengths) - lengths, lengths))
+            positions.append(
+                np.repeat(spans[:, 0], lengths)
+                + np.arange(lengths.sum())
+                - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            )
             rows.append(np.full(lengths.sum(), row, dtype=np.int64))
-        tokens = np.stack([np.concatenate(rows), np.concatenate(positions)]).astype(np.int64) if parts \
+        tokens = (
+            np.stack([np.concatenate(rows), np.concatenate(positions)]).astype(np.int64)
+            if parts
             else np.zeros((2, 0), np.int64)
+        )
         return {SPAN_INDICATOR_INPUT: torch.from_numpy(tokens)}
 
 

@@ -31,9 +31,23 @@ from kgplm.training.run import RunDirectory
 #: the directory of a run's knowledge graph, when it is not the linking graph (``kgplm.train(knowledge_graph=...)``)
 KNOWLEDGE_STORE = "knowledge_store"
 
-__all__ = ["StageInputs", "Stage", "STAGES", "register_stage", "run_artefact_stages", "prepare_store",
-           "prepare_tokenizer", "prepare_corpus", "build_model", "load_text_checkpoint", "recorded_graph", "cached_graph",
-           "recorded_knowledge_graph", "prepare_knowledge_store", "KNOWLEDGE_STORE"]
+__all__ = [
+    "StageInputs",
+    "Stage",
+    "STAGES",
+    "register_stage",
+    "run_artefact_stages",
+    "prepare_store",
+    "prepare_tokenizer",
+    "prepare_corpus",
+    "build_model",
+    "load_text_checkpoint",
+    "recorded_graph",
+    "cached_graph",
+    "recorded_knowledge_graph",
+    "prepare_knowledge_store",
+    "KNOWLEDGE_STORE",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +116,7 @@ def register_stage(stage: Stage) -> Stage:
 
 def run_artefact_stages(names, run: RunDirectory, inputs: StageInputs) -> dict[str, Any]:
     """Run the stages ``names`` (and what they require), each once, in dependency order."""
+
     def visit(name: str) -> None:
         if name in inputs.artefacts:
             return
@@ -124,11 +139,17 @@ def _entity_frequencies(run: RunDirectory, inputs: StageInputs) -> np.ndarray:
     logger.info("entity frequency stage: linking the corpus to the graph's %d entities", inputs.store.num_entities)
     began = time.perf_counter()
     counts = inputs.linker.count(inputs.corpus_texts())
-    logger.info("entity frequency stage: %d mentions of %d entities, in %.1f s", int(counts.sum()),
-                int(np.count_nonzero(counts)), time.perf_counter() - began)
+    logger.info(
+        "entity frequency stage: %d mentions of %d entities, in %.1f s",
+        int(counts.sum()),
+        int(np.count_nonzero(counts)),
+        time.perf_counter() - began,
+    )
     if counts.sum() == 0:
-        raise ConfigurationError(f"no mention of the graph's {inputs.store.num_entities:,} entities was found in "
-                                 f"{inputs.corpus}; a knowledge-enhanced method needs linked mentions")
+        raise ConfigurationError(
+            f"no mention of the graph's {inputs.store.num_entities:,} entities was found in "
+            f"{inputs.corpus}; a knowledge-enhanced method needs linked mentions"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path, "wb") as handle:
         np.save(handle, counts)
@@ -152,19 +173,32 @@ def _neighbor_table(run: RunDirectory, inputs: StageInputs):
     cache = inputs.cache if inputs.held_out is None else None  # held-out facts are filtered from the run's table
     settings = None
     if cache is not None:
-        settings = {"graph": inputs.graph_hash, "seeds_and_counts": _digest(np.asarray(frequencies)), "k": k,
-                    "mode": mode, "budget_seconds": budget, "defaults": _defaults(top_k_neighbors),
-                    "kgplm": _kgplm_version()}
+        settings = {
+            "graph": inputs.graph_hash,
+            "seeds_and_counts": _digest(np.asarray(frequencies)),
+            "k": k,
+            "mode": mode,
+            "budget_seconds": budget,
+            "defaults": _defaults(top_k_neighbors),
+            "kgplm": _kgplm_version(),
+        }
         if cache.fetch("neighbor_table", settings, path):
             table = NeighborTable.load(path)
             _record_pepr(run, table, mode)
             return table
     store = inputs.store
-    logger.info("PEPR stage: top-%d neighbours of the %d mentioned entities in a graph of %d entities and %d triples "
-                "(%s mode)", k, len(seeds), store.num_entities, store.num_triples, mode)
+    logger.info(
+        "PEPR stage: top-%d neighbours of the %d mentioned entities in a graph of %d entities and %d triples (%s mode)",
+        k,
+        len(seeds),
+        store.num_entities,
+        store.num_triples,
+        mode,
+    )
     began = time.perf_counter()
-    table = top_k_neighbors(store, seeds, k=k, mode=mode, frequencies=frequencies,
-                            budget_seconds=budget, show_progress=inputs.progress)
+    table = top_k_neighbors(
+        store, seeds, k=k, mode=mode, frequencies=frequencies, budget_seconds=budget, show_progress=inputs.progress
+    )
     logger.info("PEPR stage: done in %.1f s (%s)", time.perf_counter() - began, table.config.get("mode_reason"))
     if inputs.held_out is not None:
         table = inputs.held_out.filter_neighbor_table(table)
@@ -194,8 +228,11 @@ def _defaults(function) -> dict[str, Any]:
     """The keyword defaults of ``function``: a cached artefact's key changes when one of them does."""
     import inspect
 
-    return {name: parameter.default for name, parameter in inspect.signature(function).parameters.items()
-            if parameter.default is not inspect.Parameter.empty and name not in ("show_progress", "progress")}
+    return {
+        name: parameter.default
+        for name, parameter in inspect.signature(function).parameters.items()
+        if parameter.default is not inspect.Parameter.empty and name not in ("show_progress", "progress")
+    }
 
 
 def _kgplm_version() -> str:
@@ -211,14 +248,19 @@ def _kg_embeddings(run: RunDirectory, inputs: StageInputs):
     store = inputs.store
     if arguments.get("kg_embeddings") is not None:
         if inputs.held_out is not None:
-            raise ConfigurationError("exclude_triples cannot be honoured with precomputed kg_embeddings (they may "
-                                     "have been trained on the held-out triples); leave kg_embeddings out")
+            raise ConfigurationError(
+                "exclude_triples cannot be honoured with precomputed kg_embeddings (they may "
+                "have been trained on the held-out triples); leave kg_embeddings out"
+            )
         return KGEmbeddings.load(arguments["kg_embeddings"], store=store)
     method = arguments["kg_method"]
     kg_seed = arguments.get("kg_seed")
-    options = dict(dim=arguments["entity_dim"], epochs=arguments["kg_epochs"],
-                   seed=arguments["seed"] if kg_seed is None else kg_seed,
-                   progress=inputs.progress)
+    options = dict(
+        dim=arguments["entity_dim"],
+        epochs=arguments["kg_epochs"],
+        seed=arguments["seed"] if kg_seed is None else kg_seed,
+        progress=inputs.progress,
+    )
     if inputs.held_out is not None:
         options["triples"] = inputs.held_out.kept_triples()
         logger.info("KG embeddings without the %d held-out triples", len(inputs.held_out))
@@ -227,9 +269,15 @@ def _kg_embeddings(run: RunDirectory, inputs: StageInputs):
     triples = options.get("triples")
     base_settings = None
     if cache is not None:
-        base_settings = {"graph": inputs.graph_hash, "dim": options["dim"], "epochs": options["epochs"],
-                         "seed": options["seed"], "triples": "all" if triples is None else _digest(np.asarray(triples)),
-                         "defaults": _defaults(train_kg_embeddings), "kgplm": _kgplm_version()}
+        base_settings = {
+            "graph": inputs.graph_hash,
+            "dim": options["dim"],
+            "epochs": options["epochs"],
+            "seed": options["seed"],
+            "triples": "all" if triples is None else _digest(np.asarray(triples)),
+            "defaults": _defaults(train_kg_embeddings),
+            "kgplm": _kgplm_version(),
+        }
 
     def trained(kind: str, settings: dict | None, **extra):
         path = run.embeddings_dir(kind)
@@ -238,9 +286,16 @@ def _kg_embeddings(run: RunDirectory, inputs: StageInputs):
         if settings is not None and cache.fetch(kind, settings, path):
             return KGEmbeddings.load(path, store=store)
         count = store.num_triples if triples is None else len(triples)
-        logger.info("KG embedding stage: training %s (dimension %d) on %d triples of %d entities and %d relations "
-                    "for %d epochs", kind, options["dim"], count, store.num_entities, store.num_relations,
-                    options["epochs"])
+        logger.info(
+            "KG embedding stage: training %s (dimension %d) on %d triples of %d entities and %d relations "
+            "for %d epochs",
+            kind,
+            options["dim"],
+            count,
+            store.num_entities,
+            store.num_relations,
+            options["epochs"],
+        )
         began = time.perf_counter()
         embeddings = train_kg_embeddings(store, method=kind, **options, **extra)
         logger.info("KG embedding stage: %s trained in %.1f s", kind, time.perf_counter() - began)
@@ -255,8 +310,11 @@ def _kg_embeddings(run: RunDirectory, inputs: StageInputs):
     transe = trained("transe", transe_settings)
     if method == "transe":
         return transe
-    transr_settings = None if base_settings is None else {
-        **base_settings, "method": "transr", "initialize_from": cache.key("transe", transe_settings)}
+    transr_settings = (
+        None
+        if base_settings is None
+        else {**base_settings, "method": "transr", "initialize_from": cache.key("transe", transe_settings)}
+    )
     return trained("transr", transr_settings, initialize_from=transe)
 
 
@@ -297,20 +355,26 @@ def prepare_knowledge_store(run: RunDirectory, knowledge_graph, store, *, save: 
     knowledge = knowledge_graph if isinstance(knowledge_graph, KGStore) else KGStore.load(knowledge_graph)
     where = "the knowledge graph" if isinstance(knowledge_graph, KGStore) else str(knowledge_graph)
     same_entities = knowledge.num_entities == store.num_entities and all(
-        np.array_equal(a, b) for a, b in zip(knowledge.entity_iris.buffers(), store.entity_iris.buffers()))
+        np.array_equal(a, b) for a, b in zip(knowledge.entity_iris.buffers(), store.entity_iris.buffers())
+    )
     if not same_entities:
-        raise ConfigurationError(f"{where} must hold the same entities as the graph, in the same order (text links to "
-                                 f"the graph's ids); it has {knowledge.num_entities:,} entities, the graph "
-                                 f"{store.num_entities:,} (make it with KGStore.with_triples on the graph)")
+        raise ConfigurationError(
+            f"{where} must hold the same entities as the graph, in the same order (text links to "
+            f"the graph's ids); it has {knowledge.num_entities:,} entities, the graph "
+            f"{store.num_entities:,} (make it with KGStore.with_triples on the graph)"
+        )
     if knowledge.relation_iris != store.relation_iris:
-        raise ConfigurationError(f"{where} must have the graph's relations, in the same order; it has "
-                                 f"{knowledge.num_relations} relations, the graph {store.num_relations}")
+        raise ConfigurationError(
+            f"{where} must have the graph's relations, in the same order; it has "
+            f"{knowledge.num_relations} relations, the graph {store.num_relations}"
+        )
     if save:
         target = run.path / KNOWLEDGE_STORE
         if isinstance(knowledge_graph, KGStore) and not (target / "manifest.json").is_file():
             knowledge.save(target)
-        run.record_stage("knowledge_graph", {"num_triples": knowledge.num_triples,
-                                             "derived_from": knowledge.derived_from})
+        run.record_stage(
+            "knowledge_graph", {"num_triples": knowledge.num_triples, "derived_from": knowledge.derived_from}
+        )
     return knowledge
 
 
@@ -355,8 +419,9 @@ def prepare_tokenizer(run: RunDirectory, inputs: StageInputs):
         loaded = load_tokenizer(source)
     else:
         logger.info("training a WordPiece vocabulary of %d pieces on the corpus", arguments["vocab_size"])
-        loaded = build_vocab(inputs.corpus_texts(), arguments["vocab_size"], min_frequency=2,
-                             show_progress=inputs.progress)
+        loaded = build_vocab(
+            inputs.corpus_texts(), arguments["vocab_size"], min_frequency=2, show_progress=inputs.progress
+        )
     save_tokenizer(loaded, target)
     return load_tokenizer(target)
 
@@ -369,21 +434,31 @@ def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking
 
     manifest_path = run.corpus_dir / "manifest.json"
     if manifest_path.is_file():
-        _check_built_corpus(manifest_path, max_length=inputs.arguments["max_length"],
-                            whole_word=masking in WORD_SCHEMES)
+        _check_built_corpus(
+            manifest_path, max_length=inputs.arguments["max_length"], whole_word=masking in WORD_SCHEMES
+        )
         return load_corpus(run.corpus_dir)
     held_out = inputs.held_out
     if held_out is not None:
         held_out.statistics.update(documents=0, sentences_removed=0, documents_emptied=0)
-    logger.info("corpus stage: tokenizing and linking %s into examples of at most %d tokens",
-                inputs.corpus if isinstance(inputs.corpus, (str, os.PathLike)) else "the corpus",
-                inputs.arguments["max_length"])
+    logger.info(
+        "corpus stage: tokenizing and linking %s into examples of at most %d tokens",
+        inputs.corpus if isinstance(inputs.corpus, (str, os.PathLike)) else "the corpus",
+        inputs.arguments["max_length"],
+    )
     began = time.perf_counter()
-    dataset = build_corpus(inputs.corpus if held_out is None else inputs.documents(), store=inputs.store,
-                           tokenizer=tokenizer, output_dir=run.corpus_dir,
-                           neighbor_table=inputs.artefacts.get("neighbor_table"),
-                           linker=inputs.linker, whole_word=masking in WORD_SCHEMES,
-                           max_length=inputs.arguments["max_length"], progress=inputs.progress, **inputs.corpus_options)
+    dataset = build_corpus(
+        inputs.corpus if held_out is None else inputs.documents(),
+        store=inputs.store,
+        tokenizer=tokenizer,
+        output_dir=run.corpus_dir,
+        neighbor_table=inputs.artefacts.get("neighbor_table"),
+        linker=inputs.linker,
+        whole_word=masking in WORD_SCHEMES,
+        max_length=inputs.arguments["max_length"],
+        progress=inputs.progress,
+        **inputs.corpus_options,
+    )
     logger.info("corpus stage: %d examples in %.1f s", len(dataset), time.perf_counter() - began)
     if held_out is not None:
         logger.info("held-out triples: %s", held_out.statistics)
@@ -400,11 +475,13 @@ def _check_built_corpus(manifest_path, **expected) -> None:
     built = json.loads(manifest_path.read_text(encoding="utf-8")).get("config", {})
     different = {name: (built.get(name), value) for name, value in expected.items() if built.get(name) != value}
     if different:
-        raise ArtifactError(f"{manifest_path}: the corpus there was built with "
-                            + ", ".join(f"{name}={was!r}" for name, (was, _) in different.items())
-                            + ", but this run asks for "
-                            + ", ".join(f"{name}={now!r}" for name, (_, now) in different.items())
-                            + "; use another output directory or remove the corpus")
+        raise ArtifactError(
+            f"{manifest_path}: the corpus there was built with "
+            + ", ".join(f"{name}={was!r}" for name, (was, _) in different.items())
+            + ", but this run asks for "
+            + ", ".join(f"{name}={now!r}" for name, (_, now) in different.items())
+            + "; use another output directory or remove the corpus"
+        )
 
 
 def record_model_length(run: RunDirectory, tokenizer, positions: int) -> None:
@@ -417,8 +494,17 @@ def record_model_length(run: RunDirectory, tokenizer, positions: int) -> None:
 
 
 # -- the model -----------------------------------------------------------------------------------------
-def build_model(spec, store, tokenizer, *, text_model, model_options: dict, max_length: int, entity_dim: int,
-                artefacts: dict | None = None):
+def build_model(
+    spec,
+    store,
+    tokenizer,
+    *,
+    text_model,
+    model_options: dict,
+    max_length: int,
+    entity_dim: int,
+    artefacts: dict | None = None,
+):
     """A fresh pre-training model of ``spec`` sized for ``store``, ``tokenizer`` and the KG embeddings
     (when the method uses them); returns (model, the text checkpoint directory or None)."""
     from kgplm.training.preflight import text_fields as read_text_fields
@@ -426,8 +512,13 @@ def build_model(spec, store, tokenizer, *, text_model, model_options: dict, max_
     text_fields, checkpoint = read_text_fields(text_model)
     text_fields["vocab_size"] = len(tokenizer)
     text_fields.setdefault("pad_token_id", tokenizer.pad_token_id)
-    graph_fields = {"method": spec.name, "num_entities": store.num_entities, "num_relations": store.num_relations,
-                    "num_entity_types": store.num_types, "entity_dim": entity_dim}
+    graph_fields = {
+        "method": spec.name,
+        "num_entities": store.num_entities,
+        "num_relations": store.num_relations,
+        "num_entity_types": store.num_types,
+        "entity_dim": entity_dim,
+    }
     artefacts = artefacts or {}
     kg_embeddings = artefacts.get("kg_embeddings")
     if kg_embeddings is not None:
@@ -436,12 +527,16 @@ def build_model(spec, store, tokenizer, *, text_model, model_options: dict, max_
         graph_fields.update(spec.derive_config(artefacts))
     unknown = set(model_options) - set(spec.config_class.option_names())
     if unknown:
-        raise ConfigurationError(f"unknown model_options {sorted(unknown)} for method {spec.name!r}; it takes "
-                                 f"{spec.config_class.option_names()}")
+        raise ConfigurationError(
+            f"unknown model_options {sorted(unknown)} for method {spec.name!r}; it takes "
+            f"{spec.config_class.option_names()}"
+        )
     config = spec.config_class(**{**text_fields, **graph_fields, **model_options})
     if max_length + 1 > config.max_position_embeddings:
-        raise ConfigurationError(f"max_length {max_length} + 1 (the SOP separator) exceeds the text model's "
-                                 f"max_position_embeddings {config.max_position_embeddings}")
+        raise ConfigurationError(
+            f"max_length {max_length} + 1 (the SOP separator) exceeds the text model's "
+            f"max_position_embeddings {config.max_position_embeddings}"
+        )
     model = spec.model_class(config)
     if checkpoint is not None:
         load_text_checkpoint(model, checkpoint)
@@ -461,11 +556,16 @@ def load_init_weights(model, init) -> dict[str, Any]:
 
     reference = load_file(str(init.weights))
     ours = model.state_dict()
-    loaded = {name: tensor for name, tensor in reference.items()
-              if name in ours and tuple(ours[name].shape) == tuple(tensor.shape)}
+    loaded = {
+        name: tensor
+        for name, tensor in reference.items()
+        if name in ours and tuple(ours[name].shape) == tuple(tensor.shape)
+    }
     if not any(".encoder." in name or name.startswith("encoder.") for name in loaded):
-        raise ConfigurationError(f"init_from {init.model_dir} shares no encoder tensor with a {type(model).__name__} "
-                                 f"(its tensors: {sorted(reference)[:5]} …)")
+        raise ConfigurationError(
+            f"init_from {init.model_dir} shares no encoder tensor with a {type(model).__name__} "
+            f"(its tensors: {sorted(reference)[:5]} …)"
+        )
     model.load_state_dict(loaded, strict=False)
     # a tied tensor (the MLM decoder is the word embeddings) was loaded under its other name: not new
     tensors = model.state_dict(keep_vars=True)
@@ -473,8 +573,13 @@ def load_init_weights(model, init) -> dict[str, Any]:
     new = sorted(name for name in ours if name not in loaded and tensors[name].data_ptr() not in loaded_storage)
     unused = sorted(name for name in reference if name not in loaded)
     digest = hashlib.sha256(init.weights.read_bytes()).hexdigest()
-    logger.info("continued pre-training from %s: %d tensors loaded; newly initialised: %s; unused: %s",
-                init.model_dir, len(loaded), new, unused)
+    logger.info(
+        "continued pre-training from %s: %d tensors loaded; newly initialised: %s; unused: %s",
+        init.model_dir,
+        len(loaded),
+        new,
+        unused,
+    )
     return {"path": str(init.model_dir), "sha256": digest, "loaded": len(loaded), "new": new, "unused": unused}
 
 
@@ -493,8 +598,10 @@ def load_text_checkpoint(model, directory: Path) -> dict[str, list[str]]:
     with silenced_load_report():  # what was loaded is checked and logged below
         reference, info = BertForPreTraining.from_pretrained(str(directory), output_loading_info=True)
     if reference.config.vocab_size != model.config.vocab_size:
-        raise ConfigurationError(f"the text model's vocabulary ({reference.config.vocab_size}) differs from the "
-                                 f"tokenizer's ({model.config.vocab_size})")
+        raise ConfigurationError(
+            f"the text model's vocabulary ({reference.config.vocab_size}) differs from the "
+            f"tokenizer's ({model.config.vocab_size})"
+        )
     absent = set(info.get("missing_keys", ()))  # initialised by transformers, not read from the checkpoint
     ours = model.state_dict()
     renamed: dict[str, Any] = {}
@@ -505,13 +612,19 @@ def load_text_checkpoint(model, directory: Path) -> dict[str, list[str]]:
         target = name
         for old, new in BERT_CHECKPOINT_RENAMES:
             if target.startswith(old):
-                target = new + target[len(old):]
+                target = new + target[len(old) :]
         if target in ours and tuple(ours[target].shape) == tuple(tensor.shape):
             renamed[target] = tensor
         else:
             unused.append(name)
     model.load_state_dict(renamed, strict=False)
     new = sorted(name for name in ours if name not in renamed)
-    logger.info("initialised %d tensors of %s from %s; newly initialised: %s; unused from the checkpoint: %s",
-                len(renamed), type(model).__name__, directory, new, unused)
+    logger.info(
+        "initialised %d tensors of %s from %s; newly initialised: %s; unused from the checkpoint: %s",
+        len(renamed),
+        type(model).__name__,
+        directory,
+        new,
+        unused,
+    )
     return {"loaded": sorted(renamed), "new": new, "unused": unused}

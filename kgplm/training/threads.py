@@ -29,7 +29,14 @@ from typing import Any
 
 from kgplm.exceptions import ConfigurationError
 
-__all__ = ["available_cores", "default_num_threads", "check_num_threads", "thread_limits", "limit_worker_threads", "describe_threads"]
+__all__ = [
+    "available_cores",
+    "default_num_threads",
+    "check_num_threads",
+    "thread_limits",
+    "limit_worker_threads",
+    "describe_threads",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +64,10 @@ def check_num_threads(num_threads: int | None) -> int:
     if num_threads is None:
         return default_num_threads()
     if not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
-        raise ConfigurationError(f"num_threads must be a positive integer or None (the cores this process may use, "
-                                 f"{available_cores()} here), got {num_threads!r}")
+        raise ConfigurationError(
+            f"num_threads must be a positive integer or None (the cores this process may use, "
+            f"{available_cores()} here), got {num_threads!r}"
+        )
     return num_threads
 
 
@@ -105,6 +114,11 @@ def describe_threads(num_workers: int = 0) -> dict[str, Any]:
     import torch
 
     numba = _numba()
-    return {"torch": torch.get_num_threads(), "numba": numba.get_num_threads() if numba is not None else None,
-            "dataloader_workers": num_workers, "threads_per_dataloader_worker": 1 if num_workers else None,
-            "available_cores": available_cores(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+    return {
+        "torch": torch.get_num_threads(),
+        "numba": numba.get_num_threads() if numba is not None else None,
+        "dataloader_workers": num_workers,
+        "threads_per_dataloader_worker": 1 if num_workers else None,
+        "available_cores": available_cores(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+    }

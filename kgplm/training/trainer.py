@@ -72,8 +72,18 @@ from kgplm.training.loader import StepBatches, example_seeds, step_loader
 from kgplm.training.optimizer import RowwiseAdamW, clip_grad_norm
 from kgplm.training.precision import autocast, check_mixed_precision, grad_scaler
 
-__all__ = ["TrainerSettings", "train_loop", "latest_checkpoint", "step_seed", "example_seeds", "build_optimizer",
-           "combine_micro_batches", "wrap_data_parallel", "zero_objective", "optimizer_step"]
+__all__ = [
+    "TrainerSettings",
+    "train_loop",
+    "latest_checkpoint",
+    "step_seed",
+    "example_seeds",
+    "build_optimizer",
+    "combine_micro_batches",
+    "wrap_data_parallel",
+    "zero_objective",
+    "optimizer_step",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -99,15 +109,23 @@ class TrainerSettings:
     num_workers: int = 0
 
     def validate(self, world_size: int = 1) -> None:
-        for name in ("max_steps", "batch_size", "gradient_accumulation_steps", "checkpoint_every", "log_every",
-                     "keep_checkpoints"):
+        for name in (
+            "max_steps",
+            "batch_size",
+            "gradient_accumulation_steps",
+            "checkpoint_every",
+            "log_every",
+            "keep_checkpoints",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
         if self.batch_size % (self.gradient_accumulation_steps * world_size):
             processes = f" × {world_size} processes" if world_size > 1 else ""
-            raise ConfigurationError(f"batch_size ({self.batch_size}) must be a multiple of "
-                                     f"gradient_accumulation_steps ({self.gradient_accumulation_steps}){processes}")
+            raise ConfigurationError(
+                f"batch_size ({self.batch_size}) must be a multiple of "
+                f"gradient_accumulation_steps ({self.gradient_accumulation_steps}){processes}"
+            )
         if not self.learning_rate > 0:
             raise ConfigurationError(f"learning_rate must be positive, got {self.learning_rate}")
         if self.warmup_steps < 0:
@@ -123,7 +141,7 @@ class TrainerSettings:
 
 def step_seed(seed: int, step: int, micro_batch: int = 0) -> int:
     """The dropout seed of micro-batch ``micro_batch`` (rank·A + m under data parallelism) of step ``step``."""
-    return int(np.random.SeedSequence([seed, step, micro_batch]).generate_state(1, dtype=np.uint64)[0] % (2 ** 63))
+    return int(np.random.SeedSequence([seed, step, micro_batch]).generate_state(1, dtype=np.uint64)[0] % (2**63))
 
 
 def _linear_schedule(warmup_steps: int, max_steps: int):
@@ -131,6 +149,7 @@ def _linear_schedule(warmup_steps: int, max_steps: int):
         if warmup_steps and step < warmup_steps:
             return (step + 1) / warmup_steps
         return max(0.0, (max_steps - step) / max(1, max_steps - warmup_steps))
+
     return factor
 
 
@@ -146,8 +165,10 @@ def build_optimizer(model: torch.nn.Module, settings) -> torch.optim.Optimizer:
             continue
         # biases and LayerNorm weights are not decayed (BERT)
         (no_decay if parameter.ndim < 2 or "norm" in name.lower() else decay).append(parameter)
-    return RowwiseAdamW([{"params": decay, "weight_decay": settings.weight_decay},
-                         {"params": no_decay, "weight_decay": 0.0}], lr=settings.learning_rate)
+    return RowwiseAdamW(
+        [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=settings.learning_rate,
+    )
 
 
 def wrap_data_parallel(model: torch.nn.Module, context: DistributedContext) -> torch.nn.Module:
@@ -174,8 +195,9 @@ def zero_objective(output) -> torch.Tensor:
         elif isinstance(value, torch.Tensor) and value.requires_grad and value.is_floating_point():
             tensors.append(value)
     if not tensors:
-        raise ConfigurationError("the model's output holds no tensor that requires a gradient; data parallelism "
-                                 "needs one on every rank")
+        raise ConfigurationError(
+            "the model's output holds no tensor that requires a gradient; data parallelism needs one on every rank"
+        )
     return sum((tensor.reshape(-1)[:1].float() * 0.0).sum() for tensor in tensors)
 
 
@@ -236,8 +258,9 @@ def _add(sums: dict[str, torch.Tensor], name: str, value) -> None:
     sums[name] = sums[name] + value if name in sums else value
 
 
-def _run_step(model, micro_batches, context: DistributedContext, settings: TrainerSettings, step: int,
-              scaler) -> dict[str, float] | None:
+def _run_step(
+    model, micro_batches, context: DistributedContext, settings: TrainerSettings, step: int, scaler
+) -> dict[str, float] | None:
     """Forward and backward this rank's micro-batches of one step; the step's logged values summed
     over all ranks (None: no rank had a target)."""
     local_totals, _ = combine_micro_batches([batch.target_counts for batch in micro_batches])
@@ -302,15 +325,22 @@ def optimizer_step(optimizer, trainable, max_grad_norm: float, scaler, step: int
     scaler.step(optimizer)  # skipped when a gradient overflowed
     scaler.update()
     if scaler.get_scale() < scale:
-        logger.info("step %d: fp16 gradients overflowed; step skipped, loss scale now %g", step + 1,
-                    scaler.get_scale())
+        logger.info("step %d: fp16 gradients overflowed; step skipped, loss scale now %g", step + 1, scaler.get_scale())
 
 
-def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, settings: TrainerSettings,
-               device: str | torch.device = "cpu", progress: bool = True,
-               distributed: DistributedContext | None = None,
-               report: Callable[[dict[str, Any]], None] | None = None,
-               stop_signals: Sequence[str] = DEFAULT_STOP_SIGNALS) -> list[dict[str, Any]]:
+def train_loop(
+    model,
+    dataset,
+    collator,
+    *,
+    output_dir: str | os.PathLike,
+    settings: TrainerSettings,
+    device: str | torch.device = "cpu",
+    progress: bool = True,
+    distributed: DistributedContext | None = None,
+    report: Callable[[dict[str, Any]], None] | None = None,
+    stop_signals: Sequence[str] = DEFAULT_STOP_SIGNALS,
+) -> list[dict[str, Any]]:
     """Train ``model`` on ``dataset`` (rows for ``collator``) until ``settings.max_steps``, resuming.
 
     ``stop_signals`` (:mod:`kgplm.training.interrupts`): on one of them the loop finishes its step,
@@ -335,8 +365,9 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
     model.to(device)
     model.train()
     optimizer = build_optimizer(model, settings)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _linear_schedule(settings.warmup_steps,
-                                                                              settings.max_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, _linear_schedule(settings.warmup_steps, settings.max_steps)
+    )
     scaler = grad_scaler(device, settings.mixed_precision)
     metrics_path = output_dir / "metrics.jsonl"
     start_step, window = 0, _Window()
@@ -360,13 +391,25 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
         raise ConfigurationError("the training corpus holds no examples")
     network = wrap_data_parallel(model, context)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    steps = StepBatches(dataset, collator, batch_size=settings.batch_size,
-                        micro_batch_size=settings.micro_batch_size(context.world_size), seed=settings.seed,
-                        max_steps=settings.max_steps, rank=context.rank, world_size=context.world_size)
+    steps = StepBatches(
+        dataset,
+        collator,
+        batch_size=settings.batch_size,
+        micro_batch_size=settings.micro_batch_size(context.world_size),
+        seed=settings.seed,
+        max_steps=settings.max_steps,
+        rank=context.rank,
+        world_size=context.world_size,
+    )
     loader = step_loader(steps, start_step, num_workers=settings.num_workers, pin_memory=device.type == "cuda")
     skipped = 0
-    bar = tqdm(total=settings.max_steps, initial=start_step, desc="pre-training", unit="step",
-               disable=not progress or not context.is_main)
+    bar = tqdm(
+        total=settings.max_steps,
+        initial=start_step,
+        desc="pre-training",
+        unit="step",
+        disable=not progress or not context.is_main,
+    )
     metrics_file = open(metrics_path, "a", encoding="utf-8") if context.is_main else contextlib.nullcontext()
     with StopRequest(stop_signals) as stop_request, metrics_file:
         for step, micro_batches in zip(range(start_step, settings.max_steps), loader):
@@ -379,9 +422,11 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
                     logger.warning("step %d: no objective had a target; no weight changed", step + 1)
             else:
                 if not math.isfinite(values["loss"]):
-                    raise ArtifactError(f"step {step + 1}: the loss is {values['loss']} "
-                                        f"({ {k: v for k, v in values.items() if k != 'loss'} }); "
-                                        f"lower the learning rate")
+                    raise ArtifactError(
+                        f"step {step + 1}: the loss is {values['loss']} "
+                        f"({ {k: v for k, v in values.items() if k != 'loss'} }); "
+                        f"lower the learning rate"
+                    )
                 optimizer_step(optimizer, trainable, settings.max_grad_norm, scaler, step)
                 window.add(values)
             scheduler.step()
@@ -399,24 +444,41 @@ def train_loop(model, dataset, collator, *, output_dir: str | os.PathLike, setti
             bar.update(1)
             if context.is_main and (done % settings.checkpoint_every == 0 or done == settings.max_steps):
                 metrics_file.flush()
-                save_checkpoint(output_dir, model, optimizer, scheduler,
-                                {"step": done, "window": window.state(), "settings": asdict(settings)},
-                                settings.keep_checkpoints, grad_scaler=scaler)
+                save_checkpoint(
+                    output_dir,
+                    model,
+                    optimizer,
+                    scheduler,
+                    {"step": done, "window": window.state(), "settings": asdict(settings)},
+                    settings.keep_checkpoints,
+                    grad_scaler=scaler,
+                )
             # a stop signal: every rank learns whether any rank got one, so all stop after the same step
             stop = context.gather(stop_request.signal_name) if context.enabled else [stop_request.signal_name]
             received = next((name for name in stop if name is not None), None)
             if received is not None and done < settings.max_steps:
                 if context.is_main and done % settings.checkpoint_every:
                     metrics_file.flush()
-                    save_checkpoint(output_dir, model, optimizer, scheduler,
-                                    {"step": done, "window": window.state(), "settings": asdict(settings)},
-                                    settings.keep_checkpoints, grad_scaler=scaler)
+                    save_checkpoint(
+                        output_dir,
+                        model,
+                        optimizer,
+                        scheduler,
+                        {"step": done, "window": window.state(), "settings": asdict(settings)},
+                        settings.keep_checkpoints,
+                        grad_scaler=scaler,
+                    )
                 bar.close()
                 context.barrier()  # rank 0 has written the checkpoint
                 checkpoint = latest_checkpoint(output_dir)
                 if context.is_main:
-                    logger.warning("%s: stopped after step %d of %d; checkpoint %s; run the same call again to "
-                                   "resume", received, done, settings.max_steps, checkpoint)
+                    logger.warning(
+                        "%s: stopped after step %d of %d; checkpoint %s; run the same call again to resume",
+                        received,
+                        done,
+                        settings.max_steps,
+                        checkpoint,
+                    )
                 raise PreemptedError(received, done, checkpoint)
     bar.close()
     context.barrier()  # rank 0 has written the last metrics and checkpoint

@@ -22,10 +22,11 @@ def test_a_changed_setting_or_code_version_gives_another_directory(tmp_path):
     first = run_directory(tmp_path, "probe", SETTINGS, version="aaaa")
     assert run_directory(tmp_path, "probe", dict(SETTINGS), version="aaaa") == first  # same call: resumed
     assert json.loads((first / KEY_FILE).read_text()) == {"settings": SETTINGS, "code_version": "aaaa"}
-    others = {run_directory(tmp_path, "probe", SETTINGS, version="bbbb"),
-              run_directory(tmp_path, "probe", {**SETTINGS, "steps": 301}, version="aaaa"),
-              run_directory(tmp_path, "probe", {**SETTINGS, "training": {"learning_rate": 1e-3, "seed": 1}},
-                            version="aaaa")}
+    others = {
+        run_directory(tmp_path, "probe", SETTINGS, version="bbbb"),
+        run_directory(tmp_path, "probe", {**SETTINGS, "steps": 301}, version="aaaa"),
+        run_directory(tmp_path, "probe", {**SETTINGS, "training": {"learning_rate": 1e-3, "seed": 1}}, version="aaaa"),
+    }
     assert first not in others and len(others) == 3
 
 
@@ -38,8 +39,13 @@ def test_a_directory_holding_another_run_is_refused(tmp_path):
 
 def test_code_version_is_the_commit_and_tells_uncommitted_edits_apart(tmp_path, tmp_path_factory):
     def git(*args):
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
-                              capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
 
     git("init", "-q")
     (tmp_path / "code.py").write_text("x = 1\n")

@@ -53,8 +53,9 @@ def test_pepr_recall_scores_the_default_and_the_coarse_table_against_exact_pepr(
         kept = set(table.neighbors[table.row_of(seed)].tolist())
         others = [v for v in neighbors[indptr[seed] : indptr[seed + 1]].tolist() if v not in kept]
         worst[table.row_of(seed), : len(others)] = others[:10]
-    NeighborTable(table.seeds, worst, table.relations, table.directions, table.scores,
-                  config=table.config).save(paths["pepr_coarse"])
+    NeighborTable(table.seeds, worst, table.relations, table.directions, table.scores, config=table.config).save(
+        paths["pepr_coarse"]
+    )
     recalls = _recalls(scale.run_stage("pepr_recall", "300")["note"])
     assert recalls["pepr"] == 1.0 and recalls["pepr_coarse"] < 0.9
 
@@ -66,8 +67,16 @@ def test_the_growth_exponent_reads_the_step_alone_where_the_rate_does(monkeypatc
 
     def measure(stage, size, timeout, commit, reuse, in_process=False):
         step, cpu, rss = figures[size]
-        return {"count": 1, "unit": "steps", "seconds_override": step, "cpu": cpu, "wall": cpu, "peak_rss_gb": rss,
-                "note": "", "commit": commit}
+        return {
+            "count": 1,
+            "unit": "steps",
+            "seconds_override": step,
+            "cpu": cpu,
+            "wall": cpu,
+            "peak_rss_gb": rss,
+            "note": "",
+            "commit": commit,
+        }
 
     monkeypatch.setattr(scale, "measure", measure)
     monkeypatch.setattr(scale, "_ensure_rrf", lambda size: None)
@@ -82,8 +91,9 @@ def test_linker_link_measures_both_loads_on_the_same_text(tiny, monkeypatch):
     monkeypatch.setattr(scale, "TEXT_MB", 0.5)  # the stage links TEXT_MB of text; 8 MB takes long in a test
     scale.run_stage("linker_build", "300")
     result = scale.run_stage("linker_link", "300")
-    memory, mapped = map(float, re.findall(r"([0-9.]+) MB per CPU-second loaded into memory, ([0-9.]+) memory-mapped",
-                                           result["note"])[0])
+    memory, mapped = map(
+        float, re.findall(r"([0-9.]+) MB per CPU-second loaded into memory, ([0-9.]+) memory-mapped", result["note"])[0]
+    )
     assert result["unit"] == "MB" and result["count"] == pytest.approx(scale.TEXT_MB, rel=0.01)
     assert result["count"] / result["seconds_override"] == pytest.approx(memory, rel=0.01)  # the rate column
     assert result["mb_per_cpu_second"]["memory"] == pytest.approx(memory, rel=0.01)

@@ -14,8 +14,7 @@ from scale_models import kebiolm_step, measured, parse_size, random_triples, sme
 
 
 def test_sizes_and_random_triples():
-    assert [parse_size(s) for s in ("115k", "1M", "4M", "2500", "1.5M")] == [115_157, 10 ** 6, 4 * 10 ** 6, 2500,
-                                                                            1_500_000]
+    assert [parse_size(s) for s in ("115k", "1M", "4M", "2500", "1.5M")] == [115_157, 10**6, 4 * 10**6, 2500, 1_500_000]
     triples = random_triples(50, 1000, num_relations=3, chunk=64)
     assert triples.dtype == np.int32 and triples.shape == (1000, 3)
     assert triples[:, [0, 2]].max() < 50 and set(np.unique(triples[:, 1])) == {0, 1, 2}
@@ -25,8 +24,8 @@ def test_sizes_and_random_triples():
 def test_measured_sees_an_allocation_of_the_block():
     result = {}
     with measured(result):
-        block = np.ones(50 * 2 ** 20 // 8)  # 50 MiB, written
-    assert result["peak_rss_delta"] >= 45 * 2 ** 20 and block.sum() > 0
+        block = np.ones(50 * 2**20 // 8)  # 50 MiB, written
+    assert result["peak_rss_delta"] >= 45 * 2**20 and block.sum() > 0
     assert result["seconds"] >= 0 and result["cpu_seconds"] >= 0
 
 

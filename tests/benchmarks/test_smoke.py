@@ -15,15 +15,22 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPTS = sorted(path for path in BENCHMARKS.glob("*.py") if not path.name.startswith("_"))
 #: smoke runs of a benchmark's other modes, beside its plain ``--smoke``
 OTHER_MODES = {"scale_models": [["--compare-softmax"]]}
-RUNS = [(path, options) for path in SCRIPTS if "--smoke" in path.read_text(encoding="utf-8")
-        for options in [[], *OTHER_MODES.get(path.stem, [])]]
+RUNS = [
+    (path, options)
+    for path in SCRIPTS
+    if "--smoke" in path.read_text(encoding="utf-8")
+    for options in [[], *OTHER_MODES.get(path.stem, [])]
+]
 RUN_NAMES = ["-".join([path.stem, *(option.lstrip("-") for option in options)]) for path, options in RUNS]
 
 
 def files_under(folder: Path) -> dict[str, int]:
     """Every file under ``folder`` but Python's byte-code caches, with its modification time (ns)."""
-    return {str(path.relative_to(folder)): path.stat().st_mtime_ns for path in folder.rglob("*")
-            if path.is_file() and "__pycache__" not in path.parts}
+    return {
+        str(path.relative_to(folder)): path.stat().st_mtime_ns
+        for path in folder.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
 
 
 def test_every_benchmark_has_a_smoke_mode():
@@ -34,11 +41,21 @@ def test_every_benchmark_has_a_smoke_mode():
 
 @pytest.mark.parametrize(("script", "options"), RUNS, ids=RUN_NAMES)
 def test_the_benchmark_runs_in_its_smoke_mode(script, options, tmp_path):
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path),
-                   "PYTHONPATH": os.pathsep.join([str(BENCHMARKS.parent), os.environ.get("PYTHONPATH", "")])}
+    environment = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TMPDIR": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join([str(BENCHMARKS.parent), os.environ.get("PYTHONPATH", "")]),
+    }
     before = files_under(BENCHMARKS)
-    completed = subprocess.run([sys.executable, str(script), "--smoke", *options], cwd=tmp_path, env=environment,
-                               capture_output=True, text=True, timeout=600)
+    completed = subprocess.run(
+        [sys.executable, str(script), "--smoke", *options],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "|" in completed.stdout or "---" in completed.stdout, completed.stdout[-2000:]  # it printed a table
     after = files_under(BENCHMARKS)

@@ -10,8 +10,14 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def test_the_readme_is_a_front_page() -> None:
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 250
-    for heading in ("## Installation", "## Three examples", "## Methods", "## Does the knowledge help?",
-                    "## Documentation", "## Citation and licence"):
+    for heading in (
+        "## Installation",
+        "## Three examples",
+        "## Methods",
+        "## Does the knowledge help?",
+        "## Documentation",
+        "## Citation and licence",
+    ):
         assert heading in text, heading
 
 

@@ -7,14 +7,16 @@ import pytest
 from kgplm.evaluation.baselines import fit_type_label_map, linked_spans, linker_as_ner
 from kgplm.evaluation.readers import SpanExample
 
-TRAIN = [SpanExample("t0", "糖尿病患者口渴多尿", ((0, 3, "疾病"), (5, 7, "症状"), (7, 9, "症状"))),
-         SpanExample("t1", "二甲双胍乏力", ((0, 4, "药物"),))]
-TRAIN_LINKED = {"糖尿病患者口渴多尿": [(0, 3, "Disease"), (3, 5, "Person"), (5, 7, "Symptom"),
-                                    (7, 9, "Symptom")],
-                "二甲双胍乏力": [(0, 4, "Drug"), (4, 6, "Symptom")]}
+TRAIN = [
+    SpanExample("t0", "糖尿病患者口渴多尿", ((0, 3, "疾病"), (5, 7, "症状"), (7, 9, "症状"))),
+    SpanExample("t1", "二甲双胍乏力", ((0, 4, "药物"),)),
+]
+TRAIN_LINKED = {
+    "糖尿病患者口渴多尿": [(0, 3, "Disease"), (3, 5, "Person"), (5, 7, "Symptom"), (7, 9, "Symptom")],
+    "二甲双胍乏力": [(0, 4, "Drug"), (4, 6, "Symptom")],
+}
 EVAL = [SpanExample("e0", "x" * 16, ((0, 3, "疾病"), (4, 6, "症状"), (8, 10, "药物"), (12, 14, "症状")))]
-EVAL_LINKED = {"x" * 16: [(0, 3, "Disease"), (4, 6, "Symptom"), (6, 8, "Person"), (10, 12, "Drug"),
-                          (14, 16, "Unseen")]}
+EVAL_LINKED = {"x" * 16: [(0, 3, "Disease"), (4, 6, "Symptom"), (6, 8, "Person"), (10, 12, "Drug"), (14, 16, "Unseen")]}
 
 
 def _link(text):
@@ -44,6 +46,8 @@ def test_linked_spans_are_the_linkers_mentions_typed_by_the_kg(toy_turtle):
     link = linked_spans(EntityLinker(store), store)
     text = "糖尿病患者口渴"
     spans = link(text)
-    assert [(text[s:e], t) for s, e, t in spans] == [("糖尿病", store.entity_type(store.entity_id("糖尿病"))),
-                                                    ("口渴", store.entity_type(store.entity_id("口渴")))]
+    assert [(text[s:e], t) for s, e, t in spans] == [
+        ("糖尿病", store.entity_type(store.entity_id("糖尿病"))),
+        ("口渴", store.entity_type(store.entity_id("口渴"))),
+    ]
     assert all(t is not None for _, _, t in spans)

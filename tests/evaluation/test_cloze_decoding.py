@@ -46,7 +46,7 @@ def _exhaustive(model, tokenizer, prefix, suffix, num_masks):
 
     def log_probs(fill):
         ids = torch.tensor([[2, *prefix, *fill, *suffix, 3]])
-        logits = model(ids).prediction_logits[0, start: start + num_masks]
+        logits = model(ids).prediction_logits[0, start : start + num_masks]
         logits[:, special] = float("-inf")
         return torch.log_softmax(logits, -1)
 
@@ -65,7 +65,7 @@ def _exhaustive(model, tokenizer, prefix, suffix, num_masks):
 def test_a_wide_beam_is_exhaustive_over_fills_and_orders(num_masks):
     tokenizer, model = TinyTokenizer(9), NeighbourModel(9)
     contexts = [([5, 6], [7]), ([8], [])]
-    width = 4 ** num_masks * 8  # more than every partial fill: nothing is pruned
+    width = 4**num_masks * 8  # more than every partial fill: nothing is pruned
     beams = fill_masks(model, tokenizer, contexts, num_masks, beam_size=width, batch_size=3)
     for (prefix, suffix), found in zip(contexts, beams):
         expected = _exhaustive(model, tokenizer, prefix, suffix, num_masks)

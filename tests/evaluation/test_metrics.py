@@ -38,8 +38,10 @@ def test_decoding_matches_seqeval_on_ill_formed_sequences(scheme):
 def test_entity_f1_equals_seqeval_on_the_same_predictions(scheme):
     rng = random.Random(11)
     gold = [random_tags(rng, 15, scheme) for _ in range(60)]
-    predicted = [[tag if rng.random() < 0.7 else rng.choice(random_tags(rng, 1, scheme)) for tag in sequence]
-                 for sequence in gold]
+    predicted = [
+        [tag if rng.random() < 0.7 else rng.choice(random_tags(rng, 1, scheme)) for tag in sequence]
+        for sequence in gold
+    ]
     ours = entity_scores([spans_from_tags(g) for g in gold], [spans_from_tags(p) for p in predicted])["f1"]
     assert ours == pytest.approx(seqeval_f1(gold, predicted), abs=1e-12)
     assert 0.2 < ours < 0.95  # the comparison is not trivial
@@ -120,7 +122,10 @@ def test_graded_ranking_scores_by_hand_and_against_brute_force_baselines():
     assert result["ndcg"] == pytest.approx((first + second) / 2)  # query 3 has no relevant document
     expected = []
     for query in grades[:2]:  # the mean over every permutation
-        gains = [2 ** g - 1 for g in query]
-        expected.append(sum(dcg(p) for p in itertools.permutations(gains)) / math.factorial(len(gains))
-                        / dcg(sorted(gains, reverse=True)))
+        gains = [2**g - 1 for g in query]
+        expected.append(
+            sum(dcg(p) for p in itertools.permutations(gains))
+            / math.factorial(len(gains))
+            / dcg(sorted(gains, reverse=True))
+        )
     assert graded_ranking_baselines(grades)["random_ndcg"] == pytest.approx(sum(expected) / 2)

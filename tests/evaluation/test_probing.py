@@ -148,10 +148,10 @@ class Oracle(torch.nn.Module):
         wrong = self.tokenizer.convert_tokens_to_ids("的")
         for row, ids in enumerate(input_ids.tolist()):
             length = int(attention_mask[row].sum())
-            body = ids[1: length - 1]
+            body = ids[1 : length - 1]
             for (prefix, suffix), (start, answer, is_right) in self.plans.items():
                 masks = len(body) - len(prefix) - len(suffix)
-                if masks > 0 and tuple(body[:start]) == prefix and tuple(body[len(body) - len(suffix):]) == suffix:
+                if masks > 0 and tuple(body[:start]) == prefix and tuple(body[len(body) - len(suffix) :]) == suffix:
                     for offset in range(masks):
                         token = answer[offset] if is_right and masks == len(answer) else wrong
                         logits[row, 1 + start + offset, token] = 10.0
@@ -213,25 +213,45 @@ def test_evaluate_task_probe_prints_the_model_baseline_and_chance(store, tmp_pat
 
     probe_path = build_probe(store, queries_per_relation=2, max_answer_tokens=3, seed=0).save(tmp_path / "probe.json")
     run = tmp_path / "run"
-    kgplm.train("mlm", **toy_arguments(write_toy_corpus(tmp_path / "notes.txt"), run, max_steps=2, log_every=1),
-                exclude_triples=str(probe_path))
+    kgplm.train(
+        "mlm",
+        **toy_arguments(write_toy_corpus(tmp_path / "notes.txt"), run, max_steps=2, log_every=1),
+        exclude_triples=str(probe_path),
+    )
     result = kgplm.evaluate(model=run, task="probe", data_dir=probe_path, progress=False)
     assert {"recall@5", "recall@5_seen", "recall@5_unseen", "baseline_recall@5", "chance_recall@5"} <= set(result)
     assert result["queries"] + result["unanswerable"] == len(Probe.load(probe_path).queries)
     assert 0.0 <= result["chance_recall@5"] <= 1.0
-    assert main(["evaluate", "--model", str(run), "--task", "probe", "--data-dir", str(probe_path),
-                 "--no-progress"]) == 0
+    assert (
+        main(["evaluate", "--model", str(run), "--task", "probe", "--data-dir", str(probe_path), "--no-progress"]) == 0
+    )
     printed = capsys.readouterr().out
     table = printed.split("{", 1)[0]
-    assert str(run) in table and "baseline (frequent, other facts)" in table and "chance (uniform entity names)" in table
+    assert (
+        str(run) in table and "baseline (frequent, other facts)" in table and "chance (uniform entity names)" in table
+    )
 
 
 def test_cli_builds_a_probe(tmp_path, capsys):
     from kgplm.cli import main
 
     out = tmp_path / "probe.json"
-    assert main(["probe", "--store", str(TOY_GRAPH), "--out", str(out), "--queries-per-relation", "2",
-                 "--held-out-fraction", "0.5"]) == 0
+    assert (
+        main(
+            [
+                "probe",
+                "--store",
+                str(TOY_GRAPH),
+                "--out",
+                str(out),
+                "--queries-per-relation",
+                "2",
+                "--held-out-fraction",
+                "0.5",
+            ]
+        )
+        == 0
+    )
     probe = Probe.load(out)
     assert probe.queries and probe.settings["queries_per_relation"] == 2
     assert "--exclude-triples" in capsys.readouterr().out
@@ -262,7 +282,7 @@ def test_a_query_is_a_training_sentence_with_the_object_masked(store):
     checked = set()
     for text, stated in texts:
         name = store.entity_name(stated[0][0])
-        clauses = text[len(name) + 1: -1].split("；")  # "{name}的" + clause；clause… + "。"
+        clauses = text[len(name) + 1 : -1].split("；")  # "{name}的" + clause；clause… + "。"
         for clause in clauses:  # each clause "{relation}有{object}、…" states the facts of one relation
             relation = clause.split("有", 1)[0]
             query = tail_queries[(relation, f"{name}的{relation}有")]
@@ -285,8 +305,14 @@ def test_query_types_follow_the_paper():
 
 
 def test_hard_easy_and_type_groups_by_hand():
-    queries = [_query("A", False), _query("A", True), _query("A", False, "a的r有"),  # the third is type 1
-               _query("B", False), _query("B", True), _query("B", True)]
+    queries = [
+        _query("A", False),
+        _query("A", True),
+        _query("A", False, "a的r有"),  # the third is type 1
+        _query("B", False),
+        _query("B", True),
+        _query("B", True),
+    ]
     scores = [True, False, True, False, True, None]
     easy = [True, False, False, True, False, None]  # the baseline answers queries 0 and 3
     summary = summarize(Probe(queries, []), scores, easy)

@@ -79,8 +79,11 @@ def test_accuracy_at_1_counts_strict_wins_only():
         def __call__(self, names, **_):
             length = max(len(n) for n in names) + 2
             ids = torch.zeros(len(names), length, dtype=torch.long)
-            return {"input_ids": ids, "attention_mask": torch.ones_like(ids),
-                    "special_tokens_mask": torch.zeros_like(ids)}
+            return {
+                "input_ids": ids,
+                "attention_mask": torch.ones_like(ids),
+                "special_tokens_mask": torch.zeros_like(ids),
+            }
 
         def encode(self, text):
             return [0]
@@ -103,7 +106,11 @@ def test_per_query_hits_by_hand():
     class Tokenizer:
         def __call__(self, batch, **_):
             ids = torch.tensor([[names.index(n)] for n in batch])
-            return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "special_tokens_mask": torch.zeros_like(ids)}
+            return {
+                "input_ids": ids,
+                "attention_mask": torch.ones_like(ids),
+                "special_tokens_mask": torch.zeros_like(ids),
+            }
 
         def encode(self, text):
             return [0]
@@ -122,8 +129,12 @@ def test_prefix_filtered_neighbourhood_pairs_equal_brute_force():
     rng = random.Random(3)
     neighbors = [set(rng.sample(range(8), rng.randint(0, 6))) for _ in range(150)]
     neighbors += [set(s) for s in neighbors[:20]]  # exact duplicates guarantee some pairs
-    expected = sorted((a, b) for a in range(len(neighbors)) for b in range(a + 1, len(neighbors))
-                      if len(neighbors[a] & neighbors[b]) >= 3
-                      and len(neighbors[a] & neighbors[b]) >= 0.75 * len(neighbors[a] | neighbors[b]))
+    expected = sorted(
+        (a, b)
+        for a in range(len(neighbors))
+        for b in range(a + 1, len(neighbors))
+        if len(neighbors[a] & neighbors[b]) >= 3
+        and len(neighbors[a] & neighbors[b]) >= 0.75 * len(neighbors[a] | neighbors[b])
+    )
     assert sum(neighbors[a] != neighbors[b] for a, b in expected) > 20  # not only exact duplicates
     assert _neighborhood_pairs(neighbors, 0.75, 3) == expected

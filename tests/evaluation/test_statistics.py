@@ -10,8 +10,15 @@ import numpy as np
 import pytest
 
 from kgplm.evaluation.metrics import accuracy, entity_scores, macro_f1
-from kgplm.evaluation.statistics import (example_counts, holm, metric_from_counts, paired_bootstrap, paired_t_test,
-                                        seed_interval, sign_flip_test)
+from kgplm.evaluation.statistics import (
+    example_counts,
+    holm,
+    metric_from_counts,
+    paired_bootstrap,
+    paired_t_test,
+    seed_interval,
+    sign_flip_test,
+)
 from kgplm.exceptions import ConfigurationError
 
 
@@ -46,8 +53,12 @@ def test_exact_paired_bootstrap_by_hand():
 def test_bootstrap_applies_one_draw_to_every_run():
     # Two runs whose per-document F1 move in opposite directions under resampling: with the same draw
     # for both runs the seed-averaged difference never moves (δ* = δ = 0.5 for all 4 draws), so p = 1/5.
-    method = np.array([[[1, 1, 1], [0, 1, 1]],      # run 0: documents (TP, predicted, gold)
-                       [[0, 1, 1], [1, 1, 1]]])     # run 1
+    method = np.array(
+        [
+            [[1, 1, 1], [0, 1, 1]],  # run 0: documents (TP, predicted, gold)
+            [[0, 1, 1], [1, 1, 1]],
+        ]
+    )  # run 1
     control = np.array([[[0, 0, 1], [0, 0, 1]]] * 2)  # F1 0 whatever the draw
     every_draw = np.array(list(itertools.product(range(2), repeat=2)))
     result = paired_bootstrap(method, control, "entity_f1", indices=every_draw)
@@ -68,15 +79,18 @@ def test_monte_carlo_bootstrap_approaches_the_exact_one():
 def test_counts_reproduce_the_task_metrics():
     rng = random.Random(5)
     gold_spans = [{(s, s + rng.randint(1, 3), rng.choice("ab")) for s in rng.sample(range(30), 4)} for _ in range(40)]
-    predicted_spans = [{span for span in spans if rng.random() < 0.6} | ({(50, 52, "a")} if rng.random() < 0.3 else set())
-                       for spans in gold_spans]
+    predicted_spans = [
+        {span for span in spans if rng.random() < 0.6} | ({(50, 52, "a")} if rng.random() < 0.3 else set())
+        for spans in gold_spans
+    ]
     totals = example_counts("entity_f1", gold_spans, predicted_spans).sum(0)
     assert metric_from_counts("entity_f1", totals) == pytest.approx(entity_scores(gold_spans, predicted_spans)["f1"])
     labels = ["x", "y", "z", "w"]
     gold = [rng.choice(labels[:3]) for _ in range(200)]
     predicted = [label if rng.random() < 0.5 else rng.choice(labels[:3]) for label in gold]
     assert metric_from_counts("accuracy", example_counts("accuracy", gold, predicted).sum(0)) == pytest.approx(
-        accuracy(gold, predicted))
+        accuracy(gold, predicted)
+    )
     # "w" is in the label list but in neither gold nor predictions: it is not averaged in
     totals = example_counts("macro_f1", gold, predicted, labels=labels).sum(0)
     assert metric_from_counts("macro_f1", totals) == pytest.approx(macro_f1(gold, predicted))
@@ -113,8 +127,10 @@ def test_sign_flip_p_equals_a_hand_enumeration():
     differences = [m - c for m, c in zip(method, control)]
     observed = abs(sum(differences))
     # the 16 sign patterns written out by hand with itertools, independently of the vectorised bit trick
-    extreme = sum(abs(sum(s * d for s, d in zip(signs, differences))) >= observed - 1e-12
-                  for signs in itertools.product((1, -1), repeat=4))
+    extreme = sum(
+        abs(sum(s * d for s, d in zip(signs, differences))) >= observed - 1e-12
+        for signs in itertools.product((1, -1), repeat=4)
+    )
     # |Σ σd| ≥ 0.15 holds for σ = ±(+,+,+,+) (Σ = ±0.15), ±(+,−,+,+) (±0.21) and ±(+,−,+,−) (±0.15, a tie,
     # counted): 6 of 16
     assert extreme == 6

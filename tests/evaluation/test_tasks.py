@@ -36,8 +36,23 @@ def span_count(examples):
 
 
 def test_registry_lists_every_task_of_the_issue():
-    assert set(task_names()) >= {"cmedqaner", "cehrner", "cmeee", "cmedqq", "chip-sts", "cmedqa", "cmedic",
-                                 "cmedtc", "kuake-qic", "cmeie", "bc5cdr", "ncbi-disease", "chemprot", "gad", "ddi"}
+    assert set(task_names()) >= {
+        "cmedqaner",
+        "cehrner",
+        "cmeee",
+        "cmedqq",
+        "chip-sts",
+        "cmedqa",
+        "cmedic",
+        "cmedtc",
+        "kuake-qic",
+        "cmeie",
+        "bc5cdr",
+        "ncbi-disease",
+        "chemprot",
+        "gad",
+        "ddi",
+    }
     with pytest.raises(ConfigurationError, match="did you mean cmedqaner"):
         get_task("cmedqner")
 
@@ -117,7 +132,9 @@ def test_blurb_ner_counts(tasks_root):
     assert tuple(span_count(ncbi[s]) for s in ("train", "dev", "test")) == (5134, 787, 960)
     for example in ncbi["train"][:200]:  # spans start and end on token boundaries of the space-joined text
         for start, end, _ in example.spans:
-            assert (start == 0 or example.text[start - 1] == " ") and (end == len(example.text) or example.text[end] == " ")
+            assert (start == 0 or example.text[start - 1] == " ") and (
+                end == len(example.text) or example.text[end] == " "
+            )
             assert example.text[start:end] == example.text[start:end].strip()
 
 
@@ -143,8 +160,10 @@ def test_bad_rows_name_file_and_line(tmp_path):
     path.write_text('{"text": "头痛", "mention_data": []}\n{"text": "x", broken\n', encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"train.json:2.*broken JSON"):
         read_mention_json(path)
-    path.write_text(json.dumps({"text": "头痛", "mention_data": [{"mention": "头痛", "type": "symptom",
-                                                                     "offset": "5"}]}) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps({"text": "头痛", "mention_data": [{"mention": "头痛", "type": "symptom", "offset": "5"}]}) + "\n",
+        encoding="utf-8",
+    )
     with pytest.raises(DataFormatError, match=r"train.json:1.*outside the text of 2 characters"):
         read_mention_json(path)
     bad = tmp_path / "cls"
@@ -161,11 +180,18 @@ def test_chemprot_markers_are_removed_in_either_order(tmp_path):
     from kgplm.evaluation.tasks import read_chemprot
 
     path = tmp_path / "train.jsonl"
-    rows = ['{"text": "A [[ xx ]] B << yyy >> C", "label": "UP"}', '{"text": "<< yyy >> then [[ xx ]].", "label": "UP"}']
+    rows = [
+        '{"text": "A [[ xx ]] B << yyy >> C", "label": "UP"}',
+        '{"text": "<< yyy >> then [[ xx ]].", "label": "UP"}',
+    ]
     path.write_text("\n".join(rows), encoding="utf-8")
     first, second = read_chemprot(path)
     assert (first.text, first.text[slice(*first.head)], first.text[slice(*first.tail)]) == ("A xx B yyy C", "yyy", "xx")
-    assert (second.text, second.text[slice(*second.head)], second.text[slice(*second.tail)]) == ("yyy then xx.", "yyy", "xx")
+    assert (second.text, second.text[slice(*second.head)], second.text[slice(*second.tail)]) == (
+        "yyy then xx.",
+        "yyy",
+        "xx",
+    )
     path.write_text('{"text": "no markers", "label": "UP"}', encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"train.jsonl:1.*markers << … >> not found"):
         read_chemprot(path)
@@ -253,8 +279,15 @@ def test_chemprot_markers_round_trip_on_the_real_files(tasks_root):
         raw = [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         examples = load_task("chemprot", tasks_root, split)
         for text, example in zip(raw, examples):
-            inserts = sorted([(example.head[0], "<< "), (example.head[1], " >>"),
-                              (example.tail[0], "[[ "), (example.tail[1], " ]]")], key=lambda p: p[0])
+            inserts = sorted(
+                [
+                    (example.head[0], "<< "),
+                    (example.head[1], " >>"),
+                    (example.tail[0], "[[ "),
+                    (example.tail[1], " ]]"),
+                ],
+                key=lambda p: p[0],
+            )
             rebuilt, last = "", 0
             for position, marker in inserts:
                 rebuilt += example.text[last:position] + marker
@@ -265,7 +298,11 @@ def test_chemprot_markers_round_trip_on_the_real_files(tasks_root):
 
 
 def test_official_train_file_is_not_replaced_by_a_split_of_dev(tmp_path):
-    for split, texts in (("train", ["头痛三天", "发热咳嗽", "腹泻"]), ("dev", ["胸闷气短", "恶心"]), ("test", ["乏力"])):
+    for split, texts in (
+        ("train", ["头痛三天", "发热咳嗽", "腹泻"]),
+        ("dev", ["胸闷气短", "恶心"]),
+        ("test", ["乏力"]),
+    ):
         records = [{"query": t, "label": "病情诊断"} for t in texts]
         _write_json_list(tmp_path / f"KUAKE-QIC_{split}.json", records)
     splits = load_task("kuake-qic", tmp_path)

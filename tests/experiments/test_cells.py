@@ -17,9 +17,18 @@ from kgplm.exceptions import ArtifactError  # noqa: E402
 
 def _jobs(versions=None) -> list[CellJob]:
     versions = versions or {"toy": 1, "mlm": 1}
-    return [CellJob("toy − ablation", seed, task, 0, {"row": "toy − ablation", "seed": seed, "task": task,
-                                                       "versions": versions}, versions)
-            for seed in (0, 1, 2) for task in ("cmedqq", "cmedqaner")]
+    return [
+        CellJob(
+            "toy − ablation",
+            seed,
+            task,
+            0,
+            {"row": "toy − ablation", "seed": seed, "task": task, "versions": versions},
+            versions,
+        )
+        for seed in (0, 1, 2)
+        for task in ("cmedqq", "cmedqaner")
+    ]
 
 
 def _score(job: CellJob) -> dict:
@@ -72,7 +81,8 @@ def test_worker_processes_write_the_same_cells(tmp_path):
     parallel = run_cells(_jobs(), _score, tmp_path / "parallel", commit="c", workers=2)
     assert [r["score"] for r in parallel] == [r["score"] for r in serial]
     assert sorted(p.relative_to(tmp_path / "parallel") for p in (tmp_path / "parallel").rglob("*.json")) == sorted(
-        p.relative_to(tmp_path / "serial") for p in (tmp_path / "serial").rglob("*.json"))
+        p.relative_to(tmp_path / "serial") for p in (tmp_path / "serial").rglob("*.json")
+    )
 
 
 def test_a_bumped_results_version_names_a_new_cell(tmp_path):

@@ -61,11 +61,18 @@ def test_chance_band_is_the_half_width_of_a_mean_of_per_step_accuracies():
 
 
 def test_leaves_chance_at_the_first_log_point_above_the_band():
-    curve = [{"step": 25, "cecp_accuracy": 0.58, "chance_half_width": 0.1},
-             {"step": 50, "cecp_accuracy": 0.65, "chance_half_width": 0.1},
-             {"step": 75, "cecp_accuracy": 0.55, "chance_half_width": 0.1},
-             {"step": 100, "cecp_accuracy": 0.9, "chance_half_width": 0.1}]
-    assert embert_cecp.leaves_chance(curve) == {"first_step_above_chance": 50, "stays_above_after_it": False,
-                                                "above_from_step_on": 100, "log_points_above": 2, "log_points": 4}
+    curve = [
+        {"step": 25, "cecp_accuracy": 0.58, "chance_half_width": 0.1},
+        {"step": 50, "cecp_accuracy": 0.65, "chance_half_width": 0.1},
+        {"step": 75, "cecp_accuracy": 0.55, "chance_half_width": 0.1},
+        {"step": 100, "cecp_accuracy": 0.9, "chance_half_width": 0.1},
+    ]
+    assert embert_cecp.leaves_chance(curve) == {
+        "first_step_above_chance": 50,
+        "stays_above_after_it": False,
+        "above_from_step_on": 100,
+        "log_points_above": 2,
+        "log_points": 4,
+    }
     assert embert_cecp.leaves_chance(curve[:3])["above_from_step_on"] is None  # the last point is at chance
     assert embert_cecp.leaves_chance(curve[:1])["first_step_above_chance"] is None

@@ -35,10 +35,12 @@ def test_shuffled_links_relabel_every_triple_and_keep_names_types_and_degrees():
     neighbors, relations = store.out_edges(entity)
     moved_neighbors, moved_relations = shuffled.out_edges(int(permutation[entity]))
     assert sorted(zip(permutation[neighbors].tolist(), relations.tolist())) == sorted(
-        zip(moved_neighbors.tolist(), moved_relations.tolist()))
+        zip(moved_neighbors.tolist(), moved_relations.tolist())
+    )
     # what text links to stays on its id
-    assert [shuffled.entity_name(e) for e in range(store.num_entities)] == [store.entity_name(e)
-                                                                             for e in range(store.num_entities)]
+    assert [shuffled.entity_name(e) for e in range(store.num_entities)] == [
+        store.entity_name(e) for e in range(store.num_entities)
+    ]
     assert (shuffled.primary_type_ids() == store.primary_type_ids()).all()
     assert shuffled.derived_from == {"shuffled_links": {"seed": 7}} and store.derived_from is None
 
@@ -49,4 +51,6 @@ def test_shuffled_links_are_seeded(tmp_path):
     assert _triples(shuffle_links(store, 1)) != _triples(shuffle_links(store, 2))
     shuffle_links(store, 1).save(tmp_path / "shuffled")
     reloaded = KGStore.load(tmp_path / "shuffled")
-    assert _triples(reloaded) == _triples(shuffle_links(store, 1)) and reloaded.derived_from == {"shuffled_links": {"seed": 1}}
+    assert _triples(reloaded) == _triples(shuffle_links(store, 1)) and reloaded.derived_from == {
+        "shuffled_links": {"seed": 1}
+    }

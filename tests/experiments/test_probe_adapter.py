@@ -29,8 +29,10 @@ def test_groups_follow_the_baseline_and_the_text():
     vision = [i for i, q in enumerate(adapter.probe.queries) if q.prefix == "视网膜病变的常见症状有"]
     assert len(vision) == 1 and adapter.seen[vision[0]] and adapter.hard[vision[0]]  # stated, and only once
     pair = {"视网膜病变", "视物模糊"}  # the only statement: a query is seen when it asks about this pair
-    assert adapter.seen.tolist() == [store.entity_name(store.entity_id(q.known)) in pair
-                                     and bool(pair & set(q.answer_names)) for q in adapter.probe.queries]
+    assert adapter.seen.tolist() == [
+        store.entity_name(store.entity_id(q.known)) in pair and bool(pair & set(q.answer_names))
+        for q in adapter.probe.queries
+    ]
     assert ((adapter.chance > 0) & (adapter.chance <= 1)).all()  # few names per length in the toy graph
     fewer = HeldOutProbe(store, tokenizer, text, max_probes=5)
     assert fewer.fingerprint != adapter.fingerprint

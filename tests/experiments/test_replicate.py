@@ -44,8 +44,12 @@ def test_an_ablation_that_changes_the_masking_pre_trains_with_it():
 
 def test_rows_from_the_study_spec():
     rows = {row.name: row for row in replicate.plan_rows(["smedbert"])}
-    assert list(rows)[:4] == ["smedbert", "smedbert − knowledge at fine-tuning", "smedbert − no hybrid attention",
-                              "smedbert − no knowledge losses"]
+    assert list(rows)[:4] == [
+        "smedbert",
+        "smedbert − knowledge at fine-tuning",
+        "smedbert − no hybrid attention",
+        "smedbert − no knowledge losses",
+    ]
     assert list(rows)[4:] == [SPANS, SHUFFLED, CONTROL, "mlm (token masking, no SOP)"]
     method, text_only = rows["smedbert"], rows["smedbert − knowledge at fine-tuning"]
     assert method.pretraining == replicate.Pretraining("smedbert", "whole_entity")
@@ -59,16 +63,20 @@ def test_rows_from_the_study_spec():
     assert rows[CONTROL].control is None and rows["mlm (token masking, no SOP)"].pretraining.masking == "bert"
     # the attribution rows the record declares (issue 26.5), both compared with the method
     assert rows[SPANS].pretraining == rows[CONTROL].pretraining and rows[SPANS].finetune_options == (
-        ("mention_spans", True),)
-    assert rows[SHUFFLED].pretraining == replicate.Pretraining("smedbert", "whole_entity", (),
-                                                               (("graph_shuffle_seed", 0),))
+        ("mention_spans", True),
+    )
+    assert rows[SHUFFLED].pretraining == replicate.Pretraining(
+        "smedbert", "whole_entity", (), (("graph_shuffle_seed", 0),)
+    )
     assert rows[SPANS].control == rows[SHUFFLED].control == "smedbert"
     # their runs and fine-tunings are cached apart from the rows they vary
     budget = replicate.Budget()
     assert replicate.pretraining_key(budget, rows[SHUFFLED].pretraining, 0, "s") != replicate.pretraining_key(
-        budget, method.pretraining, 0, "s")
-    assert replicate.finetuning_key(budget, "run", "cmedqaner", 0, True, rows[SPANS].finetune_options) != \
-        replicate.finetuning_key(budget, "run", "cmedqaner", 0, True)
+        budget, method.pretraining, 0, "s"
+    )
+    assert replicate.finetuning_key(
+        budget, "run", "cmedqaner", 0, True, rows[SPANS].finetune_options
+    ) != replicate.finetuning_key(budget, "run", "cmedqaner", 0, True)
 
 
 def test_extra_rows_slot_into_a_methods_family(monkeypatch):
@@ -89,11 +97,18 @@ def test_extra_rows_slot_into_a_methods_family(monkeypatch):
 
 @pytest.fixture()
 def method_with_its_own_evaluation():
-    spec = dataclasses.replace(get("mlm"), name="toy-knowledge",
-                               evaluations={"auc": MethodEvaluation(run=lambda *a, **k: 0.5, chance=0.5)})
+    spec = dataclasses.replace(
+        get("mlm"), name="toy-knowledge", evaluations={"auc": MethodEvaluation(run=lambda *a, **k: 0.5, chance=0.5)}
+    )
     register(spec)
-    study.add(MethodStudy("toy-knowledge", results_version=1, control=Control("mlm", masking="whole_entity"),
-                          ablations={"no_thing": {"use_sop": True}}))
+    study.add(
+        MethodStudy(
+            "toy-knowledge",
+            results_version=1,
+            control=Control("mlm", masking="whole_entity"),
+            ablations={"no_thing": {"use_sop": True}},
+        )
+    )
     yield spec
     study.remove(spec.name)
     unregister(spec.name)
@@ -114,7 +129,9 @@ def test_an_evaluation_on_held_out_facts_filters_every_rows_text_and_feeds_its_m
     assert replicate.evaluation_method_data("epplm") == {"pap_held_out": 300}
     assert replicate.evaluation_method_data("electra") == {}
     budget = replicate.Budget()
-    keys = [replicate.pretraining_key(budget, replicate.Pretraining.of(name), 0, "shared") for name in ("epplm", "electra")]
+    keys = [
+        replicate.pretraining_key(budget, replicate.Pretraining.of(name), 0, "shared") for name in ("epplm", "electra")
+    ]
     assert keys[0]["method_data"] == {"pap_held_out": 300} and keys[1]["method_data"] == {}
     calls = []
 
@@ -122,9 +139,11 @@ def test_an_evaluation_on_held_out_facts_filters_every_rows_text_and_feeds_its_m
         calls.append(len(lines))
         return [line for number, line in enumerate(lines) if number != 1]
 
-    spec = dataclasses.replace(get("mlm"), name="toy-held-out",
-                               evaluations={name: MethodEvaluation(run=lambda *a, **k: 0.5, filter_text=drop_second)
-                                            for name in ("a", "b")})
+    spec = dataclasses.replace(
+        get("mlm"),
+        name="toy-held-out",
+        evaluations={name: MethodEvaluation(run=lambda *a, **k: 0.5, filter_text=drop_second) for name in ("a", "b")},
+    )
     register(spec)
     study.add(MethodStudy("toy-held-out", results_version=1, control=Control("mlm")))
     try:
@@ -140,24 +159,52 @@ def test_an_evaluation_on_held_out_facts_filters_every_rows_text_and_feeds_its_m
 
 
 #: a changed value for every Budget field (the test fails when a field is added without one here)
-CHANGED = {"steps": 800, "batch_size": 32, "learning_rate": 5e-4, "encoder": {"hidden_size": 64}, "max_length": 64,
-           "vocab_size": 4000, "facts": 10, "dialogues": 10, "kg_method": "transr", "entity_dim": 32, "kg_epochs": 3,
-           "seeds": (5,), "finetune_seeds": (5,), "tasks": {"cmedqq": [100, 2]}, "max_eval_examples": 50,
-           "finetune_learning_rate": 1e-4, "finetune_batch_size": 8, "finetune_max_length": 64,
-           "similarity_queries": 7, "similarity_pool": 70, "probes": 3, "bootstrap_resamples": 10, "smoke": True,
-           "protocol": "scratch", "base_steps": 100, "base_batch_size": 8, "base_learning_rate": 1e-4}
+CHANGED = {
+    "steps": 800,
+    "batch_size": 32,
+    "learning_rate": 5e-4,
+    "encoder": {"hidden_size": 64},
+    "max_length": 64,
+    "vocab_size": 4000,
+    "facts": 10,
+    "dialogues": 10,
+    "kg_method": "transr",
+    "entity_dim": 32,
+    "kg_epochs": 3,
+    "seeds": (5,),
+    "finetune_seeds": (5,),
+    "tasks": {"cmedqq": [100, 2]},
+    "max_eval_examples": 50,
+    "finetune_learning_rate": 1e-4,
+    "finetune_batch_size": 8,
+    "finetune_max_length": 64,
+    "similarity_queries": 7,
+    "similarity_pool": 70,
+    "probes": 3,
+    "bootstrap_resamples": 10,
+    "smoke": True,
+    "protocol": "scratch",
+    "base_steps": 100,
+    "base_batch_size": 8,
+    "base_learning_rate": 1e-4,
+}
 
 
 def _every_key(budget: replicate.Budget) -> dict:
     """Every cache and cell key the runner derives from a budget, for one row, seed, task and fine-tuning seed."""
     row = replicate.Row("smedbert", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
-    return {"shared": replicate.shared_key(budget),
-            **{f"corpus {variant}": replicate.corpus_key(budget, *variant)
-               for variant in ((False, False), (True, False), (True, True))},
-            "pretraining": replicate.pretraining_key(budget, row.pretraining, 0, "shared"),
-            "finetuning": replicate.finetuning_key(budget, "run", "cmedqq", 0, True),
-            "cell": replicate.cell_job(budget, row, 0, "cmedqq", 0, "shared").key,
-            "intrinsic": replicate.intrinsic_key(budget, "run"), "run": replicate.run_key(budget)}
+    return {
+        "shared": replicate.shared_key(budget),
+        **{
+            f"corpus {variant}": replicate.corpus_key(budget, *variant)
+            for variant in ((False, False), (True, False), (True, True))
+        },
+        "pretraining": replicate.pretraining_key(budget, row.pretraining, 0, "shared"),
+        "finetuning": replicate.finetuning_key(budget, "run", "cmedqq", 0, True),
+        "cell": replicate.cell_job(budget, row, 0, "cmedqq", 0, "shared").key,
+        "intrinsic": replicate.intrinsic_key(budget, "run"),
+        "run": replicate.run_key(budget),
+    }
 
 
 def test_every_setting_that_changes_a_result_changes_a_cache_or_cell_key():
@@ -165,8 +212,10 @@ def test_every_setting_that_changes_a_result_changes_a_cache_or_cell_key():
     assert set(CHANGED) == {field.name for field in dataclasses.fields(replicate.Budget)}
     base = {name: replicate.key_hash(key) for name, key in _every_key(budget).items()}
     for name, value in CHANGED.items():
-        changed = {key_name: replicate.key_hash(key)
-                   for key_name, key in _every_key(dataclasses.replace(budget, **{name: value})).items()}
+        changed = {
+            key_name: replicate.key_hash(key)
+            for key_name, key in _every_key(dataclasses.replace(budget, **{name: value})).items()
+        }
         moved = {key_name for key_name in base if changed[key_name] != base[key_name]}
         if name in replicate.TABLE_FIELDS:  # they choose which cells are read, not what a cell holds
             assert not moved, (name, moved)
@@ -186,8 +235,9 @@ def test_a_task_may_have_its_own_fine_tuning_learning_rate():
     assert budget.task_budget("cmedqaner") == (800, 4, 5e-4)
     assert replicate.finetuning_key(budget, "r", "cmedqq", 0, True)["finetune_learning_rate"] == 2e-3
     same = dataclasses.replace(budget, tasks={"cmedqq": [2000, 3], "cmedqaner": [800, 4]}, finetune_learning_rate=2e-3)
-    assert replicate.finetuning_key(same, "r", "cmedqq", 0, True) == replicate.finetuning_key(budget, "r", "cmedqq", 0,
-                                                                                               True)
+    assert replicate.finetuning_key(same, "r", "cmedqq", 0, True) == replicate.finetuning_key(
+        budget, "r", "cmedqq", 0, True
+    )
     assert replicate.finetuning_key(budget, "r", "cmedqaner", 0, True)["finetune_learning_rate"] == 5e-4
     assert "cmedqq 2000 train examples × 3 epochs (lr 0.002)" in budget.describe()
     assert "cmedqaner 800 train examples × 4 epochs;" in budget.describe()  # the budget's rate: not repeated
@@ -199,15 +249,19 @@ def test_a_bumped_results_version_changes_the_pretraining_and_cell_keys():
     budget = replicate.Budget()
     row = replicate.Row("smedbert", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
     control = replicate.Row("c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert")
-    before = (replicate.pretraining_key(budget, row.pretraining, 0, "s"), replicate.cell_job(budget, row, 0, "cmedqq", 0,
-                                                                                             "s").key,
-              replicate.cell_job(budget, control, 0, "cmedqq", 0, "s").key)
+    before = (
+        replicate.pretraining_key(budget, row.pretraining, 0, "s"),
+        replicate.cell_job(budget, row, 0, "cmedqq", 0, "s").key,
+        replicate.cell_job(budget, control, 0, "cmedqq", 0, "s").key,
+    )
     original = study.study("smedbert")
     study.add(dataclasses.replace(original, results_version=original.results_version + 1), replace=True)
     try:
-        after = (replicate.pretraining_key(budget, row.pretraining, 0, "s"),
-                 replicate.cell_job(budget, row, 0, "cmedqq", 0, "s").key,
-                 replicate.cell_job(budget, control, 0, "cmedqq", 0, "s").key)
+        after = (
+            replicate.pretraining_key(budget, row.pretraining, 0, "s"),
+            replicate.cell_job(budget, row, 0, "cmedqq", 0, "s").key,
+            replicate.cell_job(budget, control, 0, "cmedqq", 0, "s").key,
+        )
     finally:
         study.add(original, replace=True)
     assert all(a != b for a, b in zip(before, after))  # the control's cells belong to smedbert's family too
@@ -216,52 +270,89 @@ def test_a_bumped_results_version_changes_the_pretraining_and_cell_keys():
 VERSIONS = {"smedbert": study.study("smedbert").results_version, "mlm": study.study("mlm").results_version}
 
 
-def _cells(row: str, task: str, correct_per_run: list[list[int]], seeds=(0, 1, 2), finetune_seeds=(0, 1),
-           degenerate=(), constant="1") -> list[dict]:
+def _cells(
+    row: str,
+    task: str,
+    correct_per_run: list[list[int]],
+    seeds=(0, 1, 2),
+    finetune_seeds=(0, 1),
+    degenerate=(),
+    constant="1",
+) -> list[dict]:
     """Cells of one row on a pair task, runs seed-major; ``degenerate``: indices of runs flagged on dev."""
     runs = [(seed, finetune_seed) for seed in seeds for finetune_seed in finetune_seeds]
     assert len(runs) == len(correct_per_run)
-    return [{"row": row, "seed": seed, "task": task, "finetune_seed": finetune_seed, "commit": f"commit-{seed}",
-             "results_versions": dict(VERSIONS),
-             "outcomes": {"ids": [f"t{i}" for i in range(len(correct))], "counts": [[float(c), 1.0] for c in correct]},
-             "dev": {"score": 0.5, "constant": 0.5 if index in degenerate else 0.4, "constant_prediction": constant,
-                     "degenerate": index in degenerate}}
-            for index, ((seed, finetune_seed), correct) in enumerate(zip(runs, correct_per_run))]
+    return [
+        {
+            "row": row,
+            "seed": seed,
+            "task": task,
+            "finetune_seed": finetune_seed,
+            "commit": f"commit-{seed}",
+            "results_versions": dict(VERSIONS),
+            "outcomes": {"ids": [f"t{i}" for i in range(len(correct))], "counts": [[float(c), 1.0] for c in correct]},
+            "dev": {
+                "score": 0.5,
+                "constant": 0.5 if index in degenerate else 0.4,
+                "constant_prediction": constant,
+                "degenerate": index in degenerate,
+            },
+        }
+        for index, ((seed, finetune_seed), correct) in enumerate(zip(runs, correct_per_run))
+    ]
 
 
 def _measured(cells, test, train, intrinsic=None) -> dict:
     # probe queries: hard & seen, hard & unseen, then two the model-free baseline answers (easy)
-    probe = SimpleNamespace(seen=np.array([True, False, True, False]), hard=np.array([True, True, False, False]),
-                            chance=np.array([0.1, 0.2, 0.3, 0.4]))
-    return {"cells": cells, "splits": {"cmedqq": {"train": train, "test": test}},
-            "intrinsic": intrinsic or {}, "own": {}, "own_columns": {},
-            "similarity_sizes": {"D1": 2} if intrinsic else {}, "probe": probe, "timings": {"all": 1.0}}
+    probe = SimpleNamespace(
+        seen=np.array([True, False, True, False]),
+        hard=np.array([True, True, False, False]),
+        chance=np.array([0.1, 0.2, 0.3, 0.4]),
+    )
+    return {
+        "cells": cells,
+        "splits": {"cmedqq": {"train": train, "test": test}},
+        "intrinsic": intrinsic or {},
+        "own": {},
+        "own_columns": {},
+        "similarity_sizes": {"D1": 2} if intrinsic else {},
+        "probe": probe,
+        "timings": {"all": 1.0},
+    }
 
 
 def test_aggregation_by_hand():
     """3 pre-training seeds × 2 fine-tuning seeds on a 4-example pair task: SMedBERT's family by hand."""
     from scipy.stats import ttest_rel
 
-    budget = dataclasses.replace(replicate.Budget(), seeds=(0, 1, 2), finetune_seeds=(0, 1),
-                                 tasks={"cmedqq": [None, 1]}, bootstrap_resamples=400)
+    budget = dataclasses.replace(
+        replicate.Budget(), seeds=(0, 1, 2), finetune_seeds=(0, 1), tasks={"cmedqq": [None, 1]}, bootstrap_resamples=400
+    )
     method_row = replicate.Row("m", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
     twin_row = replicate.Row("m − twin", "ablation", replicate.Pretraining("smedbert", "bert"), "smedbert", "m")
-    varied_row = replicate.Row("m − varied", "ablation", replicate.Pretraining("smedbert", "bert", {"x": 1}),
-                               "smedbert", "m")
+    varied_row = replicate.Row(
+        "m − varied", "ablation", replicate.Pretraining("smedbert", "bert", {"x": 1}), "smedbert", "m"
+    )
     control_row = replicate.Row("c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert")
     reference_row = replicate.Row("v", "reference", replicate.Pretraining("mlm", "bert"))
     # the method is right on every example in every run; the control on none; the twin equals the control
     right, wrong = [[1, 1, 1, 1]] * 6, [[0, 0, 0, 0]] * 6
     # runs whose accuracies are 1/4, 3/4 | 2/4, 2/4 | 4/4, 2/4 → per-seed means 0.5, 0.5, 0.75
     varied = [[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 0, 1]]
-    cells = (_cells("m", "cmedqq", right) + _cells("m − twin", "cmedqq", wrong) + _cells("m − varied", "cmedqq", varied)
-             + _cells("c", "cmedqq", wrong, degenerate={3}) + _cells("v", "cmedqq", varied))
+    cells = (
+        _cells("m", "cmedqq", right)
+        + _cells("m − twin", "cmedqq", wrong)
+        + _cells("m − varied", "cmedqq", varied)
+        + _cells("c", "cmedqq", wrong, degenerate={3})
+        + _cells("v", "cmedqq", varied)
+    )
     test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
     train = [PairExample(f"r{i}", "a", "b", label) for i, label in enumerate(["1", "1", "0"])]
     hits = [{"D1": [1, 0], "probe": [1, 0, 1, 0]}] * 3
     rows = [method_row, twin_row, varied_row, control_row, reference_row]
-    result = aggregate(rows, budget, _measured(cells, test, train, {"m": hits, "c": hits}), commit="abc", device="cpu",
-                       seconds=1.0)
+    result = aggregate(
+        rows, budget, _measured(cells, test, train, {"m": hits, "c": hits}), commit="abc", device="cpu", seconds=1.0
+    )
 
     table = result["tables"]["secondary"]["cells"]  # 4 test examples: below the headline's 200
     assert result["tables"]["fine-tuned"]["columns"] == []
@@ -289,7 +380,8 @@ def test_aggregation_by_hand():
     varied_entry = secondary[("m − varied", "cMedQQ acc")]
     reference = ttest_rel([0.5, 0.5, 0.75], [1.0, 1.0, 1.0])
     assert varied_entry["p_t"] == pytest.approx(reference.pvalue) and varied_entry["t"] == pytest.approx(
-        reference.statistic)
+        reference.statistic
+    )
     # the family's 6 secondary t p-values: twin 0 (a constant difference), varied p, and the method vs the control
     # on similarity D1, probe hard seen, hard unseen, easy (identical hits: 1, 1, 1, 1). Holm: 6·0, 5·p, then 1s.
     assert len(secondary) == 6
@@ -313,9 +405,13 @@ def test_aggregation_by_hand():
     markdown = render_markdown(result)
     assert "| **m** | 100.0 ± 0.0 |" in markdown
     assert "| c | 0.0 ± 0.0 †1/6 |" in markdown  # the degenerate run is flagged in its cell
-    assert "† 1 of 30 fine-tuned runs do not beat the best constant predictor on dev: c / cMedQQ acc (seed 1" in markdown
+    assert (
+        "† 1 of 30 fine-tuned runs do not beat the best constant predictor on dev: c / cMedQQ acc (seed 1" in markdown
+    )
     assert f"| *{_table.BEST_CONSTANT}* | 75.0 |" in markdown
-    assert "| cmedqq accuracy (higher is better) | +100.0 | 3 | <0.001 | 0.250 | [+100.0, +100.0] | not tested" in markdown
+    assert (
+        "| cmedqq accuracy (higher is better) | +100.0 | 3 | <0.001 | 0.250 | [+100.0, +100.0] | not tested" in markdown
+    )
     assert "### Evidence: smedbert" in markdown and "`commit-0`, `commit-1`, `commit-2`" in markdown
     assert markdown.startswith("## ") and "\n### Secondary table" in markdown
     assert render_markdown(result, 3).startswith("### ") and "\n#### Secondary table" in render_markdown(result, 3)
@@ -326,16 +422,18 @@ def test_aggregation_by_hand():
 
 def test_a_primary_endpoint_with_five_seeds_is_tested():
     seeds = (0, 1, 2, 3, 4)
-    budget = dataclasses.replace(replicate.Budget(), seeds=seeds, finetune_seeds=(0,), tasks={"cmedqq": [None, 1]},
-                                 bootstrap_resamples=50)
+    budget = dataclasses.replace(
+        replicate.Budget(), seeds=seeds, finetune_seeds=(0,), tasks={"cmedqq": [None, 1]}, bootstrap_resamples=50
+    )
     method_row = replicate.Row("m", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
     control_row = replicate.Row("c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert")
     method = [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 0]]  # 1, .75, 1, 1, .75
     control = [[0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]]  # 0, .25, 0, .25, 0
     cells = _cells("m", "cmedqq", method, seeds, (0,)) + _cells("c", "cmedqq", control, seeds, (0,))
     test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
-    result = aggregate([method_row, control_row], budget, _measured(cells, test, test), commit="abc", device="cpu",
-                       seconds=0.0)
+    result = aggregate(
+        [method_row, control_row], budget, _measured(cells, test, test), commit="abc", device="cpu", seconds=0.0
+    )
     [primary] = result["families"]["smedbert"]["primary"]
     assert primary["n"] == 5 and primary["p_permutation"] == 2 / 32  # exact: the smallest two-sided p with 5 seeds
     assert primary["p_t"] < 0.05 and primary["status"].startswith("supported")
@@ -381,13 +479,26 @@ def test_ner_baselines_and_unit_count():
     budget = dataclasses.replace(replicate.Budget(), seeds=(0,), finetune_seeds=(0,), tasks={"cmedqaner": [None, 1]})
     row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
     test = [SpanExample(f"d{i}", "糖尿病患者", ((0, 3, "dis"),) * 1) for i in range(250)]
-    cell = {"row": "r", "seed": 0, "task": "cmedqaner", "finetune_seed": 0, "commit": "c", "results_versions": {"mlm": study.study("mlm").results_version},
-            "outcomes": {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 250},  # every entity found
-            "dev": {"score": 1.0, "constant": 0.0, "constant_prediction": "no entity (all-O)", "degenerate": False}}
-    measured = {"cells": [cell], "splits": {"cmedqaner": {"train": test, "test": test}},
-                "intrinsic": {}, "own": {}, "own_columns": {}, "similarity_sizes": {},
-                "probe": SimpleNamespace(seen=np.array([True]), hard=np.array([True]), chance=np.array([0.0])),
-                "timings": {}}
+    cell = {
+        "row": "r",
+        "seed": 0,
+        "task": "cmedqaner",
+        "finetune_seed": 0,
+        "commit": "c",
+        "results_versions": {"mlm": study.study("mlm").results_version},
+        "outcomes": {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 250},  # every entity found
+        "dev": {"score": 1.0, "constant": 0.0, "constant_prediction": "no entity (all-O)", "degenerate": False},
+    }
+    measured = {
+        "cells": [cell],
+        "splits": {"cmedqaner": {"train": test, "test": test}},
+        "intrinsic": {},
+        "own": {},
+        "own_columns": {},
+        "similarity_sizes": {},
+        "probe": SimpleNamespace(seen=np.array([True]), hard=np.array([True]), chance=np.array([0.0])),
+        "timings": {},
+    }
     result = aggregate([row], budget, measured, commit="abc", device="cpu", seconds=0.0)
     assert result["tables"]["fine-tuned"]["columns"] == ["cMedQANER F1"]  # 250 entities: headline
     assert result["tables"]["fine-tuned"]["cells"]["r"]["cMedQANER F1"]["mean"] == 1.0
@@ -402,15 +513,29 @@ def test_the_linker_as_ner_baseline_row():
     budget = dataclasses.replace(replicate.Budget(), seeds=(0,), finetune_seeds=(0,), tasks={"cmedqaner": [None, 1]})
     row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
     test = [SpanExample(f"d{i}", "糖尿病患者", ((0, 3, "dis"),)) for i in range(4)] + [
-        SpanExample("d4", "患者糖尿病", ((2, 5, "dis"),))]
-    cell = {"row": "r", "seed": 0, "task": "cmedqaner", "finetune_seed": 0, "commit": "c", "results_versions": {"mlm": study.study("mlm").results_version},
-            "outcomes": {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 5},
-            "dev": {"score": 1.0, "constant": 0.0, "constant_prediction": "no entity (all-O)", "degenerate": False}}
-    measured = {"cells": [cell], "splits": {"cmedqaner": {"train": test, "test": test}},
-                "intrinsic": {}, "own": {}, "own_columns": {}, "similarity_sizes": {},
-                "probe": SimpleNamespace(seen=np.array([True]), hard=np.array([True]), chance=np.array([0.0])),
-                "timings": {},
-                "link": lambda text: [(0, 3, "Disease"), (3, 5, "Person")]}
+        SpanExample("d4", "患者糖尿病", ((2, 5, "dis"),))
+    ]
+    cell = {
+        "row": "r",
+        "seed": 0,
+        "task": "cmedqaner",
+        "finetune_seed": 0,
+        "commit": "c",
+        "results_versions": {"mlm": study.study("mlm").results_version},
+        "outcomes": {"ids": [e.id for e in test], "counts": [[1.0, 1.0, 1.0]] * 5},
+        "dev": {"score": 1.0, "constant": 0.0, "constant_prediction": "no entity (all-O)", "degenerate": False},
+    }
+    measured = {
+        "cells": [cell],
+        "splits": {"cmedqaner": {"train": test, "test": test}},
+        "intrinsic": {},
+        "own": {},
+        "own_columns": {},
+        "similarity_sizes": {},
+        "probe": SimpleNamespace(seen=np.array([True]), hard=np.array([True]), chance=np.array([0.0])),
+        "timings": {},
+        "link": lambda text: [(0, 3, "Disease"), (3, 5, "Person")],
+    }
     result = aggregate([row], budget, measured, commit="abc", device="cpu", seconds=0.0)
     baseline = result["baselines"]["secondary"][_table.LINKER_AS_NER]
     # four documents right, "患者糖尿病" wrong twice over (a missed gold, a false (0, 3)): P = R = 4/5
@@ -427,8 +552,11 @@ def test_the_primary_plan_holds_each_method_its_control_and_attribution_rows_on_
     for method, group in by_group.items():
         spec, record = get(method), study.study(method)
         roles = sorted(row.role for row in group)
-        expected = ["control", "method"] + ["attribution"] * len(record.attribution_rows) + (
-            ["no knowledge at fine-tuning"] if spec.finetuning_inputs is not None else [])
+        expected = (
+            ["control", "method"]
+            + ["attribution"] * len(record.attribution_rows)
+            + (["no knowledge at fine-tuning"] if spec.finetuning_inputs is not None else [])
+        )
         assert roles == sorted(expected), method
         tasks = tuple(e.task for e in record.primary_endpoints if e.task != "PAP AUC")
         assert all(row.tasks == tasks for row in group), method
@@ -439,18 +567,26 @@ def test_the_primary_plan_holds_each_method_its_control_and_attribution_rows_on_
 
 
 def test_each_method_continues_from_its_familys_base():
-    assert {m: replicate.base_family(m) for m in ("mlm", "smedbert", "kebiolm", "embert", "electra", "ehealth",
-                                                  "epplm")} == {
-        "mlm": "mlm", "smedbert": "mlm", "kebiolm": "mlm", "embert": "mlm", "electra": "electra",
-        "ehealth": "electra", "epplm": "electra"}
+    assert {
+        m: replicate.base_family(m) for m in ("mlm", "smedbert", "kebiolm", "embert", "electra", "ehealth", "epplm")
+    } == {
+        "mlm": "mlm",
+        "smedbert": "mlm",
+        "kebiolm": "mlm",
+        "embert": "mlm",
+        "electra": "electra",
+        "ehealth": "electra",
+        "epplm": "electra",
+    }
     budget = replicate.Budget()
     assert budget.protocol == "continued"
     key = replicate.pretraining_key(budget, replicate.Pretraining("ehealth", "whole_word"), 3, "s")
     assert key["base"]["family"] == "electra" and key["base"]["seed"] == replicate.BASE_SEED
     assert key["base"] == replicate.base_key(budget, "electra", "s")
     # the base does not depend on the row's seed: every row of a family continues from the same one
-    assert replicate.pretraining_key(budget, replicate.Pretraining("ehealth", "whole_word"), 4, "s")["base"] == key[
-        "base"]
+    assert (
+        replicate.pretraining_key(budget, replicate.Pretraining("ehealth", "whole_word"), 4, "s")["base"] == key["base"]
+    )
     scratch = dataclasses.replace(budget, protocol="scratch")
     assert "base" not in replicate.pretraining_key(scratch, replicate.Pretraining("ehealth", "whole_word"), 3, "s")
     assert replicate.run_directory_name(scratch) != replicate.run_directory_name(budget)
@@ -460,12 +596,19 @@ def test_each_method_continues_from_its_familys_base():
 def test_a_primary_table_reads_only_each_rows_own_tasks():
     """Two tasks; the method and control fine-tune on cmedqq only, a reference row on cmedic only:
     no cell is demanded for the pairs that were never planned, and the cells appear only where measured."""
-    budget = dataclasses.replace(replicate.Budget(), seeds=(0, 1, 2), finetune_seeds=(0, 1),
-                                 tasks={"cmedqq": [None, 1], "cmedic": [None, 1]}, bootstrap_resamples=50)
-    method_row = replicate.Row("m", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c",
-                               tasks=("cmedqq",))
-    control_row = replicate.Row("c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert",
-                                tasks=("cmedqq",))
+    budget = dataclasses.replace(
+        replicate.Budget(),
+        seeds=(0, 1, 2),
+        finetune_seeds=(0, 1),
+        tasks={"cmedqq": [None, 1], "cmedic": [None, 1]},
+        bootstrap_resamples=50,
+    )
+    method_row = replicate.Row(
+        "m", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c", tasks=("cmedqq",)
+    )
+    control_row = replicate.Row(
+        "c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert", tasks=("cmedqq",)
+    )
     other_row = replicate.Row("o", "reference", replicate.Pretraining("mlm", "bert"), tasks=("cmedic",))
     right, wrong = [[1, 1, 1, 1]] * 6, [[0, 0, 0, 0]] * 6
     cells = _cells("m", "cmedqq", right) + _cells("c", "cmedqq", wrong) + _cells("o", "cmedic", right)
@@ -482,11 +625,19 @@ def test_a_primary_table_reads_only_each_rows_own_tasks():
     [primary] = result["families"]["smedbert"]["primary"]
     assert primary["difference"] == 1.0
     markdown = render_markdown(result)
-    assert "Similarity queries" not in markdown and "| m | " not in markdown and "| **m** | 100.0 ± 0.0 | — |" in markdown
+    assert (
+        "Similarity queries" not in markdown and "| m | " not in markdown and "| **m** | 100.0 ± 0.0 | — |" in markdown
+    )
     # a row planned on a task whose cell is missing still fails loudly
     with pytest.raises(RuntimeError, match="no cell for row 'o'"):
-        aggregate([method_row, control_row, other_row], budget, {**measured, "cells": cells[:-1]}, commit="abc",
-                  device="cpu", seconds=1)
+        aggregate(
+            [method_row, control_row, other_row],
+            budget,
+            {**measured, "cells": cells[:-1]},
+            commit="abc",
+            device="cpu",
+            seconds=1,
+        )
 
 
 def test_a_committed_base_is_restored_only_when_its_weights_match_the_record(tmp_path):

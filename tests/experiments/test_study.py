@@ -23,11 +23,15 @@ def test_every_registered_method_has_a_study_record_and_the_library_knows_nothin
     assert study.studied() == available()
     for name in available():
         spec = get(name)
-        assert not any(hasattr(spec, field) for field in ("control", "ablations", "primary_endpoints",
-                                                          "results_version", "attribution_rows"))
+        assert not any(
+            hasattr(spec, field)
+            for field in ("control", "ablations", "primary_endpoints", "results_version", "attribution_rows")
+        )
     import kgplm.kg.store
 
-    assert not hasattr(kgplm.KGStore, "with_shuffled_links") and not hasattr(kgplm.kg.store, "shuffled_entity_permutation")
+    assert not hasattr(kgplm.KGStore, "with_shuffled_links") and not hasattr(
+        kgplm.kg.store, "shuffled_entity_permutation"
+    )
 
 
 def test_the_records_of_the_fair_controls():
@@ -35,10 +39,13 @@ def test_the_records_of_the_fair_controls():
     assert study.study("kebiolm").control == Control("mlm", masking="word_entity")
     assert study.study("embert").control == Control("mlm")
     assert study.study("ehealth").control == Control(
-        "electra", masking="whole_word", model_options={"mask_fraction": 0.8, "random_fraction": 0.1,
-                                                        "corruption_views": 2})
-    assert study.study("epplm").control == Control("electra", masking="word_entity",
-                                                   model_options={"mask_fraction": 1.0, "random_fraction": 0.0})
+        "electra",
+        masking="whole_word",
+        model_options={"mask_fraction": 0.8, "random_fraction": 0.1, "corruption_views": 2},
+    )
+    assert study.study("epplm").control == Control(
+        "electra", masking="word_entity", model_options={"mask_fraction": 1.0, "random_fraction": 0.0}
+    )
     assert study.study("mlm").control is None and study.study("electra").control is None
 
 
@@ -98,12 +105,14 @@ def test_an_endpoint_must_name_a_task_and_its_own_metric():
         dataclasses.replace(study.study("mlm"), primary_endpoints=(Endpoint("cmedqaner", "entity_f1"),))
     with pytest.raises(ConfigurationError, match="results_version"):
         dataclasses.replace(record, results_version=0)
-    spec = dataclasses.replace(get("mlm"), name="toy-own-evaluation",
-                               evaluations={"auc": MethodEvaluation(run=lambda *a, **k: 0.5)})
+    spec = dataclasses.replace(
+        get("mlm"), name="toy-own-evaluation", evaluations={"auc": MethodEvaluation(run=lambda *a, **k: 0.5)}
+    )
     register(spec)
     try:  # one of the method's own evaluation columns
-        own = MethodStudy("toy-own-evaluation", results_version=1, control=Control("mlm"),
-                          primary_endpoints=(Endpoint("auc", "auc"),))
+        own = MethodStudy(
+            "toy-own-evaluation", results_version=1, control=Control("mlm"), primary_endpoints=(Endpoint("auc", "auc"),)
+        )
         assert own.primary_endpoints[0].task == "auc"
     finally:
         unregister(spec.name)

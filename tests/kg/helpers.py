@@ -56,9 +56,11 @@ def bfs_subgraph(store: KGStore, start: str, size: int) -> KGStore:
     for entity in sorted(chosen):
         collector.add_label(collector.entity(store.entity_iri(entity)), store.entity_name(entity), "zh", 1)
     for h, r, t in triples[inside].tolist():
-        collector.add_triple(collector.entity(store.entity_iri(h)),
-                             collector.relation(store.relation_iris[r], store.relation_name(r)),
-                             collector.entity(store.entity_iri(t)))
+        collector.add_triple(
+            collector.entity(store.entity_iri(h)),
+            collector.relation(store.relation_iris[r], store.relation_name(r)),
+            collector.entity(store.entity_iri(t)),
+        )
     return collector.build()
 
 

@@ -33,8 +33,9 @@ def synonym_merges(rows) -> dict[str, str]:
             owners.setdefault(alias, set()).add(subject)
             if predicate in ("别称", "又称", "同义词"):
                 synonym_of.setdefault(alias, set()).add(subject)
-    return {alias: next(iter(owners[alias])) for alias in synonym_of
-            if alias in link_objects and len(owners[alias]) == 1}
+    return {
+        alias: next(iter(owners[alias])) for alias in synonym_of if alias in link_objects and len(owners[alias]) == 1
+    }
 
 
 def recount(path: Path) -> tuple[set, set, set, dict]:
@@ -127,9 +128,13 @@ def test_rules_on_a_small_dump(tmp_path: Path) -> None:
     name = store.entity_name
     triples = {(name(h), store.relation_name(r), name(t)) for h, r, t in store.triples.tolist()}
     assert triples == {
-        ("阿司匹林片", "成份", "阿司匹林"), ("阿司匹林片", "适应症", "头痛"), ("阿司匹林片", "适应症", "发热"),
-        ("阿司匹林片", "商品名", "拜阿司匹灵"), ("拜阿司匹灵", "成份", "阿司匹林"),
-        ("头痛", "常见症状", "疼痛"), ("头痛", "就诊科室", "神经内科"),
+        ("阿司匹林片", "成份", "阿司匹林"),
+        ("阿司匹林片", "适应症", "头痛"),
+        ("阿司匹林片", "适应症", "发热"),
+        ("阿司匹林片", "商品名", "拜阿司匹灵"),
+        ("拜阿司匹灵", "成份", "阿司匹林"),
+        ("头痛", "常见症状", "疼痛"),
+        ("头痛", "就诊科室", "神经内科"),
     }
     assert store.describe()["duplicate_triples"] == 1
     tablet = store.entity_id("阿司匹林片")
@@ -138,8 +143,15 @@ def test_rules_on_a_small_dump(tmp_path: Path) -> None:
     assert "阿司匹林片" in store.aliases(store.entity_id("拜阿司匹灵"))  # the equivalence copies names back
     assert list(store.attributes(tablet).value) == ["口服，一次1片"]
     types = {name(i): store.entity_type(i) for i in range(store.num_entities)}
-    assert types == {"阿司匹林片": "drug", "阿司匹林": "ingredient", "头痛": "disease", "发热": "disease",
-                     "拜阿司匹灵": "drug", "疼痛": "symptom", "神经内科": "department"}
+    assert types == {
+        "阿司匹林片": "drug",
+        "阿司匹林": "ingredient",
+        "头痛": "disease",
+        "发热": "disease",
+        "拜阿司匹灵": "drug",
+        "疼痛": "symptom",
+        "神经内科": "department",
+    }
 
 
 def test_synonym_merge_rule_on_a_small_dump(tmp_path: Path) -> None:
@@ -147,20 +159,25 @@ def test_synonym_merge_rule_on_a_small_dump(tmp_path: Path) -> None:
     path.write_text(
         "脑出血\t别称\t脑溢血\n"
         "脑出血\t常见症状\t头痛\n"
-        "癫痫持续状态\t病因\t脑溢血；外伤\n"     # 脑溢血 merges: the link reaches 脑出血
-        "脑出血\t鉴别诊断\t脑溢血\n"             # a link to one's own synonym disappears
+        "癫痫持续状态\t病因\t脑溢血；外伤\n"  # 脑溢血 merges: the link reaches 脑出血
+        "脑出血\t鉴别诊断\t脑溢血\n"  # a link to one's own synonym disappears
         "川贝母\t别称\t贝母\n"
         "伊贝母\t别称\t贝母\n"
-        "止咳方\t组成\t贝母\n"                   # 贝母 names two subjects: stays its own entity
+        "止咳方\t组成\t贝母\n"  # 贝母 names two subjects: stays its own entity
         "阿司匹林片\t英文名\tAspirin\n"
-        "止痛方\t组成\tAspirin\n",                # not a synonym predicate: no merge
+        "止痛方\t组成\tAspirin\n",  # not a synonym predicate: no merge
         encoding="utf-8",
     )
     store = KGStore.from_cmekg(path, show_progress=False)
     name = store.entity_name
     triples = {(name(h), store.relation_name(r), name(t)) for h, r, t in store.triples.tolist()}
-    assert triples == {("脑出血", "常见症状", "头痛"), ("癫痫持续状态", "病因", "脑出血"), ("癫痫持续状态", "病因", "外伤"),
-                       ("止咳方", "组成", "贝母"), ("止痛方", "组成", "Aspirin")}
+    assert triples == {
+        ("脑出血", "常见症状", "头痛"),
+        ("癫痫持续状态", "病因", "脑出血"),
+        ("癫痫持续状态", "病因", "外伤"),
+        ("止咳方", "组成", "贝母"),
+        ("止痛方", "组成", "Aspirin"),
+    }
     assert store.describe()["merged_entities"] == 1
     assert store.entity_id("脑溢血") == store.entity_id("脑出血")
     assert store.entity_name(store.entity_id("贝母")) == "贝母"  # its own node, found by its display name
@@ -181,7 +198,8 @@ def test_package_copy_equals_the_tsv(cmekg_store: KGStore) -> None:
     assert from_package.num_triples == cmekg_store.num_triples
     assert (from_package.triples == cmekg_store.triples).all()
     assert [from_package.entity_name(i) for i in range(0, from_package.num_entities, 997)] == [
-        cmekg_store.entity_name(i) for i in range(0, cmekg_store.num_entities, 997)]
+        cmekg_store.entity_name(i) for i in range(0, cmekg_store.num_entities, 997)
+    ]
 
 
 def test_restricted_unpickler_refuses_classes(tmp_path: Path) -> None:

@@ -11,8 +11,7 @@ def test_merge_linked_by_hand() -> None:
     collector = GraphCollector(source="test")
     a, b, c, d, e = (collector.entity(f"http://x/{n}") for n in "abcde")
     r, same = collector.relation("http://x/r"), collector.relation(SAME_AS)
-    for head, relation, tail in [(a, r, b), (b, same, c), (c, r, d), (d, r, d), (c, r, b), (e, same, d),
-                                 (c, same, b)]:
+    for head, relation, tail in [(a, r, b), (b, same, c), (c, r, d), (d, r, d), (c, r, b), (e, same, d), (c, same, b)]:
         collector.add_triple(head, relation, tail)
     collector.add_label(b, "B", "en", 1)
     collector.add_label(c, "C", "zh", 0)

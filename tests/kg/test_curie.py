@@ -66,10 +66,15 @@ def test_rdf_prefixes_come_from_the_file(tmp_path: Path, parser: str) -> None:
 
 
 def test_candidates_follow_the_documented_default_map() -> None:
-    assert curie_candidates("umls:C0011849") == [DEFAULT_PREFIXES["umls"] + "C0011849", OBO_PURL + "umls_C0011849",
-                                                 OBO_PURL + "UMLS_C0011849"]
+    assert curie_candidates("umls:C0011849") == [
+        DEFAULT_PREFIXES["umls"] + "C0011849",
+        OBO_PURL + "umls_C0011849",
+        OBO_PURL + "UMLS_C0011849",
+    ]
     assert curie_candidates("C0011849") == [DEFAULT_PREFIXES["umls"] + "C0011849"]
     assert curie_candidates("DOID_9352") == [OBO_PURL + "DOID_9352"]
     assert curie_candidates("HP:0001250", {"HP": "http://example.org/hp#"}) == [
-        "http://example.org/hp#0001250", OBO_PURL + "HP_0001250"]
+        "http://example.org/hp#0001250",
+        OBO_PURL + "HP_0001250",
+    ]
     assert curie_candidates("Seizure") == curie_candidates("http://x.org/a") == curie_candidates("糖尿病") == []

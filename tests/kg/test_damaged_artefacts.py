@@ -71,9 +71,10 @@ def test_a_cut_short_neighbour_table_or_embeddings_file_is_named(tmp_path):
     store = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
     table = pepr.top_k_neighbors(store, k=3).save(tmp_path / "neighbors.npz")
     train_kg_embeddings(store, method="transe", dim=8, epochs=1).save(tmp_path / "embeddings")
-    for path, load in ((tmp_path / "neighbors.npz", lambda: pepr.NeighborTable.load(table)),
-                       (tmp_path / "embeddings" / "embeddings.safetensors",
-                        lambda: KGEmbeddings.load(tmp_path / "embeddings"))):
+    for path, load in (
+        (tmp_path / "neighbors.npz", lambda: pepr.NeighborTable.load(table)),
+        (tmp_path / "embeddings" / "embeddings.safetensors", lambda: KGEmbeddings.load(tmp_path / "embeddings")),
+    ):
         data = path.read_bytes()
         path.write_bytes(data[: len(data) // 2])
         with pytest.raises(ArtifactError, match=path.name.replace(".", r"\.") + ": not a complete"):

@@ -36,21 +36,36 @@ def composition_store(tmp_path_factory) -> KGStore:
     """Drug i has ingredient i, ingredient i targets disease i, so drug i treats disease i."""
     rows = []
     for i in range(NUM_GROUPS):
-        rows += [(f"drug{i}", "has_ingredient", f"ingredient{i}"), (f"ingredient{i}", "targets", f"disease{i}"),
-                 (f"drug{i}", "treats", f"disease{i}"), (f"disease{i}", "has_symptom", f"symptom{i}")]
+        rows += [
+            (f"drug{i}", "has_ingredient", f"ingredient{i}"),
+            (f"ingredient{i}", "targets", f"disease{i}"),
+            (f"drug{i}", "treats", f"disease{i}"),
+            (f"disease{i}", "has_symptom", f"symptom{i}"),
+        ]
     return _store_from_rows(tmp_path_factory.mktemp("composition"), rows)
 
 
-def _random_embeddings(method: str, num_entities: int, num_relations: int, *, seed: int = 0, norm: int = 1,
-                       entity_dim: int = 6, relation_dim: int = 4) -> KGEmbeddings:
+def _random_embeddings(
+    method: str,
+    num_entities: int,
+    num_relations: int,
+    *,
+    seed: int = 0,
+    norm: int = 1,
+    entity_dim: int = 6,
+    relation_dim: int = 4,
+) -> KGEmbeddings:
     generator = torch.Generator().manual_seed(seed)
     relation_dim = entity_dim if method == "transe" else relation_dim
     return KGEmbeddings(
         method=method,
         entity_embeddings=torch.randn(num_entities, entity_dim, generator=generator),
         relation_embeddings=torch.randn(num_relations, relation_dim, generator=generator),
-        projections=(torch.randn(num_relations, entity_dim, relation_dim, generator=generator) * 0.3
-                     if method == "transr" else None),
+        projections=(
+            torch.randn(num_relations, entity_dim, relation_dim, generator=generator) * 0.3
+            if method == "transr"
+            else None
+        ),
         norm=norm,
     )
 
@@ -156,8 +171,20 @@ def test_transe_learns_a_composed_relation_it_never_saw_for_held_out_pairs(compo
     is_test = (store.triples[:, 1] == treats) & (np.arange(store.num_triples) % 3 == 0)
     train, test = store.triples[~is_test], store.triples[is_test]
     # L2: the composition h + r₁ + r₂ = t is exact in the optimum (L1's sign gradients stop short of it)
-    emb = train_kg_embeddings(store, method="transe", dim=32, epochs=300, batch_size=16, num_negatives=4,
-                              lr=0.02, margin=1.0, norm=2, triples=train, seed=0, progress=False)
+    emb = train_kg_embeddings(
+        store,
+        method="transe",
+        dim=32,
+        epochs=300,
+        batch_size=16,
+        num_negatives=4,
+        lr=0.02,
+        margin=1.0,
+        norm=2,
+        triples=train,
+        seed=0,
+        progress=False,
+    )
     assert emb.history[-1]["loss"] < emb.history[0]["loss"]
     metrics = emb.evaluate(test, filter_triples=store.triples, progress=False)
     assert metrics["hits@1"] >= 0.9, metrics
@@ -167,11 +194,23 @@ def test_transe_learns_a_composed_relation_it_never_saw_for_held_out_pairs(compo
 
 def test_transr_fits_the_training_graph_from_transe(composition_store):
     store = composition_store
-    transe = train_kg_embeddings(store, method="transe", dim=16, epochs=100, batch_size=16, num_negatives=4,
-                                 lr=0.02, seed=0, progress=False)
-    transr = train_kg_embeddings(store, method="transr", dim=16, relation_dim=8, epochs=150, batch_size=16,
-                                 num_negatives=4, lr=0.02, margin=0.5, seed=0, initialize_from=transe,
-                                 progress=False)
+    transe = train_kg_embeddings(
+        store, method="transe", dim=16, epochs=100, batch_size=16, num_negatives=4, lr=0.02, seed=0, progress=False
+    )
+    transr = train_kg_embeddings(
+        store,
+        method="transr",
+        dim=16,
+        relation_dim=8,
+        epochs=150,
+        batch_size=16,
+        num_negatives=4,
+        lr=0.02,
+        margin=0.5,
+        seed=0,
+        initialize_from=transe,
+        progress=False,
+    )
     assert transr.projections.shape == (store.num_relations, 16, 8)
     assert transr.history[-1]["loss"] < transr.history[0]["loss"]
     assert transr.evaluate(store.triples, filter_triples=store.triples, progress=False)["hits@1"] >= 0.9
@@ -182,21 +221,25 @@ def test_transr_fits_the_training_graph_from_transe(composition_store):
 
 
 def test_training_is_deterministic_for_a_seed(composition_store):
-    runs = [train_kg_embeddings(composition_store, dim=8, epochs=3, batch_size=8, seed=5, progress=False)
-            for _ in range(2)]
+    runs = [
+        train_kg_embeddings(composition_store, dim=8, epochs=3, batch_size=8, seed=5, progress=False) for _ in range(2)
+    ]
     assert torch.equal(runs[0].entity_embeddings, runs[1].entity_embeddings)
     other = train_kg_embeddings(composition_store, dim=8, epochs=3, batch_size=8, seed=6, progress=False)
     assert not torch.equal(runs[0].entity_embeddings, other.entity_embeddings)
 
 
 @pytest.mark.parametrize("optimizer", ["sparse_adam", "adagrad", "sgd"])
-@pytest.mark.parametrize("constraint", [kernels.CONSTRAINT_NONE, kernels.CONSTRAINT_UNIT_SPHERE,
-                                        kernels.CONSTRAINT_UNIT_BALL])
+@pytest.mark.parametrize(
+    "constraint", [kernels.CONSTRAINT_NONE, kernels.CONSTRAINT_UNIT_SPHERE, kernels.CONSTRAINT_UNIT_BALL]
+)
 def test_numba_row_updates_equal_the_torch_reference(optimizer, constraint):
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(30, 5, generator=generator)
-    tables = [_RowTable(weight.clone(), optimizer=optimizer, lr=0.05, constraint=constraint, use_kernels=flag)
-              for flag in (True, False)]
+    tables = [
+        _RowTable(weight.clone(), optimizer=optimizer, lr=0.05, constraint=constraint, use_kernels=flag)
+        for flag in (True, False)
+    ]
     touched = torch.zeros(30, dtype=torch.bool)
     for step in range(4):
         ids = torch.randint(0, 25, (12,), generator=generator)  # rows 25..29 are never used
@@ -261,8 +304,9 @@ def test_split_keeps_every_test_entity_in_train(composition_store):
 
 
 def test_save_load_round_trip_is_exact(tmp_path, composition_store):
-    emb = train_kg_embeddings(composition_store, method="transr", dim=6, relation_dim=4, epochs=2, batch_size=8,
-                              progress=False)
+    emb = train_kg_embeddings(
+        composition_store, method="transr", dim=6, relation_dim=4, epochs=2, batch_size=8, progress=False
+    )
     emb.save(tmp_path / "emb")
     loaded = KGEmbeddings.load(tmp_path / "emb", store=composition_store)
     assert loaded.method == "transr" and loaded.norm == emb.norm and loaded.config == emb.config
@@ -275,8 +319,11 @@ def test_save_load_round_trip_is_exact(tmp_path, composition_store):
 def _file_hashes(directory):
     import hashlib
 
-    return {path.relative_to(directory).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(directory.rglob("*")) if path.is_file()}
+    return {
+        path.relative_to(directory).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
 
 
 def test_two_identical_trainings_save_byte_identical_directories(tmp_path, composition_store, monkeypatch):
@@ -290,14 +337,27 @@ def test_two_identical_trainings_save_byte_identical_directories(tmp_path, compo
             start = real()
             monkeypatch.setattr(time, "perf_counter", lambda: start + 100 * (real() - start))
         transe = train_kg_embeddings(composition_store, dim=6, epochs=2, batch_size=8, seed=3, progress=False)
-        transr = train_kg_embeddings(composition_store, method="transr", dim=6, relation_dim=4, epochs=2,
-                                     batch_size=8, seed=3, initialize_from=transe, progress=False)
+        transr = train_kg_embeddings(
+            composition_store,
+            method="transr",
+            dim=6,
+            relation_dim=4,
+            epochs=2,
+            batch_size=8,
+            seed=3,
+            initialize_from=transe,
+            progress=False,
+        )
         transe.save(tmp_path / name / "transe")
         transr.save(tmp_path / name / "transr")
         assert transe.timings["training_seconds"] > 0 and transr.timings["triples_per_second"] > 0
     first, second = _file_hashes(tmp_path / "first"), _file_hashes(tmp_path / "second")
-    assert sorted(first) == ["transe/config.json", "transe/embeddings.safetensors", "transr/config.json",
-                             "transr/embeddings.safetensors"]
+    assert sorted(first) == [
+        "transe/config.json",
+        "transe/embeddings.safetensors",
+        "transr/config.json",
+        "transr/embeddings.safetensors",
+    ]
     assert first == second
     assert "seconds" not in (tmp_path / "first" / "transe" / "config.json").read_text()
 
@@ -311,8 +371,7 @@ def test_loading_for_another_store_names_both_shapes(tmp_path, composition_store
 
 def test_openke_round_trip_and_reordering(tmp_path, composition_store):
     store = composition_store
-    emb = train_kg_embeddings(store, method="transr", dim=6, relation_dim=4, epochs=1, batch_size=8,
-                              progress=False)
+    emb = train_kg_embeddings(store, method="transr", dim=6, relation_dim=4, epochs=1, batch_size=8, progress=False)
     emb.to_openke(tmp_path / "openke", store)
     parameters = json.loads((tmp_path / "openke" / "embedding.vec.json").read_text())
     assert sorted(parameters) == ["ent_embeddings.weight", "rel_embeddings.weight", "transfer_matrix.weight"]
@@ -324,22 +383,32 @@ def test_openke_round_trip_and_reordering(tmp_path, composition_store):
 
     # a dump whose ids are in another order is mapped back through entity2id.txt
     permutation = np.random.default_rng(0).permutation(store.num_entities)
-    shuffled = {"ent_embeddings.weight": emb.entity_embeddings[permutation].tolist(),
-                "rel_embeddings.weight": emb.relation_embeddings.tolist(),
-                "transfer_matrix.weight": parameters["transfer_matrix.weight"]}
+    shuffled = {
+        "ent_embeddings.weight": emb.entity_embeddings[permutation].tolist(),
+        "rel_embeddings.weight": emb.relation_embeddings.tolist(),
+        "transfer_matrix.weight": parameters["transfer_matrix.weight"],
+    }
     other = tmp_path / "shuffled"
     other.mkdir()
     (other / "embedding.vec.json").write_text(json.dumps(shuffled))
     (other / "entity2id.txt").write_text(
-        f"{store.num_entities}\n" + "".join(f"{store.entity_iri(int(e))}\t{row}\n" for row, e in enumerate(permutation)))
+        f"{store.num_entities}\n" + "".join(f"{store.entity_iri(int(e))}\t{row}\n" for row, e in enumerate(permutation))
+    )
     remapped = KGEmbeddings.from_openke(other, store)
     assert torch.equal(remapped.entity_embeddings, emb.entity_embeddings)
 
 
 def test_openke_shape_mismatch_is_reported(tmp_path, composition_store):
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"ent_embeddings.weight": [[0.0] * 4] * 3, "rel_embeddings.weight": [[0.0] * 2] * 2,
-                                "transfer_matrix.weight": [[0.0] * 5] * 2}))
+    path.write_text(
+        json.dumps(
+            {
+                "ent_embeddings.weight": [[0.0] * 4] * 3,
+                "rel_embeddings.weight": [[0.0] * 2] * 2,
+                "transfer_matrix.weight": [[0.0] * 5] * 2,
+            }
+        )
+    )
     with pytest.raises(ArtifactError, match=r"\(2, 5\).*\(2, 8\)"):
         KGEmbeddings.from_openke(path)
     path.write_text(json.dumps({"ent_embeddings.weight": [[0.0] * 4] * 3, "rel_embeddings.weight": [[0.0] * 4]}))
@@ -352,8 +421,15 @@ def test_openke_shape_mismatch_is_reported(tmp_path, composition_store):
 
 @pytest.mark.parametrize("method", ["transe", "transr"])
 def test_dglke_round_trip(tmp_path, composition_store, method):
-    emb = train_kg_embeddings(composition_store, method=method, dim=6, relation_dim=6 if method == "transe" else 4,
-                              epochs=1, batch_size=8, progress=False)
+    emb = train_kg_embeddings(
+        composition_store,
+        method=method,
+        dim=6,
+        relation_dim=6 if method == "transe" else 4,
+        epochs=1,
+        batch_size=8,
+        progress=False,
+    )
     emb.to_dglke(tmp_path / "dglke", composition_store, dataset="toy")
     expected_name = "toy_TransR_entity.npy" if method == "transr" else "toy_TransE_l1_entity.npy"
     assert (tmp_path / "dglke" / expected_name).is_file()
@@ -370,8 +446,11 @@ def test_triples_tsv_reads_back_as_the_same_graph(tmp_path, composition_store):
     assert len(lines) == composition_store.num_triples and all(line.count("\t") == 2 for line in lines)
     head, relation, tail = lines[0].split("\t")
     h, r, t = composition_store.triples[0]
-    assert (head, relation, tail) == (composition_store.entity_iri(h), composition_store.relation_iris[r],
-                                      composition_store.entity_iri(t))
+    assert (head, relation, tail) == (
+        composition_store.entity_iri(h),
+        composition_store.relation_iris[r],
+        composition_store.entity_iri(t),
+    )
 
 
 def test_cmekg_embeddings_rank_held_out_links_far_above_chance(cmekg_store):
@@ -387,28 +466,57 @@ def test_cmekg_embeddings_rank_held_out_links_far_above_chance(cmekg_store):
 @pytest.mark.parametrize("optimizer", ["sparse_adam", "adagrad", "sgd"])
 def test_torch_backend_trains_transe_like_the_numba_backend(composition_store, optimizer):
     """The torch path (CUDA's, run here on CPU) and the numba kernels give the same embeddings and ranks."""
-    runs = {backend: train_kg_embeddings(composition_store, dim=8, epochs=6, batch_size=8, lr=0.05, seed=3,
-                                         optimizer=optimizer, backend=backend, progress=False)
-            for backend in ("numba", "torch")}
+    runs = {
+        backend: train_kg_embeddings(
+            composition_store,
+            dim=8,
+            epochs=6,
+            batch_size=8,
+            lr=0.05,
+            seed=3,
+            optimizer=optimizer,
+            backend=backend,
+            progress=False,
+        )
+        for backend in ("numba", "torch")
+    }
     assert runs["numba"].config["backend"] == "numba" and runs["torch"].config["backend"] == "torch"
-    start = train_kg_embeddings(composition_store, dim=8, epochs=1, batch_size=8, lr=0.0, seed=3,
-                                optimizer=optimizer, progress=False)
+    start = train_kg_embeddings(
+        composition_store, dim=8, epochs=1, batch_size=8, lr=0.0, seed=3, optimizer=optimizer, progress=False
+    )
     assert not torch.allclose(runs["torch"].entity_embeddings, start.entity_embeddings, atol=1e-2)  # it trained
     torch.testing.assert_close(runs["torch"].entity_embeddings, runs["numba"].entity_embeddings, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(runs["torch"].relation_embeddings, runs["numba"].relation_embeddings, rtol=1e-4,
-                               atol=1e-5)
+    torch.testing.assert_close(
+        runs["torch"].relation_embeddings, runs["numba"].relation_embeddings, rtol=1e-4, atol=1e-5
+    )
     assert [entry["loss"] for entry in runs["torch"].history] == pytest.approx(
-        [entry["loss"] for entry in runs["numba"].history], rel=1e-5)
+        [entry["loss"] for entry in runs["numba"].history], rel=1e-5
+    )
     for side in ("head", "tail"):
-        np.testing.assert_array_equal(rank_triples(runs["torch"], composition_store.triples, side=side),
-                                      rank_triples(runs["numba"], composition_store.triples, side=side))
+        np.testing.assert_array_equal(
+            rank_triples(runs["torch"], composition_store.triples, side=side),
+            rank_triples(runs["numba"], composition_store.triples, side=side),
+        )
 
 
 def test_torch_backend_trains_transr_like_the_numba_backend(composition_store):
     transe = train_kg_embeddings(composition_store, dim=8, epochs=3, batch_size=8, seed=3, progress=False)
-    runs = [train_kg_embeddings(composition_store, method="transr", dim=8, relation_dim=6, epochs=4, batch_size=8,
-                                lr=0.05, seed=3, initialize_from=transe, backend=backend, progress=False)
-            for backend in ("numba", "torch")]
+    runs = [
+        train_kg_embeddings(
+            composition_store,
+            method="transr",
+            dim=8,
+            relation_dim=6,
+            epochs=4,
+            batch_size=8,
+            lr=0.05,
+            seed=3,
+            initialize_from=transe,
+            backend=backend,
+            progress=False,
+        )
+        for backend in ("numba", "torch")
+    ]
     for name in ("entity_embeddings", "relation_embeddings", "projections"):
         torch.testing.assert_close(getattr(runs[1], name), getattr(runs[0], name), rtol=1e-4, atol=1e-5)
 

@@ -33,8 +33,9 @@ def _golden_store(tmp_path) -> KGStore:
 def test_epochs_equal_the_tables_trained_before_the_memory_changes(tmp_path, method, backend):
     store = _golden_store(tmp_path)
     expected = np.load(GOLDEN)
-    trained = train_kg_embeddings(store, method=method, dim=4, epochs=3, batch_size=16, num_negatives=2, seed=7,
-                                  progress=False, backend=backend)
+    trained = train_kg_embeddings(
+        store, method=method, dim=4, epochs=3, batch_size=16, num_negatives=2, seed=7, progress=False, backend=backend
+    )
     key = f"{method}-{backend}"
     np.testing.assert_allclose(trained.entity_embeddings.numpy(), expected[f"{key}-ent"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(trained.relation_embeddings.numpy(), expected[f"{key}-rel"], rtol=1e-5, atol=1e-6)
@@ -45,8 +46,9 @@ def test_epochs_equal_the_tables_trained_before_the_memory_changes(tmp_path, met
 
 def _chain_store(tmp_path, num_entities: int, num_relations: int) -> KGStore:
     path = tmp_path / "chain.tsv"
-    path.write_text("".join(f"e{i}\tr{i % num_relations}\te{i + 1}\n" for i in range(num_entities - 1)),
-                    encoding="utf-8")
+    path.write_text(
+        "".join(f"e{i}\tr{i % num_relations}\te{i + 1}\n" for i in range(num_entities - 1)), encoding="utf-8"
+    )
     return KGStore.from_triples(path, show_progress=False)
 
 
@@ -59,13 +61,26 @@ def test_an_epoch_holds_no_copy_of_the_triples(tmp_path, negative_sampling):
     num_entities, num_relations, count = 3000, 4, 200_000
     store = _chain_store(tmp_path, num_entities, num_relations)
     rng = np.random.default_rng(0)
-    triples = np.stack([rng.integers(0, num_entities, count), rng.integers(0, num_relations, count),
-                        rng.integers(0, num_entities, count)], 1).astype(np.int32)
+    triples = np.stack(
+        [
+            rng.integers(0, num_entities, count),
+            rng.integers(0, num_relations, count),
+            rng.integers(0, num_entities, count),
+        ],
+        1,
+    ).astype(np.int32)
     train_kg_embeddings(store, dim=2, epochs=1, batch_size=50_000, triples=triples[:10], progress=False)  # compile
     tracemalloc.start()
     try:
-        embeddings = train_kg_embeddings(store, dim=2, epochs=1, batch_size=10_000, triples=triples,
-                                         negative_sampling=negative_sampling, progress=False)
+        embeddings = train_kg_embeddings(
+            store,
+            dim=2,
+            epochs=1,
+            batch_size=10_000,
+            triples=triples,
+            negative_sampling=negative_sampling,
+            progress=False,
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -16,18 +16,73 @@ from kgplm import KGStore
 from kgplm.exceptions import KgplmError
 from tests.kg.helpers import canonical
 
-FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 #: fragments of each syntax, so that generated files reach past the first character of the parsers
-RDF_PIECES = ["@prefix ex: <http://example.org/> .\n", "ex:a", "ex:b", "<http://example.org/c>", "_:b0", " ", "\n",
-              " .\n", " ;", " ,", '"text"', '"x"@en', '"1"^^<http://www.w3.org/2001/XMLSchema#integer>', "a",
-              "ex:C", "<", ">", "@base <http://example.org/> .\n", "<rel>", "[", "]", "(", ")", "#", "\\u00e9", "'"]
-OBO_PIECES = ["format-version: 1.2\n", "[Term]\n", "[Typedef]\n", "id: HP:0000001\n", "id: HP:0000002\n",
-              "name: Abnormality\n", "is_a: HP:0000001 ! all\n", "synonym: \"x\" EXACT []\n", "def: \"d\" []\n",
-              "relationship: part_of HP:0000001\n", "xref: UMLS:C0000001\n", "is_obsolete: true\n", "\n", "!", "\\"]
-TSV_PIECES = ["head\trelation\ttail\n", "a\tr\tb\n", "a\tr\n", "\t\t\n", "\"q\"\tr\tb\n", "a,r,b\n", "\n", "\t",
-              "é", "\r\n", "\"", "#"]
+RDF_PIECES = [
+    "@prefix ex: <http://example.org/> .\n",
+    "ex:a",
+    "ex:b",
+    "<http://example.org/c>",
+    "_:b0",
+    " ",
+    "\n",
+    " .\n",
+    " ;",
+    " ,",
+    '"text"',
+    '"x"@en',
+    '"1"^^<http://www.w3.org/2001/XMLSchema#integer>',
+    "a",
+    "ex:C",
+    "<",
+    ">",
+    "@base <http://example.org/> .\n",
+    "<rel>",
+    "[",
+    "]",
+    "(",
+    ")",
+    "#",
+    "\\u00e9",
+    "'",
+]
+OBO_PIECES = [
+    "format-version: 1.2\n",
+    "[Term]\n",
+    "[Typedef]\n",
+    "id: HP:0000001\n",
+    "id: HP:0000002\n",
+    "name: Abnormality\n",
+    "is_a: HP:0000001 ! all\n",
+    'synonym: "x" EXACT []\n',
+    'def: "d" []\n',
+    "relationship: part_of HP:0000001\n",
+    "xref: UMLS:C0000001\n",
+    "is_obsolete: true\n",
+    "\n",
+    "!",
+    "\\",
+]
+TSV_PIECES = [
+    "head\trelation\ttail\n",
+    "a\tr\tb\n",
+    "a\tr\n",
+    "\t\t\n",
+    '"q"\tr\tb\n',
+    "a,r,b\n",
+    "\n",
+    "\t",
+    "é",
+    "\r\n",
+    '"',
+    "#",
+]
 
 
 def _document(pieces):
@@ -84,14 +139,40 @@ def test_cmekg_dumps_give_a_store_or_a_located_error(tmp_path_factory, text):
     _load_or_error(lambda p: KGStore.from_cmekg(p, show_progress=False), path)
 
 
-RRF_ROW = st.lists(st.one_of(st.sampled_from(["C0000001", "C0000002", "ENG", "P", "PF", "Y", "A1", "RO", "isa",
-                                              "T047", "Disease", "MSH", "PT", "N", "0", ""]), st.text(max_size=5)),
-                   max_size=20).map(lambda fields: "|".join(fields) + "|\n")
+RRF_ROW = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "C0000001",
+                "C0000002",
+                "ENG",
+                "P",
+                "PF",
+                "Y",
+                "A1",
+                "RO",
+                "isa",
+                "T047",
+                "Disease",
+                "MSH",
+                "PT",
+                "N",
+                "0",
+                "",
+            ]
+        ),
+        st.text(max_size=5),
+    ),
+    max_size=20,
+).map(lambda fields: "|".join(fields) + "|\n")
 
 
 @FUZZ
-@given(conso=st.lists(RRF_ROW, max_size=6).map("".join), rel=st.lists(RRF_ROW, max_size=4).map("".join),
-       sty=st.lists(RRF_ROW, max_size=4).map("".join))
+@given(
+    conso=st.lists(RRF_ROW, max_size=6).map("".join),
+    rel=st.lists(RRF_ROW, max_size=4).map("".join),
+    sty=st.lists(RRF_ROW, max_size=4).map("".join),
+)
 def test_umls_directories_give_a_store_or_a_located_error(tmp_path_factory, conso, rel, sty):
     directory = tmp_path_factory.mktemp("umls")
     for name, text in (("MRCONSO.RRF", conso), ("MRREL.RRF", rel), ("MRSTY.RRF", sty)):
@@ -105,8 +186,10 @@ LITERAL = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
 
 
 @FUZZ
-@given(triples=st.lists(st.tuples(LOCAL_NAME, st.sampled_from(["r", "s", "é"]), LOCAL_NAME), min_size=1, max_size=6),
-       labels=st.lists(st.tuples(LOCAL_NAME, LITERAL), max_size=4))
+@given(
+    triples=st.lists(st.tuples(LOCAL_NAME, st.sampled_from(["r", "s", "é"]), LOCAL_NAME), min_size=1, max_size=6),
+    labels=st.lists(st.tuples(LOCAL_NAME, LITERAL), max_size=4),
+)
 def test_generated_stores_round_trip_through_rdf(tmp_path_factory, triples, labels):
     """A store of arbitrary names (loaded from a TSV of triples and an N-Triples file of labels) reads back
     from its own N-Triples and Turtle the same, or the writer refuses it with a located KgplmError."""
@@ -115,13 +198,17 @@ def test_generated_stores_round_trip_through_rdf(tmp_path_factory, triples, labe
     work = tmp_path_factory.mktemp("round-trip")
     lines = []
     for head, relation, tail in triples:
-        lines.append(f"<{mint_iri('http://example.org/', 'entity', head)}> "
-                     f"<{mint_iri('http://example.org/', 'relation', relation)}> "
-                     f"<{mint_iri('http://example.org/', 'entity', tail)}> .")
+        lines.append(
+            f"<{mint_iri('http://example.org/', 'entity', head)}> "
+            f"<{mint_iri('http://example.org/', 'relation', relation)}> "
+            f"<{mint_iri('http://example.org/', 'entity', tail)}> ."
+        )
     for name, value in labels:
         escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
-        lines.append(f"<{mint_iri('http://example.org/', 'entity', name)}> "
-                     f"<http://www.w3.org/2000/01/rdf-schema#label> \"{escaped}\" .")
+        lines.append(
+            f"<{mint_iri('http://example.org/', 'entity', name)}> "
+            f'<http://www.w3.org/2000/01/rdf-schema#label> "{escaped}" .'
+        )
     source = work / "source.nt"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     store = _load_or_error(lambda p: KGStore.from_rdf(p, show_progress=False), source)

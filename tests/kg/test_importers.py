@@ -38,13 +38,15 @@ def sources(tmp_path: Path, toy_turtle: Path) -> dict[str, Path]:
     cmekg = tmp_path / "cmekg_part.tsv"
     cmekg.write_text("阿司匹林片\t成份\t阿司匹林\n阿司匹林片\t别称\t阿司匹林肠溶片\n", encoding="utf-8")
     obo = tmp_path / "tiny.obo"
-    obo.write_text("format-version: 1.2\n\n[Term]\nid: X:1\nname: one\n\n[Term]\nid: X:2\nname: two\nis_a: X:1\n",
-                   encoding="utf-8")
+    obo.write_text(
+        "format-version: 1.2\n\n[Term]\nid: X:1\nname: one\n\n[Term]\nid: X:2\nname: two\nis_a: X:1\n", encoding="utf-8"
+    )
     umls = tmp_path / "umls"
     umls.mkdir()
     (umls / "MRCONSO.RRF").write_text(
-        "C1|ENG|P|L1|PF|S1|Y|A1||||MSH|PT|D1|Headache|0|N||\n"
-        "C2|ENG|P|L2|PF|S2|Y|A2||||MSH|PT|D2|Migraine|0|N||\n", encoding="utf-8")
+        "C1|ENG|P|L1|PF|S1|Y|A1||||MSH|PT|D1|Headache|0|N||\nC2|ENG|P|L2|PF|S2|Y|A2||||MSH|PT|D2|Migraine|0|N||\n",
+        encoding="utf-8",
+    )
     (umls / "MRREL.RRF").write_text("C1|A1|AUI|RN|C2|A2|AUI|isa|R1||MSH|MSH|||N||\n", encoding="utf-8")
     saved = KGStore.from_rdf(toy_turtle, show_progress=False).save(tmp_path / "saved")
     return {"rdf": toy_turtle, "triples": tsv, "cmekg": cmekg, "obo": obo, "umls_rrf": umls, "store": saved}
@@ -59,8 +61,14 @@ def test_each_format_dispatches_to_its_importer(sources: dict[str, Path], name: 
     assert canonical(guessed) == canonical(named)
     expected_source = {"store": "rdf", "triples": "triples", "umls_rrf": "umls"}.get(name, name)
     assert guessed.source == expected_source and guessed.num_triples > 0
-    direct = {"rdf": KGStore.from_rdf, "triples": KGStore.from_triples, "cmekg": KGStore.from_cmekg,
-              "obo": KGStore.from_obo, "umls_rrf": KGStore.from_umls_rrf, "store": KGStore.load}[name]
+    direct = {
+        "rdf": KGStore.from_rdf,
+        "triples": KGStore.from_triples,
+        "cmekg": KGStore.from_cmekg,
+        "obo": KGStore.from_obo,
+        "umls_rrf": KGStore.from_umls_rrf,
+        "store": KGStore.load,
+    }[name]
     assert canonical(direct(path)) == canonical(guessed)
 
 
@@ -88,8 +96,9 @@ def read_edge_list(path, *, relation: str = "linked", show_progress: bool = True
     link = collector.relation(f"http://example.org/{relation}", relation)
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         left, right = (part.strip() for part in line.split("--"))
-        collector.add_triple(collector.entity(f"http://example.org/{left}"), link,
-                             collector.entity(f"http://example.org/{right}"))
+        collector.add_triple(
+            collector.entity(f"http://example.org/{left}"), link, collector.entity(f"http://example.org/{right}")
+        )
     return collector.build()
 
 
@@ -123,10 +132,13 @@ def test_a_third_party_importer_is_found_by_open_store(tmp_path: Path, edge_list
 def test_entry_point_plugins_are_registered_lazily(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from importlib.metadata import EntryPoint
 
-    entry_point = EntryPoint(name="edgelist_ep", value="tests.kg.test_importers:read_edge_list",
-                             group=importers.ENTRY_POINT_GROUP)
-    monkeypatch.setattr("importlib.metadata.entry_points",
-                        lambda group=None: [entry_point] if group == importers.ENTRY_POINT_GROUP else [])
+    entry_point = EntryPoint(
+        name="edgelist_ep", value="tests.kg.test_importers:read_edge_list", group=importers.ENTRY_POINT_GROUP
+    )
+    monkeypatch.setattr(
+        "importlib.metadata.entry_points",
+        lambda group=None: [entry_point] if group == importers.ENTRY_POINT_GROUP else [],
+    )
     monkeypatch.setattr(importers, "_entry_points_loaded", False)
     try:
         assert "edgelist_ep" in importers.available()

@@ -122,8 +122,9 @@ def test_tiny_store_same_ids_and_errors_as_the_dicts() -> None:
                 exact = [e for e in expected if store.entity_name(e) == q]
                 if len(exact) == 1:
                     return exact[0]
-                raise AmbiguousEntityError(q, [f"{e} ({store.entity_name(e)}, {store.entity_iri(e)})"
-                                               for e in expected[:10]])
+                raise AmbiguousEntityError(
+                    q, [f"{e} ({store.entity_name(e)}, {store.entity_iri(e)})" for e in expected[:10]]
+                )
             return expected[0]
 
         assert outcome(store.entity_id, query) == outcome(old_entity_id, query), query
@@ -148,8 +149,9 @@ def test_the_hash_tables_are_built_on_the_first_lookup_only() -> None:
 
 def test_hash_collisions_never_return_a_wrong_entity(monkeypatch) -> None:
     """With every text hashed alike, lookups still compare texts: same ids as the dicts."""
-    monkeypatch.setattr(name_index_module, "_hash_slices",
-                        lambda blob, starts, ends: np.zeros(len(starts), dtype=np.uint64))
+    monkeypatch.setattr(
+        name_index_module, "_hash_slices", lambda blob, starts, ends: np.zeros(len(starts), dtype=np.uint64)
+    )
     store = tiny_store()
     check_store(store)
 

@@ -52,11 +52,18 @@ def test_obo_mapping(tmp_path: Path) -> None:
     path.write_text(OBO, encoding="utf-8")
     store = KGStore.from_obo(path, show_progress=False)
     assert [store.entity_iri(i) for i in range(store.num_entities)] == [
-        "http://purl.obolibrary.org/obo/HP_0000001", "http://purl.obolibrary.org/obo/HP_0000118",
-        "http://purl.obolibrary.org/obo/HP_0001250"]  # the obsolete term is dropped
-    triples = {(store.entity_name(h), store.relation_name(r), store.entity_name(t)) for h, r, t in store.triples.tolist()}
-    assert triples == {("Phenotypic abnormality", "is_a", "All"), ("Seizure", "is_a", "Phenotypic abnormality"),
-                       ("Seizure", "part of", "Phenotypic abnormality")}
+        "http://purl.obolibrary.org/obo/HP_0000001",
+        "http://purl.obolibrary.org/obo/HP_0000118",
+        "http://purl.obolibrary.org/obo/HP_0001250",
+    ]  # the obsolete term is dropped
+    triples = {
+        (store.entity_name(h), store.relation_name(r), store.entity_name(t)) for h, r, t in store.triples.tolist()
+    }
+    assert triples == {
+        ("Phenotypic abnormality", "is_a", "All"),
+        ("Seizure", "is_a", "Phenotypic abnormality"),
+        ("Seizure", "part of", "Phenotypic abnormality"),
+    }
     abnormality = store.entity_id("Phenotypic abnormality")
     assert store.entity_id("http://purl.obolibrary.org/obo/HP_0000118") == abnormality
     assert store.aliases(abnormality) == ["Organ abnormality", 'Phenotype "odd"']

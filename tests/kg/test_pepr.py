@@ -48,8 +48,9 @@ def test_undirected_walk_from_the_store_adjacency_equals_the_triples_walk() -> N
         columns = walk.push_indices[walk.push_indptr[row] : walk.push_indptr[row + 1]]
         assert (np.diff(columns) > 0).all()
         push[row, columns] = walk.push_values[walk.push_indptr[row] : walk.push_indptr[row + 1]]
-        pull[row, walk.pull_indices[walk.pull_indptr[row] : walk.pull_indptr[row + 1]]] = (
-            walk.pull_values[walk.pull_indptr[row] : walk.pull_indptr[row + 1]])
+        pull[row, walk.pull_indices[walk.pull_indptr[row] : walk.pull_indptr[row + 1]]] = walk.pull_values[
+            walk.pull_indptr[row] : walk.pull_indptr[row + 1]
+        ]
     np.testing.assert_allclose(push, dense_walk(store), rtol=1e-15)
     np.testing.assert_allclose(pull, dense_walk(store).T, rtol=1e-15)
     np.testing.assert_array_equal(walk.degree, [4, 4, 2, 2, 1, 1, 0])
@@ -111,8 +112,10 @@ def test_paper_jump_is_a_mix_of_seed_ppr_and_global_pagerank(cmekg_subgraph: KGS
     seeds = [0, 5, 17]
     seed_weight, uniform_weight = paper_jump_weights(store.num_entities)
     assert seed_weight + uniform_weight == pytest.approx(1.0)
-    mixed = seed_weight * personalized_pagerank(store, seeds, jump="seed", tol=1e-14) + uniform_weight * \
-        global_pagerank(store, tol=1e-15)[None, :]
+    mixed = (
+        seed_weight * personalized_pagerank(store, seeds, jump="seed", tol=1e-14)
+        + uniform_weight * global_pagerank(store, tol=1e-15)[None, :]
+    )
     np.testing.assert_allclose(personalized_pagerank(store, seeds, jump="paper", tol=1e-14), mixed, atol=1e-10)
 
 
@@ -138,7 +141,7 @@ def test_top_k_one_hop_table() -> None:
         row = table.neighbors[seed]
         chosen = row[row >= 0]
         assert len(chosen) == min(4, len(linked)) and set(chosen) <= linked
-        assert (row[len(chosen):] == -1).all() and (table.relations[seed][len(chosen):] == -1).all()
+        assert (row[len(chosen) :] == -1).all() and (table.relations[seed][len(chosen) :] == -1).all()
         # the chosen ones are the best-scored linked entities, in order
         expected = sorted(linked, key=lambda n: (-round(scores[seed, n] / scores[seed, list(linked)].max() * 1e7), n))
         assert chosen.tolist() == expected[: len(chosen)]
@@ -153,10 +156,13 @@ def test_fast_mode_agrees_with_exact(cmekg_subgraph: KGStore) -> None:
     fast = top_k_neighbors(cmekg_subgraph, k=10, mode="fast", num_hubs=8, epsilon=1e-9, show_progress=False)
     np.testing.assert_array_equal(fast.neighbors, exact.neighbors)
     np.testing.assert_allclose(fast.scores, exact.scores, atol=1e-6)
-    seed_mode = top_k_neighbors(cmekg_subgraph, k=10, mode="fast", jump="seed", num_hubs=0, epsilon=1e-10,
-                                show_progress=False)
+    seed_mode = top_k_neighbors(
+        cmekg_subgraph, k=10, mode="fast", jump="seed", num_hubs=0, epsilon=1e-10, show_progress=False
+    )
     np.testing.assert_array_equal(
-        seed_mode.neighbors, top_k_neighbors(cmekg_subgraph, k=10, jump="seed", tol=1e-12, show_progress=False).neighbors)
+        seed_mode.neighbors,
+        top_k_neighbors(cmekg_subgraph, k=10, jump="seed", tol=1e-12, show_progress=False).neighbors,
+    )
 
 
 def plain_forward_push(store: KGStore, seed: int, epsilon: float, alpha: float = 0.15):
@@ -189,8 +195,9 @@ def test_fast_mode_residual_correction_beats_dropping_the_residual(cmekg_subgrap
     store, epsilon = cmekg_subgraph, 1e-3
     seeds = np.flatnonzero(np.bincount(store.triples[:, [0, 2]].ravel(), minlength=store.num_entities) > 10)[:40]
     exact = personalized_pagerank(store, seeds, jump="seed", tol=1e-14)
-    fast = top_k_neighbors(store, seeds, k=10 ** 6, mode="fast", jump="seed", num_hubs=0, epsilon=epsilon,
-                           show_progress=False)
+    fast = top_k_neighbors(
+        store, seeds, k=10**6, mode="fast", jump="seed", num_hubs=0, epsilon=epsilon, show_progress=False
+    )
     corrected_errors, dropped_errors = [], []
     for row, seed in enumerate(seeds.tolist()):
         estimate, residual = plain_forward_push(store, seed, epsilon)
@@ -214,11 +221,13 @@ def plain_cavities(counts: np.ndarray, alpha: float, sweeps: int = 300):
     beta = (1 - alpha) ** 2
     cavity = {(a, b): 1.0 for a in range(n) for b in neighbours[a]}
     for _ in range(sweeps):
-        cavity = {(a, b): 1 / (1 - beta * sum(walk[b, c] * walk[c, b] * cavity[(b, c)]
-                                               for c in neighbours[b] if c != a))
-                  for (a, b) in cavity}
-    diagonal = np.array([1 / (1 - beta * sum(walk[u, c] * walk[c, u] * cavity[(u, c)] for c in neighbours[u]))
-                         for u in range(n)])
+        cavity = {
+            (a, b): 1 / (1 - beta * sum(walk[b, c] * walk[c, b] * cavity[(b, c)] for c in neighbours[b] if c != a))
+            for (a, b) in cavity
+        }
+    diagonal = np.array(
+        [1 / (1 - beta * sum(walk[u, c] * walk[c, u] * cavity[(u, c)] for c in neighbours[u])) for u in range(n)]
+    )
     return walk, neighbours, cavity, diagonal
 
 
@@ -233,22 +242,26 @@ def test_fast_mode_tree_closure_by_hand() -> None:
     store = KGStore.from_rdf(TOY, show_progress=False)
     n, alpha = store.num_entities, 0.15
     triples = store.triples[store.triples[:, 0] != store.triples[:, 2]]
-    counts = scipy.sparse.coo_array((np.ones(2 * len(triples)), (np.r_[triples[:, 0], triples[:, 2]],
-                                                                   np.r_[triples[:, 2], triples[:, 0]])),
-                                    shape=(n, n)).toarray()
+    counts = scipy.sparse.coo_array(
+        (np.ones(2 * len(triples)), (np.r_[triples[:, 0], triples[:, 2]], np.r_[triples[:, 2], triples[:, 0]])),
+        shape=(n, n),
+    ).toarray()
     degree = counts.sum(axis=1)
     walk, neighbours, cavity, diagonal = plain_cavities(counts, alpha)
     step = {(a, b): (1 - alpha) * walk[a, b] * cavity[(a, b)] for (a, b) in cavity}  # f(a→b)
     seeds = [s for s in range(n) if degree[s] >= 3][:5]
-    table = top_k_neighbors(store, seeds, k=n, mode="fast", jump="seed", num_hubs=0, epsilon=100.0,
-                            refine=False, show_progress=False)
+    table = top_k_neighbors(
+        store, seeds, k=n, mode="fast", jump="seed", num_hubs=0, epsilon=100.0, refine=False, show_progress=False
+    )
     for row, seed in enumerate(seeds):
         residual = (1 - alpha) * walk[seed]
         visits = residual * diagonal
         expected = {}
         for v in neighbours[seed]:
-            through = sum(step[(x, v)] * (visits[x] + sum(visits[u] * step[(u, x)] for u in neighbours[x] if u != v))
-                          for x in neighbours[v])
+            through = sum(
+                step[(x, v)] * (visits[x] + sum(visits[u] * step[(u, x)] for u in neighbours[x] if u != v))
+                for x in neighbours[v]
+            )
             expected[v] = alpha * (visits[v] + through) + (1 - alpha) ** 3 * residual.sum() * degree[v] / degree.sum()
         chosen = table.neighbors[row] >= 0
         neighbors = table.neighbors[row][chosen]
@@ -266,13 +279,27 @@ def test_directed_fast_mode_correction_terms_by_hand() -> None:
     walk, out_degree, pagerank = directed_walk_and_pagerank(store, alpha)
     seeds = [s for s in range(n) if out_degree[s] >= 3][:5]
     assert seeds
-    table = top_k_neighbors(store, seeds, k=n, mode="fast", jump="seed", directed=True, num_hubs=0,
-                            epsilon=100.0, refine=False, show_progress=False)
+    table = top_k_neighbors(
+        store,
+        seeds,
+        k=n,
+        mode="fast",
+        jump="seed",
+        directed=True,
+        num_hubs=0,
+        epsilon=100.0,
+        refine=False,
+        show_progress=False,
+    )
     assert table.config["hub_tol"] == 1e-5
     for row, seed in enumerate(seeds):
         residual = (1 - alpha) * walk[seed]
-        expected = (alpha * residual + alpha * (1 - alpha) * residual @ walk
-                    + alpha * (1 - alpha) ** 2 * residual @ walk @ walk + (1 - alpha) ** 3 * residual.sum() * pagerank)
+        expected = (
+            alpha * residual
+            + alpha * (1 - alpha) * residual @ walk
+            + alpha * (1 - alpha) ** 2 * residual @ walk @ walk
+            + (1 - alpha) ** 3 * residual.sum() * pagerank
+        )
         chosen = table.neighbors[row] >= 0
         neighbors = table.neighbors[row][chosen]
         np.testing.assert_allclose(table.scores[row][chosen], expected[neighbors], rtol=1e-5)
@@ -338,8 +365,10 @@ def test_store_neighbors_by_pepr_are_the_neighbor_table_row(cmekg_store: KGStore
         for row in frame.itertuples():
             out = triples[(triples[:, 0] == entity) & (triples[:, 2] == row.neighbor_id)]
             into = triples[(triples[:, 2] == entity) & (triples[:, 0] == row.neighbor_id)]
-            links = sorted([(store.relation_name(int(r)), "out") for r in out[:, 1]]
-                           + [(store.relation_name(int(r)), "in") for r in into[:, 1]])
+            links = sorted(
+                [(store.relation_name(int(r)), "out") for r in out[:, 1]]
+                + [(store.relation_name(int(r)), "in") for r in into[:, 1]]
+            )
             assert sorted(row.relations) == links
             checked_multiple += len(links) > 1
         # the first k of the ranking: a shorter k is a prefix
@@ -370,7 +399,8 @@ def test_top_k_selection_matches_a_plain_sort() -> None:
     scores = rng.choice([0.1, 0.2, 0.2 + 1e-12, 0.3], size=indptr[-1]) * rng.choice([1.0, 0.5], size=indptr[-1])
     relations, directions = rng.integers(0, 5, indptr[-1]), rng.integers(0, 2, indptr[-1])
     table_neighbors, table_relations, table_directions, table_scores = _select_top_k(
-        indptr, neighbors, relations, directions, scores, 7)
+        indptr, neighbors, relations, directions, scores, 7
+    )
     for row in range(len(counts)):
         lo, hi = indptr[row], indptr[row + 1]
         best = scores[lo:hi].max() if hi > lo else 1.0
@@ -382,8 +412,9 @@ def test_top_k_selection_matches_a_plain_sort() -> None:
     # ties are judged against the row's best score wherever it is: 1.0 and 1.00001 tie to 7 digits of 1000
     # (so the lower id, 2, goes first); against a best of 1.00001 they would not
     row_scores = np.array([1.00001, 1.0, 0.5, 0.25, 1000.0])
-    table_neighbors, *_ = _select_top_k(np.array([0, 5]), np.array([9, 2, 7, 8, 5]), np.zeros(5, dtype=int),
-                                        np.zeros(5, dtype=int), row_scores, 3)
+    table_neighbors, *_ = _select_top_k(
+        np.array([0, 5]), np.array([9, 2, 7, 8, 5]), np.zeros(5, dtype=int), np.zeros(5, dtype=int), row_scores, 3
+    )
     assert table_neighbors.tolist() == [[5, 2, 9]]
 
 
@@ -414,8 +445,10 @@ def test_one_hop_candidates_match_a_plain_listing() -> None:
     from kgplm.kg.pepr.pagerank import one_hop_candidates
 
     rng = np.random.default_rng(5)
-    edges = {(int(h), int(r), int(t)) for h, r, t in zip(rng.integers(0, 40, 300), rng.integers(0, 6, 300),
-                                                         rng.integers(0, 40, 300))}
+    edges = {
+        (int(h), int(r), int(t))
+        for h, r, t in zip(rng.integers(0, 40, 300), rng.integers(0, 6, 300), rng.integers(0, 40, 300))
+    }
     edges |= {(3, 2, 3), (3, 4, 7), (7, 1, 3), (7, 0, 3)}  # a self-loop; 3–7 both ways, several relations
     store = store_from_edges(sorted(edges), num_entities=45)  # 40–44: no edges
     seeds = np.r_[rng.permutation(45), [3, 3, 44]]
@@ -438,8 +471,13 @@ def test_one_hop_candidates_match_a_plain_listing() -> None:
 def test_row_of_unsorted_seeds_that_start_at_zero_and_end_at_the_last_row() -> None:
     """Seeds [0, 2, 1, 3]: first 0 and last len − 1, but not in id order, so row ≠ entity id."""
     seeds = np.array([0, 2, 1, 3])
-    table = NeighborTable(seeds, np.full((4, 1), -1), np.full((4, 1), -1), np.full((4, 1), -1, dtype=np.int8),
-                          np.zeros((4, 1), dtype=np.float32))
+    table = NeighborTable(
+        seeds,
+        np.full((4, 1), -1),
+        np.full((4, 1), -1),
+        np.full((4, 1), -1, dtype=np.int8),
+        np.zeros((4, 1), dtype=np.float32),
+    )
     assert [table.row_of(entity) for entity in (0, 1, 2, 3)] == [0, 2, 1, 3]
     with pytest.raises(ConfigurationError, match="not a seed"):
         table.row_of(4)
@@ -481,8 +519,10 @@ def test_auto_mode_chooses_exact_within_the_budget_and_records_it(cmekg_subgraph
 def _random_graph(num_entities: int = 120, num_edges: int = 600, seed: int = 0) -> KGStore:
     rng = np.random.default_rng(seed)
     heads, tails = rng.integers(num_entities, size=(2, num_edges))
-    return store_from_edges([(int(h), int(r), int(t)) for h, r, t in zip(heads, rng.integers(3, size=num_edges), tails)
-                             if h != t], num_entities)
+    return store_from_edges(
+        [(int(h), int(r), int(t)) for h, r, t in zip(heads, rng.integers(3, size=num_edges), tails) if h != t],
+        num_entities,
+    )
 
 
 def test_auto_mode_cost_model_is_seeds_times_step_bound_times_walk_entries(caplog) -> None:
@@ -533,7 +573,8 @@ def test_auto_mode_decides_the_same_under_a_slow_clock(monkeypatch) -> None:
     for column in ("neighbors", "relations", "directions", "scores"):
         np.testing.assert_array_equal(getattr(quiet, column), getattr(loaded, column))
     # the threshold is the model's: just under the modelled cost → fast, at it → exact
-    under = top_k_neighbors(store, seeds, k=5, mode="auto", budget_seconds=modelled["seconds"] * 0.999,
-                            show_progress=False)
+    under = top_k_neighbors(
+        store, seeds, k=5, mode="auto", budget_seconds=modelled["seconds"] * 0.999, show_progress=False
+    )
     at = top_k_neighbors(store, seeds, k=5, mode="auto", budget_seconds=modelled["seconds"], show_progress=False)
     assert (under.mode, at.mode) == ("fast", "exact")

@@ -39,8 +39,9 @@ def green(transition: np.ndarray, removed: int | None = None) -> np.ndarray:
 def cavities(store):
     walk = TransitionMatrix.from_store(store)
     reverse = reverse_edges(walk.push_indptr, walk.push_indices)
-    cavity, diagonal, sweeps = tree_cavities(walk.push_indptr, walk.push_indices, walk.push_values, reverse, ALPHA,
-                                             1e-14, 500)
+    cavity, diagonal, sweeps = tree_cavities(
+        walk.push_indptr, walk.push_indices, walk.push_values, reverse, ALPHA, 1e-14, 500
+    )
     return walk, reverse, cavity, diagonal, sweeps
 
 
@@ -148,11 +149,20 @@ def test_coarse_closure_is_the_exact_residual_visits_on_a_tree(monkeypatch, shap
     degree = walk.degree
     seeds, pulled = _tree_seeds(store, walk, fast.SPREAD_KEYS)
     assert pulled.all() if spread_keys == 0 else not pulled.any()
-    table = top_k_neighbors(store, seeds, k=store.num_entities, mode="fast", jump="seed", num_hubs=0,
-                            epsilon=100.0, refine=False, show_progress=False)
+    table = top_k_neighbors(
+        store,
+        seeds,
+        k=store.num_entities,
+        mode="fast",
+        jump="seed",
+        num_hubs=0,
+        epsilon=100.0,
+        refine=False,
+        show_progress=False,
+    )
     for row, s in enumerate(seeds.tolist()):
         residual = (1 - ALPHA) * transition[s]
-        expected = (ALPHA * residual @ full + (1 - ALPHA) ** 3 * residual.sum() * degree / degree.sum())
+        expected = ALPHA * residual @ full + (1 - ALPHA) ** 3 * residual.sum() * degree / degree.sum()
         chosen = table.neighbors[row] >= 0
         neighbours = table.neighbors[row][chosen]
         np.testing.assert_allclose(table.scores[row][chosen], expected[neighbours], rtol=1e-6)
@@ -179,8 +189,9 @@ def test_the_coarse_push_ranks_a_tree_of_depth_three_as_exact_ppr_does() -> None
     exact_order = (np.argsort(-exact[1:13], kind="stable") + 1).tolist()
     degree_order = sorted(range(1, 13), key=lambda c: (-(2 + (c - 1) // 4), c))
     assert exact_order != degree_order
-    table = top_k_neighbors(store, [0], k=12, mode="fast", jump="seed", num_hubs=0, epsilon=100.0, refine=False,
-                            show_progress=False)
+    table = top_k_neighbors(
+        store, [0], k=12, mode="fast", jump="seed", num_hubs=0, epsilon=100.0, refine=False, show_progress=False
+    )
     assert table.neighbors[0].tolist() == exact_order
 
 
@@ -194,8 +205,9 @@ def test_tree_closure_factors_are_zero_through_hubs() -> None:
     into_hub = is_hub[walk.push_indices]
     assert np.all(outgoing[into_hub] == 0) and np.all(incoming[into_hub] == 0)
     np.testing.assert_allclose(outgoing[~into_hub], ((1 - ALPHA) * walk.push_values * cavity)[~into_hub])
-    np.testing.assert_allclose(incoming[~into_hub],
-                               ((1 - ALPHA) * walk.push_values[reverse] * cavity[reverse])[~into_hub])
+    np.testing.assert_allclose(
+        incoming[~into_hub], ((1 - ALPHA) * walk.push_values[reverse] * cavity[reverse])[~into_hub]
+    )
 
 
 def _closure_context(graph, num_entities: int):
@@ -206,8 +218,7 @@ def _closure_context(graph, num_entities: int):
 
     store = store_from_edges([(u, 0, v) for u, v in graph.edges()], num_entities=num_entities)
     walk = TransitionMatrix.from_store(store)
-    context = PushContext.build(walk, hubs=choose_hubs(walk, 0), alpha=ALPHA, jump="seed", max_iter=1000,
-                                batch_size=8)
+    context = PushContext.build(walk, hubs=choose_hubs(walk, 0), alpha=ALPHA, jump="seed", max_iter=1000, batch_size=8)
     step = np.zeros((num_entities, num_entities))  # f(a→b)
     for a in range(num_entities):
         for e in range(walk.push_indptr[a], walk.push_indptr[a + 1]):
@@ -241,8 +252,9 @@ def test_closure_gathers_the_visits_of_the_formula_on_a_graph_with_triangles(mon
     transition = dense_walk(store)
     seeds = np.arange(40)
     indptr, neighbors, _, _ = one_hop_candidates(store, seeds)
-    scores = context.push_scores(seeds, indptr, neighbors, epsilon=100.0, exact_steps=1, num_threads=1,
-                                 show_progress=False, description="test")
+    scores = context.push_scores(
+        seeds, indptr, neighbors, epsilon=100.0, exact_steps=1, num_threads=1, show_progress=False, description="test"
+    )
     degree = walk.degree
     triangles = 0
     for s in range(40):
@@ -278,8 +290,9 @@ def test_closure_after_a_deeper_push_gathers_the_visits_of_the_formula(monkeypat
     seeds = np.arange(60)
     indptr, neighbors, _, _ = one_hop_candidates(store, seeds)
     epsilon = 0.02
-    scores = context.push_scores(seeds, indptr, neighbors, epsilon=epsilon, exact_steps=1, num_threads=1,
-                                 show_progress=False, description="test")
+    scores = context.push_scores(
+        seeds, indptr, neighbors, epsilon=epsilon, exact_steps=1, num_threads=1, show_progress=False, description="test"
+    )
     estimate, residual, queued, touched, queue, _ = push_buffers(60, 0)
     degree = walk.degree
     emptied_with_visits = 0
@@ -287,15 +300,31 @@ def test_closure_after_a_deeper_push_gathers_the_visits_of_the_formula(monkeypat
         estimate[:] = 0.0
         residual[:] = 0.0
         queued[:] = False
-        push_one(s, ALPHA, epsilon, walk.push_indptr, walk.push_indices, walk.push_values, degree,
-                  np.zeros(60, dtype=np.bool_), estimate, residual, queued, touched, queue)
+        push_one(
+            s,
+            ALPHA,
+            epsilon,
+            walk.push_indptr,
+            walk.push_indices,
+            walk.push_values,
+            degree,
+            np.zeros(60, dtype=np.bool_),
+            estimate,
+            residual,
+            queued,
+            touched,
+            queue,
+        )
         visits = residual * context.diagonal
         for k in range(indptr[s], indptr[s + 1]):
             v = neighbors[k]
             through, _ = _formula_through(v, visits, step)
             if residual[v] == 0.0 and through > 0.0:
                 emptied_with_visits += 1
-            expected = (estimate[v] + ALPHA * (visits[v] + through)
-                        + (1 - ALPHA) ** 3 * residual.sum() * degree[v] / degree.sum())
+            expected = (
+                estimate[v]
+                + ALPHA * (visits[v] + through)
+                + (1 - ALPHA) ** 3 * residual.sum() * degree[v] / degree.sum()
+            )
             np.testing.assert_allclose(scores[k], expected, rtol=1e-6)
     assert emptied_with_visits > 0  # the push emptied candidates whose neighbours hold residual

@@ -34,9 +34,14 @@ def contested_recall(store: KGStore, table, k: int = 10) -> float:
     return float(np.mean(values))
 
 
-@pytest.mark.parametrize("graph, hubs", [(nx.powerlaw_cluster_graph(60, 4, 0.7, seed=1), 0),
-                                         (nx.powerlaw_cluster_graph(60, 4, 0.7, seed=1), 3),
-                                         (nx.complete_bipartite_graph(4, 5), 1)])
+@pytest.mark.parametrize(
+    "graph, hubs",
+    [
+        (nx.powerlaw_cluster_graph(60, 4, 0.7, seed=1), 0),
+        (nx.powerlaw_cluster_graph(60, 4, 0.7, seed=1), 3),
+        (nx.complete_bipartite_graph(4, 5), 1),
+    ],
+)
 def test_short_cycle_share_against_matrix_powers(graph, hubs: int) -> None:
     """The sparse computation equals the definition evaluated with dense matrix products."""
     store = store_from_networkx(graph)
@@ -50,8 +55,10 @@ def test_short_cycle_share_against_matrix_powers(graph, hubs: int) -> None:
     for s in seeds.tolist():
         neighbours = [v for v in np.flatnonzero(transition[s]).tolist() if not is_hub[v]]
         total = sum((inner[s] @ inner @ transition)[v] for v in neighbours)
-        trivial = sum(transition[s, v] * ((inner @ inner)[s, s] + (inner @ inner)[v, v]
-                                          - transition[v, s] * transition[s, v]) for v in neighbours)
+        trivial = sum(
+            transition[s, v] * ((inner @ inner)[s, s] + (inner @ inner)[v, v] - transition[v, s] * transition[s, v])
+            for v in neighbours
+        )
         expected.append((total - trivial) / total if total > 0 else 0.0)
     np.testing.assert_allclose(short_cycle_share(walk, seeds, is_hub), expected, atol=1e-12)
 
@@ -90,15 +97,18 @@ def test_directed_one_step_correction_by_hand() -> None:
     transition, out_degree, pagerank = directed_walk_and_pagerank(store, alpha)
     seeds = np.array([s for s in range(n) if out_degree[s] >= 3][:5])
     walk = TransitionMatrix.from_store(store, directed=True)
-    context = PushContext.build(walk, hubs=choose_hubs(walk, 0), alpha=alpha, jump="seed", max_iter=100,
-                                batch_size=8)
+    context = PushContext.build(walk, hubs=choose_hubs(walk, 0), alpha=alpha, jump="seed", max_iter=100, batch_size=8)
     indptr, neighbors, _, _ = one_hop_candidates(store, seeds)
-    scores = context.push_scores(seeds, indptr, neighbors, epsilon=100.0, exact_steps=1, num_threads=1,
-                                 show_progress=False, description="test")
+    scores = context.push_scores(
+        seeds, indptr, neighbors, epsilon=100.0, exact_steps=1, num_threads=1, show_progress=False, description="test"
+    )
     for row, seed in enumerate(seeds.tolist()):
         residual = (1 - alpha) * transition[seed]
-        expected = (alpha * residual + alpha * (1 - alpha) * residual @ transition
-                    + (1 - alpha) ** 2 * residual.sum() * pagerank)
+        expected = (
+            alpha * residual
+            + alpha * (1 - alpha) * residual @ transition
+            + (1 - alpha) ** 2 * residual.sum() * pagerank
+        )
         lo, hi = indptr[row], indptr[row + 1]
         np.testing.assert_allclose(scores[lo:hi], expected[neighbors[lo:hi]], rtol=1e-6)
 
@@ -107,8 +117,9 @@ def test_refinement_reaches_exact_as_its_push_deepens(cmekg_store: KGStore) -> N
     """Refining every contested seed with a vanishing push threshold gives exact mode's table."""
     store = bfs_subgraph(cmekg_store, "糖尿病", 400)
     exact = top_k_neighbors(store, k=10, mode="exact", tol=1e-12, show_progress=False)
-    refined = top_k_neighbors(store, k=10, mode="fast", num_hubs=8, refine=True, refine_rounds=[(1e-11, 1.0)],
-                              show_progress=False)
+    refined = top_k_neighbors(
+        store, k=10, mode="fast", num_hubs=8, refine=True, refine_rounds=[(1e-11, 1.0)], show_progress=False
+    )
     contested = np.diff(one_hop_candidates(store, refined.seeds)[0]) > 10
     hub_seeds = np.isin(refined.seeds, choose_hubs(TransitionMatrix.from_store(store), 8))
     assert refined.config["refined"] and refined.config["num_refined"] == [np.count_nonzero(contested & ~hub_seeds)]
@@ -137,15 +148,21 @@ def test_auto_refinement_follows_the_graph() -> None:
     cliques = store_from_networkx(nx.connected_caveman_graph(12, 14))
     table = top_k_neighbors(cliques, k=10, mode="fast", num_hubs=4, refine="auto", show_progress=False)
     assert table.config["short_cycle_share"] >= CLUSTERED_SHARE and table.config["refined"]
-    forced = top_k_neighbors(tree_like, np.arange(40), k=10, mode="fast", num_hubs=4, refine=True,
-                             show_progress=False)
+    forced = top_k_neighbors(tree_like, np.arange(40), k=10, mode="fast", num_hubs=4, refine=True, show_progress=False)
     assert forced.config["refined"] and forced.config["short_cycle_share"] is None
 
 
 def test_later_rounds_refine_only_what_earlier_rounds_left_close(cmekg_store: KGStore) -> None:
     store = bfs_subgraph(cmekg_store, "糖尿病", 400)
-    table = top_k_neighbors(store, k=10, mode="fast", num_hubs=8, refine=True,
-                            refine_rounds=[(1e-4, 0.5), (1e-5, 0.01), (1e-2, 1.0)], show_progress=False)
+    table = top_k_neighbors(
+        store,
+        k=10,
+        mode="fast",
+        num_hubs=8,
+        refine=True,
+        refine_rounds=[(1e-4, 0.5), (1e-5, 0.01), (1e-2, 1.0)],
+        show_progress=False,
+    )
     first, second = table.config["num_refined"]  # the third round is not deeper than the coarse push: skipped
     assert first > second > 0
     assert table.config["refine_rounds"] == [[1e-4, 0.5], [1e-5, 0.01], [1e-2, 1.0]]
@@ -173,7 +190,7 @@ def test_default_fast_mode_ranks_a_umls_shaped_graph_without_deep_pushes(tmp_pat
     table = top_k_neighbors(store, sample, k=10, mode="fast", show_progress=False)
     recalls = []
     for row, seed in enumerate(sample.tolist()):
-        kth = np.sort(exact[row, neighbors[indptr[seed]:indptr[seed + 1]]])[-10]
+        kth = np.sort(exact[row, neighbors[indptr[seed] : indptr[seed + 1]]])[-10]
         chosen = table.neighbors[row][table.neighbors[row] >= 0]
         recalls.append(np.mean(exact[row, chosen] >= kth * (1 - 1e-6)))
     assert len(sample) == 300
@@ -201,18 +218,21 @@ def test_hub_iteration_stops_at_a_thousandth_of_the_finest_push(monkeypatch) -> 
     monkeypatch.setattr(fast, "exact_vectors", recording_vectors)
     store = store_from_networkx(nx.powerlaw_cluster_graph(200, 6, 0.5, seed=4))
     coarse = top_k_neighbors(store, k=10, mode="fast", num_hubs=4, refine=False, show_progress=False)
-    deep = top_k_neighbors(store, k=10, mode="fast", num_hubs=4, refine=True, refine_rounds=[(5e-3, 1.0)],
-                           show_progress=False)
+    deep = top_k_neighbors(
+        store, k=10, mode="fast", num_hubs=4, refine=True, refine_rounds=[(5e-3, 1.0)], show_progress=False
+    )
     deeper = top_k_neighbors(store, k=10, mode="fast", num_hubs=4, refine=True, show_progress=False)
     assert tolerances == [1e-5, pytest.approx(5e-6, rel=1e-12), 1e-6]
     assert [table.config["hub_tol"] for table in (coarse, deep, deeper)] == tolerances
     assert deep.config["num_refined"][0] > 0 and deeper.config["num_refined"][0] > 0
 
 
-@pytest.mark.parametrize(("budget", "num_hubs", "widths"), [(None, 4, [8]), (1, 4, [1, 1, 1, 1, 1]),
-                                                           (2 * 4 * 81 * 9, 12, [8, 8])])
-def test_hub_vectors_and_global_pagerank_are_exact_whatever_the_block_width(monkeypatch, budget, num_hubs,
-                                                                            widths) -> None:
+@pytest.mark.parametrize(
+    ("budget", "num_hubs", "widths"), [(None, 4, [8]), (1, 4, [1, 1, 1, 1, 1]), (2 * 4 * 81 * 9, 12, [8, 8])]
+)
+def test_hub_vectors_and_global_pagerank_are_exact_whatever_the_block_width(
+    monkeypatch, budget, num_hubs, widths
+) -> None:
     """The hubs' seed-jump PPR vectors and the global PageRank (one more column of the same iteration)
     against networkx: in one block (default budget; 5 columns padded to 8), one column per block (a budget
     of 1 byte), and two blocks of 7 and 6 columns each padded to 8 (a budget of 9 columns, 8 once aligned:
@@ -235,14 +255,16 @@ def test_hub_vectors_and_global_pagerank_are_exact_whatever_the_block_width(monk
     graph.add_node(80)  # an isolated entity: dangling, its walk restarts at the jump vector
     store = store_from_networkx(graph)
     walk = TransitionMatrix.from_store(store)
-    context = PushContext.build(walk, hubs=choose_hubs(walk, num_hubs), alpha=0.15, jump="paper", max_iter=1000,
-                                batch_size=256)
+    context = PushContext.build(
+        walk, hubs=choose_hubs(walk, num_hubs), alpha=0.15, jump="paper", max_iter=1000, batch_size=256
+    )
     assert [width for width, _, _ in blocks] == widths
     assert context.hub_vectors.shape == (81, num_hubs)
     assert context.hub_vectors.dtype == np.float32
     for hub, slot in zip(np.flatnonzero(context.is_hub).tolist(), context.hub_slot[context.is_hub].tolist()):
-        expected = nx.pagerank(graph, alpha=0.85, personalization={hub: 1.0}, dangling={hub: 1.0}, tol=1e-13,
-                               max_iter=1000)
+        expected = nx.pagerank(
+            graph, alpha=0.85, personalization={hub: 1.0}, dangling={hub: 1.0}, tol=1e-13, max_iter=1000
+        )
         np.testing.assert_allclose(context.hub_vectors[:, slot], [expected[v] for v in range(81)], atol=1e-6)
     expected = nx.pagerank(graph, alpha=0.85, tol=1e-13, max_iter=1000)
     np.testing.assert_allclose(context.global_scores, [expected[v] for v in range(81)], atol=1e-6)

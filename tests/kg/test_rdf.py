@@ -27,7 +27,13 @@ def test_toy_graph_mapping(toy_turtle: Path) -> None:
     store = KGStore.from_rdf(toy_turtle, show_progress=False)
     # entities: linked or typed or labelled IRIs; not the predicates, classes or the property
     assert [store.entity_iri(i) for i in range(store.num_entities)] == [
-        EX + "diabetes", EX + "polyuria", EX + "thirst", EX + "metformin", EX + "glucophage", EX + "lonely"]
+        EX + "diabetes",
+        EX + "polyuria",
+        EX + "thirst",
+        EX + "metformin",
+        EX + "glucophage",
+        EX + "lonely",
+    ]
     assert store.num_relations == 3 and store.num_triples == 4
     assert set(store.relation_names) == {"常见症状", "治疗", "sameAs"}
     assert store.entity_type(0) == "疾病" and store.entity_type(1) == "Symptom" and store.entity_type(3) == "Drug"
@@ -62,9 +68,17 @@ def test_lookup_by_name_alias_iri(toy_turtle: Path) -> None:
     assert store.entity_ids("格华止") == [4, 3]
 
 
-@pytest.mark.parametrize("rdflib_format,suffix", [
-    ("nt", ".nt"), ("xml", ".rdf"), ("json-ld", ".jsonld"), ("nquads", ".nq"), ("trig", ".trig"), ("turtle", ".ttl"),
-])
+@pytest.mark.parametrize(
+    "rdflib_format,suffix",
+    [
+        ("nt", ".nt"),
+        ("xml", ".rdf"),
+        ("json-ld", ".jsonld"),
+        ("nquads", ".nq"),
+        ("trig", ".trig"),
+        ("turtle", ".ttl"),
+    ],
+)
 def test_every_format_gives_the_same_store(tmp_path: Path, toy_turtle: Path, rdflib_format: str, suffix: str) -> None:
     reference = canonical(KGStore.from_rdf(toy_turtle, show_progress=False))
     graph = rdflib.Dataset() if rdflib_format in ("nquads", "trig") else rdflib.Graph()
@@ -117,7 +131,10 @@ def test_cmekg_subgraph_round_trip(tmp_path: Path, cmekg_tsv: Path) -> None:
     again = KGStore.from_rdf(path, show_progress=False)
     assert canonical(again) == canonical(store)
     assert (again.num_entities, again.num_relations, again.num_triples) == (
-        store.num_entities, store.num_relations, store.num_triples)
+        store.num_entities,
+        store.num_relations,
+        store.num_triples,
+    )
 
 
 def test_rdflib_graph_view(toy_turtle: Path, tmp_path: Path) -> None:
@@ -134,8 +151,9 @@ def test_rdflib_graph_view(toy_turtle: Path, tmp_path: Path) -> None:
 
 def test_malformed_turtle_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.ttl"
-    path.write_text("@prefix ex: <http://example.org/> .\nex:a ex:b ex:c .\nex:a ex:b \"unterminated .\n",
-                    encoding="utf-8")
+    path.write_text(
+        '@prefix ex: <http://example.org/> .\nex:a ex:b ex:c .\nex:a ex:b "unterminated .\n', encoding="utf-8"
+    )
     with pytest.raises(DataFormatError) as caught:
         KGStore.from_rdf(path, show_progress=False)
     assert caught.value.line in (3, 4)
@@ -214,11 +232,11 @@ def test_rdfxml_errors_carry_a_line(tmp_path: Path) -> None:
         '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="http://example.org/">\n'
         '  <rdf:Description rdf:about="http://example.org/a">\n'
         '    <ex:p rdf:resource="http://example.org/b"/>\n'
-        '  </rdf:Description>\n'
+        "  </rdf:Description>\n"
         '  <rdf:Description rdf:about="http://example.org/c">\n'
         '    <ex:p rdf:resource="http://example.org/d">\n'
-        '  </rdf:Description>\n'
-        '</rdf:RDF>\n',
+        "  </rdf:Description>\n"
+        "</rdf:RDF>\n",
         encoding="utf-8",
     )
     with pytest.raises(DataFormatError) as caught:
@@ -256,7 +274,9 @@ def test_merge_same_as(tmp_path: Path) -> None:
         assert store.entity_id(other) == headache
     assert set(store.aliases(headache)) == {"Headache", "头疼"}
     # links of the merged nodes are redirected; the equivalence links themselves are gone
-    triples = {(store.entity_name(h), store.relation_name(r), store.entity_name(t)) for h, r, t in store.triples.tolist()}
+    triples = {
+        (store.entity_name(h), store.relation_name(r), store.entity_name(t)) for h, r, t in store.triples.tolist()
+    }
     assert triples == {("头痛", "seenIn", "偏头痛"), ("头痛", "seenIn", "流感")}
     assert store.relation_names == ["seenIn"]
     assert list(store.attributes(headache).value) == ["C0018681"]
@@ -267,8 +287,10 @@ def test_merge_same_as(tmp_path: Path) -> None:
 
 def test_remote_jsonld_context_is_never_fetched(tmp_path: Path) -> None:
     path = tmp_path / "remote.jsonld"
-    path.write_text('{"@context": "http://example.org/context.jsonld", "@id": "http://a", "p": {"@id": "http://b"}}',
-                    encoding="utf-8")
+    path.write_text(
+        '{"@context": "http://example.org/context.jsonld", "@id": "http://a", "p": {"@id": "http://b"}}',
+        encoding="utf-8",
+    )
     for parser in ("oxigraph", "rdflib"):
         with pytest.raises(DataFormatError):
             KGStore.from_rdf(path, parser=parser, show_progress=False)
@@ -276,8 +298,9 @@ def test_remote_jsonld_context_is_never_fetched(tmp_path: Path) -> None:
 
 def test_duplicate_triples_are_counted(tmp_path: Path) -> None:
     path = tmp_path / "dup.nt"
-    path.write_text("<http://a> <http://r> <http://b> .\n" * 3 + "<http://a> <http://r> <http://c> .\n",
-                    encoding="utf-8")
+    path.write_text(
+        "<http://a> <http://r> <http://b> .\n" * 3 + "<http://a> <http://r> <http://c> .\n", encoding="utf-8"
+    )
     store = KGStore.from_rdf(path, show_progress=False)
     assert store.num_triples == 2 and store.describe()["duplicate_triples"] == 2
 

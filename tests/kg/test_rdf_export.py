@@ -18,8 +18,17 @@ EX = "http://example.org/"
 
 #: (file suffix, rdflib's name of the format that suffix means) for every format the reader supports
 EXPORT_FORMATS = [
-    (".ttl", "turtle"), (".nt", "nt"), (".nq", "nquads"), (".trig", "trig"), (".rdf", "xml"), (".xml", "xml"),
-    (".owl", "xml"), (".jsonld", "json-ld"), (".n3", "n3"), (".ttl.gz", "turtle"), (".nt.gz", "nt"),
+    (".ttl", "turtle"),
+    (".nt", "nt"),
+    (".nq", "nquads"),
+    (".trig", "trig"),
+    (".rdf", "xml"),
+    (".xml", "xml"),
+    (".owl", "xml"),
+    (".jsonld", "json-ld"),
+    (".n3", "n3"),
+    (".ttl.gz", "turtle"),
+    (".nt.gz", "nt"),
 ]
 
 #: statements of TOY_TURTLE that describe the schema and are not part of a store, so never exported
@@ -52,8 +61,9 @@ def read_with_rdflib(path: Path, rdflib_format: str) -> rdflib.Graph:
 
 
 @pytest.mark.parametrize("suffix,rdflib_format", EXPORT_FORMATS)
-def test_export_infers_the_format_and_round_trips(tmp_path: Path, toy_turtle: Path, suffix: str,
-                                                  rdflib_format: str) -> None:
+def test_export_infers_the_format_and_round_trips(
+    tmp_path: Path, toy_turtle: Path, suffix: str, rdflib_format: str
+) -> None:
     store = KGStore.from_rdf(toy_turtle, show_progress=False)
     path = store.to_rdf(tmp_path / f"out{suffix}")  # no format: the extension decides
     # rdflib, reading the file as what its extension says, finds the source's statements (schema excepted)
@@ -97,8 +107,9 @@ def test_export_keeps_blank_nodes_apart(tmp_path: Path, suffix: str, rdflib_form
 def test_an_iri_that_cannot_be_written_is_named(tmp_path: Path) -> None:
     # rdflib's parser accepts an escaped space inside an IRI; no RDF syntax can write it back
     path = tmp_path / "odd.nt"
-    path.write_text("<http://example.org/a\\u0020b> <http://example.org/p> <http://example.org/c> .\n",
-                    encoding="utf-8")
+    path.write_text(
+        "<http://example.org/a\\u0020b> <http://example.org/p> <http://example.org/c> .\n", encoding="utf-8"
+    )
     store = KGStore.from_rdf(path, parser="rdflib", show_progress=False)
     with pytest.raises(KgplmError, match="http://example.org/a b"):
         store.to_rdf(tmp_path / "out.ttl")
@@ -107,15 +118,19 @@ def test_an_iri_that_cannot_be_written_is_named(tmp_path: Path) -> None:
 
 #: the local name of W3C Turtle test ``localName_with_assigned_nfc_PN_CHARS_BASE_character_boundaries``: the ends
 #: of each PN_CHARS_BASE range, up to U+E01EF, which Turtle admits in a prefixed name but RFC 3987 not in an IRI
-NFC_BOUNDARIES = ("AZaz\u00c0\u00d6\u00d8\u00f6\u00f8\u02ff\u0370\u037d\u0384\u1ffe\u200c\u200d\u2070\u2189\u2c00"
-                  "\u2fd5\u3001\ud7fb\ufa0e\ufdc7\ufdf0\uffef\U00010000\U000e01ef")
+NFC_BOUNDARIES = (
+    "AZaz\u00c0\u00d6\u00d8\u00f6\u00f8\u02ff\u0370\u037d\u0384\u1ffe\u200c\u200d\u2070\u2189\u2c00"
+    "\u2fd5\u3001\ud7fb\ufa0e\ufdc7\ufdf0\uffef\U00010000\U000e01ef"
+)
 
 
 @pytest.mark.parametrize("suffix", [".nt", ".ttl", ".rdf"])
 def test_a_local_name_turtle_admits_but_iris_do_not_is_written_so_that_it_reads_back(tmp_path: Path, suffix: str):
     path = tmp_path / "boundaries.ttl"
-    path.write_text(f"@prefix p: <http://a.example/> .\n<http://a.example/s> <http://a.example/p> "
-                    f"p:{NFC_BOUNDARIES} .\n", encoding="utf-8")
+    path.write_text(
+        f"@prefix p: <http://a.example/> .\n<http://a.example/s> <http://a.example/p> p:{NFC_BOUNDARIES} .\n",
+        encoding="utf-8",
+    )
     store = KGStore.from_rdf(path, show_progress=False)
     again = KGStore.from_rdf(store.to_rdf(tmp_path / f"out{suffix}"), show_progress=False)
     assert canonical(again) == canonical(store)
@@ -126,8 +141,11 @@ def test_a_local_name_turtle_admits_but_iris_do_not_is_written_so_that_it_reads_
 
 def test_a_store_emptied_by_schema_filtering_is_refused_before_it_is_written(tmp_path: Path):
     path = tmp_path / "schema.ttl"
-    path.write_text("@prefix ex: <http://example.org/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
-                    "ex:p rdfs:domain ex:C .\n", encoding="utf-8")
+    path.write_text(
+        "@prefix ex: <http://example.org/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+        "ex:p rdfs:domain ex:C .\n",
+        encoding="utf-8",
+    )
     store = KGStore.from_rdf(path, show_progress=False)
     assert store.num_entities == 0
     with pytest.raises(EmptyGraphError, match="has no entity.*nothing was written"):

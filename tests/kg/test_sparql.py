@@ -57,13 +57,17 @@ def oxigraph(tmp_path_factory):
     named_file.write_text(TOY_TURTLE, encoding="utf-8")
     database = directory / "db"
     for arguments in (["--file", str(default_file)], ["--file", str(named_file), "--graph", NAMED_GRAPH]):
-        loaded = subprocess.run([executable, "load", "--location", str(database), *arguments], capture_output=True,
-                                timeout=60)
+        loaded = subprocess.run(
+            [executable, "load", "--location", str(database), *arguments], capture_output=True, timeout=60
+        )
         if loaded.returncode != 0:
             pytest.skip(f"oxigraph load failed: {loaded.stderr.decode(errors='replace')[-300:]}")
     port = free_port()
-    server = subprocess.Popen([executable, "serve-read-only", "--location", str(database), "--bind",
-                               f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        [executable, "serve-read-only", "--location", str(database), "--bind", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}/query"
     try:
         deadline = time.monotonic() + 30
@@ -119,8 +123,23 @@ def test_cli_imports_from_an_endpoint(oxigraph, tmp_path: Path, capsys) -> None:
     from kgplm.cli import main
 
     url, _, named_file = oxigraph
-    assert main(["kg", "import", "sparql", url, "--graph", NAMED_GRAPH, "--page-size", "6",
-                 "--out", str(tmp_path / "store")]) == 0
+    assert (
+        main(
+            [
+                "kg",
+                "import",
+                "sparql",
+                url,
+                "--graph",
+                NAMED_GRAPH,
+                "--page-size",
+                "6",
+                "--out",
+                str(tmp_path / "store"),
+            ]
+        )
+        == 0
+    )
     assert canonical(KGStore.load(tmp_path / "store")) == canonical(KGStore.from_rdf(named_file, show_progress=False))
 
 
@@ -136,8 +155,9 @@ class StubEndpoint:
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 stub.requests.append((self.command, self.path, body))
-                status, content_type, payload, headers = stub.answers.pop(0) if stub.answers else (
-                    500, "text/plain", b"script exhausted", {})
+                status, content_type, payload, headers = (
+                    stub.answers.pop(0) if stub.answers else (500, "text/plain", b"script exhausted", {})
+                )
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
@@ -164,9 +184,16 @@ class StubEndpoint:
 
 
 def results(rows: list[tuple[str, str, str]]) -> tuple[int, str, bytes, dict]:
-    bindings = [{"s": {"type": "uri", "value": s}, "p": {"type": "uri", "value": p},
-                 "o": {"type": "literal", "value": o[1:], "xml:lang": "en"} if o.startswith("@")
-                 else {"type": "uri", "value": o}} for s, p, o in rows]
+    bindings = [
+        {
+            "s": {"type": "uri", "value": s},
+            "p": {"type": "uri", "value": p},
+            "o": {"type": "literal", "value": o[1:], "xml:lang": "en"}
+            if o.startswith("@")
+            else {"type": "uri", "value": o},
+        }
+        for s, p, o in rows
+    ]
     document = {"head": {"vars": ["s", "p", "o"]}, "results": {"bindings": bindings}}
     return 200, "application/sparql-results+json", json.dumps(document).encode(), {}
 
@@ -176,8 +203,9 @@ ROWS = [("http://x/a", "http://x/r", "http://x/b"), ("http://x/a", "http://www.w
 
 def test_transient_errors_are_retried(tmp_path: Path) -> None:
     unavailable = (503, "text/plain", b"busy", {"Retry-After": "0"})
-    with StubEndpoint([unavailable, results(ROWS[:1]), (502, "text/plain", b"", {}), results(ROWS[1:]),
-                       results([])]) as stub:
+    with StubEndpoint(
+        [unavailable, results(ROWS[:1]), (502, "text/plain", b"", {}), results(ROWS[1:]), results([])]
+    ) as stub:
         store = KGStore.from_sparql(stub.url, page_size=1, retries=2, backoff=0.01, show_progress=False)
     assert store.num_triples == 1 and store.entity_name(store.entity_id("http://x/a")) == "A"
     assert len(stub.requests) == 5 and {path for _, path, _ in stub.requests} == {"/sparql"}
@@ -186,8 +214,11 @@ def test_transient_errors_are_retried(tmp_path: Path) -> None:
     assert "ORDER BY ?s ?p ?o LIMIT 1 OFFSET 0" in pages[0] and "OFFSET 1" in pages[2] and "OFFSET 2" in pages[4]
     # a file with the same triples gives the same store
     path = tmp_path / "same.nt"
-    path.write_text('<http://x/a> <http://x/r> <http://x/b> .\n'
-                    '<http://x/a> <http://www.w3.org/2000/01/rdf-schema#label> "A"@en .\n', encoding="utf-8")
+    path.write_text(
+        "<http://x/a> <http://x/r> <http://x/b> .\n"
+        '<http://x/a> <http://www.w3.org/2000/01/rdf-schema#label> "A"@en .\n',
+        encoding="utf-8",
+    )
     assert canonical(store) == canonical(KGStore.from_rdf(path, show_progress=False))
 
 
@@ -206,11 +237,36 @@ def test_refused_query_malformed_answers_and_redirects() -> None:
     malformed = [
         ((200, "application/sparql-results+json", b"<html>oops</html>", {}), "not JSON"),
         ((200, "application/sparql-results+json", b'{"head": {}}', {}), "head.vars"),
-        ((200, "application/sparql-results+json",
-          json.dumps({"head": {"vars": ["x"]}, "results": {"bindings": []}}).encode(), {}), r"\?s \?p \?o"),
-        ((200, "application/sparql-results+json", json.dumps({"head": {"vars": ["s", "p", "o"]}, "results": {
-            "bindings": [{"s": {"type": "uri", "value": "http://x/a"}, "p": {"type": "uri", "value": "http://x/p"}}]}}
-        ).encode(), {}), "row 0"),
+        (
+            (
+                200,
+                "application/sparql-results+json",
+                json.dumps({"head": {"vars": ["x"]}, "results": {"bindings": []}}).encode(),
+                {},
+            ),
+            r"\?s \?p \?o",
+        ),
+        (
+            (
+                200,
+                "application/sparql-results+json",
+                json.dumps(
+                    {
+                        "head": {"vars": ["s", "p", "o"]},
+                        "results": {
+                            "bindings": [
+                                {
+                                    "s": {"type": "uri", "value": "http://x/a"},
+                                    "p": {"type": "uri", "value": "http://x/p"},
+                                }
+                            ]
+                        },
+                    }
+                ).encode(),
+                {},
+            ),
+            "row 0",
+        ),
     ]
     for answer, message in malformed:
         with StubEndpoint([answer]) as stub:

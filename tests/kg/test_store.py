@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 from kgplm import KGStore
-from kgplm.exceptions import AmbiguousEntityError, ArtifactError, ConfigurationError, MissingFileError, UnknownEntityError
+from kgplm.exceptions import (
+    AmbiguousEntityError,
+    ArtifactError,
+    ConfigurationError,
+    MissingFileError,
+    UnknownEntityError,
+)
 from kgplm.kg import GraphCollector
 from tests.kg.helpers import canonical
 
@@ -22,7 +28,11 @@ def small_store() -> KGStore:
     r0, r1 = collector.relation("http://x/r0", "treats"), collector.relation("http://x/r1")
     for h, r, t in [(a, r0, b), (a, r0, c), (b, r1, c), (c, r1, a), (c, r0, c), (a, r0, b)]:
         collector.add_triple(h, r, t)
-    drug, disease, thing = collector.type("http://x/Drug"), collector.type("http://x/Disease"), collector.type("http://x/Thing")
+    drug, disease, thing = (
+        collector.type("http://x/Drug"),
+        collector.type("http://x/Disease"),
+        collector.type("http://x/Thing"),
+    )
     for entity, type_id in [(a, drug), (a, thing), (b, disease), (b, thing), (c, thing), (d, thing)]:
         collector.add_type(entity, type_id)
     collector.add_label(a, "阿司匹林", "zh", 1)
@@ -125,7 +135,10 @@ def test_neighbors_frame() -> None:
     frame = store.neighbors("阿司匹林")
     assert list(frame.columns) == ["relation", "direction", "neighbor", "neighbor_id", "neighbor_type"]
     assert sorted(zip(frame.relation, frame.direction, frame.neighbor_id)) == [
-        ("r1", "in", 2), ("treats", "out", 1), ("treats", "out", 2)]
+        ("r1", "in", 2),
+        ("treats", "out", 1),
+        ("treats", "out", 2),
+    ]
     assert len(store.neighbors(0, direction="out")) == 2 and len(store.neighbors(0, k=1)) == 1
     with pytest.raises(ConfigurationError):
         store.neighbors(0, direction="sideways")

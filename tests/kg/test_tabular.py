@@ -16,11 +16,13 @@ def names(store: KGStore) -> set[tuple[str, str, str]]:
 
 def test_tsv_and_csv(tmp_path: Path) -> None:
     tsv = tmp_path / "kg.tsv"
-    tsv.write_text("# comment\naspirin\ttreats\theadache\naspirin\ttreats\tfever\n\nfever\tsymptom_of\tflu\n",
-                   encoding="utf-8")
+    tsv.write_text(
+        "# comment\naspirin\ttreats\theadache\naspirin\ttreats\tfever\n\nfever\tsymptom_of\tflu\n", encoding="utf-8"
+    )
     csv = tmp_path / "kg.csv"
-    csv.write_text('head,relation,tail\naspirin,treats,headache\naspirin,treats,fever\n"fever",symptom_of,flu\n',
-                   encoding="utf-8")
+    csv.write_text(
+        'head,relation,tail\naspirin,treats,headache\naspirin,treats,fever\n"fever",symptom_of,flu\n', encoding="utf-8"
+    )
     expected = {("aspirin", "treats", "headache"), ("aspirin", "treats", "fever"), ("fever", "symptom_of", "flu")}
     assert names(KGStore.from_triples(tsv, show_progress=False)) == expected
     assert names(KGStore.from_triples(csv, header=True, show_progress=False)) == expected

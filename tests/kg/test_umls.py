@@ -49,10 +49,15 @@ def test_umls_mapping(tmp_path: Path) -> None:
     assert store.entity_name(diabetes) == "糖尿病"  # zh preferred, both languages kept
     assert ("Diabetes Mellitus", "en", "prefLabel") in store.labels(diabetes)
     assert store.aliases(diabetes) == ["Diabetes Mellitus", "DM"]  # the suppressed string is skipped
-    triples = {(store.entity_name(h), store.relation_name(r), store.entity_name(t)) for h, r, t in store.triples.tolist()}
+    triples = {
+        (store.entity_name(h), store.relation_name(r), store.entity_name(t)) for h, r, t in store.triples.tolist()
+    }
     # REL/RELA is the relationship of CUI2 to CUI1
-    assert triples == {("Metformin", "may_be_treated_by", "糖尿病"), ("糖尿病", "may_treat", "Metformin"),
-                       ("Hypertension", "RB", "糖尿病")}
+    assert triples == {
+        ("Metformin", "may_be_treated_by", "糖尿病"),
+        ("糖尿病", "may_treat", "Metformin"),
+        ("Hypertension", "RB", "糖尿病"),
+    }
     metformin = store.entity_id("Metformin")
     assert store.entity_type(diabetes) == "Disease or Syndrome"
     assert set(store.entity_types(metformin)) == {"Organic Chemical", "Pharmacologic Substance"}

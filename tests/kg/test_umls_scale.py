@@ -24,10 +24,44 @@ from kgplm.kg.collector import GraphCollector  # noqa: E402
 from kgplm.kg.umls import UMLS_LANGUAGES, UMLS_NAMESPACE  # noqa: E402
 from kgplm.kg.vocabulary import LABEL_ROLES, mint_iri  # noqa: E402
 
-CONSO = ["CUI", "LAT", "TS", "LUI", "STT", "SUI", "ISPREF", "AUI", "SAUI", "SCUI", "SDUI", "SAB", "TTY", "CODE",
-         "STR", "SRL", "SUPPRESS", "CVF"]
-REL = ["CUI1", "AUI1", "STYPE1", "REL", "CUI2", "AUI2", "STYPE2", "RELA", "RUI", "SRUI", "SAB", "SL", "RG", "DIR",
-       "SUPPRESS", "CVF"]
+CONSO = [
+    "CUI",
+    "LAT",
+    "TS",
+    "LUI",
+    "STT",
+    "SUI",
+    "ISPREF",
+    "AUI",
+    "SAUI",
+    "SCUI",
+    "SDUI",
+    "SAB",
+    "TTY",
+    "CODE",
+    "STR",
+    "SRL",
+    "SUPPRESS",
+    "CVF",
+]
+REL = [
+    "CUI1",
+    "AUI1",
+    "STYPE1",
+    "REL",
+    "CUI2",
+    "AUI2",
+    "STYPE2",
+    "RELA",
+    "RUI",
+    "SRUI",
+    "SAB",
+    "SL",
+    "RG",
+    "DIR",
+    "SUPPRESS",
+    "CVF",
+]
 STY = ["CUI", "TUI", "STN", "STY", "ATUI", "CVF"]
 
 
@@ -56,8 +90,12 @@ def hand_built(directory: Path, languages=None, sources=None) -> KGStore:
     collector = GraphCollector(source="umls", location=str(directory))
     for row in conso[keep].itertuples():
         preferred = row.TS == "P" and row.STT == "PF" and row.ISPREF == "Y"
-        collector.add_label(collector.entity(mint_iri(UMLS_NAMESPACE, "concept", row.CUI)), row.STR,
-                            UMLS_LANGUAGES[row.LAT], LABEL_ROLES.index("prefLabel" if preferred else "altLabel"))
+        collector.add_label(
+            collector.entity(mint_iri(UMLS_NAMESPACE, "concept", row.CUI)),
+            row.STR,
+            UMLS_LANGUAGES[row.LAT],
+            LABEL_ROLES.index("prefLabel" if preferred else "altLabel"),
+        )
     known = collector.entity_index
     for row in read_rrf(directory / "MRREL.RRF", REL).itertuples():
         head, tail = (known.get(mint_iri(UMLS_NAMESPACE, "concept", cui)) for cui in (row.CUI2, row.CUI1))
@@ -69,8 +107,9 @@ def hand_built(directory: Path, languages=None, sources=None) -> KGStore:
         entity = known.get(mint_iri(UMLS_NAMESPACE, "concept", row.CUI))
         if entity is not None:
             collector.add_type(entity, collector.type(mint_iri(UMLS_NAMESPACE, "semantic_type", row.TUI), row.STY))
-    return collector.build(preferred_languages=("zh", "en", ""),
-                           extra_manifest={"prefixes": {"umls": UMLS_NAMESPACE + "concept/"}})
+    return collector.build(
+        preferred_languages=("zh", "en", ""), extra_manifest={"prefixes": {"umls": UMLS_NAMESPACE + "concept/"}}
+    )
 
 
 def test_generator_is_seeded_and_streams_in_the_rrf_layout(tmp_path: Path, generated: Path) -> None:
@@ -82,8 +121,9 @@ def test_generator_is_seeded_and_streams_in_the_rrf_layout(tmp_path: Path, gener
     assert (tmp_path / "other" / "MRREL.RRF").read_bytes() != (generated / "MRREL.RRF").read_bytes()
     assert other["concepts"] == 400 and not list(again.glob("*.tmp"))
 
-    conso, rel, sty = (read_rrf(generated / f"{t}.RRF", c) for t, c in (("MRCONSO", CONSO), ("MRREL", REL),
-                                                                         ("MRSTY", STY)))
+    conso, rel, sty = (
+        read_rrf(generated / f"{t}.RRF", c) for t, c in (("MRCONSO", CONSO), ("MRREL", REL), ("MRSTY", STY))
+    )
     assert len(conso) == counts["strings"] and len(rel) == counts["relation_rows"]
     assert len(sty) == counts["semantic_type_rows"]
     assert conso.CUI.nunique() == 400 and 3.5 < len(conso) / 400 < 4.5  # about 4 strings a concept
@@ -118,11 +158,18 @@ def test_streaming_import_by_hand(generated: Path) -> None:
     conso = read_rrf(generated / "MRCONSO.RRF", CONSO)
     kept = conso[conso.SUPPRESS == "N"]
     cui_of = {i: iri.rsplit("/", 1)[1] for i, iri in enumerate(store.entity_iris)}
-    labels = {(cui_of[e], text, language, role)
-              for e in range(store.num_entities) for text, language, role in store.labels(e)}
-    expected = {(row.CUI, row.STR, UMLS_LANGUAGES[row.LAT],
-                 "prefLabel" if (row.TS, row.STT, row.ISPREF) == ("P", "PF", "Y") else "altLabel")
-                for row in kept.itertuples()}
+    labels = {
+        (cui_of[e], text, language, role) for e in range(store.num_entities) for text, language, role in store.labels(e)
+    }
+    expected = {
+        (
+            row.CUI,
+            row.STR,
+            UMLS_LANGUAGES[row.LAT],
+            "prefLabel" if (row.TS, row.STT, row.ISPREF) == ("P", "PF", "Y") else "altLabel",
+        )
+        for row in kept.itertuples()
+    }
     assert labels == expected
     hidden = set(zip(conso.CUI[conso.SUPPRESS != "N"], conso.STR[conso.SUPPRESS != "N"])) - set(zip(kept.CUI, kept.STR))
     assert hidden and not hidden & {(cui, text) for cui, text, _, _ in labels}  # suppressed strings are skipped

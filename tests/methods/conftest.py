@@ -10,8 +10,17 @@ from kgplm.models import TINY_TEXT_ENCODER
 
 
 def tiny_config(**overrides) -> SmedbertConfig:
-    fields = dict(vocab_size=60, num_entities=24, num_relations=3, num_entity_types=2, entity_dim=16,
-                  relation_dim=8, mnem_num_negatives=4, neighbor_candidates="any", **TINY_TEXT_ENCODER)
+    fields = dict(
+        vocab_size=60,
+        num_entities=24,
+        num_relations=3,
+        num_entity_types=2,
+        entity_dim=16,
+        relation_dim=8,
+        mnem_num_negatives=4,
+        neighbor_candidates="any",
+        **TINY_TEXT_ENCODER,
+    )
     fields.update(overrides)
     return SmedbertConfig(**fields)
 

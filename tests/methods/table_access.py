@@ -21,8 +21,12 @@ class TableSizedAllocations(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         inputs = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor) and not a.is_sparse]
         for tensor in tree_leaves(out):
-            if (isinstance(tensor, torch.Tensor) and tensor.ndim and tensor.shape[0] == self.num_entities
-                    and not tensor.is_sparse
-                    and all(tensor.untyped_storage().data_ptr() != a.untyped_storage().data_ptr() for a in inputs)):
+            if (
+                isinstance(tensor, torch.Tensor)
+                and tensor.ndim
+                and tensor.shape[0] == self.num_entities
+                and not tensor.is_sparse
+                and all(tensor.untyped_storage().data_ptr() != a.untyped_storage().data_ptr() for a in inputs)
+            ):
                 self.seen.append(str(func))
         return out

@@ -38,8 +38,15 @@ def collated(seed: int = 0, views: int = 2, draws: int = 5):
     masker = Masker("bert", mask_token_id=MASK, vocab_size=VOCAB, special_token_ids=[PAD, UNK, CLS, SEP], rate=0.3)
     rng = np.random.default_rng(seed)
     rows = {"input_ids": [[CLS, *rng.integers(5, VOCAB, size=n).tolist(), SEP] for n in (18, 11, 15, 9)]}
-    collator = ElectraCollator(masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD, views=views,
-                               contrastive=views == 2, candidate_draws=draws)
+    collator = ElectraCollator(
+        masker=masker,
+        cls_token_id=CLS,
+        sep_token_id=SEP,
+        pad_token_id=PAD,
+        views=views,
+        contrastive=views == 2,
+        candidate_draws=draws,
+    )
     return collator(rows, np.array([[seed, 0, i] for i in range(4)]))
 
 
@@ -69,13 +76,19 @@ def test_mts_runs_at_replaced_positions_only_and_equals_a_hand_computed_softmax(
     monkeypatch.setattr("kgplm.methods.ehealth.modeling.multi_token_selection_objective", spy)
     with torch.no_grad():
         output = model(**batch)
-        corruption = model.corrupt(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
-                                   batch["labels"], batch["replacement_uniforms"])
+        corruption = model.corrupt(
+            batch["input_ids"],
+            batch["attention_mask"],
+            batch["token_type_ids"],
+            batch["labels"],
+            batch["replacement_uniforms"],
+        )
     assert len(captured["states"]) == int(corruption.replaced.sum()) > 0
     scores = torch.einsum("nh,nch->nc", captured["states"], captured["embeddings"])
     # Eq. 6's sum over the replaced positions, divided by the masked count
-    by_hand = sum(-scores[i, 0] + math.log(sum(math.exp(s) for s in scores[i].tolist()))
-                  for i in range(len(scores))) / int(corruption.masked.sum())
+    by_hand = sum(
+        -scores[i, 0] + math.log(sum(math.exp(s) for s in scores[i].tolist())) for i in range(len(scores))
+    ) / int(corruption.masked.sum())
     assert output.losses["mts"].item() == pytest.approx(float(by_hand), rel=1e-5)
     assert output.metrics["mts_replaced"].item() == pytest.approx(len(scores) / int(corruption.masked.sum()))
     # the candidates' first embedding row is the original token's
@@ -148,15 +161,20 @@ def test_the_control_and_no_csp_train_on_as_many_corruptions_as_ehealth():
     sizes = dict(vocab_size=VOCAB, **TINY_TEXT_ENCODER, **NO_DROPOUT)
     rng = np.random.default_rng(3)
     lengths = (18, 11, 15, 9)
-    rows = {"input_ids": [[CLS, *rng.integers(5, VOCAB, size=n).tolist(), SEP] for n in lengths],
-            "word_ids": [[-1, *range(n), -1] for n in lengths]}
+    rows = {
+        "input_ids": [[CLS, *rng.integers(5, VOCAB, size=n).tolist(), SEP] for n in lengths],
+        "word_ids": [[-1, *range(n), -1] for n in lengths],
+    }
     seeds = np.array([[0, 7, i] for i in range(len(lengths))])
     built = {}
     for row, (method_spec, config, masking) in {
         "ehealth": (spec, EhealthConfig(**sizes), spec.default_masking),
         "no_csp": (spec, EhealthConfig(**sizes, use_csp=False), spec.default_masking),
-        "control": (control, ElectraConfig(**sizes, mask_fraction=0.8, random_fraction=0.1, corruption_views=2),
-                    "whole_word"),
+        "control": (
+            control,
+            ElectraConfig(**sizes, mask_fraction=0.8, random_fraction=0.1, corruption_views=2),
+            "whole_word",
+        ),
     }.items():
         context = MethodContext(config=config, tokenizer=_Tokenizer(), store=None, masking=masking, seed=0)
         built[row] = (config, method_spec.build_collator(context)(rows, seeds))
@@ -184,11 +202,23 @@ def test_mts_gives_the_same_gradient_under_accumulation():
 
     rng = np.random.default_rng(0)
     lengths = (14, 9, 16, 11)
-    rows = {"input_ids": [[CLS, *([7] * lengths[0]), SEP], [CLS, *([7] * lengths[1]), SEP],
-                          *[[CLS, *rng.integers(8, VOCAB, size=n).tolist(), SEP] for n in lengths[2:]]]}
+    rows = {
+        "input_ids": [
+            [CLS, *([7] * lengths[0]), SEP],
+            [CLS, *([7] * lengths[1]), SEP],
+            *[[CLS, *rng.integers(8, VOCAB, size=n).tolist(), SEP] for n in lengths[2:]],
+        ]
+    }
     masker = Masker("bert", mask_token_id=MASK, vocab_size=VOCAB, special_token_ids=[PAD, UNK, CLS, SEP], rate=0.3)
-    collator = ElectraCollator(masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD, views=2,
-                               contrastive=False, candidate_draws=5)
+    collator = ElectraCollator(
+        masker=masker,
+        cls_token_id=CLS,
+        sep_token_id=SEP,
+        pad_token_id=PAD,
+        views=2,
+        contrastive=False,
+        candidate_draws=5,
+    )
     seeds = np.array([[0, 0, i] for i in range(4)])
     whole = collator(rows, seeds)
     halves = [collator({"input_ids": rows["input_ids"][part]}, seeds[part]) for part in (slice(0, 2), slice(2, 4))]
@@ -199,14 +229,25 @@ def test_mts_gives_the_same_gradient_under_accumulation():
         model = tiny_ehealth(use_csp=False, mlm_weight=0.0, rtd_weight=0.0)
         with torch.no_grad():
             model.generator.bias[7] = 60.0
-        logged[name] = _run_step(model, [Batch(dict(b), target_counts=b.target_counts) for b in micro_batches],
-                                 current("cpu"), settings, 0, None)
+        logged[name] = _run_step(
+            model,
+            [Batch(dict(b), target_counts=b.target_counts) for b in micro_batches],
+            current("cpu"),
+            settings,
+            0,
+            None,
+        )
         gradients[name] = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     with torch.no_grad():
         first = tiny_ehealth(use_csp=False)
         first.generator.bias[7] = 60.0
-        corruption = first.corrupt(halves[0]["input_ids"], halves[0]["attention_mask"], halves[0]["token_type_ids"],
-                                   halves[0]["labels"], halves[0]["replacement_uniforms"])
+        corruption = first.corrupt(
+            halves[0]["input_ids"],
+            halves[0]["attention_mask"],
+            halves[0]["token_type_ids"],
+            halves[0]["labels"],
+            halves[0]["replacement_uniforms"],
+        )
     assert int(corruption.masked.sum()) > 0 and not corruption.replaced.any()  # the case the issue names
     assert logged["1 x 4"]["mts"] > 0
     assert logged["2 x 2"]["mts"] == pytest.approx(logged["1 x 4"]["mts"], rel=1e-5)

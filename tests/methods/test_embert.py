@@ -15,8 +15,14 @@ from kgplm.models import TINY_TEXT_ENCODER, load_pretrained
 
 
 def tiny_config(**overrides) -> EmbertConfig:
-    fields = dict(vocab_size=40, bem_position_dim=8, bem_max_positions=6, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0, **TINY_TEXT_ENCODER)
+    fields = dict(
+        vocab_size=40,
+        bem_position_dim=8,
+        bem_max_positions=6,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        **TINY_TEXT_ENCODER,
+    )
     fields.update(overrides)
     return EmbertConfig(**fields)
 
@@ -35,11 +41,19 @@ def tiny_batch() -> dict[str, torch.Tensor]:
     es_labels[0, 2:4] = torch.tensor([0, 1])
     es_labels[0, 5:8] = torch.tensor([0, 1, 1])
     es_labels[1, 1:3] = torch.tensor([0, 1])
-    return dict(input_ids=input_ids, attention_mask=torch.tensor([[1] * 9, [1] * 7 + [0] * 2]),
-                token_type_ids=torch.zeros(2, 9, dtype=torch.long), labels=labels,
-                cecp_batch=torch.tensor([0, 1]), cecp_spans=torch.tensor([[2, 4], [1, 3]]),
-                cecp_labels=torch.tensor([1, 0]), es_labels=es_labels, bem_batch=torch.tensor([0]),
-                bem_context_spans=torch.tensor([[5, 7]]), bem_target_spans=torch.tensor([[7, 8]]))
+    return dict(
+        input_ids=input_ids,
+        attention_mask=torch.tensor([[1] * 9, [1] * 7 + [0] * 2]),
+        token_type_ids=torch.zeros(2, 9, dtype=torch.long),
+        labels=labels,
+        cecp_batch=torch.tensor([0, 1]),
+        cecp_spans=torch.tensor([[2, 4], [1, 3]]),
+        cecp_labels=torch.tensor([1, 0]),
+        es_labels=es_labels,
+        bem_batch=torch.tensor([0]),
+        bem_context_spans=torch.tensor([[5, 7]]),
+        bem_target_spans=torch.tensor([[7, 8]]),
+    )
 
 
 def numpy_of(module: torch.nn.Module) -> dict[str, np.ndarray]:
@@ -140,8 +154,11 @@ def test_relative_positions_past_the_table_use_its_last_row():
 def test_ablations_drop_the_head_and_the_loss():
     torch.manual_seed(0)
     batch = tiny_batch()
-    for switch, head, loss in (("use_cecp", "consistency", "cecp"), ("use_es", "segmentation", "es"),
-                               ("use_bem", "bidirectional_masking", "bem")):
+    for switch, head, loss in (
+        ("use_cecp", "consistency", "cecp"),
+        ("use_es", "segmentation", "es"),
+        ("use_bem", "bidirectional_masking", "bem"),
+    ):
         model = EmbertForPreTraining(tiny_config(**{switch: False})).eval()
         assert getattr(model, head) is None
         assert not any(name.startswith(head) for name, _ in model.named_parameters())
@@ -153,10 +170,15 @@ def test_batches_without_targets_leave_the_task_out():
     torch.manual_seed(0)
     model = EmbertForPreTraining(tiny_config()).eval()
     batch = tiny_batch()
-    batch.update(cecp_batch=torch.zeros(0, dtype=torch.long), cecp_spans=torch.zeros(0, 2, dtype=torch.long),
-                 cecp_labels=torch.zeros(0, dtype=torch.long), es_labels=torch.full((2, 9), -100),
-                 bem_batch=torch.zeros(0, dtype=torch.long), bem_context_spans=torch.zeros(0, 2, dtype=torch.long),
-                 bem_target_spans=torch.zeros(0, 2, dtype=torch.long))
+    batch.update(
+        cecp_batch=torch.zeros(0, dtype=torch.long),
+        cecp_spans=torch.zeros(0, 2, dtype=torch.long),
+        cecp_labels=torch.zeros(0, dtype=torch.long),
+        es_labels=torch.full((2, 9), -100),
+        bem_batch=torch.zeros(0, dtype=torch.long),
+        bem_context_spans=torch.zeros(0, 2, dtype=torch.long),
+        bem_target_spans=torch.zeros(0, 2, dtype=torch.long),
+    )
     with torch.no_grad():
         output = model(**batch)
     assert set(output.losses) == {"mlm"} and torch.isfinite(output.loss)
@@ -167,8 +189,14 @@ def test_record_and_bad_fields():
     assert spec.artefacts == {"thesaurus", "entity_segments", "entity_frequencies"}
     assert spec.losses == ("mlm", "sop", "cecp", "es", "bem") and spec.default_masking == "bert"
     assert spec.encoding.input_names == ()
-    assert set(EmbertConfig.option_names()) >= {"cecp_weight", "es_weight", "bem_weight", "use_cecp", "use_es",
-                                                 "use_bem"}
+    assert set(EmbertConfig.option_names()) >= {
+        "cecp_weight",
+        "es_weight",
+        "bem_weight",
+        "use_cecp",
+        "use_es",
+        "use_bem",
+    }
     with pytest.raises(ConfigurationError, match="cecp_rate"):
         EmbertForPreTraining(tiny_config(cecp_rate=1.5))
     with pytest.raises(ConfigurationError, match="bem_position_dim"):

@@ -27,27 +27,54 @@ def real(cmekg_store, shared_data, tmp_path_factory):
     with open(shared_data / "corpus" / "medical_dialogue" / "sample_IM_5000-6000.utf8.csv", encoding="utf-8") as handle:
         texts = [row["ask"].replace("\n", " ") for row in list(csv.DictReader(handle))[:400]]
     texts = [text for text in texts if len(tokenizer(text)["input_ids"]) <= 250][:300]
-    dataset = build_corpus(texts, store=store, tokenizer=tokenizer, output_dir=tmp_path_factory.mktemp("corpus"),
-                           linker=linker, whole_word=False, max_length=256, progress=False)
+    dataset = build_corpus(
+        texts,
+        store=store,
+        tokenizer=tokenizer,
+        output_dir=tmp_path_factory.mktemp("corpus"),
+        linker=linker,
+        whole_word=False,
+        max_length=256,
+        progress=False,
+    )
     assert len(dataset) == len(texts)  # one chunk per text
-    lexicon = EntityLexicon(thesaurus, segments, tokenizer, store.primary_type_ids(), linker.count(texts),
-                            neighbors=store.adjacency(symmetric=True), max_entity_share=0.05)
-    return dict(store=store, tokenizer=tokenizer, thesaurus=thesaurus, segments=segments, lexicon=lexicon,
-                texts=texts, dataset=dataset)
+    lexicon = EntityLexicon(
+        thesaurus,
+        segments,
+        tokenizer,
+        store.primary_type_ids(),
+        linker.count(texts),
+        neighbors=store.adjacency(symmetric=True),
+        max_entity_share=0.05,
+    )
+    return dict(
+        store=store,
+        tokenizer=tokenizer,
+        thesaurus=thesaurus,
+        segments=segments,
+        lexicon=lexicon,
+        texts=texts,
+        dataset=dataset,
+    )
 
 
 def collator(real, **options) -> EmbertCollator:
     tokenizer = real["tokenizer"]
-    settings = dict(lexicon=real["lexicon"], masker=Masker.from_tokenizer(tokenizer, "bert"),
-                    cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
-                    pad_token_id=tokenizer.pad_token_id, max_sequence_length=512)
+    settings = dict(
+        lexicon=real["lexicon"],
+        masker=Masker.from_tokenizer(tokenizer, "bert"),
+        cls_token_id=tokenizer.cls_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        max_sequence_length=512,
+    )
     settings.update(options)
     return EmbertCollator(**settings)
 
 
 def glued(text: str, position: int) -> bool:
     """Latin letters or digits on both sides of ``position`` (the tokenizer makes one word of them)."""
-    pair = text[position - 1: position + 1] if 0 < position < len(text) else ""
+    pair = text[position - 1 : position + 1] if 0 < position < len(text) else ""
     return len(pair) == 2 and pair.isascii() and pair.isalnum()
 
 
@@ -83,13 +110,18 @@ def test_replacement_keeps_its_label_and_every_other_mention_aligned(real):
             shift += len(surface) - (end - start)
             cursor = end
         edited = "".join(pieces) + text[cursor:]
-        latin_seam = any(glued(edited, start) or glued(edited, end)
-                         for mention, (start, end) in enumerate(new_char_spans) if mention in replaced)
+        latin_seam = any(
+            glued(edited, start) or glued(edited, end)
+            for mention, (start, end) in enumerate(new_char_spans)
+            if mention in replaced
+        )
         if not latin_seam:  # a Latin surface glued to Latin text would be one word piece sequence in the text
             encoded = tokenizer(edited, return_offsets_mapping=True)
             assert encoded["input_ids"] == example.input_ids.tolist(), (text, edited)
-            assert char_spans_to_token_spans(encoded["offset_mapping"], new_char_spans).tolist() == \
-                example.mention_spans.tolist()
+            assert (
+                char_spans_to_token_spans(encoded["offset_mapping"], new_char_spans).tolist()
+                == example.mention_spans.tolist()
+            )
             checked_texts += 1
         for mention, (start, end) in enumerate(example.mention_spans.tolist()):
             old_start, old_end = original_spans[mention]
@@ -147,23 +179,26 @@ def test_segmentation_labels_and_bidirectional_masks_on_a_hand_checked_entity(re
     tokenizer = real["tokenizer"]
     encoded = tokenizer(SENTENCE)
     mention = (5, 12)  # [CLS] 医 生 说 是 | 再 生 障 碍 性 贫 血 | ，
-    assert tokenizer.convert_ids_to_tokens(encoded["input_ids"][mention[0]: mention[1]]) == list("再生障碍性贫血")
-    rows = {"input_ids": [encoded["input_ids"]], "mention_spans": [[list(mention)]], "mention_entity_ids":
-            [[real["store"].entity_id("再生障碍性贫血")]]}
+    assert tokenizer.convert_ids_to_tokens(encoded["input_ids"][mention[0] : mention[1]]) == list("再生障碍性贫血")
+    rows = {
+        "input_ids": [encoded["input_ids"]],
+        "mention_spans": [[list(mention)]],
+        "mention_entity_ids": [[real["store"].entity_id("再生障碍性贫血")]],
+    }
     batcher = collator(real, use_cecp=False, bem_rate=1.0)
     directions = set()
     for step in range(12):
         batch = batcher(rows, example_seeds(0, step, np.arange(1)))
         es = batch["es_labels"][0].tolist()
-        assert es[mention[0]: mention[1]] == [0, 0, 0, 0, 1, 0, 1]
-        assert set(es[: mention[0]] + es[mention[1]:]) == {-100}
+        assert es[mention[0] : mention[1]] == [0, 0, 0, 0, 1, 0, 1]
+        assert set(es[: mention[0]] + es[mention[1] :]) == {-100}
         (context,), (target,) = batch["bem_context_spans"].tolist(), batch["bem_target_spans"].tolist()
         assert {tuple(context), tuple(target)} == {(5, 10), (10, 12)}
         directions.add(tuple(target))
         labels, ids = batch["labels"][0], batch["input_ids"][0]
-        assert labels[target[0]: target[1]].tolist() == encoded["input_ids"][target[0]: target[1]]
-        assert (labels[context[0]: context[1]] == -100).all()
-        assert ids[context[0]: context[1]].tolist() == encoded["input_ids"][context[0]: context[1]]
+        assert labels[target[0] : target[1]].tolist() == encoded["input_ids"][target[0] : target[1]]
+        assert (labels[context[0] : context[1]] == -100).all()
+        assert ids[context[0] : context[1]].tolist() == encoded["input_ids"][context[0] : context[1]]
         assert batch.target_counts["bem"] == target[1] - target[0]
         assert batch.target_counts["es"] == 7
     assert directions == {(5, 10), (10, 12)}  # both directions occur
@@ -176,7 +211,11 @@ def test_lexicon_maps_character_segments_to_word_pieces(real):
     assert lexicon.names[row] == "aplastic anemia"
     pieces = tokenizer.convert_ids_to_tokens(lexicon.name_ids[row].tolist())
     # the last word piece of "aplastic" and of "anemia" end the two sub-entities; 贫血 starts at anemia's first piece
-    ends = [index for index, piece in enumerate(pieces) if index + 1 == len(pieces) or not pieces[index + 1].startswith("##")]
+    ends = [
+        index
+        for index, piece in enumerate(pieces)
+        if index + 1 == len(pieces) or not pieces[index + 1].startswith("##")
+    ]
     assert lexicon.positives[row].tolist() == ends
     assert lexicon.split[row] == ends[0] + 1
     assert lexicon.lookup(np.array(tokenizer("不是名字的串", add_special_tokens=False)["input_ids"])) == -1
@@ -231,11 +270,15 @@ def toy(shared_data):
 
     store = KGStore.from_rdf(REPO_ROOT / "graphs" / "toy_medical.ttl", show_progress=False)
     tokenizer = load_tokenizer(shared_data / "vocab" / "bert-base-chinese" / "vocab.txt")
-    return dict(store=store, tokenizer=tokenizer, thesaurus=build_thesaurus(store), segments=build_entity_segments(store))
+    return dict(
+        store=store, tokenizer=tokenizer, thesaurus=build_thesaurus(store), segments=build_entity_segments(store)
+    )
 
 
 def _toy_lexicon(toy, **options) -> EntityLexicon:
-    return EntityLexicon(toy["thesaurus"], toy["segments"], toy["tokenizer"], toy["store"].primary_type_ids(), **options)
+    return EntityLexicon(
+        toy["thesaurus"], toy["segments"], toy["tokenizer"], toy["store"].primary_type_ids(), **options
+    )
 
 
 def test_replacements_keep_the_mention_script_and_skip_kg_neighbours(toy):
@@ -311,11 +354,13 @@ def test_a_capped_entity_is_not_forced_in_by_the_at_least_one_rule():
 
 
 #: Sentences of the toy graph's diseases and drugs (each names entities with synonyms in their own script).
-TINY_TEXTS = ["患者有糖尿病和高血压，三年前中风，现在服用二甲双胍和阿司匹林。",
-              "消渴的病人常见多饮多尿，糖尿病肾病会出现蛋白尿。",
-              "脑卒中以后偏瘫，医生说高血压要吃氨氯地平，糖尿病要控制。",
-              "感冒发烧头痛，吃了布洛芬；糖尿病患者用格华止。",
-              "stroke and hypertension: metformin for diabetes mellitus, DM with diabetic nephropathy."]
+TINY_TEXTS = [
+    "患者有糖尿病和高血压，三年前中风，现在服用二甲双胍和阿司匹林。",
+    "消渴的病人常见多饮多尿，糖尿病肾病会出现蛋白尿。",
+    "脑卒中以后偏瘫，医生说高血压要吃氨氯地平，糖尿病要控制。",
+    "感冒发烧头痛，吃了布洛芬；糖尿病患者用格华止。",
+    "stroke and hypertension: metformin for diabetes mellitus, DM with diabetic nephropathy.",
+]
 
 
 def tiny_batches(toy, tmp_path, steps: int = 4, **options) -> list:
@@ -324,14 +369,30 @@ def tiny_batches(toy, tmp_path, steps: int = 4, **options) -> list:
 
     store, tokenizer = toy["store"], toy["tokenizer"]
     linker = EntityLinker(store)
-    dataset = build_corpus(TINY_TEXTS, store=store, tokenizer=tokenizer, output_dir=tmp_path / "corpus", linker=linker,
-                           whole_word=False, max_length=64, progress=False)
-    lexicon = _toy_lexicon(toy, frequencies=linker.count(TINY_TEXTS), neighbors=store.adjacency(symmetric=True),
-                           max_entity_share=1.0)
-    batcher = EmbertCollator(lexicon=lexicon, masker=Masker.from_tokenizer(tokenizer, "bert"),
-                             cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
-                             pad_token_id=tokenizer.pad_token_id, max_sequence_length=512, sentence_order=True,
-                             cecp_rate=1.0, **options)
+    dataset = build_corpus(
+        TINY_TEXTS,
+        store=store,
+        tokenizer=tokenizer,
+        output_dir=tmp_path / "corpus",
+        linker=linker,
+        whole_word=False,
+        max_length=64,
+        progress=False,
+    )
+    lexicon = _toy_lexicon(
+        toy, frequencies=linker.count(TINY_TEXTS), neighbors=store.adjacency(symmetric=True), max_entity_share=1.0
+    )
+    batcher = EmbertCollator(
+        lexicon=lexicon,
+        masker=Masker.from_tokenizer(tokenizer, "bert"),
+        cls_token_id=tokenizer.cls_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        max_sequence_length=512,
+        sentence_order=True,
+        cecp_rate=1.0,
+        **options,
+    )
     rows = dataset[:]
     return [batcher(rows, seeds_of(0, step, np.arange(len(TINY_TEXTS)))) for step in range(steps)]
 
@@ -356,8 +417,11 @@ def test_default_batches_are_those_before_the_negatives_option(toy, tmp_path):
     it existed (the digest and the CECP labels below were computed on the code before the option)."""
     batches = tiny_batches(toy, tmp_path)
     assert [batch["cecp_labels"].tolist() for batch in batches] == [
-        [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0], [1, 0, 0, 0, 1, 1, 1, 0, 1, 1, 0], [1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1],
-        [0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1]]
+        [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0],
+        [1, 0, 0, 0, 1, 1, 1, 0, 1, 1, 0],
+        [1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1],
+        [0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1],
+    ]
     assert batch_digest(batches) == DEFAULT_BATCHES_SHA256
     assert batch_digest(tiny_batches(toy, tmp_path / "again", cecp_negatives="shipped")) == DEFAULT_BATCHES_SHA256
 
@@ -366,8 +430,9 @@ def replacement_surfaces(batches) -> dict[int, list[tuple]]:
     """label → the word pieces of every CECP replacement in ``batches`` (replaced mentions are never masked)."""
     surfaces = {0: [], 1: []}
     for batch in batches:
-        for row, (start, end), label in zip(batch["cecp_batch"].tolist(), batch["cecp_spans"].tolist(),
-                                            batch["cecp_labels"].tolist()):
+        for row, (start, end), label in zip(
+            batch["cecp_batch"].tolist(), batch["cecp_spans"].tolist(), batch["cecp_labels"].tolist()
+        ):
             surfaces[label].append(tuple(batch["input_ids"][row, start:end].tolist()))
     return surfaces
 
@@ -381,9 +446,14 @@ def test_fixed_surface_negatives_are_one_surface(toy, tmp_path):
     shipped = replacement_surfaces(tiny_batches(toy, tmp_path / "shipped"))
     lexicon = _toy_lexicon(toy)
     entity, name = lexicon.fixed_surface
-    aliased = [e for e in range(store.num_entities)
-               if any(n != store.entity_name(e) and any("\u4e00" <= c <= "\u9fff" for c in n)
-                      for n in toy["thesaurus"].synonyms(e)[1:])]
+    aliased = [
+        e
+        for e in range(store.num_entities)
+        if any(
+            n != store.entity_name(e) and any("\u4e00" <= c <= "\u9fff" for c in n)
+            for n in toy["thesaurus"].synonyms(e)[1:]
+        )
+    ]
     assert entity == min(aliased)  # independent of the lexicon's pools: from the thesaurus' surfaces
     fixed = tuple(tokenizer(lexicon.names[name], add_special_tokens=False)["input_ids"])
     assert len(control[0]) >= 8 and set(control[0]) == {fixed}, control[0]
@@ -399,11 +469,20 @@ def test_the_model_option_reaches_the_collator(toy):
     from kgplm.methods.embert import EmbertConfig
 
     store = toy["store"]
-    artefacts = {"thesaurus": toy["thesaurus"], "entity_segments": toy["segments"],
-                 "entity_frequencies": np.ones(store.num_entities)}
+    artefacts = {
+        "thesaurus": toy["thesaurus"],
+        "entity_segments": toy["segments"],
+        "entity_frequencies": np.ones(store.num_entities),
+    }
     for negatives in ("fixed_surface", "shipped"):
-        context = MethodContext(config=EmbertConfig(cecp_negatives=negatives), tokenizer=toy["tokenizer"], store=store,
-                                masking="bert", seed=0, artefacts=artefacts)
+        context = MethodContext(
+            config=EmbertConfig(cecp_negatives=negatives),
+            tokenizer=toy["tokenizer"],
+            store=store,
+            masking="bert",
+            seed=0,
+            artefacts=artefacts,
+        )
         assert get("embert").build_collator(context).cecp_negatives == negatives
 
 

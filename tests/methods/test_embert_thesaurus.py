@@ -44,7 +44,10 @@ def test_obo_synonyms_and_umls_strings_of_a_cui(tmp_path):
     store = KGStore.from_obo(path, show_progress=False)
     # EXACT and RELATED synonyms are aliases; BROAD ones are not names of the term
     assert synonyms(build_thesaurus(store), store, "Phenotypic abnormality") == {
-        "Phenotypic abnormality", "Organ abnormality", 'Phenotype "odd"'}
+        "Phenotypic abnormality",
+        "Organ abnormality",
+        'Phenotype "odd"',
+    }
     umls = KGStore.from_umls_rrf(write_umls(tmp_path / "umls"), show_progress=False)
     assert synonyms(build_thesaurus(umls), umls, "Diabetes Mellitus") == {"糖尿病", "Diabetes Mellitus", "DM"}
 

@@ -42,8 +42,10 @@ def consistency_batch(rng: np.random.Generator, entities: int, size: int, fixed_
     sequences, spans, labels = [], [], []
     for _ in range(size):
         entity = int(rng.integers(entities))
-        names = [[FIRST_NAME + 4 * entity, FIRST_NAME + 1 + 4 * entity],
-                 [FIRST_NAME + 2 + 4 * entity, FIRST_NAME + 3 + 4 * entity]]
+        names = [
+            [FIRST_NAME + 4 * entity, FIRST_NAME + 1 + 4 * entity],
+            [FIRST_NAME + 2 + 4 * entity, FIRST_NAME + 3 + 4 * entity],
+        ]
         first, label = int(rng.integers(2)), int(rng.random() < 0.5)
         if label:
             replacement = names[1 - first]
@@ -61,16 +63,28 @@ def consistency_batch(rng: np.random.Generator, entities: int, size: int, fixed_
     input_ids = torch.zeros(size, max(map(len, sequences)), dtype=torch.long)
     attention_mask = torch.zeros_like(input_ids)
     for row, sequence in enumerate(sequences):
-        input_ids[row, :len(sequence)], attention_mask[row, :len(sequence)] = torch.tensor(sequence), 1
-    return dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=torch.zeros_like(input_ids),
-                cecp_batch=torch.arange(size), cecp_spans=torch.tensor(spans), cecp_labels=torch.tensor(labels))
+        input_ids[row, : len(sequence)], attention_mask[row, : len(sequence)] = torch.tensor(sequence), 1
+    return dict(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        token_type_ids=torch.zeros_like(input_ids),
+        cecp_batch=torch.arange(size),
+        cecp_spans=torch.tensor(spans),
+        cecp_labels=torch.tensor(labels),
+    )
 
 
 def train_consistency(entities: int, steps: int, fixed_surface: bool, seed: int = 0) -> tuple[float, float]:
     """CECP alone (no MLM targets, ES and BEM off) on the tiny encoder; held-out (loss, accuracy) on 512 sequences."""
     torch.manual_seed(seed)
-    config = EmbertConfig(vocab_size=FIRST_NAME + 4 * entities, use_es=False, use_bem=False, hidden_dropout_prob=0.0,
-                          attention_probs_dropout_prob=0.0, **TINY_TEXT_ENCODER)
+    config = EmbertConfig(
+        vocab_size=FIRST_NAME + 4 * entities,
+        use_es=False,
+        use_bem=False,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        **TINY_TEXT_ENCODER,
+    )
     model = EmbertForPreTraining(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     rng = np.random.default_rng(seed)
@@ -109,9 +123,21 @@ def embert_run(cmekg_store, shared_data, tmp_path_factory):
     work = tmp_path_factory.mktemp("embert")
     corpus = work / "medical.txt"
     corpus.write_text("\n".join(texts), encoding="utf-8")
-    return kgplm.train("embert", graph=cmekg_store, corpus=corpus, output_dir=work / "run",
-                       text_model=dict(TINY_TEXT_ENCODER), vocab_size=2000, max_steps=120, batch_size=16,
-                       learning_rate=2e-3, log_every=20, checkpoint_every=120, max_length=128, progress=False)
+    return kgplm.train(
+        "embert",
+        graph=cmekg_store,
+        corpus=corpus,
+        output_dir=work / "run",
+        text_model=dict(TINY_TEXT_ENCODER),
+        vocab_size=2000,
+        max_steps=120,
+        batch_size=16,
+        learning_rate=2e-3,
+        log_every=20,
+        checkpoint_every=120,
+        max_length=128,
+        progress=False,
+    )
 
 
 @pytest.mark.slow
@@ -127,9 +153,19 @@ def test_mlm_es_bem_decrease_on_real_text(embert_run):
 
 @pytest.mark.slow
 def test_fine_tunes_on_cmedqaner(embert_run, shared_data, tmp_path):
-    result = kgplm.finetune(model=embert_run.output_dir, task="cmedqaner", data_dir=shared_data / "tasks",
-                            output_dir=tmp_path / "ner", epochs=4, batch_size=16, learning_rate=3e-3,
-                            max_train_examples=300, max_eval_examples=100, patience=10, progress=False)
+    result = kgplm.finetune(
+        model=embert_run.output_dir,
+        task="cmedqaner",
+        data_dir=shared_data / "tasks",
+        output_dir=tmp_path / "ner",
+        epochs=4,
+        batch_size=16,
+        learning_rate=3e-3,
+        max_train_examples=300,
+        max_eval_examples=100,
+        patience=10,
+        progress=False,
+    )
     assert result.history[-1]["train_loss"] < 0.7 * result.history[0]["train_loss"]
     assert result.test["f1"] > 0.0, result.test
     config = json.loads((tmp_path / "ner" / "finetune_config.json").read_text(encoding="utf-8"))

@@ -41,10 +41,15 @@ def test_toy_graph_indications_become_groups():
     store = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
     attributes = ProductAttributes.from_store(store)
     assert {(g.title, g.attribute, g.values) for g in attributes.groups} == {
-        ("二甲双胍", "适应症", ("糖尿病",)), ("胰岛素", "适应症", ("糖尿病",)),
+        ("二甲双胍", "适应症", ("糖尿病",)),
+        ("胰岛素", "适应症", ("糖尿病",)),
         ("阿司匹林", "适应症", tuple(sorted(["发热", "头痛", "脑卒中"]))),
-        ("氨氯地平", "适应症", ("高血压",)), ("布洛芬", "适应症", tuple(sorted(["发热", "头痛"])))}
-    assert [attributes.values[i] for i in attributes.pool("适应症")] == sorted(["糖尿病", "发热", "头痛", "脑卒中", "高血压"])
+        ("氨氯地平", "适应症", ("高血压",)),
+        ("布洛芬", "适应症", tuple(sorted(["发热", "头痛"]))),
+    }
+    assert [attributes.values[i] for i in attributes.pool("适应症")] == sorted(
+        ["糖尿病", "发热", "头痛", "脑卒中", "高血压"]
+    )
     literal = ProductAttributes.from_store(store, ["usage"])  # literal attributes are values too
     assert [(g.title, g.values) for g in literal.groups] == [("二甲双胍", ("口服，一次0.5g，一日2次",))]
     assert len(ProductAttributes.from_store(store, [])) == 0
@@ -52,12 +57,16 @@ def test_toy_graph_indications_become_groups():
 
 def test_tables_are_read_merged_excluded_and_bad_lines_located(tmp_path):
     table = tmp_path / "products.tsv"
-    table.write_text("感冒灵颗粒\t适应症\t感冒|头痛| 发热\n\n感冒灵颗粒\t适应症\t咳嗽\n布洛芬\t成份\t布洛芬\n", encoding="utf-8")
+    table.write_text(
+        "感冒灵颗粒\t适应症\t感冒|头痛| 发热\n\n感冒灵颗粒\t适应症\t咳嗽\n布洛芬\t成份\t布洛芬\n", encoding="utf-8"
+    )
     groups = read_attribute_table(table)
     assert groups[0] == AttributeGroup("感冒灵颗粒", "适应症", ("感冒", "头痛", "发热"))
     attributes = ProductAttributes(groups)
     assert [(g.title, g.attribute, g.values) for g in attributes.groups] == [
-        ("布洛芬", "成份", ("布洛芬",)), ("感冒灵颗粒", "适应症", tuple(sorted(["感冒", "头痛", "发热", "咳嗽"])))]
+        ("布洛芬", "成份", ("布洛芬",)),
+        ("感冒灵颗粒", "适应症", tuple(sorted(["感冒", "头痛", "发热", "咳嗽"]))),
+    ]
     smaller = attributes.without([("感冒灵颗粒", "适应症", "咳嗽"), ("布洛芬", "成份", "布洛芬")])
     assert smaller.triples() == [("感冒灵颗粒", "适应症", v) for v in sorted(["感冒", "头痛", "发热"])]
     attributes.save(tmp_path / "a.json")
@@ -82,8 +91,10 @@ def test_pap_loss_equals_a_hand_computation():
     value = torch.tensor([0, 1, 2, 3, 0, 4, 1, 2, 2])
     label = torch.tensor([1, 0, 0, 1, 1, 0, 0, 0, 0])
     distances = attribute_distances(queries, values, group, value)
-    by_hand_distances = [sum(abs(q - v) for q, v in zip(queries[g].tolist(), values[x].tolist()))
-                         for g, x in zip(group.tolist(), value.tolist())]
+    by_hand_distances = [
+        sum(abs(q - v) for q, v in zip(queries[g].tolist(), values[x].tolist()))
+        for g, x in zip(group.tolist(), value.tolist())
+    ]
     assert distances.tolist() == pytest.approx(by_hand_distances)
 
     def log_sigmoid(x):
@@ -95,8 +106,9 @@ def test_pap_loss_equals_a_hand_computation():
         positives = [by_hand_distances[i] for i in rows if label[i] == 1]
         negatives = [by_hand_distances[i] for i in rows if label[i] == 0]
         assert len(negatives) == 2 * len(positives)  # k = 2 × positives
-        total += (-sum(log_sigmoid(gamma - d) for d in positives) / len(positives)
-                  - sum(log_sigmoid(d - gamma) for d in negatives) / len(negatives))
+        total += -sum(log_sigmoid(gamma - d) for d in positives) / len(positives) - sum(
+            log_sigmoid(d - gamma) for d in negatives
+        ) / len(negatives)
     objective = product_attribute_objective(distances, group, label, gamma)
     assert objective.loss.item() == pytest.approx(total / 2, rel=1e-6)
     assert objective.count == 2
@@ -112,24 +124,34 @@ def tokenizer(tmp_path_factory):
 
 
 def attributes_with_shared_values() -> ProductAttributes:
-    return ProductAttributes([
-        AttributeGroup("阿司匹林", "适应症", ("发热", "头痛", "脑卒中")),
-        AttributeGroup("布洛芬", "适应症", ("发热", "头痛")),
-        AttributeGroup("二甲双胍", "适应症", ("糖尿病",)),
-        AttributeGroup("氨氯地平", "适应症", ("高血压",)),
-        AttributeGroup("感冒灵", "适应症", ("感冒", "发热", "咳嗽", "鼻塞", "头痛")),
-        AttributeGroup("布洛芬", "成份", ("布洛芬",)),  # no other 成份 value: never a PAP group
-    ])
+    return ProductAttributes(
+        [
+            AttributeGroup("阿司匹林", "适应症", ("发热", "头痛", "脑卒中")),
+            AttributeGroup("布洛芬", "适应症", ("发热", "头痛")),
+            AttributeGroup("二甲双胍", "适应症", ("糖尿病",)),
+            AttributeGroup("氨氯地平", "适应症", ("高血压",)),
+            AttributeGroup("感冒灵", "适应症", ("感冒", "发热", "咳嗽", "鼻塞", "头痛")),
+            AttributeGroup("布洛芬", "成份", ("布洛芬",)),  # no other 成份 value: never a PAP group
+        ]
+    )
 
 
 def make_collator(tokenizer, attributes, **overrides) -> EpplmCollator:
-    options = dict(probability=1.0, schedule="with_rtd", max_values=3, negative_ratio=2, query_length=16,
-                   value_length=8)
+    options = dict(
+        probability=1.0, schedule="with_rtd", max_values=3, negative_ratio=2, query_length=16, value_length=8
+    )
     options.update(overrides)
     masker = Masker.from_tokenizer(tokenizer, "bert", mask_fraction=1.0, random_fraction=0.0)
-    return EpplmCollator(attributes=attributes, tokenizer=tokenizer, masker=masker,
-                         cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
-                         pad_token_id=tokenizer.pad_token_id, sentence_order=False, **options)
+    return EpplmCollator(
+        attributes=attributes,
+        tokenizer=tokenizer,
+        masker=masker,
+        cls_token_id=tokenizer.cls_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        sentence_order=False,
+        **options,
+    )
 
 
 def text_rows(tokenizer, count=8):
@@ -171,8 +193,10 @@ def test_pap_steps_are_one_per_block_and_agree_across_micro_batches(tokenizer):
     collator = make_collator(tokenizer, attributes_with_shared_values(), probability=0.05)
     rows = text_rows(tokenizer, 4)
     for step in range(40):
-        halves = [collator({"input_ids": rows["input_ids"][:2]}, np.array([[3, step, 0], [3, step, 1]])),
-                  collator({"input_ids": rows["input_ids"][2:]}, np.array([[3, step, 2], [3, step, 3]]))]
+        halves = [
+            collator({"input_ids": rows["input_ids"][:2]}, np.array([[3, step, 0], [3, step, 1]])),
+            collator({"input_ids": rows["input_ids"][2:]}, np.array([[3, step, 2], [3, step, 3]])),
+        ]
         assert [("pap_query_ids" in half) for half in halves] == [is_pap_step(3, step, 0.05)] * 2
 
 
@@ -185,15 +209,18 @@ def test_the_share_of_pap_steps_is_rho_in_every_prefix():
         counts = np.cumsum(flags)
         for n in range(1, 2001):
             assert math.floor(probability * n) - 1e-9 <= counts[n - 1] <= math.ceil(probability * n - 1e-9), (
-                probability, n)
+                probability,
+                n,
+            )
     steps = [s for s in range(2000) if is_pap_step(7, s, 0.15)]
     assert set(np.diff(steps).tolist()) <= {6, 7}
 
 
 def test_alternate_schedule_makes_pap_only_batches_and_the_generator_gets_no_pap_gradient(tokenizer):
     attributes = attributes_with_shared_values()
-    batch = make_collator(tokenizer, attributes, schedule="alternate")(text_rows(tokenizer), np.array(
-        [[0, 0, i] for i in range(8)]))
+    batch = make_collator(tokenizer, attributes, schedule="alternate")(
+        text_rows(tokenizer), np.array([[0, 0, i] for i in range(8)])
+    )
     assert "input_ids" not in batch and "pap_query_ids" in batch and set(batch.target_counts) == {"pap"}
     torch.manual_seed(0)
     model = EpplmForPreTraining(EpplmConfig(vocab_size=len(tokenizer), **TINY_TEXT_ENCODER, **NO_DROPOUT))
@@ -214,7 +241,12 @@ def test_epplm_record_and_config():
     spec = get("epplm")
     assert spec.artefacts == {"product_attributes"} and spec.default_masking == "word_entity"
     config = EpplmConfig()
-    assert (config.rtd_weight, config.pap_margin, config.pap_probability, config.mask_fraction) == (50.0, 4.0, 0.05, 1.0)
+    assert (config.rtd_weight, config.pap_margin, config.pap_probability, config.mask_fraction) == (
+        50.0,
+        4.0,
+        0.05,
+        1.0,
+    )
     with pytest.raises(ConfigurationError, match="pap_schedule"):
         EpplmConfig(pap_schedule="sometimes")
 
@@ -227,24 +259,35 @@ def test_method_data_reaches_the_stage_and_unknown_keys_fail(tmp_path):
     table.write_text("感冒灵颗粒\t适应症\t感冒|头痛\n", encoding="utf-8")
     excluded = tmp_path / "held_out.tsv"
     excluded.write_text("阿司匹林\t适应症\t脑卒中\n", encoding="utf-8")
-    result = kgplm.train("epplm", **toy_arguments(corpus, tmp_path / "run", max_steps=4, checkpoint_every=4,
-                                                  log_every=2),
-                         method_data={"product_attributes": str(table), "exclude_attributes": str(excluded)})
+    result = kgplm.train(
+        "epplm",
+        **toy_arguments(corpus, tmp_path / "run", max_steps=4, checkpoint_every=4, log_every=2),
+        method_data={"product_attributes": str(table), "exclude_attributes": str(excluded)},
+    )
     saved = ProductAttributes.load(Path(result.output_dir) / "kg" / "product_attributes.json")
     triples = set(saved.triples())
     assert ("感冒灵颗粒", "适应症", "感冒") in triples and ("阿司匹林", "适应症", "发热") in triples
     assert ("阿司匹林", "适应症", "脑卒中") not in triples
     with pytest.raises(ConfigurationError, match="unknown method_data keys"):
-        kgplm.train("epplm", **toy_arguments(corpus, tmp_path / "other", max_steps=2),
-                    method_data={"attribute_table": str(table)})
+        kgplm.train(
+            "epplm",
+            **toy_arguments(corpus, tmp_path / "other", max_steps=2),
+            method_data={"attribute_table": str(table)},
+        )
 
 
 # -- real text -------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def epplm_run(cmekg_store, shared_data, tmp_path_factory):
     """CMeKG's drug attributes; PAP on every other step so that its curve has points."""
-    return train_on_dialogues("epplm", cmekg_store, shared_data, tmp_path_factory.mktemp("epplm"), learning_rate=3e-3,
-                              model_options={"pap_probability": 0.5, "pap_max_values": 4})
+    return train_on_dialogues(
+        "epplm",
+        cmekg_store,
+        shared_data,
+        tmp_path_factory.mktemp("epplm"),
+        learning_rate=3e-3,
+        model_options={"pap_probability": 0.5, "pap_max_values": 4},
+    )
 
 
 @pytest.mark.slow
@@ -267,8 +310,9 @@ def test_a_resumed_run_repeats_the_pap_schedule_and_the_losses(tmp_path):
     from tests.test_api import toy_arguments, write_toy_corpus
 
     corpus = write_toy_corpus(tmp_path / "notes.txt")
-    arguments = toy_arguments(corpus, tmp_path / "run", max_steps=8, checkpoint_every=4, log_every=1,
-                              model_options={"pap_probability": 0.25})
+    arguments = toy_arguments(
+        corpus, tmp_path / "run", max_steps=8, checkpoint_every=4, log_every=1, model_options={"pap_probability": 0.25}
+    )
     whole = kgplm.train("epplm", **arguments).metrics
     assert sum("pap" in record for record in whole) == 2  # one PAP step per block of 4
     shutil.rmtree(tmp_path / "run" / "checkpoints" / "step-0000008")

@@ -58,8 +58,9 @@ def sampled_candidates(collator, attributes, draws: int = 3000):
 def candidate_popularity_auc(attributes, rows) -> float:
     popularity = {}
     for attribute in attributes.attributes:
-        popularity.update({(attribute, int(v)): int(c) for v, c in zip(attributes.pool(attribute),
-                                                                      attributes.pool_counts(attribute))})
+        popularity.update(
+            {(attribute, int(v)): int(c) for v, c in zip(attributes.pool(attribute), attributes.pool_counts(attribute))}
+        )
     scores = np.array([popularity[(a, v)] for a, v, _, _ in rows], dtype=float)
     labels = np.array([label for _, _, label, _ in rows])
     return auc(scores[labels == 1], scores[labels == 0])
@@ -82,10 +83,14 @@ def test_default_training_negatives_are_as_popular_as_the_positives(tokenizer):
 
 def test_frequency_negatives_follow_how_many_titles_have_the_value(tokenizer):
     """Hand law: for 阿司匹林 (发热, 头痛, 脑卒中) the other 适应症 values are 糖尿病 (2 titles) and 高血压 (1): 2/3, 1/3."""
-    attributes = ProductAttributes([
-        AttributeGroup("二甲双胍", "适应症", ("糖尿病",)), AttributeGroup("胰岛素", "适应症", ("糖尿病",)),
-        AttributeGroup("阿司匹林", "适应症", ("发热", "头痛", "脑卒中")),
-        AttributeGroup("氨氯地平", "适应症", ("高血压",))])
+    attributes = ProductAttributes(
+        [
+            AttributeGroup("二甲双胍", "适应症", ("糖尿病",)),
+            AttributeGroup("胰岛素", "适应症", ("糖尿病",)),
+            AttributeGroup("阿司匹林", "适应症", ("发热", "头痛", "脑卒中")),
+            AttributeGroup("氨氯地平", "适应症", ("高血压",)),
+        ]
+    )
     collator = make_collator(tokenizer, attributes)
     aspirin = [g.title for g in attributes.groups].index("阿司匹林")
     counts = Counter()
@@ -103,8 +108,9 @@ def test_the_title_agnostic_baseline_loss_equals_a_monte_carlo_fit(tokenizer):
     sampled batches (clipped at σ(γ)), for both laws; it lies below a constant scorer's 2 ln 2."""
     attributes = skewed_attributes(60)
     for law in ("frequency", "uniform"):
-        rows = sampled_candidates(make_collator(tokenizer, attributes, max_values=20, negatives=law), attributes,
-                                  draws=20000)
+        rows = sampled_candidates(
+            make_collator(tokenizer, attributes, max_values=20, negatives=law), attributes, draws=20000
+        )
         weights: dict[tuple, list[float]] = {}
         for attribute, value, label, weight in rows:
             weights.setdefault((attribute, value), [0.0, 0.0])[label] += weight / 20000
@@ -121,9 +127,14 @@ def test_the_title_agnostic_baseline_loss_equals_a_monte_carlo_fit(tokenizer):
 
 def test_a_withheld_value_is_never_a_negative_of_its_own_title(tokenizer, tmp_path):
     """阿司匹林's held-out 脑卒中 stays in the pool (布洛芬 has it) but is never drawn against 阿司匹林, under either law."""
-    attributes = ProductAttributes([
-        AttributeGroup("阿司匹林", "适应症", ("发热", "头痛", "脑卒中")), AttributeGroup("布洛芬", "适应症", ("脑卒中",)),
-        AttributeGroup("二甲双胍", "适应症", ("糖尿病",)), AttributeGroup("氨氯地平", "适应症", ("高血压",))])
+    attributes = ProductAttributes(
+        [
+            AttributeGroup("阿司匹林", "适应症", ("发热", "头痛", "脑卒中")),
+            AttributeGroup("布洛芬", "适应症", ("脑卒中",)),
+            AttributeGroup("二甲双胍", "适应症", ("糖尿病",)),
+            AttributeGroup("氨氯地平", "适应症", ("高血压",)),
+        ]
+    )
     training = attributes.without([("阿司匹林", "适应症", "脑卒中")])
     stroke = training.values.index("脑卒中")
     assert stroke in training.pool("适应症").tolist()
@@ -151,9 +162,13 @@ def test_a_held_out_drug_leaves_its_other_attributes_and_its_text(tmp_path):
     attributes = skewed_attributes()
     table = attributes.write_table(tmp_path / "products.tsv")
     run = RunDirectory(tmp_path / "run")
-    inputs = StageInputs(arguments={"method_data": {"graph_attributes": [], "product_attributes": str(table),
-                                                    "pap_held_out": 20}},
-                         store=_EmptyStore(), corpus=None, corpus_options={}, progress=False)
+    inputs = StageInputs(
+        arguments={"method_data": {"graph_attributes": [], "product_attributes": str(table), "pap_held_out": 20}},
+        store=_EmptyStore(),
+        corpus=None,
+        corpus_options={},
+        progress=False,
+    )
     training = product_attributes_stage(run, inputs)
     assert len(training.held_out) == 20
     trained = set(training.triples())
@@ -163,8 +178,12 @@ def test_a_held_out_drug_leaves_its_other_attributes_and_its_text(tmp_path):
         assert any(g.attribute == attribute and value in g.values for g in training.groups)  # another drug has it
         assert not [t for t in trained if t[0] == title and t[1] != attribute]  # 不良反应, 功能主治 gone
         assert [t for t in trained if t[0] == title and t[1] == attribute]  # its other indications stay
-    lines = [f"{title}的适应症有{'、'.join(g.values)}。" for g in attributes.groups if g.attribute == "适应症"
-             for title in [g.title]]
+    lines = [
+        f"{title}的适应症有{'、'.join(g.values)}。"
+        for g in attributes.groups
+        if g.attribute == "适应症"
+        for title in [g.title]
+    ]
     lines += [f"{g.title}的功能主治：{g.values[0]}。" for g in attributes.groups if g.attribute == "功能主治"]
     lines += [f"{g.title}可能引起{g.values[0]}。" for g in attributes.groups if g.attribute == "不良反应"]
     kept = drop_leaking_text(lines, training)
@@ -187,8 +206,11 @@ def test_the_registered_held_out_split_reaches_a_real_run(tmp_path):
     evaluation = get("epplm").evaluations["PAP AUC"]
     assert evaluation.chance == 0.5 and evaluation.method_data["pap_held_out"] > 0
     corpus = write_toy_corpus(tmp_path / "notes.txt")
-    result = kgplm.train("epplm", **toy_arguments(corpus, tmp_path / "run", max_steps=2, checkpoint_every=2,
-                                                  log_every=1), method_data={"pap_held_out": 1})
+    result = kgplm.train(
+        "epplm",
+        **toy_arguments(corpus, tmp_path / "run", max_steps=2, checkpoint_every=2, log_every=1),
+        method_data={"pap_held_out": 1},
+    )
     saved = ProductAttributes.load(Path(result.output_dir) / "kg" / "product_attributes.json")
     assert len(saved.held_out) == 1
     title, attribute, value = saved.held_out[0]
@@ -228,17 +250,24 @@ def test_the_drug_shuffle_control_sits_at_chance_for_a_scorer_that_knows_the_dru
     rng = np.random.default_rng(0)
 
     def oracle(pairs):
-        return np.array([float(v in training.true_values(t, "适应症")) for t, v in pairs]) + 1e-3 * rng.random(len(pairs))
+        return np.array([float(v in training.true_values(t, "适应症")) for t, v in pairs]) + 1e-3 * rng.random(
+            len(pairs)
+        )
 
     assert auc(oracle(evaluation.positives), oracle(evaluation.negatives)) == 1.0
     assert len(evaluation.shuffled_positives) >= 0.9 * len(evaluation.positives)
-    assert all(p[0] != s[0] for p, s in zip(sorted(evaluation.positives, key=lambda p: p[1]),
-                                             sorted(evaluation.shuffled_positives, key=lambda p: p[1])))
+    assert all(
+        p[0] != s[0]
+        for p, s in zip(
+            sorted(evaluation.positives, key=lambda p: p[1]), sorted(evaluation.shuffled_positives, key=lambda p: p[1])
+        )
+    )
     shuffled = auc(oracle(evaluation.shuffled_positives), oracle(evaluation.shuffled_negatives))
     low, high = chance_interval(len(evaluation.shuffled_positives), len(evaluation.shuffled_negatives))
     assert low <= shuffled <= high, shuffled
-    assert auc(length_scores(evaluation.shuffled_positives), length_scores(evaluation.shuffled_negatives)) == \
-        pytest.approx(auc(length_scores(evaluation.positives), length_scores(evaluation.negatives)), abs=0.02)
+    assert auc(
+        length_scores(evaluation.shuffled_positives), length_scores(evaluation.shuffled_negatives)
+    ) == pytest.approx(auc(length_scores(evaluation.positives), length_scores(evaluation.negatives)), abs=0.02)
 
 
 def test_auc_and_chance_interval_by_hand():

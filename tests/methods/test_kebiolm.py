@@ -26,8 +26,16 @@ from kgplm.models import TINY_TEXT_ENCODER, KgplmForFineTuning, load_pretrained
 
 
 def tiny_config(**overrides) -> KebiolmConfig:
-    fields = dict(vocab_size=60, num_entities=40, entity_dim=8, num_retrieved=5, retrieval_chunk_size=7,
-                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **TINY_TEXT_ENCODER)
+    fields = dict(
+        vocab_size=60,
+        num_entities=40,
+        entity_dim=8,
+        num_retrieved=5,
+        retrieval_chunk_size=7,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        **TINY_TEXT_ENCODER,
+    )
     fields.update(overrides)
     return KebiolmConfig(**fields)
 
@@ -41,9 +49,14 @@ def tiny_batch() -> dict[str, torch.Tensor]:
     input_ids[0, 7] = 3
     input_ids[1, 3] = 3
     input_ids[1, 4:] = 0
-    return dict(input_ids=input_ids, attention_mask=torch.tensor([[1] * 8, [1] * 4 + [0] * 4]),
-                token_type_ids=torch.zeros(2, 8, dtype=torch.long), mention_batch=torch.tensor([0, 0]),
-                mention_spans=torch.tensor([[1, 3], [5, 7]]), mention_entity_ids=torch.tensor([4, 9]))
+    return dict(
+        input_ids=input_ids,
+        attention_mask=torch.tensor([[1] * 8, [1] * 4 + [0] * 4]),
+        token_type_ids=torch.zeros(2, 8, dtype=torch.long),
+        mention_batch=torch.tensor([0, 0]),
+        mention_spans=torch.tensor([[1, 3], [5, 7]]),
+        mention_entity_ids=torch.tensor([4, 9]),
+    )
 
 
 # -- detection tags and decoding ----------------------------------------------------------------------
@@ -72,8 +85,10 @@ def test_decoding_matches_seqeval_on_random_tags():
     decoded = {(int(b), int(s), int(e)) for b, (s, e) in zip(mention_batch, spans.tolist())}
     expected = set()
     for row in range(40):
-        names = [f"{TAG_NAMES[t]}-E" if TAG_NAMES[t] != "O" and c else "O"
-                 for t, c in zip(tags[row].tolist(), candidates[row].tolist())]
+        names = [
+            f"{TAG_NAMES[t]}-E" if TAG_NAMES[t] != "O" and c else "O"
+            for t, c in zip(tags[row].tolist(), candidates[row].tolist())
+        ]
         expected |= {(row, start, end + 1) for _, start, end in get_entities(names)}  # seqeval's end is inclusive
     assert decoded == expected and len(decoded) > 50
     assert mention_batch.tolist() == sorted(mention_batch.tolist())
@@ -81,8 +96,12 @@ def test_decoding_matches_seqeval_on_random_tags():
 
 def test_decoding_spans_touching_the_sequence_edges():
     # [CLS] I I O B I [SEP] | [CLS] B B I [SEP] pad: an I right after [CLS] opens a span; a span ends before [SEP]
-    tags = torch.tensor([[INSIDE, INSIDE, INSIDE, OUTSIDE, BEGIN, INSIDE, INSIDE],
-                         [BEGIN, BEGIN, BEGIN, INSIDE, INSIDE, BEGIN, OUTSIDE]])
+    tags = torch.tensor(
+        [
+            [INSIDE, INSIDE, INSIDE, OUTSIDE, BEGIN, INSIDE, INSIDE],
+            [BEGIN, BEGIN, BEGIN, INSIDE, INSIDE, BEGIN, OUTSIDE],
+        ]
+    )
     attention = torch.tensor([[1] * 7, [1] * 5 + [0, 0]])
     mention_batch, spans = decode_spans(tags, candidate_positions(attention, None))
     assert mention_batch.tolist() == [0, 0, 1, 1]
@@ -161,10 +180,15 @@ def test_fusion_changes_exactly_the_mention_tokens_and_never_cls():
     batch = tiny_batch()
     inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     with torch.no_grad():
-        fused = KEBIOLM_ENCODING.encode(model, **inputs, mention_batch=batch["mention_batch"],
-                                        mention_spans=batch["mention_spans"]).last_hidden_state
-        plain = KEBIOLM_ENCODING.encode(model, **inputs, mention_batch=torch.zeros(0, dtype=torch.long),
-                                        mention_spans=torch.zeros(0, 2, dtype=torch.long)).last_hidden_state
+        fused = KEBIOLM_ENCODING.encode(
+            model, **inputs, mention_batch=batch["mention_batch"], mention_spans=batch["mention_spans"]
+        ).last_hidden_state
+        plain = KEBIOLM_ENCODING.encode(
+            model,
+            **inputs,
+            mention_batch=torch.zeros(0, dtype=torch.long),
+            mention_spans=torch.zeros(0, 2, dtype=torch.long),
+        ).last_hidden_state
     changed = (fused - plain).abs().amax(-1) > 0
     expected = torch.zeros(2, 8, dtype=torch.bool)
     expected[0, 1:3] = expected[0, 5:7] = True
@@ -193,8 +217,9 @@ def test_without_gold_spans_the_encoder_fuses_its_own_detections():
     inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     with torch.no_grad():
         own = KEBIOLM_ENCODING.encode(model, **inputs)
-        given = KEBIOLM_ENCODING.encode(model, **inputs, mention_batch=torch.tensor([0, 1]),
-                                        mention_spans=torch.tensor([[1, 7], [1, 3]]))
+        given = KEBIOLM_ENCODING.encode(
+            model, **inputs, mention_batch=torch.tensor([0, 1]), mention_spans=torch.tensor([[1, 7], [1, 3]])
+        )
     assert own.extras["mention_batch"].tolist() == [0, 1]
     assert own.extras["mention_spans"].tolist() == [[1, 7], [1, 3]]
     torch.testing.assert_close(own.last_hidden_state, given.last_hidden_state)
@@ -213,8 +238,9 @@ def test_losses_and_gradients():
     assert set(output.losses) == {"mlm", "ed", "el"}
     assert {"mlm_accuracy", "ed_accuracy", "el_accuracy"} <= set(output.metrics)
     table = model.entity_memory.weight
-    torch.testing.assert_close(output.losses["el"], F.cross_entropy(output.mention_vectors @ table.T,
-                                                                    batch["mention_entity_ids"]))
+    torch.testing.assert_close(
+        output.losses["el"], F.cross_entropy(output.mention_vectors @ table.T, batch["mention_entity_ids"])
+    )
     logits = KEBIOLM_ENCODING.encode(model, batch["input_ids"], batch["attention_mask"]).extras["detection_logits"]
     torch.testing.assert_close(output.losses["ed"], F.cross_entropy(logits.flatten(0, 1), detection.flatten()))
     output.loss.backward()
@@ -248,8 +274,17 @@ def test_frozen_and_random_init_ablations():
 
     for init, expect_copy in (("transe", True), ("random", False)):
         model = KebiolmForPreTraining(tiny_config(entity_init=init))
-        spec.prepare_model(model, MethodContext(config=model.config, tokenizer=None, store=None, masking="bert",
-                                                seed=0, artefacts={"kg_embeddings": Embeddings()}))
+        spec.prepare_model(
+            model,
+            MethodContext(
+                config=model.config,
+                tokenizer=None,
+                store=None,
+                masking="bert",
+                seed=0,
+                artefacts={"kg_embeddings": Embeddings()},
+            ),
+        )
         assert torch.equal(model.entity_memory.weight.detach(), Embeddings.entity_embeddings) == expect_copy
 
 

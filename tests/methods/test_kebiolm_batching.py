@@ -23,8 +23,9 @@ def _rows():
 
 def _collator(max_mentions=50):
     masker = Masker("whole_entity", mask_token_id=MASK, vocab_size=60, special_token_ids=[PAD, 1, CLS, SEP])
-    return KebiolmCollator(masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD,
-                           max_mentions=max_mentions)
+    return KebiolmCollator(
+        masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD, max_mentions=max_mentions
+    )
 
 
 def _seeds(step, size=3):

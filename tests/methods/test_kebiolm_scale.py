@@ -29,8 +29,9 @@ def test_sampled_loss_equals_the_full_softmax_when_the_candidates_cover_every_en
     sampled = linking_loss(queries, table, gold, softmax="sampled", retrieved=retrieved, num_negatives=64)
     reference = (torch.logsumexp(queries @ table.T, 1) - (queries * table[gold]).sum(1)).mean()
     torch.testing.assert_close(sampled, reference)
-    torch.testing.assert_close(torch.autograd.grad(sampled, (queries, table)),
-                               torch.autograd.grad(reference, (queries, table)))
+    torch.testing.assert_close(
+        torch.autograd.grad(sampled, (queries, table)), torch.autograd.grad(reference, (queries, table))
+    )
 
 
 def test_sampled_normaliser_is_unbiased_for_the_full_one():
@@ -41,9 +42,15 @@ def test_sampled_normaliser_is_unbiased_for_the_full_one():
     retrieved = top_k_by_dot_product(queries, table, 5, 64)[1]
     gold_score = (queries * table[gold]).sum()
     torch.manual_seed(0)
-    estimates = torch.stack([
-        torch.exp(linking_loss(queries, table, gold, softmax="sampled", retrieved=retrieved, num_negatives=30)
-                  + gold_score) for _ in range(3000)])
+    estimates = torch.stack(
+        [
+            torch.exp(
+                linking_loss(queries, table, gold, softmax="sampled", retrieved=retrieved, num_negatives=30)
+                + gold_score
+            )
+            for _ in range(3000)
+        ]
+    )
     full = torch.exp(torch.logsumexp(queries @ table.T, 1))[0]
     assert estimates.mean().item() == pytest.approx(full.item(), rel=0.02)
 
@@ -71,8 +78,9 @@ def test_chunked_exact_softmax_equals_the_unchunked_one_under_autocast(dtype):
         chunked = linking_loss(queries, table, gold, softmax="full", chunk_size=4)
     reference = F.cross_entropy(queries.float() @ table.T, gold)
     torch.testing.assert_close(chunked, reference)
-    for ours, theirs in zip(torch.autograd.grad(chunked, (queries, table)),
-                            torch.autograd.grad(reference, (queries, table))):
+    for ours, theirs in zip(
+        torch.autograd.grad(chunked, (queries, table)), torch.autograd.grad(reference, (queries, table))
+    ):
         torch.testing.assert_close(ours.float(), theirs.float(), rtol=1e-2, atol=1e-3)
     torch.testing.assert_close(chunked_logsumexp(queries, table, 4), chunked_logsumexp(queries, table, 37))
 
@@ -90,8 +98,11 @@ def test_sampled_pre_training_step_touches_only_the_rows_it_reads():
     golds, draws), leaving every other row and its moments as they were."""
     num_entities = 3000
     torch.manual_seed(0)
-    model = KebiolmForPreTraining(tiny_config(num_entities=num_entities, linking_softmax="sampled",
-                                              linking_negatives=16, retrieval_chunk_size=512))
+    model = KebiolmForPreTraining(
+        tiny_config(
+            num_entities=num_entities, linking_softmax="sampled", linking_negatives=16, retrieval_chunk_size=512
+        )
+    )
     batch = tiny_batch()
     labels, detection = _labels(batch)
     settings = TrainerSettings(learning_rate=1e-2, weight_decay=0.01)

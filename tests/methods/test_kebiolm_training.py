@@ -23,10 +23,23 @@ def kebiolm_run(cmekg_store, shared_data, tmp_path_factory):
     corpus = work / "text.txt"
     texts = verbalize_triples(cmekg_store, 300) + [(r["ask"] + r["answer"]).replace("\n", " ") for r in rows]
     corpus.write_text("\n".join(texts), encoding="utf-8")
-    return kgplm.train("kebiolm", graph=cmekg_store, corpus=corpus, output_dir=work / "run",
-                       text_model=dict(TINY_TEXT_ENCODER), vocab_size=2000, entity_dim=32, kg_epochs=1, max_steps=60,
-                       batch_size=16, learning_rate=2e-3, log_every=10, checkpoint_every=60, max_length=128,
-                       progress=False)
+    return kgplm.train(
+        "kebiolm",
+        graph=cmekg_store,
+        corpus=corpus,
+        output_dir=work / "run",
+        text_model=dict(TINY_TEXT_ENCODER),
+        vocab_size=2000,
+        entity_dim=32,
+        kg_epochs=1,
+        max_steps=60,
+        batch_size=16,
+        learning_rate=2e-3,
+        log_every=10,
+        checkpoint_every=60,
+        max_length=128,
+        progress=False,
+    )
 
 
 @pytest.mark.slow
@@ -45,21 +58,33 @@ def test_ner_fine_tuning_uses_the_encoder_s_own_detections(kebiolm_run, shared_d
     from kgplm.models import load_pretrained
     from kgplm.training.finetuning import TaskEncoder
 
-    result = kgplm.finetune(model=kebiolm_run.output_dir, task="cmedqaner", data_dir=shared_data / "tasks",
-                            output_dir=tmp_path / "ner", epochs=1, batch_size=16, learning_rate=5e-4,
-                            max_train_examples=96, max_eval_examples=32, max_length=96, progress=False)
+    result = kgplm.finetune(
+        model=kebiolm_run.output_dir,
+        task="cmedqaner",
+        data_dir=shared_data / "tasks",
+        output_dir=tmp_path / "ner",
+        epochs=1,
+        batch_size=16,
+        learning_rate=5e-4,
+        max_train_examples=96,
+        max_eval_examples=32,
+        max_length=96,
+        progress=False,
+    )
     assert 0.0 <= result.dev["main"] <= 1.0 and 0.0 <= result.test["main"] <= 1.0
     model = load_pretrained(result.model_dir).eval()
     assert model.encoding.input_names == ()  # no linker input at fine-tuning: nothing but the text
     examples = load_task("cmedqaner", shared_data / "tasks", "test")[:16]
-    encoder = TaskEncoder(get_task("cmedqaner"), kebiolm_run.load_tokenizer(), label_names=model.config.label_names,
-                          max_length=96)
+    encoder = TaskEncoder(
+        get_task("cmedqaner"), kebiolm_run.load_tokenizer(), label_names=model.config.label_names, max_length=96
+    )
     batch = encoder.collate(encoder.encode(examples))
     batch.pop("labels")
     with torch.no_grad():
         extras = model.encoding.encode(model, **batch).extras
-    expected_batch, expected_spans = decode_spans(extras["detection_logits"].argmax(-1),
-                                                  candidate_positions(batch["attention_mask"], batch["token_type_ids"]))
+    expected_batch, expected_spans = decode_spans(
+        extras["detection_logits"].argmax(-1), candidate_positions(batch["attention_mask"], batch["token_type_ids"])
+    )
     assert len(expected_spans) > 0  # the pre-trained detector finds mentions in unseen NER text
     assert torch.equal(extras["mention_batch"], expected_batch) and torch.equal(extras["mention_spans"], expected_spans)
     assert extras["retrieved_ids"].shape == (len(expected_spans), model.config.num_retrieved)

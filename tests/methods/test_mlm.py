@@ -22,11 +22,14 @@ NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 def _sop_batch(seed: int = 0):
     """SOP pairs, token types and masks from the pre-training collator."""
     rng = np.random.default_rng(seed)
-    rows = {"input_ids": [[CLS, *rng.integers(5, 60, size=int(n)).tolist(), SEP] for n in (20, 13, 30, 2)],
-            "mention_spans": [[[2, 5]], [], [[1, 3], [10, 14]], []]}
+    rows = {
+        "input_ids": [[CLS, *rng.integers(5, 60, size=int(n)).tolist(), SEP] for n in (20, 13, 30, 2)],
+        "mention_spans": [[[2, 5]], [], [[1, 3], [10, 14]], []],
+    }
     masker = Masker("whole_entity", mask_token_id=MASK, vocab_size=60, special_token_ids=[PAD, 1, CLS, SEP])
-    collator = PretrainingCollator(masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD,
-                                   sentence_order=True)
+    collator = PretrainingCollator(
+        masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD, sentence_order=True
+    )
     return collator(rows, np.arange(4)[:, None] + 100 * seed)
 
 
@@ -50,8 +53,9 @@ def test_a_bert_checkpoint_loads_every_head_and_sop_equals_hugging_face(method, 
         model = SmedbertForPreTraining(tiny_config(**NO_DROPOUT))
     report = load_text_checkpoint(model, directory)
     assert torch.equal(model.cls.predictions.transform.dense.weight, reference.cls.predictions.transform.dense.weight)
-    assert torch.equal(model.cls.predictions.transform.LayerNorm.weight,
-                       reference.cls.predictions.transform.LayerNorm.weight)
+    assert torch.equal(
+        model.cls.predictions.transform.LayerNorm.weight, reference.cls.predictions.transform.LayerNorm.weight
+    )
     assert torch.equal(model.cls.predictions.bias, reference.cls.predictions.bias)
     assert torch.equal(model.sop.weight, reference.cls.seq_relationship.weight)
     assert torch.equal(model.bert.pooler.dense.weight, reference.bert.pooler.dense.weight)
@@ -61,9 +65,13 @@ def test_a_bert_checkpoint_loads_every_head_and_sop_equals_hugging_face(method, 
     model.eval()
     with torch.no_grad():
         ours = model(**batch)
-        theirs = reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                           token_type_ids=batch["token_type_ids"], labels=batch["labels"],
-                           next_sentence_label=batch["sentence_order_label"])
+        theirs = reference(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            token_type_ids=batch["token_type_ids"],
+            labels=batch["labels"],
+            next_sentence_label=batch["sentence_order_label"],
+        )
     torch.testing.assert_close(ours.prediction_logits, theirs.prediction_logits, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ours.sop_logits, theirs.seq_relationship_logits, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ours.losses["mlm"] + ours.losses["sop"], theirs.loss, rtol=1e-5, atol=1e-5)
@@ -96,8 +104,12 @@ def test_sop_alone_learns_when_the_order_is_visible():
         b = np.where(swap[:, None], first, second)
         ids = np.concatenate([np.full((16, 1), CLS), a, np.full((16, 1), SEP), b, np.full((16, 1), SEP)], 1)
         types = np.concatenate([np.zeros((16, 8)), np.ones((16, 7))], 1)
-        output = model(input_ids=torch.from_numpy(ids), token_type_ids=torch.from_numpy(types).long(),
-                       labels=torch.full(ids.shape, -100), sentence_order_label=torch.from_numpy(swap.astype(np.int64)))
+        output = model(
+            input_ids=torch.from_numpy(ids),
+            token_type_ids=torch.from_numpy(types).long(),
+            labels=torch.full(ids.shape, -100),
+            sentence_order_label=torch.from_numpy(swap.astype(np.int64)),
+        )
         assert set(output.losses) == {"sop"}  # no MLM target: the loss is SOP alone, not NaN
         optimizer.zero_grad()
         output.loss.backward()

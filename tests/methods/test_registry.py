@@ -47,8 +47,16 @@ def test_unknown_method_lists_the_known_ones():
 
 
 def test_a_record_is_checked_when_it_is_made():
-    base = dict(name="x", summary="", paper="", config_class=object, model_class=object, encoding=None,
-                build_collator=lambda context: None, losses=("mlm",))
+    base = dict(
+        name="x",
+        summary="",
+        paper="",
+        config_class=object,
+        model_class=object,
+        encoding=None,
+        build_collator=lambda context: None,
+        losses=("mlm",),
+    )
     with pytest.raises(ConfigurationError, match="unknown artefacts"):
         MethodSpec(**base, artefacts=frozenset({"magic"}))
     with pytest.raises(ConfigurationError, match="kg_embedding"):
@@ -83,9 +91,20 @@ def pipeline(tmp_path_factory):
     corpus.write_text("\n".join(lines), encoding="utf-8")
     run = RunDirectory(work / "run")
     run.path.mkdir()
-    arguments = dict(tokenizer=None, text_model=None, vocab_size=300, pepr_mode="exact", num_neighbors=4,
-                     kg_method="transr", entity_dim=16, kg_epochs=5, seed=0, max_length=48, neighbor_table=None,
-                     kg_embeddings=None)
+    arguments = dict(
+        tokenizer=None,
+        text_model=None,
+        vocab_size=300,
+        pepr_mode="exact",
+        num_neighbors=4,
+        kg_method="transr",
+        entity_dim=16,
+        kg_epochs=5,
+        seed=0,
+        max_length=48,
+        neighbor_table=None,
+        kg_embeddings=None,
+    )
     run.write_run_config({"kgplm_run": 1, **arguments})
     inputs = stages.StageInputs(arguments=arguments, store=store, corpus=corpus, corpus_options={}, progress=False)
     tokenizer = stages.prepare_tokenizer(run, inputs)
@@ -102,15 +121,29 @@ def _build(name, pipeline):
     if spec.kg_embedding == "transe":
         from kgplm.kg.embeddings import KGEmbeddings
 
-        artefacts["kg_embeddings"] = KGEmbeddings.load(pipeline["run"].embeddings_dir("transe"),
-                                                       store=pipeline["store"])
+        artefacts["kg_embeddings"] = KGEmbeddings.load(
+            pipeline["run"].embeddings_dir("transe"), store=pipeline["store"]
+        )
     torch.manual_seed(0)
-    model, checkpoint = stages.build_model(spec, pipeline["store"], pipeline["tokenizer"],
-                                           text_model=dict(TINY_TEXT_ENCODER, hidden_dropout_prob=0.0,
-                                                           attention_probs_dropout_prob=0.0),
-                                           model_options={}, max_length=48, entity_dim=16, artefacts=artefacts)
-    context = MethodContext(config=model.config, tokenizer=pipeline["tokenizer"], store=pipeline["store"],
-                            masking=spec.default_masking, seed=0, text_model_dir=checkpoint, artefacts=artefacts)
+    model, checkpoint = stages.build_model(
+        spec,
+        pipeline["store"],
+        pipeline["tokenizer"],
+        text_model=dict(TINY_TEXT_ENCODER, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+        model_options={},
+        max_length=48,
+        entity_dim=16,
+        artefacts=artefacts,
+    )
+    context = MethodContext(
+        config=model.config,
+        tokenizer=pipeline["tokenizer"],
+        store=pipeline["store"],
+        masking=spec.default_masking,
+        seed=0,
+        text_model_dir=checkpoint,
+        artefacts=artefacts,
+    )
     if spec.prepare_model is not None:
         spec.prepare_model(model, context)
     return spec, model, spec.build_collator(context)
@@ -167,8 +200,12 @@ def test_every_registered_method_trains_saves_and_fine_tunes(name, pipeline, tmp
     tuned = KgplmForFineTuning.from_pretrained(tmp_path / "model", config=config).eval()
     encoder_inputs = {k: batch[k] for k in tuned.encoding.input_names if k in batch}
     with torch.no_grad():
-        logits = tuned(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                       token_type_ids=batch["token_type_ids"], **encoder_inputs).logits
+        logits = tuned(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            token_type_ids=batch["token_type_ids"],
+            **encoder_inputs,
+        ).logits
     assert logits.shape == (len(batch["input_ids"]), 2) and torch.isfinite(logits).all()
     shared = [k for k in loaded.state_dict() if k in tuned.state_dict() and not k.startswith("head.")]
     assert shared and all(torch.equal(loaded.state_dict()[k], tuned.state_dict()[k]) for k in shared)
@@ -196,16 +233,34 @@ def test_a_new_method_needs_no_edit_outside_its_own_code(pipeline, tmp_path):
             output.add("tied", masked_lm_objective(logits, labels) if labels is not None else None)
             return output
 
-    spec = MethodSpec(name="tied_mlm", summary="MLM read out through the input embeddings", paper="(test)",
-                      config_class=MlmConfig, model_class=TiedMlm, encoding=Encoding(),
-                      build_collator=build_collator, losses=("tied",))
+    spec = MethodSpec(
+        name="tied_mlm",
+        summary="MLM read out through the input embeddings",
+        paper="(test)",
+        config_class=MlmConfig,
+        model_class=TiedMlm,
+        encoding=Encoding(),
+        build_collator=build_collator,
+        losses=("tied",),
+    )
     register(spec)
     try:
         corpus = tmp_path / "c.txt"
         corpus.write_text("\n".join(["糖尿病患者口渴多尿，服用二甲双胍。"] * 20), encoding="utf-8")
-        result = kgplm.train("tied_mlm", graph=str(TOY_GRAPH), corpus=corpus, output_dir=tmp_path / "run",
-                             text_model=dict(TINY_TEXT_ENCODER), vocab_size=200, max_steps=4, batch_size=4,
-                             log_every=2, checkpoint_every=4, max_length=32, progress=False)
+        result = kgplm.train(
+            "tied_mlm",
+            graph=str(TOY_GRAPH),
+            corpus=corpus,
+            output_dir=tmp_path / "run",
+            text_model=dict(TINY_TEXT_ENCODER),
+            vocab_size=200,
+            max_steps=4,
+            batch_size=4,
+            log_every=2,
+            checkpoint_every=4,
+            max_length=32,
+            progress=False,
+        )
         assert [set(r) for r in result.metrics] == [{"step", "loss", "tied", "tied_accuracy", "learning_rate"}] * 2
         assert not (tmp_path / "run" / "kg" / "neighbors.npz").exists()  # it asked for no PEPR table
         assert type(result.load_model()) is TiedMlm
@@ -305,13 +360,23 @@ def test_every_registered_method_takes_a_bf16_step_that_follows_fp32(name, pipel
     assert set(mixed.losses) == set(reference.losses)
     for key, value in reference.losses.items():
         assert mixed.losses[key].dtype == torch.float32, f"{name}: loss {key} is {mixed.losses[key].dtype}"
-        torch.testing.assert_close(mixed.losses[key].detach(), value.detach(), rtol=BF16_LOSS_RTOL,
-                                   atol=BF16_LOSS_ATOL, msg=lambda m, key=key: f"{name} {key} bf16 vs fp32: {m}")
+        torch.testing.assert_close(
+            mixed.losses[key].detach(),
+            value.detach(),
+            rtol=BF16_LOSS_RTOL,
+            atol=BF16_LOSS_ATOL,
+            msg=lambda m, key=key: f"{name} {key} bf16 vs fp32: {m}",
+        )
     assert set(mixed_gradients) == set(reference_gradients)
     assert all(torch.isfinite(g).all() for g in mixed_gradients.values())
     for key, value in reference_after.losses.items():
-        torch.testing.assert_close(mixed_after.losses[key], value, rtol=BF16_LOSS_RTOL, atol=BF16_LOSS_ATOL,
-                                   msg=lambda m, key=key: f"{name} {key} after a bf16 step: {m}")
+        torch.testing.assert_close(
+            mixed_after.losses[key],
+            value,
+            rtol=BF16_LOSS_RTOL,
+            atol=BF16_LOSS_ATOL,
+            msg=lambda m, key=key: f"{name} {key} after a bf16 step: {m}",
+        )
 
     # fine-tuning: one bf16 step of a classifier on the checkpoint (KeBioLM fuses its own detections)
     model.load_state_dict(initial)
@@ -321,15 +386,20 @@ def test_every_registered_method_takes_a_bf16_step_that_follows_fp32(name, pipel
     config.task_kind, config.task_name, config.label_names = "classification", "toy", ["a", "b"]
     tuned = KgplmForFineTuning.from_pretrained(tmp_path / "model", config=config).train()
     encoder_inputs = {k: batch[k] for k in tuned.encoding.input_names if k in batch}
-    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                  token_type_ids=batch["token_type_ids"], labels=torch.arange(len(batch["input_ids"])) % 2,
-                  **encoder_inputs)
+    inputs = dict(
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        token_type_ids=batch["token_type_ids"],
+        labels=torch.arange(len(batch["input_ids"])) % 2,
+        **encoder_inputs,
+    )
     with torch.no_grad():
         reference_loss = tuned(**inputs).loss
     mixed_output = _bf16_forward(tuned, inputs)
     mixed_output.loss.backward()
-    torch.testing.assert_close(mixed_output.loss.float().detach(), reference_loss, rtol=BF16_LOSS_RTOL,
-                               atol=BF16_LOSS_ATOL)
+    torch.testing.assert_close(
+        mixed_output.loss.float().detach(), reference_loss, rtol=BF16_LOSS_RTOL, atol=BF16_LOSS_ATOL
+    )
     gradients = {n: p.grad for n, p in tuned.named_parameters() if p.grad is not None}
     assert any(n.startswith("head.") for n in gradients) and all(torch.isfinite(g).all() for g in gradients.values())
     if name == "kebiolm":  # the fused path ran: detections were found and the memory got a gradient

@@ -34,18 +34,26 @@ def test_output_shapes_and_all_four_losses(batch):
     assert output.mention_vectors.shape == (1, 16)  # the one knowledge mention
     assert set(output.losses) == {"mlm", "sop", "mnem", "mmem"}
     config = tiny_config()
-    expected = (output.losses["mlm"] + output.losses["sop"] + config.mnem_weight * output.losses["mnem"]
-                + config.mmem_weight * output.losses["mmem"])
+    expected = (
+        output.losses["mlm"]
+        + output.losses["sop"]
+        + config.mnem_weight * output.losses["mnem"]
+        + config.mmem_weight * output.losses["mmem"]
+    )
     assert torch.allclose(output.loss, expected)
 
 
-@pytest.mark.parametrize("overrides", [{}, {"relational_encoder": "rgcn"}, {"use_type_attention": False},
-                                       {"freeze_kg_embeddings": False}])
+@pytest.mark.parametrize(
+    "overrides", [{}, {"relational_encoder": "rgcn"}, {"use_type_attention": False}, {"freeze_kg_embeddings": False}]
+)
 def test_gradients_reach_every_trainable_parameter(batch, overrides):
     model = _model(**overrides)
     model(**batch).loss.backward()
-    missing = [name for name, p in model.named_parameters()
-               if p.requires_grad and (p.grad is None or not torch.any(p.grad != 0))]
+    missing = [
+        name
+        for name, p in model.named_parameters()
+        if p.requires_grad and (p.grad is None or not torch.any(p.grad != 0))
+    ]
     assert missing == []
     frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
     if overrides.get("freeze_kg_embeddings", True):
@@ -65,8 +73,9 @@ def test_neighbours_of_mnem_targets_never_reach_the_encoder(batch):
     model = _model().eval()
     with torch.no_grad():
         before = model(**batch)
-        changed = dict(batch, mnem_entity_ids=(batch["mnem_entity_ids"] + 7) % 24,
-                       mnem_relation_ids=torch.tensor([0, 1, 2]))
+        changed = dict(
+            batch, mnem_entity_ids=(batch["mnem_entity_ids"] + 7) % 24, mnem_relation_ids=torch.tensor([0, 1, 2])
+        )
         after = model(**changed)
     assert torch.equal(before.last_hidden_state, after.last_hidden_state)
     assert not torch.isclose(before.losses["mnem"], after.losses["mnem"])  # the targets did change
@@ -79,12 +88,18 @@ def _shared_node_inputs(partner_neighbors=(1, 6)) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(3)
     input_ids = torch.randint(5, 60, (2, 10), generator=generator)
     input_ids[0, 1:3] = 4  # A is masked
-    return dict(input_ids=input_ids, attention_mask=torch.ones(2, 10, dtype=torch.long),
-                token_type_ids=torch.zeros(2, 10, dtype=torch.long), mention_batch=torch.tensor([0, 1]),
-                mention_spans=torch.tensor([[1, 3], [4, 6]]), neighbor_mention=torch.tensor([0, 0, 1, 1]),
-                neighbor_entity_ids=torch.tensor([5, 6, *partner_neighbors]),
-                neighbor_relation_ids=torch.tensor([0, 1, 2, 1]), neighbor_directions=torch.tensor([0, 1, 0, 1]),
-                neighbor_type_ids=torch.tensor([0, 1, 0, 1]))
+    return dict(
+        input_ids=input_ids,
+        attention_mask=torch.ones(2, 10, dtype=torch.long),
+        token_type_ids=torch.zeros(2, 10, dtype=torch.long),
+        mention_batch=torch.tensor([0, 1]),
+        mention_spans=torch.tensor([[1, 3], [4, 6]]),
+        neighbor_mention=torch.tensor([0, 0, 1, 1]),
+        neighbor_entity_ids=torch.tensor([5, 6, *partner_neighbors]),
+        neighbor_relation_ids=torch.tensor([0, 1, 2, 1]),
+        neighbor_directions=torch.tensor([0, 1, 0, 1]),
+        neighbor_type_ids=torch.tensor([0, 1, 0, 1]),
+    )
 
 
 def test_the_rgcn_does_not_carry_a_masked_mentions_own_entity_into_its_tokens():
@@ -123,12 +138,18 @@ def test_co_neighbor_edges_by_hand():
 
 
 def test_a_batch_without_targets_has_no_loss_and_no_nan(batch):
-    empty = dict(batch, labels=torch.full_like(batch["labels"], -100),
-                 sentence_order_label=torch.tensor([-100, -100]), mention_masked=torch.tensor([False]),
-                 mnem_edge_mention=torch.zeros(0, dtype=torch.long),
-                 mnem_entity_ids=torch.zeros(0, dtype=torch.long), mnem_relation_ids=torch.zeros(0, dtype=torch.long),
-                 mnem_directions=torch.zeros(0, dtype=torch.long),
-                 mnem_negative_ids=torch.zeros(0, 4, dtype=torch.long), mnem_log_q=torch.zeros(0, 5))
+    empty = dict(
+        batch,
+        labels=torch.full_like(batch["labels"], -100),
+        sentence_order_label=torch.tensor([-100, -100]),
+        mention_masked=torch.tensor([False]),
+        mnem_edge_mention=torch.zeros(0, dtype=torch.long),
+        mnem_entity_ids=torch.zeros(0, dtype=torch.long),
+        mnem_relation_ids=torch.zeros(0, dtype=torch.long),
+        mnem_directions=torch.zeros(0, dtype=torch.long),
+        mnem_negative_ids=torch.zeros(0, 4, dtype=torch.long),
+        mnem_log_q=torch.zeros(0, 5),
+    )
     output = _model()(**empty)
     assert output.loss is None and output.losses == {}
     only_mlm = dict(empty, labels=batch["labels"])
@@ -152,8 +173,9 @@ def test_tokens_outside_mentions_are_unchanged_by_the_infusion():
 
 
 def test_mention_token_index_by_hand():
-    token_mention, token_batch, token_position = mention_token_index(torch.tensor([0, 0, 1]),
-                                                                     torch.tensor([[1, 3], [4, 5], [2, 5]]))
+    token_mention, token_batch, token_position = mention_token_index(
+        torch.tensor([0, 0, 1]), torch.tensor([[1, 3], [4, 5], [2, 5]])
+    )
     assert token_mention.tolist() == [0, 0, 1, 2, 2, 2]
     assert token_batch.tolist() == [0, 0, 0, 1, 1, 1]
     assert token_position.tolist() == [1, 2, 4, 2, 3, 4]
@@ -182,12 +204,24 @@ def test_grouped_softmaxes_sum_to_one_and_match_a_padded_computation():
         rows = (edge_mention == mention).nonzero().ravel()
         present = sorted(set(edge_type[rows].tolist()))
         h_tau = {t: neighbor_vectors[rows[edge_type[rows] == t]].sum(0) for t in present}
-        raw = torch.stack([types.score(torch.tanh(types.mention_transform(mention_vectors[mention])
-                                                  + types.type_transform(h_tau[t]))).squeeze() for t in present])
+        raw = torch.stack(
+            [
+                types.score(
+                    torch.tanh(types.mention_transform(mention_vectors[mention]) + types.type_transform(h_tau[t]))
+                ).squeeze()
+                for t in present
+            ]
+        )
         alpha = dict(zip(present, torch.softmax(raw, 0)))
         assert math.isclose(float(sum(alpha.values())), 1.0, rel_tol=1e-6)
-        scores = torch.stack([alpha[int(edge_type[r])] * (nodes.query(mention_vectors[mention])
-                              @ nodes.key(neighbor_vectors[r])) / 4.0 for r in rows])
+        scores = torch.stack(
+            [
+                alpha[int(edge_type[r])]
+                * (nodes.query(mention_vectors[mention]) @ nodes.key(neighbor_vectors[r]))
+                / 4.0
+                for r in rows
+            ]
+        )
         weights = torch.softmax(scores, 0)
         assert torch.allclose(beta[rows], weights, atol=1e-6)
         hat = (weights.unsqueeze(1) * nodes.value(neighbor_vectors[rows])).sum(0)
@@ -200,8 +234,9 @@ def test_without_hybrid_attention_the_summary_is_the_neighbour_mean():
     mention_vectors, neighbor_vectors, edge_mention, edge_type = _attention_inputs()
     summary = attention(mention_vectors, neighbor_vectors, edge_mention, edge_type, num_types=2)
     mean = neighbor_vectors[:3].mean(0)
-    assert torch.allclose(summary[0], attention.output_norm(mean + attention.contract(F.gelu(attention.expand(mean)))),
-                          atol=1e-6)
+    assert torch.allclose(
+        summary[0], attention.output_norm(mean + attention.contract(F.gelu(attention.expand(mean)))), atol=1e-6
+    )
 
 
 def test_mnem_score_equals_the_transr_energy_identity_when_norms_are_one():
@@ -216,8 +251,7 @@ def test_mnem_score_equals_the_transr_energy_identity_when_norms_are_one():
     head = (unit - relation) @ projection.T  # head M_r = u − r, so head M_r + r = u
     tail = F.normalize(torch.randn(dim), dim=0) @ projection.T  # ‖tail M_r‖ = 1
     score = mnem_scores(head[None], relation[None], projection[None], tail[None, None], torch.tensor([0]), 10.0)
-    energy = translation_energy(head[None], relation[None], tail[None], 2, matrices=projection[None],
-                                group_sizes=[1])
+    energy = translation_energy(head[None], relation[None], tail[None], 2, matrices=projection[None], group_sizes=[1])
     assert torch.allclose(score[0, 0], 10.0 * (1 - energy[0] ** 2 / 2), atol=1e-5)
     # when e_m is the tail (direction 1) the relation is subtracted: h_mf M_r − h_r
     reverse = mnem_scores(head[None], relation[None], projection[None], tail[None, None], torch.tensor([1]), 10.0)
@@ -268,8 +302,9 @@ def test_without_mentions_the_fine_tuning_encoder_is_plain_bert():
     torch.manual_seed(0)
     network = KgplmForFineTuning(config).eval()
     reference = BertModel(config, add_pooling_layer=True).eval()
-    reference.load_state_dict({name[len("bert."):]: tensor for name, tensor in network.state_dict().items()
-                               if name.startswith("bert.")})
+    reference.load_state_dict(
+        {name[len("bert.") :]: tensor for name, tensor in network.state_dict().items() if name.startswith("bert.")}
+    )
     plain = {k: v for k, v in knowledge_batch().items() if k in ("input_ids", "attention_mask", "token_type_ids")}
     with torch.no_grad():
         ours = network(**plain).last_hidden_state
@@ -326,6 +361,10 @@ def test_a_from_scratch_encoder_is_warned_that_the_mmem_target_is_random(caplog)
     get("smedbert").prepare_model(model, context)
     assert "MMeM target" in caplog.text and "random" in caplog.text
     caplog.clear()
-    get("smedbert").prepare_model(model, MethodContext(config=model.config, tokenizer=None, store=None,
-                                                       masking="whole_entity", seed=0, text_model_dir="bert-dir"))
+    get("smedbert").prepare_model(
+        model,
+        MethodContext(
+            config=model.config, tokenizer=None, store=None, masking="whole_entity", seed=0, text_model_dir="bert-dir"
+        ),
+    )
     assert "MMeM target" not in caplog.text

@@ -39,12 +39,12 @@ def _rows():
 
 
 def _collator(rate=0.5, **options):
-    masker = Masker("whole_entity", mask_token_id=MASK, vocab_size=60, special_token_ids=[PAD, 1, CLS, SEP],
-                    rate=rate)
+    masker = Masker("whole_entity", mask_token_id=MASK, vocab_size=60, special_token_ids=[PAD, 1, CLS, SEP], rate=rate)
     sampler = TypeFrequencySampler(np.arange(24), np.array([0, 1] * 12))
     options = {"sentence_order": True, **options}
-    return SmedbertCollator(masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD, sampler=sampler,
-                            num_negatives=4, **options)
+    return SmedbertCollator(
+        masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD, sampler=sampler, num_negatives=4, **options
+    )
 
 
 def _seeds(step, size=3):
@@ -68,8 +68,12 @@ def test_knowledge_mentions_are_the_masked_ones_and_mnem_targets_the_rest(step):
     assert (batch["neighbor_entity_ids"] >= 0).all() and (batch["mnem_entity_ids"] >= 0).all()
     assert batch["mnem_negative_ids"].shape == (len(batch["mnem_entity_ids"]), 4)
     assert batch["mnem_log_q"].shape == (len(batch["mnem_entity_ids"]), 5)
-    assert batch.target_counts == {"mlm": int(chosen.sum()), "sop": 2, "mmem": len(knowledge),
-                                   "mnem": len(batch["mnem_entity_ids"])}
+    assert batch.target_counts == {
+        "mlm": int(chosen.sum()),
+        "sop": 2,
+        "mmem": len(knowledge),
+        "mnem": len(batch["mnem_entity_ids"]),
+    }
 
 
 def _leak_rows():
@@ -90,8 +94,9 @@ def _leak_rows():
 def _mention_sets(batch) -> tuple[set, set]:
     """(knowledge, targets) as (sequence, start, end); without SOP, spans are the corpus's."""
     knowledge = {(row, *span) for row, span in zip(batch["mention_batch"].tolist(), batch["mention_spans"].tolist())}
-    targets = {(row, *span) for row, span in zip(batch["mnem_mention_batch"].tolist(),
-                                                 batch["mnem_mention_spans"].tolist())}
+    targets = {
+        (row, *span) for row, span in zip(batch["mnem_mention_batch"].tolist(), batch["mnem_mention_spans"].tolist())
+    }
     return knowledge, targets
 
 
@@ -141,8 +146,11 @@ def test_no_mnem_target_shares_its_entity_with_an_injected_mention_of_its_sequen
     sequence names (its neighbours injected) is not an MNeM target (nor injected)."""
     collator = _collator(rate=0.5, sentence_order=False)
     rows = _leak_rows()
-    entity_of = {(row, *span): entity for row, spans in enumerate(rows["mention_spans"])
-                 for span, entity in zip(spans, rows["mention_entity_ids"][row])}
+    entity_of = {
+        (row, *span): entity
+        for row, spans in enumerate(rows["mention_spans"])
+        for span, entity in zip(spans, rows["mention_entity_ids"][row])
+    }
     exercised = 0
     for step in range(40):
         batch = collator(rows, _seeds(step, size=2))
@@ -192,19 +200,27 @@ def test_an_example_gets_the_same_hidden_states_beside_any_batch_partner():
     rows = _rows()
     collator = _collator(rate=0.9, num_entity_types=2, relational=True)
     # the first masking that injects every mention of both chunks
-    step = next(step for step in range(100)
-                if len(collator({k: v[:2] for k, v in rows.items()}, _seeds(step, size=2))["mention_batch"]) == 4)
+    step = next(
+        step
+        for step in range(100)
+        if len(collator({k: v[:2] for k, v in rows.items()}, _seeds(step, size=2))["mention_batch"]) == 4
+    )
     together = collator({k: v[:2] for k, v in rows.items()}, _seeds(step, size=2))
     alone = collator({k: v[:1] for k, v in rows.items()}, _seeds(step, size=1))
     assert len(alone["mention_batch"]) == 3
     torch.manual_seed(0)
-    model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=2,
-                                               relational_encoder="rgcn")).eval()
+    model = SmedbertForPreTraining(
+        tiny_config(neighbor_candidates="one_hop", num_entity_types=2, relational_encoder="rgcn")
+    ).eval()
     with torch.no_grad():
         model.kg.entities.normal_()
         length = int(alone["attention_mask"][0].sum())
-        torch.testing.assert_close(model(**together).last_hidden_state[0, :length],
-                                   model(**alone).last_hidden_state[0, :length], rtol=0, atol=1e-5)
+        torch.testing.assert_close(
+            model(**together).last_hidden_state[0, :length],
+            model(**alone).last_hidden_state[0, :length],
+            rtol=0,
+            atol=1e-5,
+        )
 
 
 def test_type_frequency_sampler_follows_q_within_the_type():
@@ -231,16 +247,42 @@ def _concat(parts, shape=(0,), dtype=np.int64):
 class LoopCollator(SmedbertCollator):
     """The per-example, per-mention construction of SMedBERT's inputs before issue 20 (the reference)."""
 
-    def method_inputs(self, batch: Batch, rows: dict, examples: list, original_ids: np.ndarray,
-                      labels: np.ndarray, rngs: list[np.random.Generator]) -> None:
+    def method_inputs(
+        self,
+        batch: Batch,
+        rows: dict,
+        examples: list,
+        original_ids: np.ndarray,
+        labels: np.ndarray,
+        rngs: list[np.random.Generator],
+    ) -> None:
         has_neighbors = "neighbor_ids" in rows
         chosen = labels >= 0
-        knowledge: dict[str, list[np.ndarray]] = {key: [] for key in (
-            "mention_batch", "mention_spans", "neighbor_mention", "neighbor_entity_ids", "neighbor_relation_ids",
-            "neighbor_directions", "neighbor_type_ids")}
-        mnem: dict[str, list[np.ndarray]] = {key: [] for key in (
-            "mnem_mention_batch", "mnem_mention_spans", "mnem_edge_mention", "mnem_entity_ids", "mnem_relation_ids",
-            "mnem_directions", "mnem_negative_ids", "mnem_log_q")}
+        knowledge: dict[str, list[np.ndarray]] = {
+            key: []
+            for key in (
+                "mention_batch",
+                "mention_spans",
+                "neighbor_mention",
+                "neighbor_entity_ids",
+                "neighbor_relation_ids",
+                "neighbor_directions",
+                "neighbor_type_ids",
+            )
+        }
+        mnem: dict[str, list[np.ndarray]] = {
+            key: []
+            for key in (
+                "mnem_mention_batch",
+                "mnem_mention_spans",
+                "mnem_edge_mention",
+                "mnem_entity_ids",
+                "mnem_relation_ids",
+                "mnem_directions",
+                "mnem_negative_ids",
+                "mnem_log_q",
+            )
+        }
         num_knowledge = num_mnem = 0
         for row, (example, rng) in enumerate(zip(examples, rngs)):
             spans = example.mention_spans
@@ -253,10 +295,15 @@ class LoopCollator(SmedbertCollator):
             left_out = ~masked & np.isin(entities, entities[masked])
             if has_neighbors:
                 num_corpus_mentions = len(rows["mention_spans"][row])
-                neighbor_rows = {name: np.asarray(rows[column][row], dtype=np.int64).reshape(num_corpus_mentions, -1)[
-                    corpus_rows] for name, column in (("ids", "neighbor_ids"), ("relations", "neighbor_relations"),
-                                                      ("directions", "neighbor_directions"),
-                                                      ("types", "neighbor_types"))}  # (mentions, K) each
+                neighbor_rows = {
+                    name: np.asarray(rows[column][row], dtype=np.int64).reshape(num_corpus_mentions, -1)[corpus_rows]
+                    for name, column in (
+                        ("ids", "neighbor_ids"),
+                        ("relations", "neighbor_relations"),
+                        ("directions", "neighbor_directions"),
+                        ("types", "neighbor_types"),
+                    )
+                }  # (mentions, K) each
             for is_knowledge in (True, False):
                 members = np.flatnonzero((masked == is_knowledge) & ~left_out)  # mentions of this set
                 if not len(members):
@@ -294,8 +341,13 @@ class LoopCollator(SmedbertCollator):
         batch["mention_batch"] = _concat(knowledge["mention_batch"])
         batch["mention_spans"] = _concat(knowledge["mention_spans"], (0, 2))
         if has_neighbors:
-            for name in ("neighbor_mention", "neighbor_entity_ids", "neighbor_relation_ids", "neighbor_directions",
-                         "neighbor_type_ids"):
+            for name in (
+                "neighbor_mention",
+                "neighbor_entity_ids",
+                "neighbor_relation_ids",
+                "neighbor_directions",
+                "neighbor_type_ids",
+            ):
                 batch[name] = _concat(knowledge[name])
         if self.knowledge_losses:
             batch.target_counts["mmem"] = num_knowledge
@@ -327,12 +379,16 @@ def test_the_vectorised_collator_equals_the_per_mention_loop(step):
 def test_precomputed_indices_give_the_same_forward_as_computing_them_in_the_model(overrides):
     collator = _collator(num_entity_types=2, relational=True)
     batch = collator(_rows(), _seeds(3))
-    precomputed = {"mention_tokens", "neighbor_type_group", "type_group_mention", "co_neighbor_pairs",
-                   "mnem_mention_tokens"}
+    precomputed = {
+        "mention_tokens",
+        "neighbor_type_group",
+        "type_group_mention",
+        "co_neighbor_pairs",
+        "mnem_mention_tokens",
+    }
     assert precomputed <= set(batch)
     torch.manual_seed(0)
-    model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=2,
-                                               **overrides)).eval()
+    model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=2, **overrides)).eval()
     with torch.no_grad():
         given = model(**batch)
         computed = model(**{k: v for k, v in batch.items() if k not in precomputed})
@@ -343,8 +399,16 @@ def test_precomputed_indices_give_the_same_forward_as_computing_them_in_the_mode
 
 
 #: aten ops that wait for the device (on a GPU) before the host can go on
-SYNCHRONISING = ("aten._local_scalar_dense", "aten.nonzero", "aten._unique2", "aten.unique_dim",
-                 "aten.unique_consecutive", "aten.repeat_interleave.Tensor", "aten.masked_select", "aten.item")
+SYNCHRONISING = (
+    "aten._local_scalar_dense",
+    "aten.nonzero",
+    "aten._unique2",
+    "aten.unique_dim",
+    "aten.unique_consecutive",
+    "aten.repeat_interleave.Tensor",
+    "aten.masked_select",
+    "aten.item",
+)
 
 
 class _SyncRecorder(TorchDispatchMode):
@@ -357,7 +421,8 @@ class _SyncRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func)
         boolean_index = name.startswith(("aten.index.", "aten.index_put")) and any(
-            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] if len(args) > 1 else ()) or ())
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] if len(args) > 1 else ()) or ()
+        )
         if name.startswith(SYNCHRONISING) or boolean_index:
             frames = [f"{frame.filename}:{frame.lineno}" for frame in traceback.extract_stack()]
             self.calls.append((name, frames))
@@ -375,8 +440,11 @@ def test_the_knowledge_module_makes_no_host_device_synchronisation_on_collated_b
         output = model(**batch)
     assert set(output.losses) == {"mlm", "sop", "mnem", "mmem"}
     shared = ("transformers", "kgplm/models/objectives.py")
-    own = [(name, [f for f in frames if "kgplm" in f][-3:]) for name, frames in recorder.calls
-           if not any(marker in frame for frame in frames for marker in shared)]
+    own = [
+        (name, [f for f in frames if "kgplm" in f][-3:])
+        for name, frames in recorder.calls
+        if not any(marker in frame for frame in frames for marker in shared)
+    ]
     assert own == []
     assert recorder.calls  # the recorder sees the shared ones
 
@@ -390,21 +458,41 @@ def test_a_task_example_gets_the_same_hidden_states_beside_any_batch_partner(toy
 
     store = KGStore.from_rdf(toy_turtle)
     rows = np.array([[1, 2, 3], [0, 1, 2]])
-    table = NeighborTable(seeds=np.array([0, 3]), neighbors=rows, relations=np.array([[0, 1, 0], [1, 0, 1]]),
-                          directions=np.array([[0, 1, 0], [1, 0, 0]]), scores=np.ones((2, 3)))
+    table = NeighborTable(
+        seeds=np.array([0, 3]),
+        neighbors=rows,
+        relations=np.array([[0, 1, 0], [1, 0, 1]]),
+        directions=np.array([[0, 1, 0], [1, 0, 0]]),
+        scores=np.ones((2, 3)),
+    )
     lookup = KnowledgeLookup(store, table, relational=True)
-    parts = [{"mention_spans": np.array([[1, 3]]), "neighbor_ids": rows[:1], "neighbor_relations": table.relations[:1],
-              "neighbor_directions": table.directions[:1], "neighbor_types": np.zeros((1, 3), np.int64)},
-             {"mention_spans": np.array([[2, 4]]), "neighbor_ids": rows[1:], "neighbor_relations": table.relations[1:],
-              "neighbor_directions": table.directions[1:], "neighbor_types": np.ones((1, 3), np.int64)}]
+    parts = [
+        {
+            "mention_spans": np.array([[1, 3]]),
+            "neighbor_ids": rows[:1],
+            "neighbor_relations": table.relations[:1],
+            "neighbor_directions": table.directions[:1],
+            "neighbor_types": np.zeros((1, 3), np.int64),
+        },
+        {
+            "mention_spans": np.array([[2, 4]]),
+            "neighbor_ids": rows[1:],
+            "neighbor_relations": table.relations[1:],
+            "neighbor_directions": table.directions[1:],
+            "neighbor_types": np.ones((1, 3), np.int64),
+        },
+    ]
     input_ids = torch.randint(5, 60, (2, 8), generator=torch.Generator().manual_seed(0))
     torch.manual_seed(0)
-    model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=store.num_types,
-                                               relational_encoder="rgcn")).eval()
+    model = SmedbertForPreTraining(
+        tiny_config(neighbor_candidates="one_hop", num_entity_types=store.num_types, relational_encoder="rgcn")
+    ).eval()
     with torch.no_grad():
         model.kg.entities.normal_()
-        together = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                         **lookup.collate(parts)).last_hidden_state
-        alone = model(input_ids=input_ids[:1], attention_mask=torch.ones_like(input_ids[:1]),
-                      **lookup.collate(parts[:1])).last_hidden_state
+        together = model(
+            input_ids=input_ids, attention_mask=torch.ones_like(input_ids), **lookup.collate(parts)
+        ).last_hidden_state
+        alone = model(
+            input_ids=input_ids[:1], attention_mask=torch.ones_like(input_ids[:1]), **lookup.collate(parts[:1])
+        ).last_hidden_state
     torch.testing.assert_close(together[0], alone[0], rtol=0, atol=1e-5)

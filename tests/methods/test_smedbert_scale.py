@@ -18,8 +18,14 @@ def test_a_pre_training_step_reads_only_the_batch_rows_of_the_entity_table(relat
     """Default (frozen TransR tables, as the paper): forward and backward make no table-sized tensor,
     the table gets no gradient, and rows the batch does not name can be NaN without changing a loss."""
     torch.manual_seed(0)
-    model = SmedbertForPreTraining(tiny_config(num_entities=NUM_ENTITIES, relational_encoder=relational_encoder,
-                                               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    model = SmedbertForPreTraining(
+        tiny_config(
+            num_entities=NUM_ENTITIES,
+            relational_encoder=relational_encoder,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        )
+    )
     batch = toy_batch()
     recorder = TableSizedAllocations(NUM_ENTITIES)
     with recorder:

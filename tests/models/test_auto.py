@@ -36,8 +36,9 @@ def test_auto_classes_open_a_fine_tuned_smedbert_directory():
         logits = tagger(**_inputs()).logits
         hidden = encoder(**_inputs()).last_hidden_state
     # float32 round-off, not bitwise: the expected logits were written on another CPU (see test_legacy_checkpoints)
-    torch.testing.assert_close(logits, load_file(str(LEGACY / "expected.safetensors"))["smedbert_ner.logits"],
-                               rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        logits, load_file(str(LEGACY / "expected.safetensors"))["smedbert_ner.logits"], rtol=1e-5, atol=1e-6
+    )
     assert torch.equal(hidden, tagger(**_inputs()).last_hidden_state)
     assert tagger.config.id2label == {0: "O", 1: "B-x", 2: "I-x"}
     assert tagger.config.label2id == {"O": 0, "B-x": 1, "I-x": 2}
@@ -49,7 +50,9 @@ def test_a_pre_trained_model_gets_a_new_head_sized_by_num_labels(tmp_path):
     pretrained.save_pretrained(tmp_path)
     classifier = AutoModelForSequenceClassification.from_pretrained(tmp_path, num_labels=3)
     assert classifier.config.task_kind == "classification" and len(classifier.config.label_names) == 3
-    assert torch.equal(classifier.bert.embeddings.word_embeddings.weight, pretrained.bert.embeddings.word_embeddings.weight)
+    assert torch.equal(
+        classifier.bert.embeddings.word_embeddings.weight, pretrained.bert.embeddings.word_embeddings.weight
+    )
     output = classifier(input_ids=torch.randint(5, 60, (2, 7)), labels=torch.tensor([0, 2]))
     assert output.logits.shape == (2, 3) and torch.isfinite(output.loss)
 
@@ -71,9 +74,17 @@ def test_transformers_trainer_fine_tunes_a_kgplm_model(tmp_path):
             ids[rng.integers(1, 7)] = 7
         examples.append({"input_ids": torch.tensor([2, *ids.tolist(), 3]), "labels": torch.tensor(label)})
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    arguments = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=16, num_train_epochs=4,
-                                  learning_rate=3e-3, logging_steps=4, save_strategy="no", report_to=[],
-                                  use_cpu=True, disable_tqdm=True)
+    arguments = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=16,
+        num_train_epochs=4,
+        learning_rate=3e-3,
+        logging_steps=4,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+    )
     trainer = Trainer(model=model, args=arguments, train_dataset=examples)
     result = trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]

@@ -25,8 +25,9 @@ NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 def tiny_electra(**overrides) -> KgplmForReplacedTokenDetection:
     torch.manual_seed(0)
-    return KgplmForReplacedTokenDetection(ElectraConfig(vocab_size=VOCAB, **TINY_TEXT_ENCODER, **NO_DROPOUT,
-                                                        **overrides))
+    return KgplmForReplacedTokenDetection(
+        ElectraConfig(vocab_size=VOCAB, **TINY_TEXT_ENCODER, **NO_DROPOUT, **overrides)
+    )
 
 
 def masked_batch(seed: int = 0, rows: int = 3, length: int = 12):
@@ -41,8 +42,13 @@ def masked_batch(seed: int = 0, rows: int = 3, length: int = 12):
     attention = torch.ones_like(original)
     attention[-1, -3:] = 0
     count = int((labels >= 0).sum())
-    return dict(input_ids=masked, attention_mask=attention, token_type_ids=torch.zeros_like(original),
-                labels=labels, replacement_uniforms=torch.rand(count, generator=generator)), original
+    return dict(
+        input_ids=masked,
+        attention_mask=attention,
+        token_type_ids=torch.zeros_like(original),
+        labels=labels,
+        replacement_uniforms=torch.rand(count, generator=generator),
+    ), original
 
 
 def test_the_generator_is_a_third_of_the_discriminator_and_uses_its_embeddings():
@@ -58,10 +64,14 @@ def test_the_generator_is_a_third_of_the_discriminator_and_uses_its_embeddings()
     masked = batch["labels"] >= 0
     with torch.no_grad():
         embeddings = model.bert.embeddings(input_ids=batch["input_ids"])
-        before = model.generator(embeddings, batch["attention_mask"], masked, model.bert.embeddings.word_embeddings.weight)
+        before = model.generator(
+            embeddings, batch["attention_mask"], masked, model.bert.embeddings.word_embeddings.weight
+        )
         model.bert.embeddings.word_embeddings.weight[7] += 1.0
         embeddings = model.bert.embeddings(input_ids=batch["input_ids"])
-        after = model.generator(embeddings, batch["attention_mask"], masked, model.bert.embeddings.word_embeddings.weight)
+        after = model.generator(
+            embeddings, batch["attention_mask"], masked, model.bert.embeddings.word_embeddings.weight
+        )
     assert not torch.allclose(before[:, 7], after[:, 7])
 
 
@@ -95,7 +105,9 @@ def test_a_row_whose_mass_underflows_still_draws_an_allowed_token():
     uniforms = torch.linspace(0, 0.999, 200)
     drawn = sample_distinct_tokens(logits, uniforms.unsqueeze(1), torch.zeros(200, 1, dtype=torch.long))
     assert drawn.min() >= 1 and set(drawn.flatten().tolist()) == {1, 2, 3, 4}  # uniform among the allowed
-    assert (sample_tokens(logits, torch.full((200,), 0.9999999)) == 0).all()  # u·total rounding to the top stays in mass
+    assert (
+        sample_tokens(logits, torch.full((200,), 0.9999999)) == 0
+    ).all()  # u·total rounding to the top stays in mass
 
 
 def test_rtd_labels_match_the_corruption_and_a_sampled_original_counts_as_original():
@@ -106,11 +118,18 @@ def test_rtd_labels_match_the_corruption_and_a_sampled_original_counts_as_origin
         # make G sure of token 9 at every masked position; position (1, 3) holds 9 originally
         model.generator.bias[9] = 1e3
         original[1, 3] = batch["labels"][1, 3] = 9
-        corruption = model.corrupt(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
-                                   batch["labels"], batch["replacement_uniforms"])
+        corruption = model.corrupt(
+            batch["input_ids"],
+            batch["attention_mask"],
+            batch["token_type_ids"],
+            batch["labels"],
+            batch["replacement_uniforms"],
+        )
         output = model(**batch)
     assert torch.equal(corruption.original_ids, original)
-    assert (corruption.corrupted_ids[masked] == 9).all() and torch.equal(corruption.corrupted_ids[~masked], original[~masked])
+    assert (corruption.corrupted_ids[masked] == 9).all() and torch.equal(
+        corruption.corrupted_ids[~masked], original[~masked]
+    )
     assert torch.equal(corruption.replaced, corruption.corrupted_ids != original)
     assert not corruption.replaced[1, 3] and corruption.replaced[0, 2] == (original[0, 2] != 9)
     real = batch["attention_mask"].bool()
@@ -134,8 +153,7 @@ def test_the_discriminator_loss_does_not_reach_the_generator():
 
 
 def test_collator_uniforms_belong_to_each_example_and_two_views_are_independent():
-    masker = Masker("bert", mask_token_id=MASK, vocab_size=VOCAB, special_token_ids=[PAD, UNK, CLS, SEP],
-                    rate=0.3)
+    masker = Masker("bert", mask_token_id=MASK, vocab_size=VOCAB, special_token_ids=[PAD, UNK, CLS, SEP], rate=0.3)
     rng = np.random.default_rng(0)
     rows = {"input_ids": [[CLS, *rng.integers(5, VOCAB, size=n).tolist(), SEP] for n in (20, 9, 14)]}
     options = dict(masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD, candidate_draws=4)
@@ -146,9 +164,12 @@ def test_collator_uniforms_belong_to_each_example_and_two_views_are_independent(
     second_count = int((together["labels"][1] >= 0).sum())
     n = int((alone["labels"] >= 0).sum())
     assert n == second_count and len(together["replacement_uniforms"]) == int((together["labels"] >= 0).sum())
-    torch.testing.assert_close(together["replacement_uniforms"][first_count: first_count + n],
-                               alone["replacement_uniforms"])
-    torch.testing.assert_close(together["candidate_uniforms"][first_count: first_count + n], alone["candidate_uniforms"])
+    torch.testing.assert_close(
+        together["replacement_uniforms"][first_count : first_count + n], alone["replacement_uniforms"]
+    )
+    torch.testing.assert_close(
+        together["candidate_uniforms"][first_count : first_count + n], alone["candidate_uniforms"]
+    )
     assert together.target_counts["rtd"] == int(together["attention_mask"].sum())
 
     views = ElectraCollator(views=2, contrastive=True, **options)(rows, seeds)
@@ -207,9 +228,13 @@ def electra_batch(ids: torch.Tensor, generator: torch.Generator) -> dict:
     chosen[:, 0] = chosen[:, -1] = False
     inputs = ids.clone()
     inputs[chosen & (torch.rand(ids.shape, generator=generator) < 0.85)] = MASK
-    return dict(input_ids=inputs, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids),
-                labels=torch.where(chosen, ids, torch.full_like(ids, -100)),
-                replacement_uniforms=torch.rand(int(chosen.sum()), generator=generator))
+    return dict(
+        input_ids=inputs,
+        attention_mask=torch.ones_like(ids),
+        token_type_ids=torch.zeros_like(ids),
+        labels=torch.where(chosen, ids, torch.full_like(ids, -100)),
+        replacement_uniforms=torch.rand(int(chosen.sum()), generator=generator),
+    )
 
 
 def test_the_discriminator_learns_a_detectable_corruption():
@@ -223,9 +248,12 @@ def test_the_discriminator_learns_a_detectable_corruption():
     generator = torch.Generator().manual_seed(2)
     swapped = torch.rand(held_out.shape, generator=generator) < 0.15
     swapped[:, 0] = swapped[:, -1] = False
-    other_topic = (topic.unsqueeze(1) + torch.randint(1, len(TOPICS), held_out.shape, generator=generator)) % len(TOPICS)
-    corrupted = torch.where(swapped, TOPICS[other_topic, torch.randint(TOPICS.shape[1], held_out.shape,
-                                                                       generator=generator)], held_out)
+    other_topic = (topic.unsqueeze(1) + torch.randint(1, len(TOPICS), held_out.shape, generator=generator)) % len(
+        TOPICS
+    )
+    corrupted = torch.where(
+        swapped, TOPICS[other_topic, torch.randint(TOPICS.shape[1], held_out.shape, generator=generator)], held_out
+    )
 
     def held_out_auc(model) -> float:
         model.eval()

@@ -19,16 +19,26 @@ from tests.methods.conftest import knowledge_batch, tiny_config
 def mlm_config(**fields) -> MlmConfig:
     return MlmConfig(vocab_size=60, **TINY_TEXT_ENCODER, **fields)
 
-LABELS = {"ner": ["O", "B-a", "I-a", "B-b", "I-b"], "nested_ner": ["O", "B-a", "I-a"],
-          "classification": ["x", "y", "z"], "pair": ["0", "1"], "relation": ["none", "cause", "treat"],
-          "qa_ranking": None, "graded_ranking": None, "relation_triples": ["<no relation>", "cause", "treat"]}
+
+LABELS = {
+    "ner": ["O", "B-a", "I-a", "B-b", "I-b"],
+    "nested_ner": ["O", "B-a", "I-a"],
+    "classification": ["x", "y", "z"],
+    "pair": ["0", "1"],
+    "relation": ["none", "cause", "treat"],
+    "qa_ranking": None,
+    "graded_ranking": None,
+    "relation_triples": ["<no relation>", "cause", "treat"],
+}
 
 
 def task_batch(kind: str, generator: torch.Generator) -> dict[str, torch.Tensor]:
     batch, length = 4, 9
-    inputs = {"input_ids": torch.randint(5, 60, (batch, length), generator=generator),
-              "attention_mask": torch.ones(batch, length, dtype=torch.long),
-              "token_type_ids": torch.zeros(batch, length, dtype=torch.long)}
+    inputs = {
+        "input_ids": torch.randint(5, 60, (batch, length), generator=generator),
+        "attention_mask": torch.ones(batch, length, dtype=torch.long),
+        "token_type_ids": torch.zeros(batch, length, dtype=torch.long),
+    }
     if kind == "ner":
         inputs["labels"] = torch.randint(0, 5, (batch, length), generator=generator)
         inputs["labels"][:, 0] = -100
@@ -52,8 +62,16 @@ def task_batch(kind: str, generator: torch.Generator) -> dict[str, torch.Tensor]
     return inputs
 
 
-EXPECTED_SHAPES = {"ner": (4, 9, 5), "nested_ner": (4, 9, 2, 3), "classification": (4, 3), "pair": (4, 2),
-                   "relation": (4, 3), "qa_ranking": (4,), "graded_ranking": (4,), "relation_triples": (4, 9, 3)}
+EXPECTED_SHAPES = {
+    "ner": (4, 9, 5),
+    "nested_ner": (4, 9, 2, 3),
+    "classification": (4, 3),
+    "pair": (4, 2),
+    "relation": (4, 3),
+    "qa_ranking": (4,),
+    "graded_ranking": (4,),
+    "relation_triples": (4, 9, 3),
+}
 
 
 @pytest.mark.parametrize("kind", list(LABELS))
@@ -81,8 +99,12 @@ def test_knowledge_module_is_used_and_trained_when_fine_tuning_smedbert():
     model = KgplmForFineTuning(tiny_config(task_kind="classification", label_names=["a", "b"]))
     batch = knowledge_batch()
     knowledge = {key: batch[key] for key in KNOWLEDGE_INPUTS}
-    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
-              "token_type_ids": batch["token_type_ids"], "labels": torch.tensor([0, 1])}
+    inputs = {
+        "input_ids": batch["input_ids"],
+        "attention_mask": batch["attention_mask"],
+        "token_type_ids": batch["token_type_ids"],
+        "labels": torch.tensor([0, 1]),
+    }
     model.eval()
     with_knowledge = model(**inputs, **knowledge)
     without = model(**inputs)
@@ -103,8 +125,11 @@ def test_loads_a_pretraining_checkpoint_and_round_trips(tmp_path):
     config = tiny_config(task_kind="ner", label_names=LABELS["ner"])
     model = KgplmForFineTuning.from_pretrained(tmp_path / "pre", config=config).eval()
     knowledge = {key: batch[key] for key in KNOWLEDGE_INPUTS}
-    common = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
-              "token_type_ids": batch["token_type_ids"]}
+    common = {
+        "input_ids": batch["input_ids"],
+        "attention_mask": batch["attention_mask"],
+        "token_type_ids": batch["token_type_ids"],
+    }
     # the encoder (knowledge module included) is the pre-trained one
     expected = pretrained(**common, **knowledge).last_hidden_state
     assert torch.allclose(model(**common, **knowledge).last_hidden_state, expected, atol=1e-6)
@@ -126,7 +151,7 @@ def test_ranking_loss_by_hand():
     head, pooled = first_feature_scorer(CandidateRankingHead(hidden_size=2, dropout=0.0))
     scores, loss = head(pooled, torch.tensor([3, 3, 3, 8, 9]), torch.tensor([0, 1, 1, 1, 0]))
     # question 3: −(log softmax(0,1,2)[1] + log softmax(0,1,2)[2]) / 2; question 8 alone: −log 1 = 0; 9 has no answer
-    log_z = math.log(1 + math.e + math.e ** 2)
+    log_z = math.log(1 + math.e + math.e**2)
     expected = (((log_z - 1) + (log_z - 2)) / 2 + 0.0) / 2
     assert loss.item() == pytest.approx(expected, rel=1e-6)
 
@@ -140,8 +165,8 @@ def test_span_mean_and_bad_configuration():
         KgplmForFineTuning(mlm_config(task_kind="ner"))
     with pytest.raises(ConfigurationError, match="unexpected inputs"):
         KgplmForFineTuning(mlm_config(task_kind="ner", label_names=["O"]))(
-            input_ids=torch.ones(1, 3, dtype=torch.long), mention_spans=torch.zeros(0, 2, dtype=torch.long))
-
+            input_ids=torch.ones(1, 3, dtype=torch.long), mention_spans=torch.zeros(0, 2, dtype=torch.long)
+        )
 
 
 def test_pairwise_ranking_loss_by_hand():

@@ -18,9 +18,18 @@ from kgplm.methods.smedbert import SmedbertConfig, SmedbertForPreTraining
 from kgplm.models import KgplmForFineTuning, load_pretrained
 
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "legacy_v1"
-ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "mention_batch", "mention_spans",
-                  "neighbor_mention", "neighbor_entity_ids", "neighbor_relation_ids", "neighbor_directions",
-                  "neighbor_type_ids")
+ENCODER_INPUTS = (
+    "input_ids",
+    "attention_mask",
+    "token_type_ids",
+    "mention_batch",
+    "mention_spans",
+    "neighbor_mention",
+    "neighbor_entity_ids",
+    "neighbor_relation_ids",
+    "neighbor_directions",
+    "neighbor_type_ids",
+)
 
 
 @pytest.fixture(scope="module")

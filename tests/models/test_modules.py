@@ -18,21 +18,29 @@ def test_basis_relational_convolution_equals_pyg_rgcnconv():
     ours = BasisRelationalConvolution(dim, dim, num_relations, num_bases=3)
     reference = RGCNConv(dim, dim, num_relations, num_bases=3)
     # the same parameter names and shapes: a state dict moves between them
-    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in
-                                                                  reference.state_dict().items()}
+    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in reference.state_dict().items()}
     with torch.no_grad():
         reference.bias.normal_(generator=generator)  # not the zeros of its initialisation
     ours.load_state_dict(reference.state_dict())
-    torch.testing.assert_close(ours(x, edge_index, edge_type), reference(x, edge_index, edge_type),
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        ours(x, edge_index, edge_type), reference(x, edge_index, edge_type), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_neighbor_graph_by_hand():
     """One node per neighbour edge: pairs only inside a mention, even where two mentions share entity 7."""
     graph = neighbor_graph(torch.tensor([0, 0, 1, 1, 1]))
     assert set(graph) == {"co_neighbor_pairs"}
-    assert sorted(map(tuple, graph["co_neighbor_pairs"].T.tolist())) == [(0, 1), (1, 0), (2, 3), (2, 4), (3, 2),
-                                                                         (3, 4), (4, 2), (4, 3)]
+    assert sorted(map(tuple, graph["co_neighbor_pairs"].T.tolist())) == [
+        (0, 1),
+        (1, 0),
+        (2, 3),
+        (2, 4),
+        (3, 2),
+        (3, 4),
+        (4, 2),
+        (4, 3),
+    ]
 
 
 def test_the_rgcn_refines_each_mentions_neighbours_from_its_own_neighbour_set_only():
@@ -46,7 +54,9 @@ def test_the_rgcn_refines_each_mentions_neighbours_from_its_own_neighbour_set_on
     relations, directions = torch.tensor([0, 1, 1, 0]), torch.tensor([0, 1, 0, 1])
     with torch.no_grad():
         together = encoder(table, entities, mentions, relations, directions)
-        alone = [encoder(table, entities[part], torch.zeros(2, dtype=torch.long), relations[part], directions[part])
-                 for part in (slice(0, 2), slice(2, 4))]
+        alone = [
+            encoder(table, entities[part], torch.zeros(2, dtype=torch.long), relations[part], directions[part])
+            for part in (slice(0, 2), slice(2, 4))
+        ]
     torch.testing.assert_close(together, torch.cat(alone), rtol=0, atol=1e-6)
     assert not torch.allclose(together[0], together[2])

@@ -77,8 +77,10 @@ def parse_mutation(path: Path) -> Mutation:
             break
         match = _HEADER_LINE.match(line.rstrip("\n"))
         if match is None or match["key"] not in HEADER_KEYS:
-            raise MutationFormatError(f"{path}:{number}: expected a header line '# test|issue|what: value' "
-                                      f"before the first 'diff --git', got {line.rstrip()!r}")
+            raise MutationFormatError(
+                f"{path}:{number}: expected a header line '# test|issue|what: value' "
+                f"before the first 'diff --git', got {line.rstrip()!r}"
+            )
         values[match["key"]].append(match["value"].strip())
     if body_start is None:
         raise MutationFormatError(f"{path}: no 'diff --git' line; a mutation is a diff as `git diff` prints it")
@@ -94,8 +96,9 @@ def parse_mutation(path: Path) -> Mutation:
             raise MutationFormatError(f"{path}: '# test: {test}' is not a pytest node id (file.py::name)")
     diff = "".join(lines[body_start:])
     files = tuple(re.findall(r"^diff --git a/(\S+) b/", diff, flags=re.MULTILINE))
-    return Mutation(Path(path).stem, Path(path), tuple(values["test"]), values["issue"][0], values["what"][0],
-                    diff, files)
+    return Mutation(
+        Path(path).stem, Path(path), tuple(values["test"]), values["issue"][0], values["what"][0], diff, files
+    )
 
 
 def discover(directory: Path = MUTATIONS_DIR) -> list[Mutation]:
@@ -104,15 +107,17 @@ def discover(directory: Path = MUTATIONS_DIR) -> list[Mutation]:
 
 def apply_check(mutation: Mutation, tree: Path) -> tuple[bool, str]:
     """Whether ``git apply --check`` accepts the patch's diff in ``tree`` (and git's message)."""
-    result = subprocess.run(["git", "apply", "--check", "-"], input=mutation.diff, text=True, cwd=tree,
-                            capture_output=True)
+    result = subprocess.run(
+        ["git", "apply", "--check", "-"], input=mutation.diff, text=True, cwd=tree, capture_output=True
+    )
     return result.returncode == 0, result.stderr.strip()
 
 
 def commit(repo: Path = REPO_ROOT) -> str:
     """HEAD's hash, with ``+dirty`` when tracked files differ from it (the runner tests HEAD regardless)."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=repo).returncode != 0
     return head + ("+dirty" if dirty else "")
 
@@ -125,8 +130,9 @@ def extract_head(repo: Path, target: Path) -> None:
 
 
 def test_environment(copy: Path) -> dict[str, str]:
-    environment = dict(os.environ, PYTHONPATH=str(copy), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                       PYTHONDONTWRITEBYTECODE="1")
+    environment = dict(
+        os.environ, PYTHONPATH=str(copy), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1"
+    )
     # the real data as the caller's checkout finds it (the scratch copy has no ../shared next to it)
     environment.setdefault("KGPLM_SHARED_DATA", str(REPO_ROOT.parent / "shared" / "data"))
     return environment
@@ -148,12 +154,12 @@ def run_mutation(mutation: Mutation, repo: Path = REPO_ROOT, timeout: float = 18
         if not applies:
             row.update(outcome="does-not-apply", detail=message.splitlines()[0] if message else "")
             return row
-        subprocess.run(["git", "apply", "-"], input=mutation.diff, text=True, cwd=copy, check=True,
-                       capture_output=True)
+        subprocess.run(["git", "apply", "-"], input=mutation.diff, text=True, cwd=copy, check=True, capture_output=True)
         command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutation.tests]
         try:
-            result = subprocess.run(command, cwd=copy, env=test_environment(copy), capture_output=True, text=True,
-                                    timeout=timeout)
+            result = subprocess.run(
+                command, cwd=copy, env=test_environment(copy), capture_output=True, text=True, timeout=timeout
+            )
         except subprocess.TimeoutExpired:
             row.update(outcome="error", detail=f"timed out after {timeout:.0f} s")
             return row
@@ -167,14 +173,23 @@ def run_mutation(mutation: Mutation, repo: Path = REPO_ROOT, timeout: float = 18
 
 
 def render(rows: list[dict], head: str) -> str:
-    lines = [f"mutation check at commit {head}", "",
-             "| mutation | issue | tests | outcome | pytest says | seconds |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"mutation check at commit {head}",
+        "",
+        "| mutation | issue | tests | outcome | pytest says | seconds |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in rows:
-        lines.append(f"| {row['mutation']} | {row['issue']} | {row['tests']} | {row['outcome']} | "
-                     f"{row['detail'].replace('|', '/')} | {row.get('seconds', '')} |")
+        lines.append(
+            f"| {row['mutation']} | {row['issue']} | {row['tests']} | {row['outcome']} | "
+            f"{row['detail'].replace('|', '/')} | {row.get('seconds', '')} |"
+        )
     bad = [row for row in rows if row["outcome"] != "caught"]
-    lines += ["", f"{len(rows) - len(bad)} of {len(rows)} mutations caught"
-              + (f"; NOT caught: {', '.join(r['mutation'] + ' (' + r['outcome'] + ')' for r in bad)}" if bad else "")]
+    lines += [
+        "",
+        f"{len(rows) - len(bad)} of {len(rows)} mutations caught"
+        + (f"; NOT caught: {', '.join(r['mutation'] + ' (' + r['outcome'] + ')' for r in bad)}" if bad else ""),
+    ]
     return "\n".join(lines)
 
 
@@ -205,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         for future in as_completed(futures):
             row = future.result()
             rows.append(row)
-            print(f"[{len(rows)}/{len(mutations)}] {row['mutation']}: {row['outcome']} ({row['seconds']} s)", flush=True)
+            print(
+                f"[{len(rows)}/{len(mutations)}] {row['mutation']}: {row['outcome']} ({row['seconds']} s)", flush=True
+            )
     rows.sort(key=lambda row: row["mutation"])
     print(render(rows, head))
     return 0 if all(row["outcome"] == "caught" for row in rows) else 1

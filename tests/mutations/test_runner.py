@@ -20,13 +20,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import runner as mutations  # noqa: E402
 
 
-@pytest.mark.parametrize("header, complaint", [
-    ("# issue: 27.9\n# what: x\n", "no '# test:"),
-    ("# test: tests/t.py::test_a\n# what: x\n", "exactly one '# issue:'"),
-    ("# test: tests/t.py::test_a\n# issue: 27\n# what: x\n", "is not 'number.item'"),
-    ("# test: test_a\n# issue: 27.9\n# what: x\n", "not a pytest node id"),
-    ("# test: tests/t.py::test_a\n# issue: 27.9\n# what: x\nstray line\n", ":4: expected a header line"),
-])
+@pytest.mark.parametrize(
+    "header, complaint",
+    [
+        ("# issue: 27.9\n# what: x\n", "no '# test:"),
+        ("# test: tests/t.py::test_a\n# what: x\n", "exactly one '# issue:'"),
+        ("# test: tests/t.py::test_a\n# issue: 27\n# what: x\n", "is not 'number.item'"),
+        ("# test: test_a\n# issue: 27.9\n# what: x\n", "not a pytest node id"),
+        ("# test: tests/t.py::test_a\n# issue: 27.9\n# what: x\nstray line\n", ":4: expected a header line"),
+    ],
+)
 def test_a_malformed_header_is_refused_naming_the_file_and_line(tmp_path, header, complaint):
     path = tmp_path / "bad.patch"
     path.write_text(header + "diff --git a/m.py b/m.py\n", encoding="utf-8")
@@ -44,7 +47,8 @@ def test_the_runner_reports_caught_survived_and_stale_mutations(tmp_path):
     (repo / "tests").mkdir(parents=True)
     (repo / "arith.py").write_text("def double(x):\n    return 2 * x\n\n\ndef unused(x):\n    return x\n")
     (repo / "tests" / "test_arith.py").write_text(
-        "from arith import double\n\n\ndef test_double():\n    assert double(3) == 6\n")
+        "from arith import double\n\n\ndef test_double():\n    assert double(3) == 6\n"
+    )
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "fixed")

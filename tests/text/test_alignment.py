@@ -29,15 +29,56 @@ def test_truncation_drops_a_cut_mention(chinese_tokenizer):
     assert char_spans_to_token_spans(encoding["offset_mapping"], [(2, 6), (0, 2)]).tolist() == [[-1, -1], [1, 3]]
 
 
-PIECES = ["糖尿病", "2型", "MRI", "mri", "ＭＲＩ", "B12", "维生素", "COVID-19", "阿司匹林", "检查", "高血压",
-          "IHC", "TSHR", "抗体", "１２", "mg", " ", "  ", "，", "。", "-", "(", ")", "a", "x", "7", "中", "ab", "Ⅱ"]
-NAMES = {"糖尿病": [0], "2型糖尿病": [1], "MRI": [2], "维生素B12": [3], "B12": [4], "COVID-19": [5],
-         "阿司匹林": [6], "MRI检查": [7], "高血压": [8], "IHC": [9], "TSHR抗体": [10], "12mg": [11], "ab": [12]}
+PIECES = [
+    "糖尿病",
+    "2型",
+    "MRI",
+    "mri",
+    "ＭＲＩ",
+    "B12",
+    "维生素",
+    "COVID-19",
+    "阿司匹林",
+    "检查",
+    "高血压",
+    "IHC",
+    "TSHR",
+    "抗体",
+    "１２",
+    "mg",
+    " ",
+    "  ",
+    "，",
+    "。",
+    "-",
+    "(",
+    ")",
+    "a",
+    "x",
+    "7",
+    "中",
+    "ab",
+    "Ⅱ",
+]
+NAMES = {
+    "糖尿病": [0],
+    "2型糖尿病": [1],
+    "MRI": [2],
+    "维生素B12": [3],
+    "B12": [4],
+    "COVID-19": [5],
+    "阿司匹林": [6],
+    "MRI检查": [7],
+    "高血压": [8],
+    "IHC": [9],
+    "TSHR抗体": [10],
+    "12mg": [11],
+    "ab": [12],
+}
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.sampled_from(PIECES) | st.text(alphabet="abcXYZ0123456789 中文病,.", max_size=3),
-                max_size=25))
+@given(st.lists(st.sampled_from(PIECES) | st.text(alphabet="abcXYZ0123456789 中文病,.", max_size=3), max_size=25))
 def test_every_linked_span_maps_to_tokens_covering_exactly_its_characters(chinese_tokenizer, pieces):
     text = "".join(pieces)
     encoding = chinese_tokenizer(text, return_offsets_mapping=True)

@@ -70,15 +70,25 @@ def test_examples_carry_exact_mentions_and_pepr_neighbours(tmp_path, toy_store, 
     store = toy_store
     table = top_k_neighbors(store, k=3, mode="exact")
     texts = ["糖尿病患者常见多尿和多饮，可服用二甲双胍。", "没有实体的句子。", "二甲双胍" * 40]
-    dataset = build_corpus(texts, store=store, tokenizer=chinese_tokenizer, output_dir=tmp_path / "c",
-                           neighbor_table=table, max_length=32, progress=False)
+    dataset = build_corpus(
+        texts,
+        store=store,
+        tokenizer=chinese_tokenizer,
+        output_dir=tmp_path / "c",
+        neighbor_table=table,
+        max_length=32,
+        progress=False,
+    )
     first = dataset[0]
     tokens = chinese_tokenizer.convert_ids_to_tokens(first["input_ids"])
-    linked = [("".join(tokens[s:e]), store.entity_name(entity))
-              for (s, e), entity in zip(first["mention_spans"], first["mention_entity_ids"])]
+    linked = [
+        ("".join(tokens[s:e]), store.entity_name(entity))
+        for (s, e), entity in zip(first["mention_spans"], first["mention_entity_ids"])
+    ]
     assert linked == [("糖尿病", "糖尿病"), ("多尿", "多尿"), ("多饮", "多饮"), ("二甲双胍", "二甲双胍")]
-    for entity, neighbors, relations, types in zip(first["mention_entity_ids"], first["neighbor_ids"],
-                                                   first["neighbor_relations"], first["neighbor_types"]):
+    for entity, neighbors, relations, types in zip(
+        first["mention_entity_ids"], first["neighbor_ids"], first["neighbor_relations"], first["neighbor_types"]
+    ):
         row = table.row_of(entity)
         assert neighbors == table.neighbors[row].tolist() and relations == table.relations[row].tolist()
         primary = store.primary_type_ids()
@@ -99,8 +109,9 @@ def test_dialogue_corpus_round_trips_and_resumes(tmp_path, cmekg_store, chinese_
     source = shared_data / "corpus" / "medical_dialogue" / "sample_IM_5000-6000.utf8.csv"
     documents = list(itertools.islice(read_corpus(source, columns=["title", "ask", "answer"]), 240))
     linker = EntityLinker(cmekg_store)
-    options = dict(store=cmekg_store, tokenizer=chinese_tokenizer, linker=linker, max_length=64, shard_size=100,
-                   progress=False)
+    options = dict(
+        store=cmekg_store, tokenizer=chinese_tokenizer, linker=linker, max_length=64, shard_size=100, progress=False
+    )
     built = build_corpus(documents, output_dir=tmp_path / "corpus", **options)
     loaded = load_corpus(tmp_path / "corpus")
     assert len(loaded) == len(built) > 240
@@ -128,7 +139,13 @@ def test_dialogue_corpus_round_trips_and_resumes(tmp_path, cmekg_store, chinese_
 
 
 def test_documents_keep_their_ids(tmp_path, toy_store, chinese_tokenizer):
-    dataset = build_corpus([Document("note-7", "多尿")], store=toy_store, tokenizer=chinese_tokenizer,
-                           output_dir=tmp_path / "d", whole_word=False, progress=False)
+    dataset = build_corpus(
+        [Document("note-7", "多尿")],
+        store=toy_store,
+        tokenizer=chinese_tokenizer,
+        output_dir=tmp_path / "d",
+        whole_word=False,
+        progress=False,
+    )
     assert dataset[0]["document"] == "note-7" and "word_ids" not in dataset.features
     assert np.array_equal(entity_frequencies(tmp_path / "d").nonzero()[0], [toy_store.entity_id("多尿")])

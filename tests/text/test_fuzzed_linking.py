@@ -12,8 +12,12 @@ from kgplm import KGStore
 from kgplm.text import EntityLinker
 
 TOY_GRAPH = Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl"
-FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +29,15 @@ def linker_and_names():
 
 def _texts(names):
     """Arbitrary Unicode (combining marks, surrogates' neighbours, CJK, controls) with the store's names in it."""
-    return st.lists(st.one_of(st.text(max_size=12), st.sampled_from(names),
-                              st.sampled_from(names).map(str.upper), st.sampled_from(["\u0301", "\ufeff", "\u200d",
-                                                                                       "\r\n", "\t", "。", " "])),
-                    max_size=12).map("".join)
+    return st.lists(
+        st.one_of(
+            st.text(max_size=12),
+            st.sampled_from(names),
+            st.sampled_from(names).map(str.upper),
+            st.sampled_from(["\u0301", "\ufeff", "\u200d", "\r\n", "\t", "。", " "]),
+        ),
+        max_size=12,
+    ).map("".join)
 
 
 @given(data=st.data())
@@ -40,7 +49,7 @@ def test_linked_mentions_are_exact_spans_of_arbitrary_text(linker_and_names, dat
     previous_end = 0
     for mention in mentions:
         assert 0 <= mention.start < mention.end <= len(text)
-        assert text[mention.start: mention.end] == mention.surface
+        assert text[mention.start : mention.end] == mention.surface
         assert 0 <= mention.entity_id < num_entities and mention.entity_id in mention.candidates
         assert mention.start >= previous_end or linker.nested  # flat linking never overlaps
         previous_end = mention.end

@@ -9,8 +9,17 @@ import pytest
 from kgplm.exceptions import ConfigurationError
 from kgplm.text import EntityLinker, Mention, normalize_for_matching
 
-NAMES = {"糖尿病": [0], "2型糖尿病": [1], "MRI": [2], "维生素B12": [3], "维生素B": [4], "阿司匹林": [5],
-         "COVID-19": [6], "diabetes mellitus": [7], "感冒": [8, 9]}
+NAMES = {
+    "糖尿病": [0],
+    "2型糖尿病": [1],
+    "MRI": [2],
+    "维生素B12": [3],
+    "维生素B": [4],
+    "阿司匹林": [5],
+    "COVID-19": [6],
+    "diabetes mellitus": [7],
+    "感冒": [8, 9],
+}
 
 
 @pytest.fixture()
@@ -27,7 +36,7 @@ def test_offsets_are_exact_and_end_exclusive(linker):
     mentions = linker.link(text)
     assert spans(mentions) == [(3, 8, 1), (11, 15, 5)]
     for mention in mentions:
-        assert text[mention.start:mention.end] == mention.surface
+        assert text[mention.start : mention.end] == mention.surface
 
 
 def test_longest_match_by_default_and_every_match_when_nested(linker):
@@ -48,8 +57,12 @@ def test_latin_word_boundaries(linker):
 def test_full_width_and_case_variants_match_with_original_surface(linker):
     text = "做ＭＲＩ和MRI检查，ＣＯＶＩＤ－１９，covid-19"
     mentions = linker.link(text)
-    assert [(m.surface, m.entity_id) for m in mentions] == [("ＭＲＩ", 2), ("MRI", 2), ("ＣＯＶＩＤ－１９", 6),
-                                                             ("covid-19", 6)]
+    assert [(m.surface, m.entity_id) for m in mentions] == [
+        ("ＭＲＩ", 2),
+        ("MRI", 2),
+        ("ＣＯＶＩＤ－１９", 6),
+        ("covid-19", 6),
+    ]
     assert normalize_for_matching("ＡＢｃ　１") == "abc 1"
     assert normalize_for_matching("İstanbul Ⅱ㎎") == "İstanbul iimg"  # İ lower-cases to two characters: kept
 
@@ -88,11 +101,14 @@ def test_display_name_owner_wins_over_alias_owner(tmp_path):
     from kgplm import KGStore
 
     ttl = tmp_path / "g.ttl"
-    ttl.write_text("""@prefix ex: <http://example.org/> . @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+    ttl.write_text(
+        """@prefix ex: <http://example.org/> . @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
 @prefix skos: <http://www.w3.org/2004/02/skos/core#> .
 ex:a rdfs:label "甲"@zh ; skos:altLabel "消渴"@zh ; ex:r ex:b, ex:c .
 ex:b rdfs:label "消渴"@zh . ex:c rdfs:label "丙"@zh .
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     store = KGStore.from_rdf(ttl, show_progress=False)
     (mention,) = EntityLinker(store).link("口干消渴")
     assert store.entity_name(mention.entity_id) == "消渴"
@@ -108,8 +124,7 @@ def _latin_alnum(char: str) -> bool:
     return char.isascii() and char.isalnum()
 
 
-def test_cmedqaner_gold_mentions_that_are_kg_names_are_found_at_their_offsets(cmekg_store, cmekg_linker,
-                                                                              shared_data):
+def test_cmedqaner_gold_mentions_that_are_kg_names_are_found_at_their_offsets(cmekg_store, cmekg_linker, shared_data):
     import re
     import unicodedata
 
@@ -138,11 +153,13 @@ def test_cmedqaner_gold_mentions_that_are_kg_names_are_found_at_their_offsets(cm
                 if normalize_for_matching(gold["mention"]).strip() not in names:
                     continue
                 if normalize_for_matching(gold["mention"]).strip() not in any_case and not abbreviation(
-                        text[start:end]):
+                    text[start:end]
+                ):
                     continue
                 # a name that starts or ends inside a Latin word is not a mention (documented rule)
                 if (_latin_alnum(text[start]) and start > 0 and _latin_alnum(text[start - 1])) or (
-                        _latin_alnum(text[end - 1]) and end < len(text) and _latin_alnum(text[end])):
+                    _latin_alnum(text[end - 1]) and end < len(text) and _latin_alnum(text[end])
+                ):
                     continue
                 expected.add((split, line_number, start, end))
             for mention in cmekg_linker.link(text, nested=True):
@@ -167,17 +184,28 @@ def test_compatibility_variants_match_with_exact_offsets():
     linker = EntityLinker(names={"II型糖尿病": [0], "Ⅲ度烧伤": [1], "5mg": [2], "维生素B12": [3]})
     text = "患Ⅱ型糖尿病，III度烧伤，每次5㎎，维生素Ｂ１２"
     mentions = linker.link(text)
-    assert [(m.surface, m.entity_id) for m in mentions] == [("Ⅱ型糖尿病", 0), ("III度烧伤", 1), ("5㎎", 2),
-                                                             ("维生素Ｂ１２", 3)]
+    assert [(m.surface, m.entity_id) for m in mentions] == [
+        ("Ⅱ型糖尿病", 0),
+        ("III度烧伤", 1),
+        ("5㎎", 2),
+        ("维生素Ｂ１２", 3),
+    ]
     for mention in mentions:
-        assert text[mention.start:mention.end] == mention.surface
+        assert text[mention.start : mention.end] == mention.surface
     # a name never matches part of one character's expansion: Ⅱ is II, not I
     assert EntityLinker(names={"I型": [0]}).link("Ⅱ型") == []
     assert linker.link_many([text, "Ⅱ型糖尿病"]) == [linker.link(text), linker.link("Ⅱ型糖尿病")]
 
 
-@pytest.mark.parametrize(("text", "surface"), [("一周恢复视力", "视力"), ("降低头部白癜风", "头部"),
-                                               ("防止痛风的急性发作", "痛风"), ("维生素b1和安定来调理", "安定")])
+@pytest.mark.parametrize(
+    ("text", "surface"),
+    [
+        ("一周恢复视力", "视力"),
+        ("降低头部白癜风", "头部"),
+        ("防止痛风的急性发作", "痛风"),
+        ("维生素b1和安定来调理", "安定"),
+    ],
+)
 def test_names_that_cut_words_lose_to_names_on_word_boundaries(cmekg_store, text, surface):
     linker = EntityLinker(cmekg_store)
     assert surface in [m.surface for m in linker.link(text)]
@@ -187,8 +215,9 @@ def test_names_inside_a_word_that_is_no_name_are_found_within_it():
     linker = EntityLinker(names={"肿瘤": [0], "手术": [1], "复视": [2], "视力": [3]})
     assert [m.surface for m in linker.link("上海肿瘤医院做手术")] == ["肿瘤", "手术"]  # 肿瘤医院 is a jieba word
     assert [m.surface for m in linker.link("恢复视力")] == ["视力"]
-    assert [m.surface for m in EntityLinker(names={"复视": [2], "视力": [3]}, word_boundaries=None).link("恢复视力")] == [
-        "复视"]  # leftmost-longest, on request
+    assert [
+        m.surface for m in EntityLinker(names={"复视": [2], "视力": [3]}, word_boundaries=None).link("恢复视力")
+    ] == ["复视"]  # leftmost-longest, on request
 
 
 def test_selected_names_are_the_kg_words_of_jiebas_route(cmekg_store, shared_data):
@@ -203,8 +232,12 @@ def test_selected_names_are_the_kg_words_of_jiebas_route(cmekg_store, shared_dat
     segmenter = Segmenter(cmekg_store, hmm=False)
     names = set(cmekg_store.name_index())
     path = shared_data / "tasks" / "zh" / "chineseblue" / "cMedQANER" / "test.json"
-    runs = [run for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-            for run in re.findall("[\u4e00-\u9fff]+", json.loads(line)["text"])]
+    runs = [
+        run
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+        for run in re.findall("[\u4e00-\u9fff]+", json.loads(line)["text"])
+    ]
     assert len(runs) > 1500
     for run in runs:
         words = segmenter.segment(run)

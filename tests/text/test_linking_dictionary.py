@@ -35,9 +35,53 @@ from kgplm.text.segmentation import NAME_FREQUENCY, jieba_dictionary
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import synthetic_umls  # noqa: E402
 
-FRAGMENTS = ["糖尿病", "2型", "高血压", "头痛", "复视", "视力", "MRI", "mri", "ＭＲＩ", "AS", "as", "ALL", "All", "all",
-             "Ⅱ型", "II型", "㎎", "mg", "COVID-19", "covid 19", "COVID‐19", "hearing", "loss", "-", "–", "277000", "1.5",
-             "severe", "Severe", "İ", "B12", "B1", "的", " ", "  ", "\x00", "\t", "x", "ab", "AB", "ＡＢ", "Ab", "𠀀", "é", "é"]
+FRAGMENTS = [
+    "糖尿病",
+    "2型",
+    "高血压",
+    "头痛",
+    "复视",
+    "视力",
+    "MRI",
+    "mri",
+    "ＭＲＩ",
+    "AS",
+    "as",
+    "ALL",
+    "All",
+    "all",
+    "Ⅱ型",
+    "II型",
+    "㎎",
+    "mg",
+    "COVID-19",
+    "covid 19",
+    "COVID‐19",
+    "hearing",
+    "loss",
+    "-",
+    "–",
+    "277000",
+    "1.5",
+    "severe",
+    "Severe",
+    "İ",
+    "B12",
+    "B1",
+    "的",
+    " ",
+    "  ",
+    "\x00",
+    "\t",
+    "x",
+    "ab",
+    "AB",
+    "ＡＢ",
+    "Ab",
+    "𠀀",
+    "é",
+    "é",
+]
 
 
 def random_names(rng: random.Random, count: int, num_entities: int) -> dict[str, list[int]]:
@@ -48,10 +92,21 @@ def random_names(rng: random.Random, count: int, num_entities: int) -> dict[str,
     return names
 
 
-def reference_build(store, names, *, min_length=2, stop_words="english", exclude_numeric=True, hyphen_variants=True,
-                    case_sensitive_abbreviations=True, entity_types=None, word_boundaries="jieba"):
+def reference_build(
+    store,
+    names,
+    *,
+    min_length=2,
+    stop_words="english",
+    exclude_numeric=True,
+    hyphen_variants=True,
+    case_sensitive_abbreviations=True,
+    entity_types=None,
+    word_boundaries="jieba",
+):
     """(patterns, candidate rows, {node string: (terminal, terminal_capital, word weight)}, name weight,
     unknown weight) built with dicts and lists."""
+
     def normalize(text: str) -> str:
         folded = normalize_for_matching(text)
         return "".join(" " if c in HYPHENS else c for c in folded) if hyphen_variants else folded
@@ -88,6 +143,7 @@ def reference_build(store, names, *, min_length=2, stop_words="english", exclude
         def key(entity: int):
             own = store is not None and normalize_for_matching(store.entity_name(entity)) == pattern
             return (not own, -(int(degree[entity]) if degree is not None else 0), entity)
+
         return tuple(sorted(entities, key=key))
 
     rows = [rank(pattern, entities) for pattern, entities in zip(patterns, [*any_case.values(), *capitals.values()])]
@@ -144,9 +200,11 @@ def check_against_reference(linker: EntityLinker, directory: Path, store, names,
         assert list(zip(starts[:-1], starts[1:])) == ranges
         node_of = {text: node for node, text in enumerate(order)}
         assert root_children.tolist() == [node_of.get(chr(code), -1) for code in range(len(root_children))]
-        assert len(root_children) == (max(codes[ranges[0][0]:ranges[0][1]]) + 1 if ranges[0][1] else 0)
+        assert len(root_children) == (max(codes[ranges[0][0] : ranges[0][1]]) + 1 if ranges[0][1] else 0)
         assert nodes["terminal"][-1] == -1
-        entry, capital, word = (array_.tolist() for array_ in kernels.node_terminals(nodes[:-1], capitals, word_weights))
+        entry, capital, word = (
+            array_.tolist() for array_ in kernels.node_terminals(nodes[:-1], capitals, word_weights)
+        )
         for node, text in enumerate(order):
             terminal, capital_terminal, weight = expected_nodes.get(text, (-1, -1, None))
             assert (entry[node], capital[node]) == (terminal, capital_terminal), text
@@ -166,9 +224,15 @@ def umls_store(tmp_path_factory) -> KGStore:
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("options", [{}, {"stop_words": None, "exclude_numeric": False, "hyphen_variants": False},
-                                     {"case_sensitive_abbreviations": False, "min_length": 1},
-                                     {"stop_words": ["as", "Severe", "english"], "min_length": 3}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"stop_words": None, "exclude_numeric": False, "hyphen_variants": False},
+        {"case_sensitive_abbreviations": False, "min_length": 1},
+        {"stop_words": ["as", "Severe", "english"], "min_length": 3},
+    ],
+)
 def test_random_names_equal_the_reference(tmp_path: Path, seed: int, options: dict) -> None:
     names = random_names(random.Random(seed), 300, 40)
     linker = EntityLinker(names=names, word_boundaries=None, **options)
@@ -184,8 +248,20 @@ def test_jieba_words_equal_the_reference(tmp_path: Path, monkeypatch) -> None:
     rng = random.Random(7)
     frequencies, total = jieba_dictionary()
     sample = dict(rng.sample(sorted(frequencies.items()), 3000))
-    sample.update({"MRI": 5, "mri": 9, "ＭＲＩ": 2, "hearing-loss": 4, "hearing loss": 3, "头痛": 0, "复视": 0,
-                   "高血压": 7, "ab": 1, "AB": 0})
+    sample.update(
+        {
+            "MRI": 5,
+            "mri": 9,
+            "ＭＲＩ": 2,
+            "hearing-loss": 4,
+            "hearing loss": 3,
+            "头痛": 0,
+            "复视": 0,
+            "高血压": 7,
+            "ab": 1,
+            "AB": 0,
+        }
+    )
     small = (sample, total)
     monkeypatch.setattr(segmentation, "jieba_dictionary", lambda: small)
     monkeypatch.setitem(globals(), "jieba_dictionary", lambda: small)
@@ -195,8 +271,14 @@ def test_jieba_words_equal_the_reference(tmp_path: Path, monkeypatch) -> None:
         check_against_reference(linker, tmp_path / f"linker{len(options)}", None, names, **options)
 
 
-@pytest.mark.parametrize("options", [{}, {"entity_types": ["Disease or Syndrome", "Finding"]},
-                                     {"case_sensitive_abbreviations": False, "stop_words": None}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"entity_types": ["Disease or Syndrome", "Finding"]},
+        {"case_sensitive_abbreviations": False, "stop_words": None},
+    ],
+)
 def test_store_names_equal_the_reference(tmp_path: Path, umls_store: KGStore, options: dict) -> None:
     linker = EntityLinker(umls_store, word_boundaries=None, **options)
     check_against_reference(linker, tmp_path / "linker", umls_store, None, word_boundaries=None, **options)
@@ -209,13 +291,17 @@ def test_ambiguous_names_rank_own_display_name_then_degree(tmp_path: Path, umls_
     names: dict[str, list[int]] = {}
     for entity in rng.sample(range(umls_store.num_entities), 120):
         names.setdefault(umls_store.entity_name(entity), []).extend(
-            [entity, *rng.sample(range(umls_store.num_entities), rng.randint(1, 4))])
+            [entity, *rng.sample(range(umls_store.num_entities), rng.randint(1, 4))]
+        )
         names.setdefault(umls_store.entity_name(entity).upper()[:4], []).append(entity)
     linker = EntityLinker(umls_store, names=names, word_boundaries=None)
     rows = linker._candidates[:]
     assert sum(len(row) > 1 for row in rows) > 100
-    own_first = sum(normalize_for_matching(umls_store.entity_name(row[0])) == pattern
-                    for pattern, row in zip(linker.patterns, rows) if len(row) > 1)
+    own_first = sum(
+        normalize_for_matching(umls_store.entity_name(row[0])) == pattern
+        for pattern, row in zip(linker.patterns, rows)
+        if len(row) > 1
+    )
     assert own_first > 50  # the own-name key decided these
     check_against_reference(linker, tmp_path / "linker", umls_store, names, word_boundaries=None)
 
@@ -245,4 +331,7 @@ def test_child_codes_take_two_bytes_unless_a_name_leaves_the_basic_plane() -> No
     assert plain._automaton[2].dtype == np.uint16 and wide._automaton[2].dtype == np.int32
     assert [(m.surface, m.entity_id) for m in plain.link("头痛, fever")] == [("头痛", 0), ("fever", 1)]
     assert [(m.surface, m.entity_id) for m in wide.link("头痛、𠀀痛、\U0010fffd痛、\u0000痛")] == [
-        ("头痛", 0), ("𠀀痛", 1), ("\U0010fffd痛", 2)]
+        ("头痛", 0),
+        ("𠀀痛", 1),
+        ("\U0010fffd痛", 2),
+    ]

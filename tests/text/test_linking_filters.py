@@ -107,8 +107,11 @@ def test_root_and_qualifier_words_are_not_linked_by_default(store: KGStore) -> N
     surfaces = [surface.lower() for text in SENTENCES for surface, _ in linked(linker, store, text)]
     assert "all" not in surfaces and "severe" not in surfaces and "acute" not in surfaces
     # without the stop list, the root and the qualifiers come back: the filter is what removes them
-    unfiltered = [surface.lower() for text in SENTENCES
-                  for surface, _ in linked(EntityLinker(store, stop_words=None), store, text)]
+    unfiltered = [
+        surface.lower()
+        for text in SENTENCES
+        for surface, _ in linked(EntityLinker(store, stop_words=None), store, text)
+    ]
     assert unfiltered.count("all") == 3 and "severe" in unfiltered and "acute" in unfiltered
 
 
@@ -120,18 +123,27 @@ def test_numeric_names_are_not_linked(store: KGStore) -> None:
 def test_hyphen_and_space_variants_match(store: KGStore) -> None:
     linker = EntityLinker(store)
     assert linked(linker, store, "hearing-loss, hearing loss, hearing\u2010loss") == [
-        ("hearing-loss", "Hearing impairment"), ("hearing loss", "Hearing impairment"),
-        ("hearing\u2010loss", "Hearing impairment")]
+        ("hearing-loss", "Hearing impairment"),
+        ("hearing loss", "Hearing impairment"),
+        ("hearing\u2010loss", "Hearing impairment"),
+    ]
     names = EntityLinker(names={"X-linked": [0], "hearing loss": [1]})
     assert [(m.surface, m.entity_id) for m in names.link("x linked, X-linked, hearing-loss")] == [
-        ("x linked", 0), ("X-linked", 0), ("hearing-loss", 1)]
+        ("x linked", 0),
+        ("X-linked", 0),
+        ("hearing-loss", 1),
+    ]
     assert EntityLinker(store, hyphen_variants=False).link("hearing-loss") == []
 
 
 def test_roots_keep_only_descendants(store: KGStore, tmp_path: Path) -> None:
     below = descendants(store, [store.entity_id("HP:0012823")])
-    assert sorted(store.entity_name(e) for e in below.nonzero()[0]) == ["Acute", "Clinical modifier", "Severe",
-                                                                        "Severity"]
+    assert sorted(store.entity_name(e) for e in below.nonzero()[0]) == [
+        "Acute",
+        "Clinical modifier",
+        "Severe",
+        "Severity",
+    ]
     linker = EntityLinker(store, stop_words=None, roots=["HP:0000118"])
     found = [name for text in SENTENCES for _, name in linked(linker, store, text)]
     assert set(found) == {"Hearing impairment", "Seizure", "Heloma", "Nevus", "Short stature"}
@@ -168,4 +180,6 @@ def test_user_stop_list_and_common_word_filter(store: KGStore) -> None:
 def test_short_capital_abbreviations_are_exempt_from_the_stop_list() -> None:
     linker = EntityLinker(names={"ALL": [0], "All": [1], "Leukemia": [2]})
     assert [(m.surface, m.entity_id) for m in linker.link("ALL is a leukemia; all of them")] == [
-        ("ALL", 0), ("leukemia", 2)]
+        ("ALL", 0),
+        ("leukemia", 2),
+    ]

@@ -19,16 +19,29 @@ from kgplm.kg.collector import GraphCollector  # noqa: E402
 from kgplm.kg.vocabulary import LABEL_ROLES  # noqa: E402
 from kgplm.text import EntityLinker  # noqa: E402
 
-TEXTS = ["患者有2型糖尿病和高血压，MRI显示正常。", "Pain and PAIN: the pain of diabetes mellitus, AS and as.",
-         "感冒后头痛，服用阿司匹林。", "", "no names here at all"]
+TEXTS = [
+    "患者有2型糖尿病和高血压，MRI显示正常。",
+    "Pain and PAIN: the pain of diabetes mellitus, AS and as.",
+    "感冒后头痛，服用阿司匹林。",
+    "",
+    "no names here at all",
+]
 
 
 def tiny_store() -> KGStore:
     collector = GraphCollector(source="test")
     name, alias = LABEL_ROLES.index("prefLabel"), LABEL_ROLES.index("altLabel")
-    labels = [("糖尿病", [("diabetes mellitus", "en")]), ("2型糖尿病", []), ("高血压", [("hypertension", "en")]),
-              ("磁共振", [("MRI", "en")]), ("头痛", [("pain", "en"), ("Pain", "en")]), ("疼痛", [("pain", "en")]),
-              ("强直性脊柱炎", [("AS", "en")]), ("感冒", []), ("阿司匹林", [("aspirin", "en")])]
+    labels = [
+        ("糖尿病", [("diabetes mellitus", "en")]),
+        ("2型糖尿病", []),
+        ("高血压", [("hypertension", "en")]),
+        ("磁共振", [("MRI", "en")]),
+        ("头痛", [("pain", "en"), ("Pain", "en")]),
+        ("疼痛", [("pain", "en")]),
+        ("强直性脊柱炎", [("AS", "en")]),
+        ("感冒", []),
+        ("阿司匹林", [("aspirin", "en")]),
+    ]
     relation = collector.relation("http://example.org/r", "r")
     for index, (display, aliases) in enumerate(labels):
         entity = collector.entity(f"http://example.org/e{index}")
@@ -56,9 +69,13 @@ def mentions(linker: EntityLinker, nested: bool = False):
 
 def test_store_linker_equals_the_old_dictionary_path(store: KGStore, jieba_linker: EntityLinker) -> None:
     """From the compact index as from the ``{name: ids}`` dict the linker used to read."""
-    pairs = [(jieba_linker, EntityLinker(store, names=store.name_index())),
-             (EntityLinker(store, word_boundaries=None), EntityLinker(store, names=store.name_index(),
-                                                                      word_boundaries=None))]
+    pairs = [
+        (jieba_linker, EntityLinker(store, names=store.name_index())),
+        (
+            EntityLinker(store, word_boundaries=None),
+            EntityLinker(store, names=store.name_index(), word_boundaries=None),
+        ),
+    ]
     for from_index, from_dict in pairs:
         assert list(from_index.patterns) == list(from_dict.patterns)
         assert list(from_index._candidates) == list(from_dict._candidates)
@@ -68,10 +85,14 @@ def test_store_linker_equals_the_old_dictionary_path(store: KGStore, jieba_linke
 
 
 @pytest.mark.parametrize("mmap", [True, False])
-def test_save_load_gives_identical_mentions(tmp_path: Path, mmap: bool, store: KGStore,
-                                            jieba_linker: EntityLinker) -> None:
-    for options in ({}, {"word_boundaries": None},
-                    {"nested": True, "case_sensitive_abbreviations": False, "word_boundaries": None}):
+def test_save_load_gives_identical_mentions(
+    tmp_path: Path, mmap: bool, store: KGStore, jieba_linker: EntityLinker
+) -> None:
+    for options in (
+        {},
+        {"word_boundaries": None},
+        {"nested": True, "case_sensitive_abbreviations": False, "word_boundaries": None},
+    ):
         linker = EntityLinker(store, **options) if options else jieba_linker
         loaded = EntityLinker.load(linker.save(tmp_path / "linker"), store=store, mmap=mmap)
         assert loaded.num_names == linker.num_names and list(loaded.patterns) == list(linker.patterns)
@@ -115,8 +136,9 @@ def test_memory_mapped_load_reads_no_array(tmp_path: Path, store: KGStore) -> No
 
 def test_load_checks_the_directory_and_the_store(tmp_path: Path, store: KGStore) -> None:
     directory = EntityLinker(store, word_boundaries=None).save(tmp_path / "linker")
-    other = KGStore.from_umls_rrf(synthetic_umls.write_synthetic_umls(tmp_path / "rrf", 30, seed=1) and tmp_path / "rrf",
-                                  show_progress=False)
+    other = KGStore.from_umls_rrf(
+        synthetic_umls.write_synthetic_umls(tmp_path / "rrf", 30, seed=1) and tmp_path / "rrf", show_progress=False
+    )
     with pytest.raises(ConfigurationError, match="built from a store"):
         EntityLinker.load(directory, store=other)
     manifest = json.loads((directory / "manifest.json").read_text())

@@ -23,11 +23,72 @@ ASCII_ALNUM = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY
 # fragments names and texts are drawn from: words of jieba's dictionary and parts of them (恢复视力:
 # 复视 cuts a word), Latin words with their boundaries, capitals, full-width and compatibility forms
 # (Ⅱ is two codes, ㎎ two, ㍻ is 平成: a name must not begin or end inside it), hyphen variants, numbers, stop and qualifier words
-FRAGMENTS = ["糖尿病", "2型糖尿病", "高血压", "头痛", "复视", "视力", "恢复", "恢复视力", "降低", "低头", "头部", "防止", "止痛",
-             "痛风", "和安", "安定", "肿瘤", "肿瘤医院", "手术", "做手术", "感冒", "维生素B", "维生素B12", "MRI", "mri", "ＭＲＩ",
-             "MRIs", "AS", "as", "ALL", "All", "all", "Ⅱ型", "II型", "I型", "㎎", "mg", "COVID-19", "covid 19", "COVID‐19",
-             "hearing loss", "hearing-loss", "Hearing–Loss", "277000", "1.5", "severe", "Severe asthma", "asthma",
-             "İstanbul", "B12", "B1", "型", "病", "的", "了", "患者", "检查", "㍻", "平成", "成人", "平", "成", "㈠", "一)"]
+FRAGMENTS = [
+    "糖尿病",
+    "2型糖尿病",
+    "高血压",
+    "头痛",
+    "复视",
+    "视力",
+    "恢复",
+    "恢复视力",
+    "降低",
+    "低头",
+    "头部",
+    "防止",
+    "止痛",
+    "痛风",
+    "和安",
+    "安定",
+    "肿瘤",
+    "肿瘤医院",
+    "手术",
+    "做手术",
+    "感冒",
+    "维生素B",
+    "维生素B12",
+    "MRI",
+    "mri",
+    "ＭＲＩ",
+    "MRIs",
+    "AS",
+    "as",
+    "ALL",
+    "All",
+    "all",
+    "Ⅱ型",
+    "II型",
+    "I型",
+    "㎎",
+    "mg",
+    "COVID-19",
+    "covid 19",
+    "COVID‐19",
+    "hearing loss",
+    "hearing-loss",
+    "Hearing–Loss",
+    "277000",
+    "1.5",
+    "severe",
+    "Severe asthma",
+    "asthma",
+    "İstanbul",
+    "B12",
+    "B1",
+    "型",
+    "病",
+    "的",
+    "了",
+    "患者",
+    "检查",
+    "㍻",
+    "平成",
+    "成人",
+    "平",
+    "成",
+    "㈠",
+    "一)",
+]
 SEPARATORS = ["", "", "", " ", "，", "。", "-", "x", "2", "\n", "\x00"]
 
 
@@ -50,15 +111,28 @@ def character_codes(char: str, hyphens: bool) -> tuple[tuple[str, bool, bool, bo
 
 def normalized(text: str, hyphens: bool) -> list[tuple[str, int, bool, bool, bool]]:
     """(code, source character, starts the character, ends it, the character is a capital) per code."""
-    return [(code, index, first, last, capital) for index, char in enumerate(text)
-            for code, first, last, capital in character_codes(char, hyphens)]
+    return [
+        (code, index, first, last, capital)
+        for index, char in enumerate(text)
+        for code, first, last, capital in character_codes(char, hyphens)
+    ]
 
 
 class Reference:
     """What the linker's docstring specifies, in plain Python (quadratic, for short texts)."""
 
-    def __init__(self, names: dict[str, list[int]], *, min_length=2, stop_words="english", exclude_numeric=True,
-                 hyphen_variants=True, case_sensitive_abbreviations=True, word_boundaries="jieba", words=None):
+    def __init__(
+        self,
+        names: dict[str, list[int]],
+        *,
+        min_length=2,
+        stop_words="english",
+        exclude_numeric=True,
+        hyphen_variants=True,
+        case_sensitive_abbreviations=True,
+        word_boundaries="jieba",
+        words=None,
+    ):
         self.hyphens = hyphen_variants
         self.word_boundaries = word_boundaries
         pattern_of = lambda surface: "".join(code for code, *_ in normalized(surface, hyphen_variants))  # noqa: E731
@@ -89,8 +163,9 @@ class Reference:
     def entry(self, codes, start: int, end: int):
         """The candidates (sorted) of the name ``codes[start:end]`` matches; None: no name; "cut": no match
         may end here."""
-        if not codes[end - 1][3] or (codes[end - 1][0] in ASCII_ALNUM and end < len(codes)
-                                     and codes[end][0] in ASCII_ALNUM):
+        if not codes[end - 1][3] or (
+            codes[end - 1][0] in ASCII_ALNUM and end < len(codes) and codes[end][0] in ASCII_ALNUM
+        ):
             return "cut"
         pattern = "".join(code for code, *_ in codes[start:end])
         if all(code[4] for code in codes[start:end]) and pattern in self.capitals:
@@ -101,8 +176,9 @@ class Reference:
 
     @staticmethod
     def may_start(codes, position: int) -> bool:
-        return codes[position][2] and not (codes[position][0] in ASCII_ALNUM and position > 0
-                                           and codes[position - 1][0] in ASCII_ALNUM)
+        return codes[position][2] and not (
+            codes[position][0] in ASCII_ALNUM and position > 0 and codes[position - 1][0] in ASCII_ALNUM
+        )
 
     def longest_at(self, codes, position: int, limit: int):
         for end in range(min(limit, position + self.longest), position, -1):
@@ -216,8 +292,9 @@ CONFIGS = {
     "filters off": dict(stop_words=None, exclude_numeric=False, hyphen_variants=False),
     "one character, lower-cased abbreviations": dict(min_length=1, case_sensitive_abbreviations=False),
     "leftmost-longest": dict(word_boundaries=None),
-    "leftmost-longest, filters off": dict(word_boundaries=None, stop_words=None, exclude_numeric=False,
-                                          hyphen_variants=False, min_length=1),
+    "leftmost-longest, filters off": dict(
+        word_boundaries=None, stop_words=None, exclude_numeric=False, hyphen_variants=False, min_length=1
+    ),
 }
 
 
@@ -231,8 +308,10 @@ def test_linker_equals_the_reference_matcher_on_random_names_and_texts(config, j
     texts = [random_text(generator) for _ in range(200)]
     for nested in (False, True):
         expected = [reference.link(text, nested=nested) for text in texts]
-        got = [[(m.start, m.end, tuple(sorted(m.candidates))) for m in mentions]
-               for mentions in linker.link_many(texts, nested=nested)]
+        got = [
+            [(m.start, m.end, tuple(sorted(m.candidates))) for m in mentions]
+            for mentions in linker.link_many(texts, nested=nested)
+        ]
         assert got == expected, config
         one_by_one = [linker.find(text, nested=nested) for text in texts]
         for batched, single in zip(linker.find_many(texts, nested=nested), one_by_one):
@@ -260,7 +339,9 @@ def test_a_documents_matches_do_not_depend_on_the_documents_batched_with_it():
     texts = ["糖尿病患者恢复视力", "糖尿", "恢复视", "", "恢复视力"]
     expected = [[], [], [(0, 2, 1)], [], [(0, 2, 1), (2, 4, 2)]]
     assert [[(m.start, m.end, m.entity_id) for m in linker.link(text)] for text in texts[1:]] == expected[1:]
-    assert [[(m.start, m.end, m.entity_id) for m in mentions] for mentions in linker.link_many(texts)][1:] == expected[1:]
+    assert [[(m.start, m.end, m.entity_id) for m in mentions] for mentions in linker.link_many(texts)][1:] == expected[
+        1:
+    ]
 
 
 def test_find_and_find_many_take_only_strings():

@@ -41,8 +41,9 @@ def mention_spans_for(ids):
 def test_rates_and_replacement_split(scheme):
     ids, attention = batch()
     maskable = ~torch.isin(ids, torch.tensor(SPECIAL))
-    masked, labels = masker(scheme, seed=1)(ids, attention_mask=attention, word_ids=word_ids_for(ids),
-                                          mention_spans=mention_spans_for(ids))
+    masked, labels = masker(scheme, seed=1)(
+        ids, attention_mask=attention, word_ids=word_ids_for(ids), mention_spans=mention_spans_for(ids)
+    )
     chosen = labels != -100
     rate = chosen.sum().item() / maskable.sum().item()
     assert 0.13 <= rate <= 0.17, rate  # every unit is chosen with probability 0.15
@@ -68,8 +69,9 @@ def test_kebiolm_rates_twelve_and_one_and_a_half_percent():
     ids, attention = batch(rows=128)
     maskable = ~torch.isin(ids, torch.tensor(SPECIAL))
     # KeBioLM's scheme: words and mentions whole (word_entity), BERT's 80/10/10 of the 15% chosen
-    masked, labels = masker("word_entity", seed=3)(ids, attention_mask=attention, word_ids=word_ids_for(ids),
-                                                   mention_spans=mention_spans_for(ids))
+    masked, labels = masker("word_entity", seed=3)(
+        ids, attention_mask=attention, word_ids=word_ids_for(ids), mention_spans=mention_spans_for(ids)
+    )
     tokens = maskable.sum().item()
     assert ((masked == MASK) & maskable).sum().item() / tokens == pytest.approx(0.12, abs=0.006)
     random = (labels != -100) & (masked != MASK) & (masked != ids)
@@ -102,7 +104,8 @@ def test_word_entity_units_are_mentions_and_the_words_outside_them():
     word_ids = word_ids_for(ids)  # words of 3 tokens: [3k, 3k + 3)
     spans = mention_spans_for(ids)  # (5, 9) takes the last token of word 1 and all of word 2 …
     masked, labels = masker("word_entity", seed=6, mask_fraction=1.0, random_fraction=0.0)(
-        ids, attention_mask=attention, word_ids=word_ids, mention_spans=spans)
+        ids, attention_mask=attention, word_ids=word_ids, mention_spans=spans
+    )
     chosen = (labels != -100).tolist()
     mentions_chosen = words_chosen = 0
     for row in range(ids.shape[0]):
@@ -176,8 +179,9 @@ def test_long_mentions_are_masked_as_often_as_other_tokens():
 
 @pytest.mark.parametrize("scheme", ["bert", "whole_word", "whole_entity", "word_entity", "span"])
 def test_every_sequence_with_a_maskable_token_gets_a_target(scheme):
-    ids = torch.tensor([[CLS, 10, SEP, PAD, PAD], [CLS, 11, 12, SEP, PAD], [CLS, 13, 14, 15, SEP],
-                        [CLS, SEP, PAD, PAD, PAD]])
+    ids = torch.tensor(
+        [[CLS, 10, SEP, PAD, PAD], [CLS, 11, 12, SEP, PAD], [CLS, 13, 14, 15, SEP], [CLS, SEP, PAD, PAD, PAD]]
+    )
     attention = (ids != PAD).long()
     word_ids = [[-1, 0, -1, -1, -1], [-1, 0, 0, -1, -1], [-1, 0, 1, 1, -1], [-1] * 5]
     spans = [[], [(1, 3)], [(2, 4)], []]
@@ -190,10 +194,15 @@ def test_a_sequence_mask_depends_only_on_its_own_generator():
     ids, attention = batch(rows=4)
     m = masker("whole_entity")
     spans = mention_spans_for(ids)
-    alone, alone_labels = m(ids[:1], attention_mask=attention[:1], mention_spans=spans[:1],
-                            rngs=[np.random.default_rng(11)])
-    together, together_labels = m(ids, attention_mask=attention, mention_spans=spans,
-                                  rngs=[np.random.default_rng(11)] + [np.random.default_rng(s) for s in (1, 2, 3)])
+    alone, alone_labels = m(
+        ids[:1], attention_mask=attention[:1], mention_spans=spans[:1], rngs=[np.random.default_rng(11)]
+    )
+    together, together_labels = m(
+        ids,
+        attention_mask=attention,
+        mention_spans=spans,
+        rngs=[np.random.default_rng(11)] + [np.random.default_rng(s) for s in (1, 2, 3)],
+    )
     assert torch.equal(alone[0], together[0]) and torch.equal(alone_labels[0], together_labels[0])
 
 

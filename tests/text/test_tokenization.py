@@ -65,8 +65,7 @@ def test_a_third_party_vocab_gives_the_ids_of_bert_tokenizer(shared_data, chines
     assert len(reference) == 21128  # not the 5-token vocabulary that vocab_file= silently builds
     wordpiece = BertWordPieceTokenizer(str(folder / "vocab.txt"), lowercase=True)
     texts = _cmedqaner_texts(shared_data) + ["２型糖尿病做ＭＲＩ，血糖7.8mmol/L①", "Ⅱ型 10㎎"]
-    same = sum(chinese_tokenizer(t)["input_ids"] == reference(t)["input_ids"] == wordpiece.encode(t).ids
-               for t in texts)
+    same = sum(chinese_tokenizer(t)["input_ids"] == reference(t)["input_ids"] == wordpiece.encode(t).ids for t in texts)
     assert same == len(texts)
     pair = chinese_tokenizer(texts[0], texts[1])
     expected = reference(texts[0], texts[1])

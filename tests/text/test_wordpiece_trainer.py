@@ -26,7 +26,7 @@ def _tied_corpus() -> list[str]:
     """Latin words over 8 letters, every word as frequent as many others: count ties at most merges."""
     rng = random.Random(0)
     words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 6))) for _ in range(60)]
-    return [" ".join(words[i:i + 5]) + "，患者头痛" for i in range(0, 60, 5)] * 3
+    return [" ".join(words[i : i + 5]) + "，患者头痛" for i in range(0, 60, 5)] * 3
 
 
 _CHILD = """
@@ -41,16 +41,34 @@ def test_the_same_call_learns_the_same_vocabulary_in_processes_with_other_hash_s
     """tokenizers' trainer broke these ties in hash-map order: 5 processes gave 5 different vocabularies."""
     outputs = []
     for seed in ("0", "1"):
-        environment = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO_ROOT),
-                       "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1"}
-        done = subprocess.run([sys.executable, "-c", _CHILD], cwd=REPO_ROOT, env=environment, capture_output=True,
-                              text=True, check=True, input=json.dumps(_tied_corpus()))
+        environment = {
+            **os.environ,
+            "PYTHONHASHSEED": seed,
+            "PYTHONPATH": str(REPO_ROOT),
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "RAYON_NUM_THREADS": "1",
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD],
+            cwd=REPO_ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=True,
+            input=json.dumps(_tied_corpus()),
+        )
         outputs.append(json.loads(done.stdout))
     assert outputs[0] == outputs[1]
     assert len(outputs[0]) == 80 and [token for token, _ in outputs[0][:5]] == list(SPECIAL_TOKENS)
     # and in this process, twice
-    here = [sorted(build_vocab(_tied_corpus(), 80, min_frequency=1, show_progress=False).get_vocab().items(),
-                   key=lambda item: item[1]) for _ in range(2)]
+    here = [
+        sorted(
+            build_vocab(_tied_corpus(), 80, min_frequency=1, show_progress=False).get_vocab().items(),
+            key=lambda item: item[1],
+        )
+        for _ in range(2)
+    ]
     assert [list(pair) for pair in here[0]] == [list(pair) for pair in here[1]] == outputs[0]
 
 
@@ -64,8 +82,14 @@ def test_the_same_call_learns_the_same_vocabulary_in_processes_with_other_hash_s
 #   6. p + ##ug (5) → pug
 #   7. b + ##un (4) → bun        (not made with min_frequency=5)
 HUG_COUNTS = {"hug": 10, "pug": 5, "pun": 12, "bun": 4, "hugs": 5}
-HUG_MERGES = [("##u", "##g", "##ug", 20), ("##u", "##n", "##un", 16), ("h", "##ug", "hug", 15),
-              ("p", "##un", "pun", 12), ("hug", "##s", "hugs", 5), ("p", "##ug", "pug", 5)]
+HUG_MERGES = [
+    ("##u", "##g", "##ug", 20),
+    ("##u", "##n", "##un", 16),
+    ("h", "##ug", "hug", 15),
+    ("p", "##un", "pun", 12),
+    ("hug", "##s", "hugs", 5),
+    ("p", "##ug", "pug", 5),
+]
 HUG_ALPHABET = ["b", "g", "h", "n", "p", "s", "u", "##g", "##n", "##s", "##u"]
 
 
@@ -83,8 +107,9 @@ def test_build_vocab_normalises_before_counting_and_numbers_special_tokens_first
     texts = ["ＨＵＧ"] * 10 + ["Pug"] * 5 + ["pun"] * 12 + ["bun"] * 4 + ["hugs"] * 5
     tokenizer = build_vocab(texts, 100, min_frequency=5, show_progress=False)
     vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-    assert [token for token, _ in vocabulary] == (list(SPECIAL_TOKENS) + HUG_ALPHABET
-                                                   + ["##ug", "##un", "hug", "pun", "hugs", "pug"])
+    assert [token for token, _ in vocabulary] == (
+        list(SPECIAL_TOKENS) + HUG_ALPHABET + ["##ug", "##un", "hug", "pun", "hugs", "pug"]
+    )
     assert [index for _, index in vocabulary] == list(range(len(vocabulary)))
     assert tokenizer.tokenize("Hugs bun") == ["hugs", "b", "##un"]
 
@@ -166,9 +191,17 @@ def test_where_no_tie_arises_the_tokens_are_those_of_the_tokenizers_trainer():
     vocab_size = len(SPECIAL_TOKENS) + alphabet + 4 + 24  # + 头 痛 发 热
     ours = build_vocab(texts, vocab_size, min_frequency=1, show_progress=False).get_vocab()
     reference = wordpiece_pipeline(models.WordPiece(unk_token="[UNK]"))
-    reference.train_from_iterator(texts, trainer=trainers.WordPieceTrainer(
-        vocab_size=vocab_size, min_frequency=1, special_tokens=list(SPECIAL_TOKENS), limit_alphabet=20000,
-        continuing_subword_prefix="##", show_progress=False))
+    reference.train_from_iterator(
+        texts,
+        trainer=trainers.WordPieceTrainer(
+            vocab_size=vocab_size,
+            min_frequency=1,
+            special_tokens=list(SPECIAL_TOKENS),
+            limit_alphabet=20000,
+            continuing_subword_prefix="##",
+            show_progress=False,
+        ),
+    )
     theirs = reference.get_vocab()
     assert len(ours) == vocab_size and set(ours) == set(theirs)
     assert {token: ours[token] for token in SPECIAL_TOKENS} == {token: theirs[token] for token in SPECIAL_TOKENS}
@@ -181,8 +214,9 @@ def _cmedqaner_texts(shared_data, split):
 
 @pytest.mark.slow
 def test_real_text_round_trips_through_a_saved_vocabulary(tmp_path, shared_data):
-    tokenizer = build_vocab(_cmedqaner_texts(shared_data, "train"), 3000, min_frequency=2,
-                            output_dir=tmp_path / "tok", show_progress=False)
+    tokenizer = build_vocab(
+        _cmedqaner_texts(shared_data, "train"), 3000, min_frequency=2, output_dir=tmp_path / "tok", show_progress=False
+    )
     texts = _cmedqaner_texts(shared_data, "test")
     directory, vocab_txt = load_tokenizer(tmp_path / "tok"), load_tokenizer(tmp_path / "tok" / "vocab.txt")
     assert directory.get_vocab() == vocab_txt.get_vocab() == tokenizer.get_vocab()

@@ -43,13 +43,22 @@ def fit_collate(rows, seeds) -> Batch:
     """Inputs drawn from each example's (seed, step, position); targets absent at :data:`NO_TARGET`."""
     x = np.stack([np.random.default_rng([int(v) for v in key]).normal(size=2) for key in seeds])
     has_target = np.array([(int(step), int(position)) not in NO_TARGET for _, step, position in seeds])
-    return Batch({"x": torch.tensor(x, dtype=torch.float32), "has_target": torch.from_numpy(has_target)},
-                 target_counts={"fit": int(has_target.sum())})
+    return Batch(
+        {"x": torch.tensor(x, dtype=torch.float32), "has_target": torch.from_numpy(has_target)},
+        target_counts={"fit": int(has_target.sum())},
+    )
 
 
 def fit_settings(accumulation: int) -> TrainerSettings:
-    return TrainerSettings(max_steps=5, batch_size=4, gradient_accumulation_steps=accumulation, learning_rate=0.1,
-                           log_every=1, checkpoint_every=5, weight_decay=0.0)
+    return TrainerSettings(
+        max_steps=5,
+        batch_size=4,
+        gradient_accumulation_steps=accumulation,
+        learning_rate=0.1,
+        log_every=1,
+        checkpoint_every=5,
+        weight_decay=0.0,
+    )
 
 
 def fit_worker(rank: int, rendezvous: str, output_dir: str) -> None:
@@ -62,7 +71,14 @@ def fit_worker(rank: int, rendezvous: str, output_dir: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
     try:
-        train_loop(Fit(), FitRows(), fit_collate, output_dir=output_dir, settings=fit_settings(2), progress=False,
-                   distributed=current("cpu"))
+        train_loop(
+            Fit(),
+            FitRows(),
+            fit_collate,
+            output_dir=output_dir,
+            settings=fit_settings(2),
+            progress=False,
+            distributed=current("cpu"),
+        )
     finally:
         dist.destroy_process_group()

@@ -19,8 +19,14 @@ def _tied_model(seed: int = 0):
     from transformers import BertConfig, BertForMaskedLM
 
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
-                        max_position_embeddings=16)
+    config = BertConfig(
+        vocab_size=40,
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=16,
+    )
     return BertForMaskedLM(config)  # the decoder's weight and bias are tied: safetensors cannot store them twice
 
 
@@ -42,8 +48,12 @@ def test_the_same_state_saves_the_same_bytes_and_loads_back(tmp_path):
     hashes = set()
     for index in range(12):
         path = save_checkpoint(tmp_path / f"run-{index}", model, optimizer, scheduler, {"step": 1}, keep=1)
-        hashes.add(tuple(hashlib.sha256((path / name).read_bytes()).hexdigest()
-                         for name in ("model.safetensors", "optimizer.safetensors", "trainer_state.json")))
+        hashes.add(
+            tuple(
+                hashlib.sha256((path / name).read_bytes()).hexdigest()
+                for name in ("model.safetensors", "optimizer.safetensors", "trainer_state.json")
+            )
+        )
     assert len(hashes) == 1
 
     other = _tied_model(seed=1)
@@ -60,8 +70,20 @@ def _fit_run(output_dir, **overrides):
     from kgplm.training.trainer import TrainerSettings, train_loop
     from tests.training.helpers import Fit, FitRows, fit_collate
 
-    settings = TrainerSettings(**{**dict(max_steps=6, batch_size=4, learning_rate=0.1, log_every=1,
-                                         checkpoint_every=2, keep_checkpoints=3, weight_decay=0.0), **overrides})
+    settings = TrainerSettings(
+        **{
+            **dict(
+                max_steps=6,
+                batch_size=4,
+                learning_rate=0.1,
+                log_every=1,
+                checkpoint_every=2,
+                keep_checkpoints=3,
+                weight_decay=0.0,
+            ),
+            **overrides,
+        }
+    )
     return train_loop(Fit(), FitRows(), fit_collate, output_dir=output_dir, settings=settings, progress=False)
 
 
@@ -95,8 +117,10 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one(tmp_path, capl
         resumed = _fit_run(run)
     assert f"checkpoint {last} is damaged" in caplog.text and "falling back" in caplog.text
     assert resumed == reference  # from step 2, to the same losses
-    weights = [load_file(str(path / "checkpoints" / "step-0000006" / "model.safetensors"))["w"]
-               for path in (tmp_path / "whole", run)]
+    weights = [
+        load_file(str(path / "checkpoints" / "step-0000006" / "model.safetensors"))["w"]
+        for path in (tmp_path / "whole", run)
+    ]
     assert weights[0].tolist() == weights[1].tolist()
 
 

@@ -14,14 +14,17 @@ CLS, SEP, PAD, MASK = 2, 3, 0, 4
 
 def _rows():
     bodies = [list(range(10, 30)), list(range(40, 47)), [50]]
-    return {"input_ids": [[CLS, *body, SEP] for body in bodies], "mention_spans": [[[1, 4], [6, 7], [15, 20]],
-                                                                                   [[2, 5]], []]}
+    return {
+        "input_ids": [[CLS, *body, SEP] for body in bodies],
+        "mention_spans": [[[1, 4], [6, 7], [15, 20]], [[2, 5]], []],
+    }
 
 
 def _collator(sentence_order=True):
     masker = Masker("whole_entity", mask_token_id=MASK, vocab_size=100, special_token_ids=[PAD, 1, CLS, SEP])
-    return PretrainingCollator(masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD,
-                               sentence_order=sentence_order)
+    return PretrainingCollator(
+        masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD, sentence_order=sentence_order
+    )
 
 
 def _seeds(step):
@@ -41,17 +44,22 @@ def test_sop_pairs_keep_the_text_and_the_masks_cover_whole_mentions(step):
             continue
         assert ids[0] == CLS and ids[-1] == SEP and ids.count(SEP) == 2
         middle = ids.index(SEP)
-        first, second = ids[1:middle], ids[middle + 1:-1]
+        first, second = ids[1:middle], ids[middle + 1 : -1]
         assert (second + first if label == 1 else first + second) == body
         types = batch["token_type_ids"][row][: len(ids)].tolist()
         assert types == [0] * (len(first) + 2) + [1] * (len(second) + 1)
-    assert batch.target_counts == {"mlm": int((batch["labels"] >= 0).sum()),
-                                   "sop": int((batch["sentence_order_label"] >= 0).sum())}
+    assert batch.target_counts == {
+        "mlm": int((batch["labels"] >= 0).sum()),
+        "sop": int((batch["sentence_order_label"] >= 0).sum()),
+    }
 
 
 def test_the_same_seeds_give_the_same_batch_and_other_seeds_another():
-    first, again, other = (_collator()(_rows(), _seeds(5)), _collator()(_rows(), _seeds(5)),
-                           _collator()(_rows(), _seeds(6)))
+    first, again, other = (
+        _collator()(_rows(), _seeds(5)),
+        _collator()(_rows(), _seeds(5)),
+        _collator()(_rows(), _seeds(6)),
+    )
     assert all(torch.equal(first[k], again[k]) for k in first)
     assert not all(first[k].shape == other[k].shape and torch.equal(first[k], other[k]) for k in first)
 

@@ -27,8 +27,9 @@ def small_filesystem(tmp_path):
     mount.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a size-limited tmpfs needs root and mount(8); the injected-ENOSPC tests cover the code")
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=768k", "tmpfs", str(mount)], capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=768k", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if result.returncode:
         pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip()}); the injected-ENOSPC tests cover the code")
     try:
@@ -63,7 +64,8 @@ def test_a_checkpoint_that_fills_the_disk_leaves_the_previous_one(small_filesyst
     assert error.path == str(small_filesystem / "checkpoints" / "step-0000002")
     assert error.needed >= error.written > 0 and error.free is not None
     assert str(small_filesystem / "checkpoints" / "step-0000002") in str(error) and f"{error.needed:,} bytes" in str(
-        error)
+        error
+    )
     assert latest_checkpoint(small_filesystem) == first
     verify_checkpoint(first)  # intact, byte for byte what its checksums say
     assert sum(p.stat().st_size for p in first.iterdir()) == size

@@ -39,10 +39,24 @@ def reference(tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        result = kgplm.train("smedbert", graph=str(TOY_GRAPH), corpus=str(corpus), output_dir=work / "one",
-                             text_model=TEXT_MODEL, vocab_size=300, entity_dim=16, kg_epochs=5, max_steps=STEPS,
-                             batch_size=BATCH, learning_rate=2e-3, checkpoint_every=2, log_every=1, max_length=64,
-                             num_threads=1, progress=False)
+        result = kgplm.train(
+            "smedbert",
+            graph=str(TOY_GRAPH),
+            corpus=str(corpus),
+            output_dir=work / "one",
+            text_model=TEXT_MODEL,
+            vocab_size=300,
+            entity_dim=16,
+            kg_epochs=5,
+            max_steps=STEPS,
+            batch_size=BATCH,
+            learning_rate=2e-3,
+            checkpoint_every=2,
+            log_every=1,
+            max_length=64,
+            num_threads=1,
+            progress=False,
+        )
     finally:
         torch.set_num_threads(threads)
     return {"work": work, "corpus": corpus, "metrics": result.metrics}
@@ -50,13 +64,51 @@ def reference(tmp_path_factory):
 
 def _command(reference, output_dir: Path, extra: tuple[str, ...] = ()) -> list[str]:
     one = reference["work"] / "one"
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-            "-m", "kgplm", "train", "--method", "smedbert", "--graph", str(TOY_GRAPH),
-            "--corpus", str(reference["corpus"]), "--out", str(output_dir), "--text-model", json.dumps(TEXT_MODEL),
-            "--tokenizer", str(one / "tokenizer"), "--kg-embeddings", str(one / "kg" / "embeddings"),
-            "--pepr", str(one / "kg" / "neighbors.npz"), "--entity-dim", "16", "--max-steps", str(STEPS),
-            "--batch-size", str(BATCH), "--gradient-accumulation-steps", "2", "--learning-rate", "2e-3",
-            "--checkpoint-every", "2", "--log-every", "1", "--max-length", "64", "--no-progress", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "kgplm",
+        "train",
+        "--method",
+        "smedbert",
+        "--graph",
+        str(TOY_GRAPH),
+        "--corpus",
+        str(reference["corpus"]),
+        "--out",
+        str(output_dir),
+        "--text-model",
+        json.dumps(TEXT_MODEL),
+        "--tokenizer",
+        str(one / "tokenizer"),
+        "--kg-embeddings",
+        str(one / "kg" / "embeddings"),
+        "--pepr",
+        str(one / "kg" / "neighbors.npz"),
+        "--entity-dim",
+        "16",
+        "--max-steps",
+        str(STEPS),
+        "--batch-size",
+        str(BATCH),
+        "--gradient-accumulation-steps",
+        "2",
+        "--learning-rate",
+        "2e-3",
+        "--checkpoint-every",
+        "2",
+        "--log-every",
+        "1",
+        "--max-length",
+        "64",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def _descendants(pid: int) -> list[int]:
@@ -77,11 +129,17 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _launch(reference, output_dir: Path, *, extra: tuple[str, ...] = (), kill_after_checkpoint: str | None = None
-            ) -> None:
+def _launch(
+    reference, output_dir: Path, *, extra: tuple[str, ...] = (), kill_after_checkpoint: str | None = None
+) -> None:
     environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
-    process = subprocess.Popen(_command(reference, output_dir, extra), cwd=REPO_ROOT, env=environment,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        _command(reference, output_dir, extra),
+        cwd=REPO_ROOT,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     if kill_after_checkpoint is None:
         try:
             _, stderr = process.communicate(timeout=TIMEOUT)
@@ -128,7 +186,9 @@ def test_two_processes_equal_one_process_of_the_same_global_batch(reference, two
     stages = json.loads((two_processes / "run_config.json").read_text())["stages"]
     assert stages["distributed"] == {"world_size": 2, "backend": "gloo"}
     assert json.loads((reference["work"] / "one" / "run_config.json").read_text())["stages"]["distributed"] == {
-        "world_size": 1, "backend": "none"}
+        "world_size": 1,
+        "backend": "none",
+    }
 
 
 def test_a_two_process_run_killed_with_sigkill_resumes_to_the_same_losses(reference, two_processes):
@@ -146,11 +206,16 @@ def test_ranks_without_targets_join_the_gradient_all_reduce(tmp_path):
 
     from kgplm.training.trainer import train_loop
 
-    one = train_loop(Fit(), FitRows(), fit_collate, output_dir=tmp_path / "one", settings=fit_settings(1),
-                     progress=False)
+    one = train_loop(
+        Fit(), FitRows(), fit_collate, output_dir=tmp_path / "one", settings=fit_settings(1), progress=False
+    )
     processes = torch.multiprocessing.start_processes(
-        fit_worker, args=(str(tmp_path / "rendezvous"), str(tmp_path / "two")), nprocs=2, join=False,
-        start_method="spawn")
+        fit_worker,
+        args=(str(tmp_path / "rendezvous"), str(tmp_path / "two")),
+        nprocs=2,
+        join=False,
+        start_method="spawn",
+    )
     deadline = time.monotonic() + TIMEOUT
     while not processes.join(timeout=5):
         if time.monotonic() > deadline:
@@ -164,8 +229,10 @@ def test_ranks_without_targets_join_the_gradient_all_reduce(tmp_path):
         assert set(a) == set(b)
         for key in a:
             assert b[key] == pytest.approx(a[key], rel=1e-6), (a["step"], key)
-    weights = [load_file(str(path / "checkpoints" / "step-0000005" / "model.safetensors"))["w"]
-               for path in (tmp_path / "one", tmp_path / "two")]
+    weights = [
+        load_file(str(path / "checkpoints" / "step-0000005" / "model.safetensors"))["w"]
+        for path in (tmp_path / "one", tmp_path / "two")
+    ]
     torch.testing.assert_close(weights[1], weights[0], rtol=1e-6, atol=1e-7)
     assert not torch.equal(weights[0], torch.tensor([1.0, -0.5]))
 
@@ -174,28 +241,38 @@ def test_ranks_without_targets_join_the_gradient_all_reduce(tmp_path):
 def _single_command(reference, output_dir: Path) -> list[str]:
     """The reference run's arguments as one ``kgplm train`` process (no torchrun, no accumulation)."""
     command = _command(reference, output_dir)
-    command = command[command.index("-m", 4) + 1:]  # drop the torchrun launcher
+    command = command[command.index("-m", 4) + 1 :]  # drop the torchrun launcher
     at = command.index("--gradient-accumulation-steps")
-    del command[at: at + 2]
+    del command[at : at + 2]
     return [sys.executable, "-m", *command]
 
 
-def _run_until_checkpoint_then_signal(command: list[str], output_dir: Path, number: int, *, ranks: bool = False
-                                      ) -> tuple[int, str]:
+def _run_until_checkpoint_then_signal(
+    command: list[str], output_dir: Path, number: int, *, ranks: bool = False
+) -> tuple[int, str]:
     """Start ``command``, send ``number`` once ``step-0000002`` exists (to rank 1's worker only when ``ranks``),
     return (exit status, stderr)."""
     environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
     # a shell starts background jobs with SIGINT ignored, and Python keeps it so: give the run a terminal's default
-    process = subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     target = output_dir / "checkpoints" / "step-0000002"
     deadline = time.monotonic() + TIMEOUT
     while not target.is_dir() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert process.poll() is None and target.is_dir(), "the run ended (or timed out) before it could be signalled"
     if ranks:
-        workers = [pid for pid in _descendants(process.pid)
-                   if b"RANK=1\0" in Path(f"/proc/{pid}/environ").read_bytes().replace(b"LOCAL_RANK=1\0", b"")]
+        workers = [
+            pid
+            for pid in _descendants(process.pid)
+            if b"RANK=1\0" in Path(f"/proc/{pid}/environ").read_bytes().replace(b"LOCAL_RANK=1\0", b"")
+        ]
         assert workers, "rank 1's worker was not found"
         os.kill(workers[0], number)
     else:
@@ -213,8 +290,14 @@ def _run_until_checkpoint_then_signal(command: list[str], output_dir: Path, numb
 def single_process(reference):
     """The uninterrupted ``kgplm train`` process the preempted ones are compared with."""
     output_dir = reference["work"] / "single"
-    subprocess.run(_single_command(reference, output_dir), cwd=REPO_ROOT, check=True, timeout=TIMEOUT,
-                   env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL)
+    subprocess.run(
+        _single_command(reference, output_dir),
+        cwd=REPO_ROOT,
+        check=True,
+        timeout=TIMEOUT,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1"),
+        stdout=subprocess.DEVNULL,
+    )
     return output_dir
 
 
@@ -227,29 +310,37 @@ def test_a_preempted_run_exits_75_and_resumes_to_the_same_losses(reference, sing
     assert "Traceback" not in stderr
     assert "stopped after step" in stderr and "run the same call again to resume" in stderr
     assert not (output_dir / "model").exists()
-    rerun = subprocess.run(command, cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT),
-                                                                OMP_NUM_THREADS="1"),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=TIMEOUT)
+    rerun = subprocess.run(
+        command,
+        cwd=REPO_ROOT,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=TIMEOUT,
+    )
     assert rerun.returncode == 0, rerun.stderr.decode()[-3000:]
     assert (output_dir / "metrics.jsonl").read_text() == (single_process / "metrics.jsonl").read_text()  # bit for bit
 
 
 def test_ctrl_c_ends_with_one_line_naming_the_last_checkpoint(reference):
     output_dir = reference["work"] / "interrupted"
-    status, stderr = _run_until_checkpoint_then_signal(_single_command(reference, output_dir), output_dir,
-                                                       signal.SIGINT)
+    status, stderr = _run_until_checkpoint_then_signal(
+        _single_command(reference, output_dir), output_dir, signal.SIGINT
+    )
     assert status == 130, stderr[-3000:]
     assert "Traceback" not in stderr
     lines = [line for line in stderr.splitlines() if line.startswith("kgplm:")]
     checkpoint = sorted((output_dir / "checkpoints").glob("step-*"))[-1]
-    assert lines == [f"kgplm: interrupted; the last checkpoint is {checkpoint}; run the same command again to "
-                     f"resume from it"], stderr[-3000:]
+    assert lines == [
+        f"kgplm: interrupted; the last checkpoint is {checkpoint}; run the same command again to resume from it"
+    ], stderr[-3000:]
 
 
 def test_a_signal_to_one_rank_stops_both_after_the_same_step_and_the_rerun_resumes(reference, two_processes):
     output_dir = reference["work"] / "preempted-two"
-    status, stderr = _run_until_checkpoint_then_signal(_command(reference, output_dir), output_dir, signal.SIGTERM,
-                                                       ranks=True)
+    status, stderr = _run_until_checkpoint_then_signal(
+        _command(reference, output_dir), output_dir, signal.SIGTERM, ranks=True
+    )
     assert status != 0
     assert "exitcode  : 75" in stderr, stderr[-3000:]  # torchrun reports the workers' status
     assert "stopped after step" in stderr  # rank 0 wrote the checkpoint although rank 1 got the signal

@@ -101,8 +101,8 @@ def test_gold_entities_and_predicates_reach_every_representable_cmeie_triple(tok
     for feature in features:
         strings = {}
         for s0, s1, o0, o1 in feature["entity_pairs"].tolist():
-            strings[(s0, s1)] = feature["text"][feature["offsets"][s0][0]: feature["offsets"][s1 - 1][1]]
-            strings[(o0, o1)] = feature["text"][feature["offsets"][o0][0]: feature["offsets"][o1 - 1][1]]
+            strings[(s0, s1)] = feature["text"][feature["offsets"][s0][0] : feature["offsets"][s1 - 1][1]]
+            strings[(o0, o1)] = feature["text"][feature["offsets"][o0][0] : feature["offsets"][o1 - 1][1]]
         pairs = [(strings[(s0, s1)], strings[(o0, o1)]) for s0, s1, o0, o1 in feature["entity_pairs"].tolist()]
         outputs.append({"pairs": pairs, "pair_logits": np.eye(len(names))[feature["pair_labels"]]})
     result = score(encoder, test, features, outputs)

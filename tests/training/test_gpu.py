@@ -27,8 +27,9 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 def test_the_knowledge_module_makes_no_host_device_synchronisation_on_cuda():
     batch = _collator(num_entity_types=2, relational=True)(_rows(), _seeds(3)).to("cuda")
     torch.manual_seed(0)
-    model = SmedbertForPreTraining(tiny_config(neighbor_candidates="one_hop", num_entity_types=2,
-                                               relational_encoder="rgcn")).cuda()
+    model = SmedbertForPreTraining(
+        tiny_config(neighbor_candidates="one_hop", num_entity_types=2, relational_encoder="rgcn")
+    ).cuda()
     knowledge = {k: batch[k] for k in KNOWLEDGE_INPUTS + KNOWLEDGE_INDEX_INPUTS if k in batch}
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
@@ -46,9 +47,22 @@ def corpus(tmp_path_factory):
 
 
 def _train(corpus, output_dir, **overrides):
-    arguments = dict(graph=str(TOY_GRAPH), corpus=str(corpus), output_dir=output_dir, text_model=TEXT_MODEL,
-                     vocab_size=300, entity_dim=16, kg_epochs=5, max_steps=4, batch_size=8, learning_rate=2e-3,
-                     checkpoint_every=4, log_every=1, max_length=64, progress=False)
+    arguments = dict(
+        graph=str(TOY_GRAPH),
+        corpus=str(corpus),
+        output_dir=output_dir,
+        text_model=TEXT_MODEL,
+        vocab_size=300,
+        entity_dim=16,
+        kg_epochs=5,
+        max_steps=4,
+        batch_size=8,
+        learning_rate=2e-3,
+        checkpoint_every=4,
+        log_every=1,
+        max_length=64,
+        progress=False,
+    )
     return kgplm.train("smedbert", **{**arguments, **overrides})
 
 
@@ -68,6 +82,8 @@ def test_two_gpus_on_nccl_equal_one(corpus, tmp_path):
     _launch({"work": tmp_path, "corpus": corpus}, tmp_path / "two", extra=("--device", "cuda"))
     two = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
     assert json.loads((tmp_path / "two" / "run_config.json").read_text())["stages"]["distributed"] == {
-        "world_size": 2, "backend": "nccl"}
+        "world_size": 2,
+        "backend": "nccl",
+    }
     for a, b in zip(one.metrics, two):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-4)

@@ -47,7 +47,9 @@ def test_the_graph_and_neighbour_tables_lose_exactly_the_held_out_triples(store)
         neighbors=np.array([[fever, cough, 7], [cold, cough, -1]]),
         relations=np.array([[symptom, symptom, department], [symptom, -1, -1]]),
         directions=np.array([[0, 0, 1], [1, -1, -1]]),
-        scores=np.array([[0.5, 0.3, 0.1], [0.4, 0.2, 0.0]]), config={"k": 3})
+        scores=np.array([[0.5, 0.3, 0.1], [0.4, 0.2, 0.0]]),
+        config={"k": 3},
+    )
     filtered = held_out.filter_neighbor_table(table)
     assert filtered.neighbors.tolist() == [[cough, 7, -1], [cough, -1, -1]]  # (cough, related) stays for fever
     assert filtered.relations.tolist() == [[symptom, department, -1], [-1, -1, -1]]
@@ -88,8 +90,11 @@ def test_train_keeps_held_out_facts_out_of_every_stage(store, tmp_path):
     stating = sum(held_out.filter_text(line)[1] for line in lines)
     assert 0 < stating < len(lines)
     output = tmp_path / "run"
-    kgplm.train("smedbert", **toy_arguments(corpus, output, max_steps=2, kg_epochs=2, log_every=1),
-                exclude_triples=str(probe_path))
+    kgplm.train(
+        "smedbert",
+        **toy_arguments(corpus, output, max_steps=2, kg_epochs=2, log_every=1),
+        exclude_triples=str(probe_path),
+    )
     config = json.loads((output / "run_config.json").read_text(encoding="utf-8"))
     assert config["exclude_triples"] == str(probe_path)
     assert config["stages"]["held_out_text"]["sentences_removed"] == stating
@@ -100,8 +105,7 @@ def test_train_keeps_held_out_facts_out_of_every_stage(store, tmp_path):
     table = NeighborTable.load(output / "kg" / "neighbors.npz")
     excluded = set(map(tuple, held_out.triples.tolist()))
     linked = []
-    for seed, neighbors, relations, directions in zip(table.seeds, table.neighbors, table.relations,
-                                                      table.directions):
+    for seed, neighbors, relations, directions in zip(table.seeds, table.neighbors, table.relations, table.directions):
         for neighbor, relation, direction in zip(neighbors.tolist(), relations.tolist(), directions.tolist()):
             if direction == 0:
                 linked.append((int(seed), relation, neighbor))
@@ -110,19 +114,31 @@ def test_train_keeps_held_out_facts_out_of_every_stage(store, tmp_path):
     assert linked and not excluded & set(linked)
     assert table.config.get("held_out_links_removed", 0) > 0
     tokenizer = load_tokenizer(output / "tokenizer")
-    texts = [tokenizer.decode(ids, skip_special_tokens=True).replace(" ", "")
-             for ids in load_corpus(output / "corpus")["input_ids"]]
+    texts = [
+        tokenizer.decode(ids, skip_special_tokens=True).replace(" ", "")
+        for ids in load_corpus(output / "corpus")["input_ids"]
+    ]
     assert len(texts) == len(lines) - stating
     assert all(held_out.filter_text(text)[1] == 0 for text in texts)
     # a rerun must name the same held-out triples; precomputed KG embeddings cannot be checked
     other = build_probe(store, queries_per_relation=3, held_out_fraction=0.5, seed=5)
     with pytest.raises(ArtifactError, match="exclude_triples differ"):
-        kgplm.train("smedbert", **toy_arguments(corpus, output, max_steps=2, kg_epochs=2, log_every=1),
-                    exclude_triples=str(other.save(tmp_path / "q.json")))
+        kgplm.train(
+            "smedbert",
+            **toy_arguments(corpus, output, max_steps=2, kg_epochs=2, log_every=1),
+            exclude_triples=str(other.save(tmp_path / "q.json")),
+        )
     other.save(probe_path)  # the same file name with other triples in it
     with pytest.raises(ArtifactError, match="other held-out triples"):
-        kgplm.train("smedbert", **toy_arguments(corpus, output, max_steps=2, kg_epochs=2, log_every=1),
-                    exclude_triples=str(probe_path))
+        kgplm.train(
+            "smedbert",
+            **toy_arguments(corpus, output, max_steps=2, kg_epochs=2, log_every=1),
+            exclude_triples=str(probe_path),
+        )
     with pytest.raises(ConfigurationError, match="precomputed kg_embeddings"):
-        kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "run2", max_steps=2, kg_epochs=2),
-                    exclude_triples=str(probe_path), kg_embeddings=str(output / "kg" / "embeddings"))
+        kgplm.train(
+            "smedbert",
+            **toy_arguments(corpus, tmp_path / "run2", max_steps=2, kg_epochs=2),
+            exclude_triples=str(probe_path),
+            kg_embeddings=str(output / "kg" / "embeddings"),
+        )

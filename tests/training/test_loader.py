@@ -28,8 +28,9 @@ class ColumnRows:
 
 
 def _steps(dataset, collator, **options) -> StepBatches:
-    return StepBatches(dataset, collator, **{"batch_size": 6, "micro_batch_size": 3, "seed": 0, "max_steps": 5,
-                                              **options})
+    return StepBatches(
+        dataset, collator, **{"batch_size": 6, "micro_batch_size": 3, "seed": 0, "max_steps": 5, **options}
+    )
 
 
 def _assert_same(first: list[Batch], second: list[Batch]) -> None:
@@ -75,8 +76,18 @@ def test_each_rank_takes_its_positions_of_the_global_batch():
 def test_the_loop_with_workers_logs_what_the_loop_without_them_logs(tmp_path):
     runs = []
     for workers in (0, 2):
-        settings = TrainerSettings(max_steps=3, batch_size=4, gradient_accumulation_steps=2, learning_rate=1e-3,
-                                   log_every=1, checkpoint_every=3, num_workers=workers)
-        runs.append(train_loop(_model(), Rows(), _collator(), output_dir=tmp_path / str(workers), settings=settings,
-                               progress=False))
+        settings = TrainerSettings(
+            max_steps=3,
+            batch_size=4,
+            gradient_accumulation_steps=2,
+            learning_rate=1e-3,
+            log_every=1,
+            checkpoint_every=3,
+            num_workers=workers,
+        )
+        runs.append(
+            train_loop(
+                _model(), Rows(), _collator(), output_dir=tmp_path / str(workers), settings=settings, progress=False
+            )
+        )
     assert runs[0] == runs[1]

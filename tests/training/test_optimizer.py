@@ -61,8 +61,8 @@ def test_a_row_skipped_in_between_keeps_its_moments_and_uses_the_global_step():
         theta, m, v = expected[row]
         theta *= 1 - lr * decay
         m = beta1 * m + (1 - beta1) * gradient
-        v = beta2 * v + (1 - beta2) * gradient ** 2
-        theta -= lr / (1 - beta1 ** step) * m / (math.sqrt(v) / math.sqrt(1 - beta2 ** step) + eps)
+        v = beta2 * v + (1 - beta2) * gradient**2
+        theta -= lr / (1 - beta1**step) * m / (math.sqrt(v) / math.sqrt(1 - beta2**step) + eps)
         expected[row] = [theta, m, v]
     state = optimizer.state[table]
     for row in (0, 1):
@@ -75,8 +75,10 @@ def test_dense_parameters_are_stepped_exactly_as_adamw():
     generator = torch.Generator().manual_seed(1)
     start = torch.randn(7, 3, generator=generator)
     ours, theirs = torch.nn.Parameter(start.clone()), torch.nn.Parameter(start.clone())
-    optimizers = RowwiseAdamW([ours], lr=0.01, weight_decay=0.01), torch.optim.AdamW([theirs], lr=0.01,
-                                                                                       weight_decay=0.01)
+    optimizers = (
+        RowwiseAdamW([ours], lr=0.01, weight_decay=0.01),
+        torch.optim.AdamW([theirs], lr=0.01, weight_decay=0.01),
+    )
     for _ in range(3):
         gradient = torch.randn(7, 3, generator=generator)
         ours.grad, theirs.grad = gradient.clone(), gradient.clone()
@@ -107,10 +109,10 @@ def test_clipping_sparse_gradients_equals_clipping_their_dense_copies():
     table = torch.nn.Parameter(torch.randn(9, 4, generator=generator))
     bias = torch.nn.Parameter(torch.randn(4, generator=generator))
     rows, upstream = torch.tensor([2, 2, 7]), torch.randn(3, 4, generator=generator)
-    ((F.embedding(rows, table, sparse=True) * upstream).sum() + (bias ** 2).sum()).backward()
+    ((F.embedding(rows, table, sparse=True) * upstream).sum() + (bias**2).sum()).backward()
     dense_table = torch.nn.Parameter(table.detach().clone())
     dense_bias = torch.nn.Parameter(bias.detach().clone())
-    ((dense_table[rows] * upstream).sum() + (dense_bias ** 2).sum()).backward()
+    ((dense_table[rows] * upstream).sum() + (dense_bias**2).sum()).backward()
     expected = torch.nn.utils.clip_grad_norm_([dense_table, dense_bias], 0.5)
     total = clip_grad_norm([table, bias], 0.5)
     torch.testing.assert_close(total, expected)

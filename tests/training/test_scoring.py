@@ -52,9 +52,11 @@ def test_a_dev_label_unseen_in_training_is_an_error_not_an_abort(tokenizer):
 def test_a_constant_ranking_model_scores_zero_and_baselines_are_reported():
     from kgplm.evaluation.tasks import RankingExample
 
-    examples = [RankingExample("q:1", "q1", ("a", "b", "c"), (1, 0, 0)),
-                RankingExample("q:2", "q2", ("a", "b"), (0, 1)),
-                RankingExample("q:3", "q3", ("a", "b"), (0, 0))]
+    examples = [
+        RankingExample("q:1", "q1", ("a", "b", "c"), (1, 0, 0)),
+        RankingExample("q:2", "q2", ("a", "b"), (0, 1)),
+        RankingExample("q:3", "q3", ("a", "b"), (0, 0)),
+    ]
     features = [{"candidate_group": g, "labels": label} for g, e in enumerate(examples) for label in e.labels]
     encoder = TaskEncoder(get_task("cmedqa"), None, label_names=None)
     result = score(encoder, examples, features, [np.float32(0.0)] * len(features))
@@ -67,7 +69,10 @@ def test_a_constant_ranking_model_scores_zero_and_baselines_are_reported():
 def test_graded_ranking_scores_group_documents_by_query(tokenizer):
     from kgplm.evaluation.tasks import RankingExample
 
-    examples = [RankingExample("q:1", "头痛", ("a", "b", "c"), (2, 0, 1)), RankingExample("q:2", "发热", ("d", "e"), (0, 1))]
+    examples = [
+        RankingExample("q:1", "头痛", ("a", "b", "c"), (2, 0, 1)),
+        RankingExample("q:2", "发热", ("d", "e"), (0, 1)),
+    ]
     encoder = TaskEncoder(get_task("cmedir"), tokenizer, label_names=None)
     features = encoder.encode(examples)
     assert [f["candidate_group"] for f in features] == [0, 0, 0, 1, 1]

@@ -25,11 +25,16 @@ def test_the_indicator_marks_exactly_the_spans_smedbert_receives(toy_turtle):
     text = "糖尿病患者口渴，服用二甲双胍"
     offsets = np.array([[0, 0]] + [[i, i + 1] for i in range(len(text))] + [[0, 0]])  # one token per character
     expected = smedbert.features(text, offsets)["mention_spans"]
-    assert [text[s - 1:e - 1] for s, e in expected.tolist()] == ["糖尿病", "口渴", "二甲双胍"]
+    assert [text[s - 1 : e - 1] for s, e in expected.tolist()] == ["糖尿病", "口渴", "二甲双胍"]
     assert np.array_equal(spans_only.features(text, offsets)["mention_spans"], expected)
     # collated: one (row, position) per token inside a mention, by hand
-    tokens = spans_only.collate([{"mention_spans": np.array([[1, 4], [6, 7]])}, {"mention_spans": np.zeros((0, 2))},
-                                 {"mention_spans": np.array([[2, 3]])}])[SPAN_INDICATOR_INPUT]
+    tokens = spans_only.collate(
+        [
+            {"mention_spans": np.array([[1, 4], [6, 7]])},
+            {"mention_spans": np.zeros((0, 2))},
+            {"mention_spans": np.array([[2, 3]])},
+        ]
+    )[SPAN_INDICATOR_INPUT]
     assert tokens.tolist() == [[0, 0, 0, 0, 2], [1, 2, 3, 6, 2]]
 
 

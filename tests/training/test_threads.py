@@ -53,14 +53,30 @@ def test_two_calls_at_a_fixed_thread_count_give_the_same_bytes_under_load(tmp_pa
     corpus = write_toy_corpus(tmp_path / "notes.txt", lines=40)
     runs = []
     for name in ("first", "second"):
-        result = kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / name, max_steps=4, checkpoint_every=2,
-                                                         log_every=1, kg_epochs=2, device="cpu", num_threads=2))
+        result = kgplm.train(
+            "smedbert",
+            **toy_arguments(
+                corpus,
+                tmp_path / name,
+                max_steps=4,
+                checkpoint_every=2,
+                log_every=1,
+                kg_epochs=2,
+                device="cpu",
+                num_threads=2,
+            ),
+        )
         runs.append(result.output_dir)
     assert busy_neighbour.poll() is None  # the load lasted the whole time
-    for relative in ("model/model.safetensors", "metrics.jsonl", "kg/neighbors.npz",
-                     "checkpoints/step-0000004/optimizer.safetensors"):
+    for relative in (
+        "model/model.safetensors",
+        "metrics.jsonl",
+        "kg/neighbors.npz",
+        "checkpoints/step-0000004/optimizer.safetensors",
+    ):
         assert (runs[0] / relative).read_bytes() == (runs[1] / relative).read_bytes(), relative
     config = json.loads((runs[0] / "run_config.json").read_text())
     assert config["num_threads"] == 2
     assert config["stages"]["threads"]["torch"] == 2 and config["stages"]["threads"]["numba"] == min(
-        2, numba.config.NUMBA_NUM_THREADS)
+        2, numba.config.NUMBA_NUM_THREADS
+    )

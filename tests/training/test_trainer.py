@@ -35,14 +35,16 @@ class Rows:
 
 def _collator():
     masker = Masker("bert", mask_token_id=MASK, vocab_size=60, special_token_ids=[PAD, 1, CLS, SEP])
-    return PretrainingCollator(masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD,
-                               sentence_order=True)
+    return PretrainingCollator(masker=masker, cls_token_id=CLS, sep_token_id=SEP, pad_token_id=PAD, sentence_order=True)
 
 
 def _model():
     torch.manual_seed(0)
-    return KgplmForMaskedLM(MlmConfig(vocab_size=60, use_sop=True, hidden_dropout_prob=0.0,
-                                      attention_probs_dropout_prob=0.0, **TINY_TEXT_ENCODER))
+    return KgplmForMaskedLM(
+        MlmConfig(
+            vocab_size=60, use_sop=True, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **TINY_TEXT_ENCODER
+        )
+    )
 
 
 def test_accumulated_micro_batches_equal_one_batch(tmp_path):
@@ -54,10 +56,17 @@ def test_accumulated_micro_batches_equal_one_batch(tmp_path):
     runs = {}
     for accumulation in (1, 4):
         model = _model()
-        settings = TrainerSettings(max_steps=6, batch_size=8, gradient_accumulation_steps=accumulation,
-                                   learning_rate=1e-3, log_every=1, checkpoint_every=6)
-        metrics = train_loop(model, Rows(), _collator(), output_dir=tmp_path / str(accumulation), settings=settings,
-                             progress=False)
+        settings = TrainerSettings(
+            max_steps=6,
+            batch_size=8,
+            gradient_accumulation_steps=accumulation,
+            learning_rate=1e-3,
+            log_every=1,
+            checkpoint_every=6,
+        )
+        metrics = train_loop(
+            model, Rows(), _collator(), output_dir=tmp_path / str(accumulation), settings=settings, progress=False
+        )
         runs[accumulation] = (metrics, model.state_dict())
     (one, weights_one), (four, weights_four) = runs[1], runs[4]
     for a, b in zip(one, four):
@@ -103,23 +112,27 @@ def _scripted_collator(no_target_steps=()):
         step = calls["n"]
         calls["n"] += 1
         return Batch({"step": torch.tensor(-1 if step in no_target_steps else step)})
+
     return collate
 
 
 def test_a_loss_absent_from_some_steps_is_averaged_over_the_steps_that_computed_it(tmp_path):
     settings = TrainerSettings(max_steps=4, batch_size=1, log_every=4, checkpoint_every=4)
-    metrics = train_loop(_Scripted(), _StepRows(), _scripted_collator(), output_dir=tmp_path, settings=settings,
-                         progress=False)
+    metrics = train_loop(
+        _Scripted(), _StepRows(), _scripted_collator(), output_dir=tmp_path, settings=settings, progress=False
+    )
     assert metrics[0]["a"] == pytest.approx(1.0)
     assert metrics[0]["b"] == pytest.approx(2.0)  # not (2 + 0 + 2 + 0) / 4
     assert metrics[0]["loss"] == pytest.approx((3 + 1 + 3 + 1) / 4)
 
 
 def test_the_logged_learning_rate_is_the_one_the_step_used(tmp_path):
-    settings = TrainerSettings(max_steps=6, batch_size=1, log_every=1, checkpoint_every=6, learning_rate=1.0,
-                               warmup_steps=4)
-    metrics = train_loop(_Scripted(), _StepRows(), _scripted_collator(), output_dir=tmp_path, settings=settings,
-                         progress=False)
+    settings = TrainerSettings(
+        max_steps=6, batch_size=1, log_every=1, checkpoint_every=6, learning_rate=1.0, warmup_steps=4
+    )
+    metrics = train_loop(
+        _Scripted(), _StepRows(), _scripted_collator(), output_dir=tmp_path, settings=settings, progress=False
+    )
     # step s (0-based) uses min((s + 1) / 4, (6 - s) / 2): warm-up over 4 steps, then linear decay
     assert [m["learning_rate"] for m in metrics] == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 0.5])
 
@@ -127,8 +140,14 @@ def test_the_logged_learning_rate_is_the_one_the_step_used(tmp_path):
 def test_a_step_without_any_target_changes_no_weight_and_is_not_logged_as_zero(tmp_path, caplog):
     model = _Scripted()
     settings = TrainerSettings(max_steps=4, batch_size=1, log_every=2, checkpoint_every=4, weight_decay=0.5)
-    metrics = train_loop(model, _StepRows(), _scripted_collator(no_target_steps={2, 3}), output_dir=tmp_path,
-                         settings=settings, progress=False)
+    metrics = train_loop(
+        model,
+        _StepRows(),
+        _scripted_collator(no_target_steps={2, 3}),
+        output_dir=tmp_path,
+        settings=settings,
+        progress=False,
+    )
     assert "a" in metrics[0] and "a" not in metrics[1]  # the second window had no loss at all
     assert metrics[1]["learning_rate"] > 0
     assert "no objective had a target" in caplog.text
@@ -148,7 +167,8 @@ def test_a_resumed_run_removes_the_checkpoint_a_killed_run_left_half_written(tmp
     foreign = checkpoints / "notes"  # not the trainer's: left alone
     foreign.mkdir()
     longer = TrainerSettings(max_steps=6, batch_size=1, log_every=2, checkpoint_every=2, keep_checkpoints=2)
-    metrics = train_loop(_Scripted(), _StepRows(), _scripted_collator(), output_dir=tmp_path, settings=longer,
-                         progress=False)
+    metrics = train_loop(
+        _Scripted(), _StepRows(), _scripted_collator(), output_dir=tmp_path, settings=longer, progress=False
+    )
     assert [m["step"] for m in metrics] == [2, 4, 6]
     assert sorted(p.name for p in checkpoints.iterdir()) == ["notes", "step-0000004", "step-0000006"]

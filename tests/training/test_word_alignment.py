@@ -27,8 +27,10 @@ def ncbi(shared_data):
 
 def _inside_a_word(text: str, start: int, end: int) -> bool:
     """A span boundary between two word characters (letters or digits) is inside a word."""
+
     def joined(i: int) -> bool:
         return 0 < i < len(text) and bool(re.match(r"\w", text[i - 1])) and bool(re.match(r"\w", text[i]))
+
     return joined(start) or joined(end)
 
 

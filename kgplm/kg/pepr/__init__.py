@@ -25,5 +25,14 @@ from kgplm.kg.pepr.pagerank import (
 )
 from kgplm.kg.pepr.walk import TransitionMatrix, paper_jump_weights
 
-__all__ = ["personalized_pagerank", "global_pagerank", "top_k_neighbors", "NeighborTable", "TransitionMatrix",
-           "paper_jump_weights", "one_hop_candidates", "exact_cost", "EXACT_SECONDS_PER_UNIT"]
+__all__ = [
+    "personalized_pagerank",
+    "global_pagerank",
+    "top_k_neighbors",
+    "NeighborTable",
+    "TransitionMatrix",
+    "paper_jump_weights",
+    "one_hop_candidates",
+    "exact_cost",
+    "EXACT_SECONDS_PER_UNIT",
+]

@@ -10,8 +10,21 @@ __all__ = ["compact_rows", "gather_top_k", "one_hop_rows", "tie_ranks", "top_k_r
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def one_hop_rows(seeds, out_indptr, out_neighbors, out_relations, in_indptr, in_neighbors, in_relations,
-                 num_relations, row_start, neighbors, relations, directions, row_counts):  # pragma: no cover
+def one_hop_rows(
+    seeds,
+    out_indptr,
+    out_neighbors,
+    out_relations,
+    in_indptr,
+    in_neighbors,
+    in_relations,
+    num_relations,
+    row_start,
+    neighbors,
+    relations,
+    directions,
+    row_counts,
+):  # pragma: no cover
     """Per seed, its distinct one-hop neighbours (no self), each with its first (direction, relation).
 
     Out-edges come before in-edges and the lowest relation id first. Seed ``i`` may use the slots
@@ -59,8 +72,9 @@ def top_k_rows(indptr, neighbors, ranks, k, chosen):  # pragma: no cover
             slot = filled
             while slot > 0:
                 other = chosen[row, slot - 1]
-                if ranks[other] > ranks[position] or (ranks[other] == ranks[position]
-                                                      and neighbors[other] < neighbors[position]):
+                if ranks[other] > ranks[position] or (
+                    ranks[other] == ranks[position] and neighbors[other] < neighbors[position]
+                ):
                     break
                 slot -= 1
             if slot >= k:
@@ -76,8 +90,9 @@ def top_k_rows(indptr, neighbors, ranks, k, chosen):  # pragma: no cover
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def compact_rows(row_start, indptr, slots_neighbors, slots_relations, slots_directions, neighbors, relations,
-                 directions):  # pragma: no cover - compiled
+def compact_rows(
+    row_start, indptr, slots_neighbors, slots_relations, slots_directions, neighbors, relations, directions
+):  # pragma: no cover - compiled
     """Copy each seed's filled slots (``row_start[i]`` on, ``indptr[i + 1] − indptr[i]`` of them) to its CSR
     row ``indptr[i] : indptr[i + 1]`` (4M entities: 75M slots; a numpy mask built with two ``np.repeat`` of
     that length took 3 s)."""
@@ -111,8 +126,9 @@ def tie_ranks(indptr, scores, ranks):  # pragma: no cover - compiled
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def gather_top_k(chosen, neighbors, relations, directions, scores, table_neighbors, table_relations,
-                 table_directions, table_scores):  # pragma: no cover - compiled
+def gather_top_k(
+    chosen, neighbors, relations, directions, scores, table_neighbors, table_relations, table_directions, table_scores
+):  # pragma: no cover - compiled
     """The table's columns from the chosen positions (rows, k; −1 padded): −1 (scores 0) where none (4M
     rows: numpy's ``nonzero`` and four fancy-indexed scatters took 1–3 s)."""
     num_rows, k = chosen.shape

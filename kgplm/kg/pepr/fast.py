@@ -119,8 +119,15 @@ from kgplm.kg.pepr.walk import choose_hubs, paper_jump_weights
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.pepr.walk import TransitionMatrix
 
-__all__ = ["PushContext", "exact_vectors", "fast_candidate_scores", "hub_tolerance", "rows_to_refine",
-           "short_cycle_share", "tree_closure"]
+__all__ = [
+    "PushContext",
+    "exact_vectors",
+    "fast_candidate_scores",
+    "hub_tolerance",
+    "rows_to_refine",
+    "short_cycle_share",
+    "tree_closure",
+]
 
 #: bytes the hubs' power iteration may hold in its two float32 (entities × columns) blocks, padding
 #: included; on larger graphs the hubs are iterated in narrower blocks (at 4M entities, 64 float64 hubs in
@@ -181,13 +188,23 @@ class PushContext:
     reach: np.ndarray
 
     @classmethod
-    def build(cls, walk: "TransitionMatrix", *, hubs: np.ndarray, alpha: float, jump: str,
-              max_iter: int, batch_size: int, hub_tol: float = 1e-6) -> "PushContext":
+    def build(
+        cls,
+        walk: "TransitionMatrix",
+        *,
+        hubs: np.ndarray,
+        alpha: float,
+        jump: str,
+        max_iter: int,
+        batch_size: int,
+        hub_tol: float = 1e-6,
+    ) -> "PushContext":
         """``hubs``: the sorted entity ids resolved exactly (:func:`kgplm.kg.pepr.walk.choose_hubs`)."""
         n = walk.num_nodes
         needs_global = jump == "paper" or walk.directed
-        hub_vectors, global_scores = exact_vectors(walk, hubs, alpha=alpha, with_global=needs_global, tol=hub_tol,
-                                                   max_iter=max_iter, batch_size=batch_size)
+        hub_vectors, global_scores = exact_vectors(
+            walk, hubs, alpha=alpha, with_global=needs_global, tol=hub_tol, max_iter=max_iter, batch_size=batch_size
+        )
         is_hub = np.zeros(n, dtype=np.bool_)
         is_hub[hubs] = True
         hub_slot = np.full(n, -1, dtype=np.int64)
@@ -204,11 +221,34 @@ class PushContext:
             remainder_distribution = walk.degree / max(walk.degree.sum(), 1.0)
             outgoing, incoming, diagonal = tree_closure(walk, alpha, is_hub)
             reach = closure_reach(walk.push_indptr, walk.push_indices, is_hub)
-        return cls(walk, alpha, is_hub, hub_slot, hub_vectors, global_scores, remainder_distribution, seed_weight,
-                   global_weight, outgoing, incoming, diagonal, reach)
+        return cls(
+            walk,
+            alpha,
+            is_hub,
+            hub_slot,
+            hub_vectors,
+            global_scores,
+            remainder_distribution,
+            seed_weight,
+            global_weight,
+            outgoing,
+            incoming,
+            diagonal,
+            reach,
+        )
 
-    def push_scores(self, seeds: np.ndarray, indptr: np.ndarray, neighbors: np.ndarray, *, epsilon: float,
-                    exact_steps: int, num_threads: int | None, show_progress: bool, description: str) -> np.ndarray:
+    def push_scores(
+        self,
+        seeds: np.ndarray,
+        indptr: np.ndarray,
+        neighbors: np.ndarray,
+        *,
+        epsilon: float,
+        exact_steps: int,
+        num_threads: int | None,
+        show_progress: bool,
+        description: str,
+    ) -> np.ndarray:
         """Scores of each seed's candidates (CSR ``indptr`` over ``seeds``, aligned with ``neighbors``).
 
         An undirected walk closes the residual with the tree Green's function
@@ -237,31 +277,86 @@ class PushContext:
         # whose pages fault in again (4M entities: 977 calls of 4096 seeds took tens of seconds that way)
         chunk = max(4096, threads * 1024, -(-len(seeds) // 100))
         try:
-            with tqdm(total=len(seeds), desc=description, unit=" seeds", unit_scale=True, disable=not show_progress,
-                      leave=False) as progress:
+            with tqdm(
+                total=len(seeds),
+                desc=description,
+                unit=" seeds",
+                unit_scale=True,
+                disable=not show_progress,
+                leave=False,
+            ) as progress:
                 for begin in range(0, len(rows), chunk):
                     part = rows[begin : begin + chunk]
                     if walk.directed:
-                        forward_push_scores(seeds, part, self.alpha, epsilon, walk.push_indptr, walk.push_indices,
-                                            walk.push_values, walk.pull_indptr, walk.pull_indices, walk.pull_values,
-                                            walk.degree, self.is_hub, self.hub_slot, self.hub_vectors, indptr,
-                                            neighbors, self.global_scores, self.remainder_distribution,
-                                            self.seed_weight, self.global_weight, exact_steps, threads, scores)
+                        forward_push_scores(
+                            seeds,
+                            part,
+                            self.alpha,
+                            epsilon,
+                            walk.push_indptr,
+                            walk.push_indices,
+                            walk.push_values,
+                            walk.pull_indptr,
+                            walk.pull_indices,
+                            walk.pull_values,
+                            walk.degree,
+                            self.is_hub,
+                            self.hub_slot,
+                            self.hub_vectors,
+                            indptr,
+                            neighbors,
+                            self.global_scores,
+                            self.remainder_distribution,
+                            self.seed_weight,
+                            self.global_weight,
+                            exact_steps,
+                            threads,
+                            scores,
+                        )
                     else:
-                        forward_push_tree_scores(seeds, part, self.alpha, epsilon, walk.push_indptr, walk.push_indices,
-                                                 walk.push_values, walk.degree, self.is_hub, self.hub_slot,
-                                                 self.hub_vectors, self.outgoing, self.incoming, self.diagonal,
-                                                 self.reach, bounds, SPREAD_KEYS, indptr, neighbors,
-                                                 self.global_scores, self.remainder_distribution, self.seed_weight,
-                                                 self.global_weight, threads, scores)
+                        forward_push_tree_scores(
+                            seeds,
+                            part,
+                            self.alpha,
+                            epsilon,
+                            walk.push_indptr,
+                            walk.push_indices,
+                            walk.push_values,
+                            walk.degree,
+                            self.is_hub,
+                            self.hub_slot,
+                            self.hub_vectors,
+                            self.outgoing,
+                            self.incoming,
+                            self.diagonal,
+                            self.reach,
+                            bounds,
+                            SPREAD_KEYS,
+                            indptr,
+                            neighbors,
+                            self.global_scores,
+                            self.remainder_distribution,
+                            self.seed_weight,
+                            self.global_weight,
+                            threads,
+                            scores,
+                        )
                     progress.update(len(part))
         finally:
             numba.set_num_threads(previous)
         return scores
 
 
-def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, with_global: bool, tol: float,
-                  max_iter: int, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+def exact_vectors(
+    walk: "TransitionMatrix",
+    hubs: np.ndarray,
+    *,
+    alpha: float,
+    with_global: bool,
+    tol: float,
+    max_iter: int,
+    batch_size: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """The hubs' exact seed-jump PPR vectors, ``(n, hubs)`` float32, and (``with_global``) the global
     PageRank (uniform jump, dangling mass spread uniformly), ``(n,)``; zeros when not asked for.
 
@@ -310,15 +405,26 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
         step = np.empty_like(current)
         for iteration in range(1, max_iter + 1):
             restart = alpha + (1.0 - alpha) * current[dangling].sum(axis=0, dtype=np.float64)  # (block,)
-            pagerank_step_float32(walk.pull_indptr, walk.pull_indices, values, current, 1.0 - alpha,
-                                  restart * uniform / n, targets, restart * (live - uniform), step, parts)
+            pagerank_step_float32(
+                walk.pull_indptr,
+                walk.pull_indices,
+                values,
+                current,
+                1.0 - alpha,
+                restart * uniform / n,
+                targets,
+                restart * (live - uniform),
+                step,
+                parts,
+            )
             change = parts.sum(axis=0).max()
             current, step = step, current
             if change < tol:
                 break
         else:
-            logger.warning("PEPR fast: hub iteration stopped at max_iter=%d with L1 change %.3g > tol %.3g",
-                           max_iter, change, tol)
+            logger.warning(
+                "PEPR fast: hub iteration stopped at max_iter=%d with L1 change %.3g > tol %.3g", max_iter, change, tol
+            )
         steps.append(iteration)
         # the hubs come first, the global column last: a block's hubs are a prefix, copied at once (a
         # column at a time read every row's cache line once a column: 8 s at 4M entities)
@@ -326,9 +432,14 @@ def exact_vectors(walk: "TransitionMatrix", hubs: np.ndarray, *, alpha: float, w
         hub_vectors[:, begin : begin + num_block_hubs] = current[:, :num_block_hubs]
         if num_block_hubs < len(real):
             global_scores[:] = current[:, num_block_hubs]
-    logger.info("PEPR fast: exact vectors of %d hubs%s in %.1f s (blocks of %d columns, %s steps)", len(hubs),
-                " and the global PageRank" if with_global else "", time.perf_counter() - started, width,
-                "/".join(map(str, steps)))
+    logger.info(
+        "PEPR fast: exact vectors of %d hubs%s in %.1f s (blocks of %d columns, %s steps)",
+        len(hubs),
+        " and the global PageRank" if with_global else "",
+        time.perf_counter() - started,
+        width,
+        "/".join(map(str, steps)),
+    )
     return hub_vectors, global_scores
 
 
@@ -354,8 +465,14 @@ def hub_tolerance(finest_epsilon: float) -> float:
     return float(min(high, max(low, HUB_TOL_PER_EPSILON * finest_epsilon)))
 
 
-def tree_closure(walk: "TransitionMatrix", alpha: float, is_hub: np.ndarray, *, tol: float = CAVITY_TOL,
-                 max_iter: int = CAVITY_MAX_SWEEPS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def tree_closure(
+    walk: "TransitionMatrix",
+    alpha: float,
+    is_hub: np.ndarray,
+    *,
+    tol: float = CAVITY_TOL,
+    max_iter: int = CAVITY_MAX_SWEEPS,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The undirected walk's cavities (:func:`kgplm.kg.pepr.tree_kernels.tree_cavities`) as the closure's step
     factors per walk entry (``outgoing``, ``incoming``: :func:`kgplm.kg.pepr.tree_kernels.tree_step_factors`) and
     the diagonal G_uu."""
@@ -363,12 +480,18 @@ def tree_closure(walk: "TransitionMatrix", alpha: float, is_hub: np.ndarray, *, 
 
     started = time.perf_counter()
     reverse = reverse_edges(walk.push_indptr, walk.push_indices)
-    cavity, diagonal, sweeps = tree_cavities(walk.push_indptr, walk.push_indices, walk.push_values, reverse, alpha,
-                                             tol, max_iter)
-    outgoing, incoming = tree_step_factors(walk.push_indptr, walk.push_indices, walk.push_values, reverse, cavity,
-                                           alpha, is_hub)
-    logger.info("PEPR fast: tree cavities of %d walk entries in %d sweeps, %.1f s", len(cavity), sweeps,
-                time.perf_counter() - started)
+    cavity, diagonal, sweeps = tree_cavities(
+        walk.push_indptr, walk.push_indices, walk.push_values, reverse, alpha, tol, max_iter
+    )
+    outgoing, incoming = tree_step_factors(
+        walk.push_indptr, walk.push_indices, walk.push_values, reverse, cavity, alpha, is_hub
+    )
+    logger.info(
+        "PEPR fast: tree cavities of %d walk entries in %d sweeps, %.1f s",
+        len(cavity),
+        sweeps,
+        time.perf_counter() - started,
+    )
     return outgoing, incoming, diagonal
 
 
@@ -382,8 +505,7 @@ def rows_to_refine(indptr: np.ndarray, neighbors: np.ndarray, scores: np.ndarray
         return np.zeros(0, dtype=np.int64)
     sub_indptr, positions = row_subset(indptr, contested)
     chosen = np.empty((len(contested), k + 1), dtype=np.int64)  # top_k_rows writes every slot
-    top_k_rows(sub_indptr, np.ascontiguousarray(neighbors[positions], dtype=np.int64), scores[positions], k + 1,
-               chosen)
+    top_k_rows(sub_indptr, np.ascontiguousarray(neighbors[positions], dtype=np.int64), scores[positions], k + 1, chosen)
     kth = scores[positions[chosen[:, k - 1]]]
     next_best = scores[positions[chosen[:, k]]]
     close = (kth - next_best) < gap * np.abs(kth)
@@ -407,15 +529,38 @@ def short_cycle_share(walk: "TransitionMatrix", seeds: np.ndarray, is_hub: np.nd
 
     from kgplm.kg.pepr.kernels import short_cycle_shares
 
-    return short_cycle_shares(np.ascontiguousarray(seeds, dtype=np.int64), walk.push_indptr, walk.push_indices,
-                              walk.push_values, walk.pull_indptr, walk.pull_indices, walk.pull_values, is_hub,
-                              numba.get_num_threads())
+    return short_cycle_shares(
+        np.ascontiguousarray(seeds, dtype=np.int64),
+        walk.push_indptr,
+        walk.push_indices,
+        walk.push_values,
+        walk.pull_indptr,
+        walk.pull_indices,
+        walk.pull_values,
+        is_hub,
+        numba.get_num_threads(),
+    )
 
 
-def fast_candidate_scores(walk: "TransitionMatrix", seeds: np.ndarray, indptr: np.ndarray,
-                          neighbors: np.ndarray, *, k: int, epsilon: float, num_hubs: int, refine: bool | str,
-                          refine_rounds, num_threads: int | None, alpha: float, jump: str, max_iter: int,
-                          batch_size: int, show_progress: bool, cycle_sample: int = 512) -> tuple[np.ndarray, dict]:
+def fast_candidate_scores(
+    walk: "TransitionMatrix",
+    seeds: np.ndarray,
+    indptr: np.ndarray,
+    neighbors: np.ndarray,
+    *,
+    k: int,
+    epsilon: float,
+    num_hubs: int,
+    refine: bool | str,
+    refine_rounds,
+    num_threads: int | None,
+    alpha: float,
+    jump: str,
+    max_iter: int,
+    batch_size: int,
+    show_progress: bool,
+    cycle_sample: int = 512,
+) -> tuple[np.ndarray, dict]:
     """Coarse push for every seed, then (``refine``: True, False or "auto") rounds of deep pushes.
 
     Round ``(round_epsilon, gap)`` pushes to ``round_epsilon`` the contested seeds whose k-th and
@@ -429,8 +574,12 @@ def fast_candidate_scores(walk: "TransitionMatrix", seeds: np.ndarray, indptr: n
     is_hub = np.zeros(walk.num_nodes, dtype=np.bool_)
     is_hub[hubs] = True
     contested = np.flatnonzero((np.diff(indptr) > k) & ~is_hub[seeds])  # a hub seed's scores are exact
-    stats = {"num_contested": int(np.count_nonzero(np.diff(indptr) > k)), "short_cycle_share": None,
-             "refined": False, "num_refined": []}
+    stats = {
+        "num_contested": int(np.count_nonzero(np.diff(indptr) > k)),
+        "short_cycle_share": None,
+        "refined": False,
+        "num_refined": [],
+    }
     rounds = [(float(e), float(g)) for e, g in refine_rounds if e < epsilon]  # a round must push deeper
     refining = refine is not False and len(contested) > 0 and len(rounds) > 0
     if refining and refine == "auto":
@@ -441,15 +590,27 @@ def fast_candidate_scores(walk: "TransitionMatrix", seeds: np.ndarray, indptr: n
         stats["short_cycle_share"] = round(share, 4) + 0.0  # no "-0.0"
         refining = share >= CLUSTERED_SHARE
         if not refining:
-            logger.info("PEPR fast: no refinement (short-cycle share %.3f < %.2f: locally tree-like graph)", share,
-                        CLUSTERED_SHARE)
+            logger.info(
+                "PEPR fast: no refinement (short-cycle share %.3f < %.2f: locally tree-like graph)",
+                share,
+                CLUSTERED_SHARE,
+            )
     finest = min([epsilon] + [e for e, _ in rounds]) if refining else epsilon
     stats["hub_tol"] = hub_tolerance(finest)
-    context = PushContext.build(walk, hubs=hubs, alpha=alpha, jump=jump, max_iter=max_iter,
-                                batch_size=batch_size, hub_tol=stats["hub_tol"])
+    context = PushContext.build(
+        walk, hubs=hubs, alpha=alpha, jump=jump, max_iter=max_iter, batch_size=batch_size, hub_tol=stats["hub_tol"]
+    )
     started = time.perf_counter()
-    scores = context.push_scores(seeds, indptr, neighbors, epsilon=epsilon, exact_steps=2, num_threads=num_threads,
-                                 show_progress=show_progress, description="PEPR (fast)")
+    scores = context.push_scores(
+        seeds,
+        indptr,
+        neighbors,
+        epsilon=epsilon,
+        exact_steps=2,
+        num_threads=num_threads,
+        show_progress=show_progress,
+        description="PEPR (fast)",
+    )
     logger.info("PEPR fast: %d seeds pushed (ε %g) in %.1f s", len(seeds), epsilon, time.perf_counter() - started)
     if not refining:
         return scores, stats
@@ -462,10 +623,23 @@ def fast_candidate_scores(walk: "TransitionMatrix", seeds: np.ndarray, indptr: n
             break
         started = time.perf_counter()
         sub_indptr, positions = row_subset(indptr, rows)
-        scores[positions] = context.push_scores(seeds[rows], sub_indptr, np.ascontiguousarray(neighbors[positions]),
-                                                epsilon=round_epsilon, exact_steps=1, num_threads=num_threads,
-                                                show_progress=show_progress, description="PEPR (refine)")
-        logger.info("PEPR fast: %d of %d contested seeds refined (deep push, ε %g, gap < %g) in %.1f s", len(rows),
-                    stats["num_contested"], round_epsilon, gap, time.perf_counter() - started)
+        scores[positions] = context.push_scores(
+            seeds[rows],
+            sub_indptr,
+            np.ascontiguousarray(neighbors[positions]),
+            epsilon=round_epsilon,
+            exact_steps=1,
+            num_threads=num_threads,
+            show_progress=show_progress,
+            description="PEPR (refine)",
+        )
+        logger.info(
+            "PEPR fast: %d of %d contested seeds refined (deep push, ε %g, gap < %g) in %.1f s",
+            len(rows),
+            stats["num_contested"],
+            round_epsilon,
+            gap,
+            time.perf_counter() - started,
+        )
         candidates = rows
     return scores, stats

@@ -13,8 +13,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["pagerank_step", "pagerank_step_float32", "column_change", "forward_push_scores", "short_cycle_shares",
-           "undirected_walk"]
+__all__ = [
+    "pagerank_step",
+    "pagerank_step_float32",
+    "column_change",
+    "forward_push_scores",
+    "short_cycle_shares",
+    "undirected_walk",
+]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -37,8 +43,9 @@ def pagerank_step(indptr, indices, values, x, damping, base, out):  # pragma: no
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def pagerank_step_float32(indptr, indices, values, x, damping, base, jump_rows, jump_mass, out,
-                          change_parts):  # pragma: no cover - compiled
+def pagerank_step_float32(
+    indptr, indices, values, x, damping, base, jump_rows, jump_mass, out, change_parts
+):  # pragma: no cover - compiled
     """One step of a float32 block, ``out = damping · (M @ x) + base`` plus ``jump_mass[c]`` at row
     ``jump_rows[c]`` of column c (−1: none), and each stripe's L1 change ``Σ |out − x|`` per column in
     ``change_parts`` (stripes, width): the change is summed as the step is written, not in a second pass
@@ -83,8 +90,21 @@ def column_change(new, old, num_workers):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub,
-              estimate, residual, queued, touched, queue):  # pragma: no cover - compiled
+def push_one(
+    seed,
+    alpha,
+    epsilon,
+    push_indptr,
+    push_indices,
+    push_values,
+    degree,
+    is_hub,
+    estimate,
+    residual,
+    queued,
+    touched,
+    queue,
+):  # pragma: no cover - compiled
     """Andersen–Chung–Lang forward push from ``seed`` with the seed as jump target.
 
     Leaves ``estimate`` (p) and ``residual`` (r) such that ppr_seed = p + Σ_u r_u · ppr_u.
@@ -155,8 +175,9 @@ def push_buffers(num_nodes, num_hubs):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores, seed_weight,
-                     global_weight, out_scores):  # pragma: no cover - compiled
+def hub_seed_scores(
+    seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores, seed_weight, global_weight, out_scores
+):  # pragma: no cover - compiled
     """A hub seed needs no push: its candidates' scores come from its own exact vector."""
     slot = hub_slot[seed]
     for k in range(start, end):
@@ -175,8 +196,9 @@ def _through_hubs(v, hub_residual, hub_vectors):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual,
-                queued):  # pragma: no cover - compiled
+def reset_push(
+    touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual, queued
+):  # pragma: no cover - compiled
     for i in range(num_touched):
         node = touched[i]
         if is_hub[node]:
@@ -187,10 +209,31 @@ def reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, r
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def forward_push_scores(seeds, rows, alpha, epsilon, push_indptr, push_indices, push_values, pull_indptr, pull_indices,
-                        pull_values, degree, is_hub, hub_slot, hub_vectors, candidate_indptr, candidate_indices,
-                        global_scores, remainder_distribution, seed_weight, global_weight, exact_steps,
-                        num_workers, out_scores):  # pragma: no cover
+def forward_push_scores(
+    seeds,
+    rows,
+    alpha,
+    epsilon,
+    push_indptr,
+    push_indices,
+    push_values,
+    pull_indptr,
+    pull_indices,
+    pull_values,
+    degree,
+    is_hub,
+    hub_slot,
+    hub_vectors,
+    candidate_indptr,
+    candidate_indices,
+    global_scores,
+    remainder_distribution,
+    seed_weight,
+    global_weight,
+    exact_steps,
+    num_workers,
+    out_scores,
+):  # pragma: no cover
     """PEPR scores of each seed's candidates: push, resolve hub residuals exactly, correct the rest.
 
     For seed s and candidate v, with ``exact_steps`` = 2::
@@ -228,11 +271,34 @@ def forward_push_scores(seeds, rows, alpha, epsilon, push_indptr, push_indices, 
             seed = seeds[row]
             start, end = candidate_indptr[row], candidate_indptr[row + 1]
             if is_hub[seed]:
-                hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores,
-                                 seed_weight, global_weight, out_scores)
+                hub_seed_scores(
+                    seed,
+                    start,
+                    end,
+                    candidate_indices,
+                    hub_slot,
+                    hub_vectors,
+                    global_scores,
+                    seed_weight,
+                    global_weight,
+                    out_scores,
+                )
                 continue
-            num_touched = push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
-                                    is_hub, estimate, residual, queued, touched, queue)
+            num_touched = push_one(
+                seed,
+                alpha,
+                epsilon,
+                push_indptr,
+                push_indices,
+                push_values,
+                degree,
+                is_hub,
+                estimate,
+                residual,
+                queued,
+                touched,
+                queue,
+            )
             remaining = 0.0  # R: the residual mass on non-hub nodes
             num_reached = 0
             for i in range(num_touched):
@@ -300,8 +366,9 @@ def _walk_entry(indptr, indices, values, row, column):  # pragma: no cover - com
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def short_cycle_shares(seeds, push_indptr, push_indices, push_values, pull_indptr, pull_indices, pull_values, is_hub,
-                       num_workers):  # pragma: no cover
+def short_cycle_shares(
+    seeds, push_indptr, push_indices, push_values, pull_indptr, pull_indices, pull_values, is_hub, num_workers
+):  # pragma: no cover
     """:func:`kgplm.kg.pepr.fast.short_cycle_share` for each seed, reading only its neighbourhood (the
     sparse-matrix form before it multiplied whole matrices: 13 s for 512 seeds at 4M entities)."""
     num_nodes = push_indptr.shape[0] - 1

@@ -97,8 +97,16 @@ from kgplm.kg.pepr.walk import TransitionMatrix, paper_jump_weights
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
-__all__ = ["personalized_pagerank", "global_pagerank", "top_k_neighbors", "NeighborTable", "one_hop_candidates",
-           "exact_cost", "EXACT_SECONDS_PER_UNIT", "DEFAULT_BUDGET_SECONDS"]
+__all__ = [
+    "personalized_pagerank",
+    "global_pagerank",
+    "top_k_neighbors",
+    "NeighborTable",
+    "one_hop_candidates",
+    "exact_cost",
+    "EXACT_SECONDS_PER_UNIT",
+    "DEFAULT_BUDGET_SECONDS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -145,8 +153,18 @@ def _resolve_seeds(store: "KGStore", seeds) -> np.ndarray:
     return resolved
 
 
-def _power_iteration(walk: TransitionMatrix, seeds: np.ndarray, *, alpha: float, jump: str, dangling: str,
-                     start: np.ndarray, tol: float, max_iter: int, dtype) -> tuple[np.ndarray, int]:
+def _power_iteration(
+    walk: TransitionMatrix,
+    seeds: np.ndarray,
+    *,
+    alpha: float,
+    jump: str,
+    dangling: str,
+    start: np.ndarray,
+    tol: float,
+    max_iter: int,
+    dtype,
+) -> tuple[np.ndarray, int]:
     """Exact PEPR for a block of seeds; returns scores of shape (n, len(seeds)) and iterations used.
 
     One step: ``V ← (1 − α) A V + (α + d) P`` with ``d`` the walk mass on dangling entities
@@ -172,8 +190,15 @@ def _power_iteration(walk: TransitionMatrix, seeds: np.ndarray, *, alpha: float,
         dangling_mass = (1.0 - alpha) * current[dangling_nodes].sum(axis=0, dtype=np.float64)  # (seeds,)
         to_jump = alpha + (dangling_mass if dangling == "jump" else 0.0)  # mass that restarts via P
         base = to_jump * uniform_weight / n + (dangling_mass / n if dangling == "uniform" else 0.0)
-        pagerank_step(walk.pull_indptr, walk.pull_indices, values, current, dtype(1.0 - alpha),
-                      np.broadcast_to(np.asarray(base, dtype=dtype), (width,)).copy(), step)
+        pagerank_step(
+            walk.pull_indptr,
+            walk.pull_indices,
+            values,
+            current,
+            dtype(1.0 - alpha),
+            np.broadcast_to(np.asarray(base, dtype=dtype), (width,)).copy(),
+            step,
+        )
         step[seeds, columns] += np.broadcast_to(to_jump * seed_weight, (width,)).astype(dtype)
         change = column_change(step, current, workers).max()
         current, step = step, current
@@ -183,8 +208,15 @@ def _power_iteration(walk: TransitionMatrix, seeds: np.ndarray, *, alpha: float,
     return current, max_iter
 
 
-def _iterate_blocks(walk: TransitionMatrix, seeds: np.ndarray, *, batch_size: int, show_progress: bool = False,
-                    description: str = "PEPR (exact)", **iteration):
+def _iterate_blocks(
+    walk: TransitionMatrix,
+    seeds: np.ndarray,
+    *,
+    batch_size: int,
+    show_progress: bool = False,
+    description: str = "PEPR (exact)",
+    **iteration,
+):
     """Yield ``(begin, block_seeds, scores (n, len(block)))`` over blocks of ``batch_size`` seeds."""
     blocks = range(0, len(seeds), batch_size)
     for begin in tqdm(blocks, desc=description, unit=" blocks", disable=not show_progress, leave=False):
@@ -225,15 +257,32 @@ def personalized_pagerank(
     walk = walk or TransitionMatrix.from_store(store, directed=directed)
     start = _initial_vector(store.num_entities, frequencies)
     result = np.empty((len(seeds), store.num_entities), dtype=dtype)
-    for begin, block, scores in _iterate_blocks(walk, seeds, batch_size=batch_size, show_progress=show_progress,
-                                                alpha=alpha, jump=jump, dangling=dangling, start=start, tol=tol,
-                                                max_iter=max_iter, dtype=dtype):
+    for begin, block, scores in _iterate_blocks(
+        walk,
+        seeds,
+        batch_size=batch_size,
+        show_progress=show_progress,
+        alpha=alpha,
+        jump=jump,
+        dangling=dangling,
+        start=start,
+        tol=tol,
+        max_iter=max_iter,
+        dtype=dtype,
+    ):
         result[begin : begin + len(block)] = scores.T
     return result
 
 
-def global_pagerank(store: "KGStore", *, alpha: float = 0.15, directed: bool = False, tol: float = 1e-12,
-                    max_iter: int = 1000, walk: TransitionMatrix | None = None) -> np.ndarray:
+def global_pagerank(
+    store: "KGStore",
+    *,
+    alpha: float = 0.15,
+    directed: bool = False,
+    tol: float = 1e-12,
+    max_iter: int = 1000,
+    walk: TransitionMatrix | None = None,
+) -> np.ndarray:
     """Plain PageRank with a uniform jump vector (the ``w_u`` part of the paper's jump)."""
     walk = walk or TransitionMatrix.from_store(store, directed=directed)
     n = walk.num_nodes
@@ -298,9 +347,15 @@ class NeighborTable:
         """Write as ``.npz`` (arrays) with the configuration as JSON inside; atomic."""
         path = Path(path)
         with atomic_file(path, "wb") as handle:
-            np.savez(handle, seeds=self.seeds, neighbors=self.neighbors, relations=self.relations,
-                     directions=self.directions, scores=self.scores,
-                     config=np.frombuffer(json.dumps(self.config).encode("utf-8"), dtype=np.uint8))
+            np.savez(
+                handle,
+                seeds=self.seeds,
+                neighbors=self.neighbors,
+                relations=self.relations,
+                directions=self.directions,
+                scores=self.scores,
+                config=np.frombuffer(json.dumps(self.config).encode("utf-8"), dtype=np.uint8),
+            )
         return path
 
     @classmethod
@@ -316,13 +371,16 @@ class NeighborTable:
                 if missing:
                     raise ArtifactError(f"{path} is not a neighbour table: missing {sorted(missing)}")
                 config = json.loads(data["config"].tobytes().decode("utf-8")) if "config" in data.files else {}
-                return cls(data["seeds"], data["neighbors"], data["relations"], data["directions"], data["scores"],
-                           config)
+                return cls(
+                    data["seeds"], data["neighbors"], data["relations"], data["directions"], data["scores"], config
+                )
         except (zipfile.BadZipFile, EOFError, ValueError, OSError) as error:
             if isinstance(error, ArtifactError):
                 raise
-            raise ArtifactError(f"{path}: not a complete neighbour table ({type(error).__name__}: {error}); it is "
-                                f"damaged (cut short or overwritten): compute it again") from None
+            raise ArtifactError(
+                f"{path}: not a complete neighbour table ({type(error).__name__}: {error}); it is "
+                f"damaged (cut short or overwritten): compute it again"
+            ) from None
 
     def to_frame(self, store: "KGStore", entity) -> "Any":
         """One seed's row as a DataFrame with names."""
@@ -330,13 +388,15 @@ class NeighborTable:
 
         row = self.row_of(store.entity_id(entity) if isinstance(entity, str) else int(entity))
         keep = self.neighbors[row] >= 0
-        return pd.DataFrame({
-            "neighbor": [store.entity_name(int(n)) for n in self.neighbors[row][keep]],
-            "neighbor_id": self.neighbors[row][keep],
-            "relation": [store.relation_name(int(r)) if r >= 0 else None for r in self.relations[row][keep]],
-            "direction": [("out", "in")[d] if d >= 0 else None for d in self.directions[row][keep]],
-            "score": self.scores[row][keep],
-        })
+        return pd.DataFrame(
+            {
+                "neighbor": [store.entity_name(int(n)) for n in self.neighbors[row][keep]],
+                "neighbor_id": self.neighbors[row][keep],
+                "relation": [store.relation_name(int(r)) if r >= 0 else None for r in self.relations[row][keep]],
+                "direction": [("out", "in")[d] if d >= 0 else None for d in self.directions[row][keep]],
+                "score": self.scores[row][keep],
+            }
+        )
 
 
 def one_hop_candidates(store: "KGStore", seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -358,9 +418,21 @@ def one_hop_candidates(store: "KGStore", seeds: np.ndarray) -> tuple[np.ndarray,
     # int32 relation ids and int8 directions: 5 bytes a candidate fewer (400 MB at 4M concepts)
     neighbors, relations, directions = np.empty(total, np.int64), np.empty(total, np.int32), np.empty(total, np.int8)
     row_counts = np.zeros(len(seeds), dtype=np.int64)
-    one_hop_rows(seeds, out_indptr, np.asarray(arrays["out_neighbors"]), np.asarray(arrays["out_relations"]), in_indptr,
-                 np.asarray(arrays["in_neighbors"]), np.asarray(arrays["in_relations"]),
-                 max(int(store.num_relations), 1), row_start, neighbors, relations, directions, row_counts)
+    one_hop_rows(
+        seeds,
+        out_indptr,
+        np.asarray(arrays["out_neighbors"]),
+        np.asarray(arrays["out_relations"]),
+        in_indptr,
+        np.asarray(arrays["in_neighbors"]),
+        np.asarray(arrays["in_relations"]),
+        max(int(store.num_relations), 1),
+        row_start,
+        neighbors,
+        relations,
+        directions,
+        row_counts,
+    )
     # the filled prefix of each seed's slots, as CSR
     indptr = np.zeros(len(seeds) + 1, dtype=np.int64)
     np.cumsum(row_counts, out=indptr[1:])
@@ -383,34 +455,77 @@ def _select_top_k(indptr, neighbors, relations, directions, scores, k) -> tuple[
     positions = np.empty((num_seeds, k), dtype=np.int64)  # top_k_rows writes every slot, −1 past a row's end
     top_k_rows(indptr, np.ascontiguousarray(neighbors, dtype=np.int64), rounded, k, positions)
     shape = (num_seeds, k)
-    table = (np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int64), np.empty(shape, dtype=np.int8),
-             np.empty(shape, dtype=np.float32))
+    table = (
+        np.empty(shape, dtype=np.int64),
+        np.empty(shape, dtype=np.int64),
+        np.empty(shape, dtype=np.int8),
+        np.empty(shape, dtype=np.float32),
+    )
     gather_top_k(positions, neighbors, relations, directions, scores, *table)
     return table
 
 
-def _exact_candidate_scores(walk, seeds, candidate_indptr, candidate_neighbors, *, alpha, jump, dangling,
-                            start, tol, max_iter, batch_size, dtype, show_progress) -> np.ndarray:
+def _exact_candidate_scores(
+    walk,
+    seeds,
+    candidate_indptr,
+    candidate_neighbors,
+    *,
+    alpha,
+    jump,
+    dangling,
+    start,
+    tol,
+    max_iter,
+    batch_size,
+    dtype,
+    show_progress,
+) -> np.ndarray:
     scores = np.zeros(len(candidate_neighbors), dtype=np.float64)
-    for begin, block, block_scores in _iterate_blocks(walk, seeds, batch_size=batch_size, show_progress=show_progress,
-                                                      alpha=alpha, jump=jump, dangling=dangling, start=start, tol=tol,
-                                                      max_iter=max_iter, dtype=dtype):
+    for begin, block, block_scores in _iterate_blocks(
+        walk,
+        seeds,
+        batch_size=batch_size,
+        show_progress=show_progress,
+        alpha=alpha,
+        jump=jump,
+        dangling=dangling,
+        start=start,
+        tol=tol,
+        max_iter=max_iter,
+        dtype=dtype,
+    ):
         for column in range(len(block)):
             lo, hi = candidate_indptr[begin + column], candidate_indptr[begin + column + 1]
             scores[lo:hi] = block_scores[candidate_neighbors[lo:hi], column]
     return scores
 
 
-def _exact_any_candidates(store, walk, seeds, k, *, alpha, jump, dangling, start, tol, max_iter, batch_size, dtype,
-                          show_progress):
+def _exact_any_candidates(
+    store, walk, seeds, k, *, alpha, jump, dangling, start, tol, max_iter, batch_size, dtype, show_progress
+):
     """Top-k over all entities (exact mode, candidates="any"); relation/direction from one-hop links."""
     hop_indptr, hop_neighbors, hop_relations, hop_directions = one_hop_candidates(store, seeds)
-    result = [np.full((len(seeds), k), -1, dtype=np.int64), np.full((len(seeds), k), -1, dtype=np.int64),
-              np.full((len(seeds), k), -1, dtype=np.int8), np.zeros((len(seeds), k), dtype=np.float32)]
-    for begin, block, block_scores in _iterate_blocks(walk, seeds, batch_size=batch_size, show_progress=show_progress,
-                                                      description="PEPR (exact, any)", alpha=alpha, jump=jump,
-                                                      dangling=dangling, start=start, tol=tol, max_iter=max_iter,
-                                                      dtype=dtype):
+    result = [
+        np.full((len(seeds), k), -1, dtype=np.int64),
+        np.full((len(seeds), k), -1, dtype=np.int64),
+        np.full((len(seeds), k), -1, dtype=np.int8),
+        np.zeros((len(seeds), k), dtype=np.float32),
+    ]
+    for begin, block, block_scores in _iterate_blocks(
+        walk,
+        seeds,
+        batch_size=batch_size,
+        show_progress=show_progress,
+        description="PEPR (exact, any)",
+        alpha=alpha,
+        jump=jump,
+        dangling=dangling,
+        start=start,
+        tol=tol,
+        max_iter=max_iter,
+        dtype=dtype,
+    ):
         for column, seed in enumerate(block.tolist()):
             column_scores = block_scores[:, column].astype(np.float64)
             column_scores[seed] = -np.inf
@@ -419,7 +534,9 @@ def _exact_any_candidates(store, walk, seeds, k, *, alpha, jump, dangling, start
             top = top[np.isfinite(column_scores[top])]
             row = begin + column
             lo, hi = hop_indptr[row], hop_indptr[row + 1]
-            link = dict(zip(hop_neighbors[lo:hi].tolist(), zip(hop_relations[lo:hi].tolist(), hop_directions[lo:hi].tolist())))
+            link = dict(
+                zip(hop_neighbors[lo:hi].tolist(), zip(hop_relations[lo:hi].tolist(), hop_directions[lo:hi].tolist()))
+            )
             result[0][row, : len(top)] = top
             result[3][row, : len(top)] = column_scores[top]
             for j, node in enumerate(top.tolist()):
@@ -487,14 +604,17 @@ def top_k_neighbors(
     if mode not in ("exact", "fast", "auto"):
         raise ConfigurationError(f"mode must be 'exact', 'fast' or 'auto', got {mode!r}")
     if mode == "fast" and dangling != "jump":
-        raise ConfigurationError(f"mode={mode!r} pushes, which sends dangling mass to the jump vector; "
-                                 "use dangling='jump'")
+        raise ConfigurationError(
+            f"mode={mode!r} pushes, which sends dangling mass to the jump vector; use dangling='jump'"
+        )
     if mode == "fast" and candidates == "any":
-        raise ConfigurationError(f"mode={mode!r} pushes, which ranks one-hop candidates; use mode='exact' for "
-                                 "candidates='any'")
+        raise ConfigurationError(
+            f"mode={mode!r} pushes, which ranks one-hop candidates; use mode='exact' for candidates='any'"
+        )
     if mode == "auto" and (budget_seconds is None or not budget_seconds >= 0):
-        raise ConfigurationError(f"mode='auto' needs budget_seconds ≥ 0 (the time exact mode may take), "
-                                 f"got {budget_seconds!r}")
+        raise ConfigurationError(
+            f"mode='auto' needs budget_seconds ≥ 0 (the time exact mode may take), got {budget_seconds!r}"
+        )
     if refine not in (True, False, "auto"):
         raise ConfigurationError(f"refine must be True, False or 'auto', got {refine!r}")
     refine_rounds = [tuple(level) for level in refine_rounds]
@@ -503,15 +623,39 @@ def top_k_neighbors(
     seeds = _resolve_seeds(store, seeds)
     walk = TransitionMatrix.from_store(store, directed=directed)
     start = _initial_vector(store.num_entities, frequencies)
-    config = {"k": k, "candidates": candidates, "mode": mode, "alpha": alpha, "jump": jump, "directed": directed,
-              "dangling": dangling, "tol": tol, "epsilon": epsilon, "num_hubs": num_hubs,
-              "frequencies": frequencies is not None, "num_entities": store.num_entities}
-    common = dict(alpha=alpha, jump=jump, dangling=dangling, start=start, tol=tol, max_iter=max_iter,
-                  batch_size=batch_size, dtype=np.float64, show_progress=show_progress)
+    config = {
+        "k": k,
+        "candidates": candidates,
+        "mode": mode,
+        "alpha": alpha,
+        "jump": jump,
+        "directed": directed,
+        "dangling": dangling,
+        "tol": tol,
+        "epsilon": epsilon,
+        "num_hubs": num_hubs,
+        "frequencies": frequencies is not None,
+        "num_entities": store.num_entities,
+    }
+    common = dict(
+        alpha=alpha,
+        jump=jump,
+        dangling=dangling,
+        start=start,
+        tol=tol,
+        max_iter=max_iter,
+        batch_size=batch_size,
+        dtype=np.float64,
+        show_progress=show_progress,
+    )
     if mode == "auto" and (candidates == "any" or dangling != "jump"):
         setting = "candidates='any'" if candidates == "any" else f"dangling={dangling!r}"
-        config.update(mode="exact", mode_requested="auto", budget_seconds=budget_seconds,
-                      mode_reason=f"exact: {setting} is computed by exact mode only")
+        config.update(
+            mode="exact",
+            mode_requested="auto",
+            budget_seconds=budget_seconds,
+            mode_reason=f"exact: {setting} is computed by exact mode only",
+        )
         mode = "exact"
     if candidates == "any":
         config.setdefault("mode_reason", "exact: requested")
@@ -528,10 +672,23 @@ def top_k_neighbors(
     elif config["mode"] == "fast":
         from kgplm.kg.pepr.fast import fast_candidate_scores
 
-        scores, stats = fast_candidate_scores(walk, seeds, indptr, neighbors, k=k, epsilon=epsilon,
-                                              num_hubs=num_hubs, refine=refine, refine_rounds=refine_rounds,
-                                              num_threads=num_threads, alpha=alpha, jump=jump, max_iter=max_iter,
-                                              batch_size=batch_size, show_progress=show_progress)
+        scores, stats = fast_candidate_scores(
+            walk,
+            seeds,
+            indptr,
+            neighbors,
+            k=k,
+            epsilon=epsilon,
+            num_hubs=num_hubs,
+            refine=refine,
+            refine_rounds=refine_rounds,
+            num_threads=num_threads,
+            alpha=alpha,
+            jump=jump,
+            max_iter=max_iter,
+            batch_size=batch_size,
+            show_progress=show_progress,
+        )
         config.update(refine=refine, refine_rounds=[list(level) for level in refine_rounds], **stats)
     del walk  # the walk (1.2 GB at 4M concepts) is not needed to select the top k
     columns = _select_top_k(indptr, neighbors, relations, directions, scores, k)
@@ -545,16 +702,24 @@ def exact_cost(walk: TransitionMatrix, num_seeds: int, *, alpha: float, tol: flo
     steps = int(min(max_iter, math.floor(math.log(tol / 2.0) / math.log(1.0 - alpha)) + 2)) if tol < 2 else 1
     entries = int(len(walk.pull_indices) + walk.num_nodes)
     units = int(num_seeds) * steps * entries
-    return {"seeds": int(num_seeds), "steps": steps, "walk_entries": entries, "units": units,
-            "seconds_per_unit": EXACT_SECONDS_PER_UNIT, "seconds": units * EXACT_SECONDS_PER_UNIT}
+    return {
+        "seeds": int(num_seeds),
+        "steps": steps,
+        "walk_entries": entries,
+        "units": units,
+        "seconds_per_unit": EXACT_SECONDS_PER_UNIT,
+        "seconds": units * EXACT_SECONDS_PER_UNIT,
+    }
 
 
 def _auto_choice(walk, num_seeds, budget_seconds, *, alpha, tol, max_iter) -> dict:
     """``mode="auto"``: exact when the modelled cost fits ``budget_seconds``, fast otherwise; no clock."""
     cost = exact_cost(walk, num_seeds, alpha=alpha, tol=tol, max_iter=max_iter)
     mode = "exact" if cost["seconds"] <= budget_seconds else "fast"
-    reason = (f"{mode}: exact mode modelled at {cost['seconds']:.3g} s ({cost['seeds']} seeds × ≤ {cost['steps']} "
-              f"steps × {cost['walk_entries']:,} walk entries × {EXACT_SECONDS_PER_UNIT:g} s) "
-              f"{'≤' if mode == 'exact' else '>'} budget {budget_seconds:g} s")
+    reason = (
+        f"{mode}: exact mode modelled at {cost['seconds']:.3g} s ({cost['seeds']} seeds × ≤ {cost['steps']} "
+        f"steps × {cost['walk_entries']:,} walk entries × {EXACT_SECONDS_PER_UNIT:g} s) "
+        f"{'≤' if mode == 'exact' else '>'} budget {budget_seconds:g} s"
+    )
     logger.info("PEPR auto: %s", reason)
     return {"mode": mode, "exact_seconds_estimate": cost["seconds"], "exact_cost": cost, "mode_reason": reason}

@@ -10,8 +10,14 @@ import numpy as np
 
 from kgplm.kg.pepr.kernels import hub_seed_scores, push_buffers, push_one, reset_push
 
-__all__ = ["reverse_edges", "tree_cavities", "tree_step_factors", "forward_push_tree_scores", "closure_reach",
-           "closure_bounds"]
+__all__ = [
+    "reverse_edges",
+    "tree_cavities",
+    "tree_step_factors",
+    "forward_push_tree_scores",
+    "closure_reach",
+    "closure_bounds",
+]
 
 
 def reverse_edges(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -124,10 +130,33 @@ def tree_step_factors(indptr, indices, values, reverse, cavity, alpha, is_hub): 
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def forward_push_tree_scores(seeds, rows, alpha, epsilon, push_indptr, push_indices, push_values, degree, is_hub,
-                             hub_slot, hub_vectors, outgoing, incoming, diagonal, reach, bounds, spread_keys,
-                             candidate_indptr, candidate_indices, global_scores, remainder_distribution, seed_weight,
-                             global_weight, num_workers, out_scores):  # pragma: no cover
+def forward_push_tree_scores(
+    seeds,
+    rows,
+    alpha,
+    epsilon,
+    push_indptr,
+    push_indices,
+    push_values,
+    degree,
+    is_hub,
+    hub_slot,
+    hub_vectors,
+    outgoing,
+    incoming,
+    diagonal,
+    reach,
+    bounds,
+    spread_keys,
+    candidate_indptr,
+    candidate_indices,
+    global_scores,
+    remainder_distribution,
+    seed_weight,
+    global_weight,
+    num_workers,
+    out_scores,
+):  # pragma: no cover
     """PEPR scores of each seed's candidates on an undirected walk: push, resolve hub residuals exactly,
     and close the non-hub residual r with the tree (cavity) Green's function. For seed s, candidate v::
 
@@ -179,16 +208,74 @@ def forward_push_tree_scores(seeds, rows, alpha, epsilon, push_indptr, push_indi
             seed = seeds[row]
             start, end = candidate_indptr[row], candidate_indptr[row + 1]
             if is_hub[seed]:
-                hub_seed_scores(seed, start, end, candidate_indices, hub_slot, hub_vectors, global_scores,
-                                 seed_weight, global_weight, out_scores)
+                hub_seed_scores(
+                    seed,
+                    start,
+                    end,
+                    candidate_indices,
+                    hub_slot,
+                    hub_vectors,
+                    global_scores,
+                    seed_weight,
+                    global_weight,
+                    out_scores,
+                )
                 continue
-            num_touched = push_one(seed, alpha, epsilon, push_indptr, push_indices, push_values, degree,
-                                    is_hub, estimate, residual, queued, touched, queue)
-            _close_tree(seed, start, end, alpha, push_indptr, push_indices, degree, is_hub, hub_slot, hub_vectors,
-                        outgoing, incoming, diagonal, reach, max(spread_keys, bounds[row]), candidate_indices,
-                        global_scores, remainder_distribution, seed_weight, global_weight, estimate, residual, touched, num_touched, hub_residual,
-                        reached_hubs, visits, table_keys, table_arriving, used, seen, shared, candidate_offset, through,
-                        pair_offsets, pair_entries, pair_slots, out_scores)
+            num_touched = push_one(
+                seed,
+                alpha,
+                epsilon,
+                push_indptr,
+                push_indices,
+                push_values,
+                degree,
+                is_hub,
+                estimate,
+                residual,
+                queued,
+                touched,
+                queue,
+            )
+            _close_tree(
+                seed,
+                start,
+                end,
+                alpha,
+                push_indptr,
+                push_indices,
+                degree,
+                is_hub,
+                hub_slot,
+                hub_vectors,
+                outgoing,
+                incoming,
+                diagonal,
+                reach,
+                max(spread_keys, bounds[row]),
+                candidate_indices,
+                global_scores,
+                remainder_distribution,
+                seed_weight,
+                global_weight,
+                estimate,
+                residual,
+                touched,
+                num_touched,
+                hub_residual,
+                reached_hubs,
+                visits,
+                table_keys,
+                table_arriving,
+                used,
+                seen,
+                shared,
+                candidate_offset,
+                through,
+                pair_offsets,
+                pair_entries,
+                pair_slots,
+                out_scores,
+            )
             reset_push(touched, num_touched, is_hub, hub_slot, hub_residual, estimate, residual, queued)
 
 
@@ -245,11 +332,46 @@ def _has_bit(bits, bit):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _close_tree(seed, start, end, alpha, push_indptr, push_indices, degree, is_hub, hub_slot, hub_vectors, outgoing,
-                incoming, diagonal, reach, spread_keys_limit, candidate_indices, global_scores, remainder_distribution,
-                seed_weight, global_weight, estimate, residual, touched, num_touched, hub_residual, reached_hubs, visits,
-                table_keys, table_arriving, used, seen, shared, candidate_offset, through, pair_offsets, pair_entries,
-                pair_slots, out_scores):  # pragma: no cover - compiled
+def _close_tree(
+    seed,
+    start,
+    end,
+    alpha,
+    push_indptr,
+    push_indices,
+    degree,
+    is_hub,
+    hub_slot,
+    hub_vectors,
+    outgoing,
+    incoming,
+    diagonal,
+    reach,
+    spread_keys_limit,
+    candidate_indices,
+    global_scores,
+    remainder_distribution,
+    seed_weight,
+    global_weight,
+    estimate,
+    residual,
+    touched,
+    num_touched,
+    hub_residual,
+    reached_hubs,
+    visits,
+    table_keys,
+    table_arriving,
+    used,
+    seen,
+    shared,
+    candidate_offset,
+    through,
+    pair_offsets,
+    pair_entries,
+    pair_slots,
+    out_scores,
+):  # pragma: no cover - compiled
     """One pushed seed's candidate scores (:func:`forward_push_tree_scores`): the hubs' exact part and the
     tree closure of the non-hub residual. Leaves ``visits`` and the table empty again."""
     remainder_weight = (1.0 - alpha) ** 3

@@ -55,8 +55,12 @@ class TransitionMatrix:
 
             arrays = store.arrays
             indptr, indices, push_values, pull_values, degree = undirected_walk(
-                np.asarray(arrays["out_indptr"]), np.asarray(arrays["out_neighbors"]), np.asarray(arrays["in_indptr"]),
-                np.asarray(arrays["in_neighbors"]), index)
+                np.asarray(arrays["out_indptr"]),
+                np.asarray(arrays["out_neighbors"]),
+                np.asarray(arrays["in_indptr"]),
+                np.asarray(arrays["in_neighbors"]),
+                index,
+            )
             return cls(indptr, indices, pull_values, indptr, indices, push_values, degree, directed)
         triples = np.asarray(store.triples)
         keep = triples[:, 0] != triples[:, 2]  # self-loops are ignored
@@ -69,9 +73,16 @@ class TransitionMatrix:
         pull = push.T.tocsr()
         pull.sort_indices()
         push.sort_indices()
-        return cls(pull.indptr.astype(np.int64), pull.indices.astype(index), pull.data.astype(np.float64),
-                   push.indptr.astype(np.int64), push.indices.astype(index), push.data.astype(np.float64),
-                   degree, directed)
+        return cls(
+            pull.indptr.astype(np.int64),
+            pull.indices.astype(index),
+            pull.data.astype(np.float64),
+            push.indptr.astype(np.int64),
+            push.indices.astype(index),
+            push.data.astype(np.float64),
+            degree,
+            directed,
+        )
 
 
 def paper_jump_weights(num_entities: int) -> tuple[float, float]:

@@ -19,18 +19,40 @@ class EhealthConfig(ElectraConfig):
     positive pair); ``no_csp`` keeps both corruptions (RTD, MTS and MLM on each) and drops CSP only.
     """
 
-    method_fields = ElectraConfig.method_fields + ("use_mts", "use_csp", "mts_candidates", "mts_weight",
-                                                   "csp_weight", "csp_temperature")
+    method_fields = ElectraConfig.method_fields + (
+        "use_mts",
+        "use_csp",
+        "mts_candidates",
+        "mts_weight",
+        "csp_weight",
+        "csp_temperature",
+    )
 
-    def __init__(self, method: str = "ehealth", use_mts: bool = True, use_csp: bool = True, mts_candidates: int = 5,
-                 mts_weight: float = 20.0, csp_weight: float = 1.0, csp_temperature: float = 0.07,
-                 mask_fraction: float = 0.8, random_fraction: float = 0.1, corruption_views: int = 2,
-                 **kwargs) -> None:
-        super().__init__(method=method, mask_fraction=mask_fraction, random_fraction=random_fraction,
-                         corruption_views=corruption_views, **kwargs)
+    def __init__(
+        self,
+        method: str = "ehealth",
+        use_mts: bool = True,
+        use_csp: bool = True,
+        mts_candidates: int = 5,
+        mts_weight: float = 20.0,
+        csp_weight: float = 1.0,
+        csp_temperature: float = 0.07,
+        mask_fraction: float = 0.8,
+        random_fraction: float = 0.1,
+        corruption_views: int = 2,
+        **kwargs,
+    ) -> None:
+        super().__init__(
+            method=method,
+            mask_fraction=mask_fraction,
+            random_fraction=random_fraction,
+            corruption_views=corruption_views,
+            **kwargs,
+        )
         if use_csp and corruption_views != 2:
-            raise ConfigurationError(f"contrastive sequence prediction needs corruption_views=2, got "
-                                     f"{corruption_views}")
+            raise ConfigurationError(
+                f"contrastive sequence prediction needs corruption_views=2, got {corruption_views}"
+            )
         if not isinstance(mts_candidates, int) or mts_candidates < 1:
             raise ConfigurationError(f"mts_candidates must be a positive integer, got {mts_candidates!r}")
         if not csp_temperature > 0:

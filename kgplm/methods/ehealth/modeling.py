@@ -77,8 +77,12 @@ from kgplm.models.electra import Corruption, KgplmForReplacedTokenDetection, sam
 from kgplm.models.modules import PretrainingOutput
 from kgplm.models.objectives import Objective
 
-__all__ = ["EhealthForPreTraining", "mts_candidates", "multi_token_selection_objective",
-           "contrastive_sequence_objective"]
+__all__ = [
+    "EhealthForPreTraining",
+    "mts_candidates",
+    "multi_token_selection_objective",
+    "contrastive_sequence_objective",
+]
 
 
 def mts_candidates(generator_logits: torch.Tensor, original_ids: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
@@ -88,8 +92,9 @@ def mts_candidates(generator_logits: torch.Tensor, original_ids: torch.Tensor, u
     return torch.cat([original, sample_distinct_tokens(generator_logits, uniforms, original)], 1)
 
 
-def multi_token_selection_objective(states: torch.Tensor, candidate_embeddings: torch.Tensor,
-                                    masked_count: int) -> Objective | None:
+def multi_token_selection_objective(
+    states: torch.Tensor, candidate_embeddings: torch.Tensor, masked_count: int
+) -> Objective | None:
     """Eq. 5–6 summed over the replaced positions and divided by ``masked_count`` |M| (module docstring):
     ``states`` h_D(x^R)_t (n, H), ``candidate_embeddings`` e(S_t) (n, k + 1, H), original first.
 
@@ -102,8 +107,9 @@ def multi_token_selection_objective(states: torch.Tensor, candidate_embeddings: 
     return Objective(loss, (logits.argmax(-1) == 0).float().mean().detach(), len(logits))
 
 
-def contrastive_sequence_objective(sequence_states: torch.Tensor, partner: torch.Tensor,
-                                   temperature: float) -> Objective | None:
+def contrastive_sequence_objective(
+    sequence_states: torch.Tensor, partner: torch.Tensor, temperature: float
+) -> Objective | None:
     """Eq. 7 over every corruption as anchor: ``sequence_states`` h_D(·)_[CLS] (rows, H), ``partner`` (rows,)."""
     if len(sequence_states) < 2:
         return None
@@ -126,28 +132,39 @@ class EhealthForPreTraining(KgplmForReplacedTokenDetection):
 
     config_class = EhealthConfig
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                replacement_uniforms: torch.Tensor | None = None, candidate_uniforms: torch.Tensor | None = None,
-                view_partner: torch.Tensor | None = None) -> PretrainingOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        replacement_uniforms: torch.Tensor | None = None,
+        candidate_uniforms: torch.Tensor | None = None,
+        view_partner: torch.Tensor | None = None,
+    ) -> PretrainingOutput:
         if labels is None:
             return super().forward(input_ids, attention_mask, token_type_ids)
         config = self.config
         output = PretrainingOutput(losses={}, loss_weights={}, metrics={})
-        corruption, hidden = self.replaced_token_detection(output, input_ids, attention_mask, token_type_ids, labels,
-                                                           replacement_uniforms)
+        corruption, hidden = self.replaced_token_detection(
+            output, input_ids, attention_mask, token_type_ids, labels, replacement_uniforms
+        )
         if config.use_mts:
             objective, shares = self.multi_token_selection(corruption, hidden, candidate_uniforms)
             if objective is not None:  # logged as shares of the masked count: exact over a step (docstring)
                 output.add("mts", objective.loss, config.mts_weight)
                 output.metrics.update(shares)
         if config.use_csp and view_partner is not None:
-            output.add("csp", contrastive_sequence_objective(hidden[:, 0], view_partner, config.csp_temperature),
-                       config.csp_weight)
+            output.add(
+                "csp",
+                contrastive_sequence_objective(hidden[:, 0], view_partner, config.csp_temperature),
+                config.csp_weight,
+            )
         return output
 
-    def multi_token_selection(self, corruption: Corruption, hidden: torch.Tensor,
-                              candidate_uniforms: torch.Tensor | None) -> tuple[Objective | None, dict]:
+    def multi_token_selection(
+        self, corruption: Corruption, hidden: torch.Tensor, candidate_uniforms: torch.Tensor | None
+    ) -> tuple[Objective | None, dict]:
         """L_MTS over the replaced positions of ``corruption`` (divided by the masked count) and its
         logged shares; D's states ``hidden`` (batch, length, H)."""
         masked_count = int(corruption.masked.sum())
@@ -158,11 +175,16 @@ class EhealthForPreTraining(KgplmForReplacedTokenDetection):
             zero = hidden.new_zeros(())
             return Objective(hidden.sum() * 0.0, zero, 0), {"mts_replaced": zero, "mts_correct": zero}
         draws = self.config.mts_candidates
-        uniforms = candidate_uniforms[replaced] if candidate_uniforms is not None else torch.rand(
-            int(replaced.sum()), draws, device=hidden.device)
-        candidates = mts_candidates(corruption.generator_logits[replaced], corruption.original_ids[corruption.replaced],
-                                    uniforms[:, :draws])  # (replaced, k + 1)
-        objective = multi_token_selection_objective(hidden[corruption.replaced],
-                                                    self.word_embeddings().weight[candidates], masked_count)
+        uniforms = (
+            candidate_uniforms[replaced]
+            if candidate_uniforms is not None
+            else torch.rand(int(replaced.sum()), draws, device=hidden.device)
+        )
+        candidates = mts_candidates(
+            corruption.generator_logits[replaced], corruption.original_ids[corruption.replaced], uniforms[:, :draws]
+        )  # (replaced, k + 1)
+        objective = multi_token_selection_objective(
+            hidden[corruption.replaced], self.word_embeddings().weight[candidates], masked_count
+        )
         replaced_share = torch.tensor(objective.count / masked_count, device=hidden.device)
         return objective, {"mts_replaced": replaced_share, "mts_correct": objective.accuracy * replaced_share}

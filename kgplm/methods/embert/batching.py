@@ -84,12 +84,30 @@ class EntityLexicon:
             mentions are replaced and which entities replace them (:func:`capped_weights`; 1: no cap).
     """
 
-    def __init__(self, thesaurus, segments, tokenizer, type_ids: np.ndarray, frequencies: np.ndarray | None = None,
-                 *, max_replacement_tokens: int = 16, neighbors=None, max_entity_share: float = 1.0) -> None:
+    def __init__(
+        self,
+        thesaurus,
+        segments,
+        tokenizer,
+        type_ids: np.ndarray,
+        frequencies: np.ndarray | None = None,
+        *,
+        max_replacement_tokens: int = 16,
+        neighbors=None,
+        max_entity_share: float = 1.0,
+    ) -> None:
         names = segments.names
-        encoded = tokenizer(names, add_special_tokens=False, return_offsets_mapping=True,
-                            return_attention_mask=False, return_token_type_ids=False) if names else \
-            {"input_ids": [], "offset_mapping": []}
+        encoded = (
+            tokenizer(
+                names,
+                add_special_tokens=False,
+                return_offsets_mapping=True,
+                return_attention_mask=False,
+                return_token_type_ids=False,
+            )
+            if names
+            else {"input_ids": [], "offset_mapping": []}
+        )
         unknown = tokenizer.unk_token_id
         self.names = names
         self.name_ids: list[np.ndarray] = []
@@ -142,8 +160,9 @@ class EntityLexicon:
         # mention has a synonym in its own script), not over every mentioned entity, whose far larger
         # total would let one replaceable entity hold a large share of the replacements
         counts = np.ones(thesaurus.num_entities) if frequencies is None else np.asarray(frequencies, np.float64)
-        names_per_script = np.unique(np.stack([owner, self.script[self.entity_names],
-                                               self.canonical[self.entity_names]], 1), axis=0)
+        names_per_script = np.unique(
+            np.stack([owner, self.script[self.entity_names], self.canonical[self.entity_names]], 1), axis=0
+        )
         pairs, per_pair = np.unique(names_per_script[:, :2], axis=0, return_counts=True)
         replaceable = np.zeros(thesaurus.num_entities, dtype=bool)
         replaceable[pairs[per_pair >= 2, 0]] = True
@@ -162,8 +181,9 @@ class EntityLexicon:
             self._pools[None, script] = self._pool(aliased, capped_weights(weights, max_entity_share))
             for kind in np.unique(type_ids[aliased]).tolist():
                 members = type_ids[aliased] == kind
-                self._pools[kind, script] = self._pool(aliased[members],
-                                                       capped_weights(weights[members], max_entity_share))
+                self._pools[kind, script] = self._pool(
+                    aliased[members], capped_weights(weights[members], max_entity_share)
+                )
 
     @staticmethod
     def _draw(pool: np.ndarray, cumulative: np.ndarray, excluded: int, rng: np.random.Generator) -> int | None:
@@ -203,8 +223,9 @@ class EntityLexicon:
             if len(pool):
                 entity = int(pool[0])
                 start, end = self.entity_ptr[entity], self.entity_ptr[entity + 1]
-                rows = self.entity_names[start:end][self.is_alias[start:end]
-                                                    & (self.script[self.entity_names[start:end]] == script)]
+                rows = self.entity_names[start:end][
+                    self.is_alias[start:end] & (self.script[self.entity_names[start:end]] == script)
+                ]
                 return entity, int(rows.min())
         return None
 
@@ -213,8 +234,11 @@ class EntityLexicon:
         script; None when that surface names ``entity`` itself (or one of its names tokenizes the same),
         when it would be consistent."""
         fixed = self.fixed_surface
-        if fixed is None or fixed[0] == entity or \
-                int(self.canonical[fixed[1]]) in set(self.canonical[self.entity_rows(entity)].tolist()):
+        if (
+            fixed is None
+            or fixed[0] == entity
+            or int(self.canonical[fixed[1]]) in set(self.canonical[self.entity_rows(entity)].tolist())
+        ):
             return None
         return fixed
 
@@ -224,7 +248,7 @@ class EntityLexicon:
 
     def entity_rows(self, entity: int) -> np.ndarray:
         """The usable names of ``entity``'s surfaces."""
-        return self.entity_names[self.entity_ptr[entity]: self.entity_ptr[entity + 1]]
+        return self.entity_names[self.entity_ptr[entity] : self.entity_ptr[entity + 1]]
 
     def span_script(self, ids: np.ndarray) -> int:
         """``HAN`` when any of the word pieces ``ids`` holds a CJK ideograph, else ``LATIN``."""
@@ -247,8 +271,9 @@ class EntityLexicon:
         start, end = self.neighbors.indptr[entity], self.neighbors.indptr[entity + 1]
         return bool(np.isin(other, self.neighbors.indices[start:end]))
 
-    def other_entity(self, entity: int, rng: np.random.Generator, script: int | None = None,
-                     tries: int = 32) -> tuple[int, int] | None:
+    def other_entity(
+        self, entity: int, rng: np.random.Generator, script: int | None = None, tries: int = 32
+    ) -> tuple[int, int] | None:
         """``(entity', name)`` for an inconsistent replacement of ``entity``, or None when none is found.
 
         entity' is drawn among the entities of ``entity``'s type (all entities when no other entity of
@@ -297,8 +322,9 @@ class EmbertExample(PretrainingExample):
     bem_target: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
 
 
-def _at_least_one(candidates: np.ndarray, rate: float, rng: np.random.Generator,
-                  keep: np.ndarray | None = None) -> np.ndarray:
+def _at_least_one(
+    candidates: np.ndarray, rate: float, rng: np.random.Generator, keep: np.ndarray | None = None
+) -> np.ndarray:
     """Each candidate with probability ``rate`` (× ``keep`` per candidate when given); one drawn
     uniformly when none was and there is one — with ``keep``, one drawn in proportion to ``keep`` and
     kept with probability keep (a sequence that mentions only a capped entity is not always replaced)."""
@@ -309,8 +335,9 @@ def _at_least_one(candidates: np.ndarray, rate: float, rng: np.random.Generator,
         if keep is None:
             chosen[rng.integers(len(candidates))] = True
         elif keep.sum():  # one in proportion to keep, itself kept with its probability keep (the cap holds)
-            index = min(int(np.searchsorted(np.cumsum(keep), rng.random() * keep.sum(), side="right")),
-                        len(candidates) - 1)
+            index = min(
+                int(np.searchsorted(np.cumsum(keep), rng.random() * keep.sum(), side="right")), len(candidates) - 1
+            )
             chosen[index] = rng.random() < keep[index]
     return candidates[chosen]
 
@@ -328,9 +355,20 @@ class EmbertCollator(PretrainingCollator):
         max_sequence_length: replacements never make a sequence longer (the position embeddings).
     """
 
-    def __init__(self, *, lexicon: EntityLexicon, use_cecp: bool = True, use_es: bool = True, use_bem: bool = True,
-                 cecp_rate: float = 0.15, cecp_negatives: str = "shipped", bem_rate: float = 0.15,
-                 bem_max_positions: int = 64, max_sequence_length: int = 512, **options) -> None:
+    def __init__(
+        self,
+        *,
+        lexicon: EntityLexicon,
+        use_cecp: bool = True,
+        use_es: bool = True,
+        use_bem: bool = True,
+        cecp_rate: float = 0.15,
+        cecp_negatives: str = "shipped",
+        bem_rate: float = 0.15,
+        bem_max_positions: int = 64,
+        max_sequence_length: int = 512,
+        **options,
+    ) -> None:
         if cecp_negatives not in CECP_NEGATIVES:
             raise ConfigurationError(f"cecp_negatives must be one of {CECP_NEGATIVES}, got {cecp_negatives!r}")
         super().__init__(**options)
@@ -346,11 +384,22 @@ class EmbertCollator(PretrainingCollator):
         base = super().make_example(rows, index, rng)
         lexicon = self.lexicon
         spans = base.mention_spans
-        entities = np.asarray(rows["mention_entity_ids"][index], dtype=np.int64)[base.mention_rows] \
-            if "mention_entity_ids" in rows else np.zeros(len(spans), np.int64)
+        entities = (
+            np.asarray(rows["mention_entity_ids"][index], dtype=np.int64)[base.mention_rows]
+            if "mention_entity_ids" in rows
+            else np.zeros(len(spans), np.int64)
+        )
         names = np.array([lexicon.lookup(base.input_ids[start:end]) for start, end in spans.tolist()], dtype=np.int64)
-        example = EmbertExample(base.input_ids, base.token_type_ids, base.word_ids, spans, base.mention_rows,
-                                base.sentence_order_label, mention_entities=entities, mention_names=names)
+        example = EmbertExample(
+            base.input_ids,
+            base.token_type_ids,
+            base.word_ids,
+            spans,
+            base.mention_rows,
+            base.sentence_order_label,
+            mention_entities=entities,
+            mention_names=names,
+        )
         if self.use_cecp and len(spans):
             self._replace(example, rng)
         if self.use_bem and len(example.mention_spans):
@@ -361,9 +410,14 @@ class EmbertCollator(PretrainingCollator):
         lexicon = self.lexicon
         # each mention is replaced by a surface in its own script (a Chinese name in Chinese text)
         scripts = [lexicon.span_script(example.input_ids[start:end]) for start, end in example.mention_spans.tolist()]
-        eligible = np.array([m for m in range(len(example.mention_spans))
-                             if len(lexicon.synonyms(int(example.mention_entities[m]), int(example.mention_names[m]),
-                                                     scripts[m]))], dtype=np.int64)
+        eligible = np.array(
+            [
+                m
+                for m in range(len(example.mention_spans))
+                if len(lexicon.synonyms(int(example.mention_entities[m]), int(example.mention_names[m]), scripts[m]))
+            ],
+            dtype=np.int64,
+        )
         chosen = _at_least_one(eligible, self.cecp_rate, rng, lexicon.keep[example.mention_entities[eligible]])
         length = len(example.input_ids)
         replacements: dict[int, tuple[int, int, int]] = {}  # mention → (entity, name, consistent)
@@ -374,8 +428,11 @@ class EmbertCollator(PretrainingCollator):
                 drawn: tuple[int, int] | None = (entity, int(candidates[rng.integers(len(candidates))]))
                 label = 1
             else:
-                drawn = lexicon.fixed_inconsistent(entity) if self.cecp_negatives == "fixed_surface" \
+                drawn = (
+                    lexicon.fixed_inconsistent(entity)
+                    if self.cecp_negatives == "fixed_surface"
                     else lexicon.other_entity(entity, rng, scripts[mention])
+                )
                 label = 0
             if drawn is None:
                 continue
@@ -431,8 +488,14 @@ class EmbertCollator(PretrainingCollator):
     def _choose_bem(self, example: EmbertExample, rng: np.random.Generator) -> None:
         splits = self.lexicon.split
         replaced = set(example.replaced.tolist())
-        candidates = np.array([m for m, name in enumerate(example.mention_names.tolist())
-                               if name >= 0 and splits[name] > 0 and m not in replaced], dtype=np.int64)
+        candidates = np.array(
+            [
+                m
+                for m, name in enumerate(example.mention_names.tolist())
+                if name >= 0 and splits[name] > 0 and m not in replaced
+            ],
+            dtype=np.int64,
+        )
         context, target = [], []
         for mention in _at_least_one(candidates, self.bem_rate, rng).tolist():
             start, end = (int(v) for v in example.mention_spans[mention])
@@ -447,16 +510,23 @@ class EmbertCollator(PretrainingCollator):
         example.bem_target = np.asarray(target, dtype=np.int64).reshape(-1, 2)
 
     # -- 2. masks ----------------------------------------------------------------------------------------
-    def mask_example(self, example: PretrainingExample, input_ids: np.ndarray, maskable: np.ndarray,
-                     rng: np.random.Generator, word_ids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def mask_example(
+        self,
+        example: PretrainingExample,
+        input_ids: np.ndarray,
+        maskable: np.ndarray,
+        rng: np.random.Generator,
+        word_ids: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         kept = np.zeros(len(input_ids), dtype=bool)  # never chosen by the scheme
         forced = np.zeros(len(input_ids), dtype=bool)  # always chosen
         if isinstance(example, EmbertExample):
             for mention in example.replaced.tolist():
                 start, end = example.mention_spans[mention]
                 kept[start:end] = True
-            for (context_start, context_end), (target_start, target_end) in zip(example.bem_context.tolist(),
-                                                                                example.bem_target.tolist()):
+            for (context_start, context_end), (target_start, target_end) in zip(
+                example.bem_context.tolist(), example.bem_target.tolist()
+            ):
                 kept[context_start:context_end] = True
                 forced[target_start:target_end] = True
         allowed = maskable & ~kept & ~forced
@@ -464,8 +534,15 @@ class EmbertCollator(PretrainingCollator):
         return self.masker.corrupt(input_ids, chosen | forced, rng)
 
     # -- 3. tensors ---------------------------------------------------------------------------------------
-    def method_inputs(self, batch: Batch, rows: dict, examples: list[PretrainingExample], original_ids: np.ndarray,
-                      labels: np.ndarray, rngs: list[np.random.Generator]) -> None:
+    def method_inputs(
+        self,
+        batch: Batch,
+        rows: dict,
+        examples: list[PretrainingExample],
+        original_ids: np.ndarray,
+        labels: np.ndarray,
+        rngs: list[np.random.Generator],
+    ) -> None:
         lexicon = self.lexicon
         if self.use_cecp:
             rows_, spans, consistent = [], [], []
@@ -475,10 +552,10 @@ class EmbertCollator(PretrainingCollator):
                     spans.append(example.mention_spans[example.replaced])
                     consistent.append(example.consistent)
             batch["cecp_batch"] = torch.from_numpy(np.concatenate(rows_) if rows_ else np.zeros(0, np.int64))
-            batch["cecp_spans"] = torch.from_numpy(np.concatenate(spans).astype(np.int64) if spans
-                                                   else np.zeros((0, 2), np.int64))
-            batch["cecp_labels"] = torch.from_numpy(np.concatenate(consistent) if consistent
-                                                    else np.zeros(0, np.int64))
+            batch["cecp_spans"] = torch.from_numpy(
+                np.concatenate(spans).astype(np.int64) if spans else np.zeros((0, 2), np.int64)
+            )
+            batch["cecp_labels"] = torch.from_numpy(np.concatenate(consistent) if consistent else np.zeros(0, np.int64))
             batch.target_counts["cecp"] = len(batch["cecp_labels"])
         if self.use_es:
             es = np.full(original_ids.shape, -100, dtype=np.int64)

@@ -36,8 +36,22 @@ class EmbertConfig(KgplmConfig):
       default as for the MLM baseline.
     """
 
-    method_fields = ("use_cecp", "use_es", "use_bem", "cecp_weight", "es_weight", "bem_weight", "cecp_rate",
-                     "cecp_max_tokens", "cecp_max_entity_share", "cecp_negatives", "bem_rate", "bem_position_dim", "bem_max_positions", "use_sop")
+    method_fields = (
+        "use_cecp",
+        "use_es",
+        "use_bem",
+        "cecp_weight",
+        "es_weight",
+        "bem_weight",
+        "cecp_rate",
+        "cecp_max_tokens",
+        "cecp_max_entity_share",
+        "cecp_negatives",
+        "bem_rate",
+        "bem_position_dim",
+        "bem_max_positions",
+        "use_sop",
+    )
 
     def __init__(
         self,

@@ -14,8 +14,9 @@ from kgplm.exceptions import ArtifactError, MissingFileError
 __all__ = ["write_artefact", "read_artefact"]
 
 
-def write_artefact(directory: str | os.PathLike, stem: str, format: str, arrays: dict[str, np.ndarray],
-                   manifest: dict) -> Path:
+def write_artefact(
+    directory: str | os.PathLike, stem: str, format: str, arrays: dict[str, np.ndarray], manifest: dict
+) -> Path:
     """Write ``arrays`` and ``manifest`` (JSON-safe) into ``directory``, atomically."""
     directory = Path(directory)
     with atomic_directory(directory) as temporary:
@@ -25,8 +26,9 @@ def write_artefact(directory: str | os.PathLike, stem: str, format: str, arrays:
     return directory
 
 
-def read_artefact(directory: str | os.PathLike, stem: str, format: str, what: str
-                  ) -> tuple[dict, dict[str, np.ndarray]]:
+def read_artefact(
+    directory: str | os.PathLike, stem: str, format: str, what: str
+) -> tuple[dict, dict[str, np.ndarray]]:
     """``(manifest, arrays)`` of an artefact :func:`write_artefact` wrote; ``what`` names it in errors."""
     directory = Path(directory)
     manifest_path = directory / f"{stem}.json"

@@ -178,8 +178,9 @@ class BidirectionalMaskingHead(nn.Module):
         self.second = nn.Linear(config.hidden_size, config.hidden_size, bias=False)  # W_7
         self.second_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
-    def forward(self, start_states: torch.Tensor, end_states: torch.Tensor, relative_positions: torch.Tensor
-                ) -> torch.Tensor:
+    def forward(
+        self, start_states: torch.Tensor, end_states: torch.Tensor, relative_positions: torch.Tensor
+    ) -> torch.Tensor:
         """``start_states`` x_{s_o}, ``end_states`` x_{e_o} (targets, d); ``relative_positions`` j − s_m (targets,)
         → y_j (targets, d)."""
         rows = relative_positions.clamp(0, self.positions.num_embeddings - 1)
@@ -202,13 +203,21 @@ class EmbertForPreTraining(KgplmForMaskedLM):
         self.bidirectional_masking = BidirectionalMaskingHead(config) if config.use_bem else None
         self.post_init()  # initialises the heads added after the base's post_init
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                sentence_order_label: torch.Tensor | None = None, cecp_batch: torch.Tensor | None = None,
-                cecp_spans: torch.Tensor | None = None, cecp_labels: torch.Tensor | None = None,
-                es_labels: torch.Tensor | None = None, bem_batch: torch.Tensor | None = None,
-                bem_context_spans: torch.Tensor | None = None, bem_target_spans: torch.Tensor | None = None
-                ) -> PretrainingOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        sentence_order_label: torch.Tensor | None = None,
+        cecp_batch: torch.Tensor | None = None,
+        cecp_spans: torch.Tensor | None = None,
+        cecp_labels: torch.Tensor | None = None,
+        es_labels: torch.Tensor | None = None,
+        bem_batch: torch.Tensor | None = None,
+        bem_context_spans: torch.Tensor | None = None,
+        bem_target_spans: torch.Tensor | None = None,
+    ) -> PretrainingOutput:
         """Spans are token ``[start, end)``; ``cecp_labels`` 1 = consistent (synonym), 0 = inconsistent;
         ``es_labels`` (batch, length) 1 / 0 / −100; BEM's masked tokens take their targets from ``labels``."""
         config = self.config
@@ -217,20 +226,28 @@ class EmbertForPreTraining(KgplmForMaskedLM):
         if self.consistency is not None and cecp_labels is not None and len(cecp_labels):
             before = hidden[cecp_batch, cecp_spans[:, 0] - 1]  # x_{s−1}, (mentions, d)
             after = hidden[cecp_batch, cecp_spans[:, 1]]  # x_{e+1} (spans are end-exclusive)
-            output.add("cecp", classification_objective(self.consistency(before, after), cecp_labels),
-                       config.cecp_weight)
+            output.add(
+                "cecp", classification_objective(self.consistency(before, after), cecp_labels), config.cecp_weight
+            )
         if self.segmentation is not None and es_labels is not None:
             scored = es_labels >= 0  # (batch, length)
-            output.add("es", classification_objective(self.segmentation(hidden[scored]), es_labels[scored]),
-                       config.es_weight)
-        if self.bidirectional_masking is not None and labels is not None and bem_target_spans is not None \
-                and len(bem_target_spans):
+            output.add(
+                "es", classification_objective(self.segmentation(hidden[scored]), es_labels[scored]), config.es_weight
+            )
+        if (
+            self.bidirectional_masking is not None
+            and labels is not None
+            and bem_target_spans is not None
+            and len(bem_target_spans)
+        ):
             target, token_batch, token_position = mention_token_index(bem_batch, bem_target_spans)
             states = self.bidirectional_masking(
                 hidden[token_batch, bem_context_spans[target, 0]],  # x_{s_o}
                 hidden[token_batch, bem_context_spans[target, 1] - 1],  # x_{e_o}
-                token_position - bem_target_spans[target, 0])  # j − s_m
+                token_position - bem_target_spans[target, 0],
+            )  # j − s_m
             word_logits = states @ BERT_ENCODING.word_embeddings(self).weight.T  # (targets, vocab)
-            output.add("bem", classification_objective(word_logits, labels[token_batch, token_position]),
-                       config.bem_weight)
+            output.add(
+                "bem", classification_objective(word_logits, labels[token_batch, token_position]), config.bem_weight
+            )
         return output

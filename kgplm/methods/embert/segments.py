@@ -82,8 +82,15 @@ def _inner_matches(linker, name: str) -> list[tuple[int, int]]:
     return [(start, end) for start, end in zip(starts.tolist(), ends.tolist()) if end - start < len(name)]
 
 
-def derive_cut_points(names: Iterable[str], linker, *, long_length: int = 3, max_cut_points: int = 100,
-                      min_cut_count: int = 20, min_cut_rate: float = 0.5) -> str:
+def derive_cut_points(
+    names: Iterable[str],
+    linker,
+    *,
+    long_length: int = 3,
+    max_cut_points: int = 100,
+    min_cut_count: int = 20,
+    min_cut_rate: float = 0.5,
+) -> str:
     """The cut-point characters of a set of KG names (see the module docstring), most frequent first."""
     ends: Counter = Counter()
     inner: Counter = Counter()
@@ -98,9 +105,14 @@ def derive_cut_points(names: Iterable[str], linker, *, long_length: int = 3, max
                 boundaries.add(end)
         ends.update(name[position - 1] for position in boundaries)
         inner.update(name[:-1])
-    eligible = [char for char, count in ends.items()
-                if count >= min_cut_count and count / inner[char] >= min_cut_rate
-                and not char.isspace() and not (char.isascii() and char.isalnum())]
+    eligible = [
+        char
+        for char, count in ends.items()
+        if count >= min_cut_count
+        and count / inner[char] >= min_cut_rate
+        and not char.isspace()
+        and not (char.isascii() and char.isalnum())
+    ]
     eligible.sort(key=lambda char: (-ends[char], char))
     return "".join(eligible[:max_cut_points])
 
@@ -111,8 +123,10 @@ def _is_opening(text: str) -> bool:
 
 def _is_trailing(text: str) -> bool:
     """Spaces and punctuation that close what precedes them (closing brackets, commas, dashes …)."""
-    return all(char.isspace() or (unicodedata.category(char).startswith("P") and unicodedata.category(char) != "Ps")
-               for char in text)
+    return all(
+        char.isspace() or (unicodedata.category(char).startswith("P") and unicodedata.category(char) != "Ps")
+        for char in text
+    )
 
 
 class EntitySegmenter:
@@ -192,7 +206,7 @@ class EntitySegmenter:
         attached: list[list] = []
         pending_opening = None
         for piece in pieces:
-            text = name[piece[0]:piece[1]]
+            text = name[piece[0] : piece[1]]
             if pending_opening is not None:
                 piece = [pending_opening, piece[1], piece[2]]
                 pending_opening = None
@@ -236,8 +250,9 @@ class EntitySegments:
     has no atomic/adjective split.
     """
 
-    def __init__(self, names: list[str], piece_ptr: np.ndarray, piece_ends: np.ndarray, atomic_start: np.ndarray,
-                 config: dict) -> None:
+    def __init__(
+        self, names: list[str], piece_ptr: np.ndarray, piece_ends: np.ndarray, atomic_start: np.ndarray, config: dict
+    ) -> None:
         self.names = names
         self.piece_ptr = np.asarray(piece_ptr, dtype=np.int64)
         self.piece_ends = np.asarray(piece_ends, dtype=np.int64)
@@ -252,7 +267,7 @@ class EntitySegments:
         return self._index.get(name, -1)
 
     def ends(self, row: int) -> list[int]:
-        return self.piece_ends[self.piece_ptr[row]: self.piece_ptr[row + 1]].tolist()
+        return self.piece_ends[self.piece_ptr[row] : self.piece_ptr[row + 1]].tolist()
 
     def pieces(self, name: str) -> list[str]:
         """The sub-entities of ``name`` as strings (``[name]`` for unknown or short names)."""
@@ -272,25 +287,44 @@ class EntitySegments:
 
     def describe(self) -> dict:
         counts = np.diff(self.piece_ptr)
-        return {"names": len(self.names), "split_names": int((counts >= 2).sum()),
-                "atomic_splits": int((self.atomic_start >= 0).sum()), "cut_points": self.config.get("cut_points", "")}
+        return {
+            "names": len(self.names),
+            "split_names": int((counts >= 2).sum()),
+            "atomic_splits": int((self.atomic_start >= 0).sum()),
+            "cut_points": self.config.get("cut_points", ""),
+        }
 
     def save(self, directory: str | os.PathLike) -> Path:
-        return write_artefact(directory, "segments", SEGMENTS_FORMAT,
-                              {"piece_ptr": self.piece_ptr, "piece_ends": self.piece_ends,
-                               "atomic_start": self.atomic_start}, {"config": self.config, "names": self.names})
+        return write_artefact(
+            directory,
+            "segments",
+            SEGMENTS_FORMAT,
+            {"piece_ptr": self.piece_ptr, "piece_ends": self.piece_ends, "atomic_start": self.atomic_start},
+            {"config": self.config, "names": self.names},
+        )
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> "EntitySegments":
-        manifest, arrays = read_artefact(directory, "segments", SEGMENTS_FORMAT,
-                                         "kgplm entity-segment table (EMBERT's sub-entities)")
-        return cls(manifest["names"], arrays["piece_ptr"], arrays["piece_ends"], arrays["atomic_start"],
-                   manifest["config"])
+        manifest, arrays = read_artefact(
+            directory, "segments", SEGMENTS_FORMAT, "kgplm entity-segment table (EMBERT's sub-entities)"
+        )
+        return cls(
+            manifest["names"], arrays["piece_ptr"], arrays["piece_ends"], arrays["atomic_start"], manifest["config"]
+        )
 
 
-def build_entity_segments(store, *, linker=None, segmenter=None, long_length: int = 3, min_length: int = 2,
-                          max_cut_points: int = 100, min_cut_count: int = 20, min_cut_rate: float = 0.5,
-                          progress: bool = False) -> EntitySegments:
+def build_entity_segments(
+    store,
+    *,
+    linker=None,
+    segmenter=None,
+    long_length: int = 3,
+    min_length: int = 2,
+    max_cut_points: int = 100,
+    min_cut_count: int = 20,
+    min_cut_rate: float = 0.5,
+    progress: bool = False,
+) -> EntitySegments:
     """Segment every name of ``store`` (:func:`kg_names`) with the rules of the module docstring."""
     from kgplm.text.linking import EntityLinker
     from kgplm.text.segmentation import Segmenter
@@ -299,8 +333,14 @@ def build_entity_segments(store, *, linker=None, segmenter=None, long_length: in
     names = kg_names(store, min_length)
     if segmenter is None:
         segmenter = Segmenter(extra_words=[name for name in names if len(name) <= long_length])
-    cut_points = derive_cut_points(names, linker, long_length=long_length, max_cut_points=max_cut_points,
-                                   min_cut_count=min_cut_count, min_cut_rate=min_cut_rate)
+    cut_points = derive_cut_points(
+        names,
+        linker,
+        long_length=long_length,
+        max_cut_points=max_cut_points,
+        min_cut_count=min_cut_count,
+        min_cut_rate=min_cut_rate,
+    )
     splitter = EntitySegmenter(linker, segmenter, cut_points, long_length=long_length)
     piece_ptr, piece_ends, atomic = [0], [], []
     for name in tqdm(names, desc="segmenting KG names", unit=" names", disable=not progress, leave=False):
@@ -308,9 +348,16 @@ def build_entity_segments(store, *, linker=None, segmenter=None, long_length: in
         piece_ends.extend(end for _, end, _ in pieces)
         piece_ptr.append(len(piece_ends))
         atomic.append(splitter.atomic_start(pieces))
-    config = {"long_length": long_length, "min_length": min_length, "cut_points": cut_points,
-              "max_cut_points": max_cut_points, "min_cut_count": min_cut_count, "min_cut_rate": min_cut_rate}
-    segments = EntitySegments(names, np.asarray(piece_ptr), np.asarray(piece_ends, dtype=np.int64),
-                              np.asarray(atomic, dtype=np.int64), config)
+    config = {
+        "long_length": long_length,
+        "min_length": min_length,
+        "cut_points": cut_points,
+        "max_cut_points": max_cut_points,
+        "min_cut_count": min_cut_count,
+        "min_cut_rate": min_cut_rate,
+    }
+    segments = EntitySegments(
+        names, np.asarray(piece_ptr), np.asarray(piece_ends, dtype=np.int64), np.asarray(atomic, dtype=np.int64), config
+    )
     logger.info("entity segments: %s", segments.describe())
     return segments

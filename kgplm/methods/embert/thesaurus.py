@@ -56,8 +56,14 @@ class Thesaurus:
     (the rest come from its equivalents).
     """
 
-    def __init__(self, surfaces: list[str], entity_ptr: np.ndarray, entity_surfaces: np.ndarray,
-                 num_own: np.ndarray, config: dict) -> None:
+    def __init__(
+        self,
+        surfaces: list[str],
+        entity_ptr: np.ndarray,
+        entity_surfaces: np.ndarray,
+        num_own: np.ndarray,
+        config: dict,
+    ) -> None:
         self.surfaces = surfaces
         self.entity_ptr = np.asarray(entity_ptr, dtype=np.int64)
         self.entity_surfaces = np.asarray(entity_surfaces, dtype=np.int64)
@@ -69,7 +75,7 @@ class Thesaurus:
         return len(self.entity_ptr) - 1
 
     def surface_ids(self, entity: int) -> np.ndarray:
-        return self.entity_surfaces[self.entity_ptr[entity]: self.entity_ptr[entity + 1]]
+        return self.entity_surfaces[self.entity_ptr[entity] : self.entity_ptr[entity + 1]]
 
     def synonyms(self, entity: int) -> list[str]:
         """Every surface of ``entity`` (display name first)."""
@@ -81,30 +87,45 @@ class Thesaurus:
 
     def describe(self) -> dict:
         counts = self.num_surfaces()
-        return {"entities": self.num_entities, "surfaces": len(self.surfaces),
-                "entities_with_synonyms": int((counts >= 2).sum()), "synonym_pairs": int((counts * (counts - 1)).sum())}
+        return {
+            "entities": self.num_entities,
+            "surfaces": len(self.surfaces),
+            "entities_with_synonyms": int((counts >= 2).sum()),
+            "synonym_pairs": int((counts * (counts - 1)).sum()),
+        }
 
     # -- files ---------------------------------------------------------------------------------------
     def save(self, directory: str | os.PathLike) -> Path:
-        return write_artefact(directory, "thesaurus", THESAURUS_FORMAT,
-                              {"entity_ptr": self.entity_ptr, "entity_surfaces": self.entity_surfaces,
-                               "num_own": self.num_own}, {"config": self.config, "surfaces": self.surfaces})
+        return write_artefact(
+            directory,
+            "thesaurus",
+            THESAURUS_FORMAT,
+            {"entity_ptr": self.entity_ptr, "entity_surfaces": self.entity_surfaces, "num_own": self.num_own},
+            {"config": self.config, "surfaces": self.surfaces},
+        )
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> "Thesaurus":
-        manifest, arrays = read_artefact(directory, "thesaurus", THESAURUS_FORMAT, "kgplm thesaurus (EMBERT's synonyms)")
-        return cls(manifest["surfaces"], arrays["entity_ptr"], arrays["entity_surfaces"], arrays["num_own"],
-                   manifest["config"])
+        manifest, arrays = read_artefact(
+            directory, "thesaurus", THESAURUS_FORMAT, "kgplm thesaurus (EMBERT's synonyms)"
+        )
+        return cls(
+            manifest["surfaces"], arrays["entity_ptr"], arrays["entity_surfaces"], arrays["num_own"], manifest["config"]
+        )
 
 
 def _equivalence_relation_ids(store, relations: Iterable[str]) -> list[int]:
     wanted = set(relations)
-    return [index for index, (iri, name) in enumerate(zip(store.relation_iris, store.relation_names))
-            if iri in wanted or name in wanted]
+    return [
+        index
+        for index, (iri, name) in enumerate(zip(store.relation_iris, store.relation_names))
+        if iri in wanted or name in wanted
+    ]
 
 
-def build_thesaurus(store, *, equivalence_relations: Iterable[str] | None = None, min_length: int = 2,
-                    progress: bool = False) -> Thesaurus:
+def build_thesaurus(
+    store, *, equivalence_relations: Iterable[str] | None = None, min_length: int = 2, progress: bool = False
+) -> Thesaurus:
     """The thesaurus of ``store`` (see the module docstring).
 
     ``equivalence_relations``: relation IRIs or names whose links join synonyms (default
@@ -130,8 +151,9 @@ def build_thesaurus(store, *, equivalence_relations: Iterable[str] | None = None
         return index
 
     own: list[list[int]] = []
-    for entity in tqdm(range(store.num_entities), desc="thesaurus", unit=" entities", disable=not progress,
-                       leave=False):
+    for entity in tqdm(
+        range(store.num_entities), desc="thesaurus", unit=" entities", disable=not progress, leave=False
+    ):
         names = [store.entity_name(entity), *(text for text, _, _ in store.labels(entity))]
         ids: list[int] = []
         for name in names:
@@ -146,14 +168,18 @@ def build_thesaurus(store, *, equivalence_relations: Iterable[str] | None = None
     num_own = np.array([len(ids) for ids in own], dtype=np.int64)
     for entity in range(store.num_entities):
         merged = list(own[entity])
-        for other in links[link_ptr[entity]: link_ptr[entity + 1], 1].tolist():
+        for other in links[link_ptr[entity] : link_ptr[entity + 1], 1].tolist():
             merged.extend(index for index in own[other] if index not in merged)
         entity_surfaces.extend(merged)
         entity_ptr.append(len(entity_surfaces))
-    config = {"equivalence_relations": relations, "equivalence_relations_found": [store.relation_names[r] for r in
-                                                                                  relation_ids],
-              "equivalence_links": int(len(links) // 2), "min_length": min_length}
-    thesaurus = Thesaurus(surfaces, np.asarray(entity_ptr), np.asarray(entity_surfaces, dtype=np.int64), num_own,
-                          config)
+    config = {
+        "equivalence_relations": relations,
+        "equivalence_relations_found": [store.relation_names[r] for r in relation_ids],
+        "equivalence_links": int(len(links) // 2),
+        "min_length": min_length,
+    }
+    thesaurus = Thesaurus(
+        surfaces, np.asarray(entity_ptr), np.asarray(entity_surfaces, dtype=np.int64), num_own, config
+    )
     logger.info("thesaurus: %s", thesaurus.describe())
     return thesaurus

@@ -34,9 +34,21 @@ from kgplm.methods.registry import MethodEvaluation, MethodSpec, register
 from kgplm.models.electra import ELECTRA_ENCODING
 from kgplm.models.electra_batching import build_electra_collator
 
-__all__ = ["EpplmConfig", "EpplmForPreTraining", "EpplmCollator", "ProductAttributes", "AttributeGroup",
-           "read_attribute_table", "is_pap_step", "attribute_distances", "product_attribute_objective",
-           "DEFAULT_GRAPH_ATTRIBUTES", "METHOD_DATA_KEYS", "product_attributes_stage", "SPEC"]
+__all__ = [
+    "EpplmConfig",
+    "EpplmForPreTraining",
+    "EpplmCollator",
+    "ProductAttributes",
+    "AttributeGroup",
+    "read_attribute_table",
+    "is_pap_step",
+    "attribute_distances",
+    "product_attribute_objective",
+    "DEFAULT_GRAPH_ATTRIBUTES",
+    "METHOD_DATA_KEYS",
+    "product_attributes_stage",
+    "SPEC",
+]
 
 
 #: Drugs whose (drug, 适应症) pairs the registered ``PAP AUC`` evaluation holds out.
@@ -53,35 +65,51 @@ def filter_held_out_text(store, lines: list[str]) -> list[str]:
 
 def build_collator(context) -> EpplmCollator:
     config = context.config
-    return build_electra_collator(context, cls=EpplmCollator, attributes=context.artefacts["product_attributes"],
-                                  tokenizer=context.tokenizer, probability=config.pap_probability,
-                                  schedule=config.pap_schedule, max_values=config.pap_max_values,
-                                  negative_ratio=config.pap_negative_ratio, negatives=config.pap_negatives,
-                                  query_length=config.pap_query_length,
-                                  value_length=config.pap_value_length)
+    return build_electra_collator(
+        context,
+        cls=EpplmCollator,
+        attributes=context.artefacts["product_attributes"],
+        tokenizer=context.tokenizer,
+        probability=config.pap_probability,
+        schedule=config.pap_schedule,
+        max_values=config.pap_max_values,
+        negative_ratio=config.pap_negative_ratio,
+        negatives=config.pap_negatives,
+        query_length=config.pap_query_length,
+        value_length=config.pap_value_length,
+    )
 
 
-SPEC = register(MethodSpec(
-    name="epplm",
-    summary="ELECTRA RTD with biomedical entity masking (words + KG mentions) + product attribute prediction "
-            "(γ=4, ρ=5%)",
-    paper="Liu et al. (2022), A Domain Knowledge Enhanced Pre-Trained Language Model for Vertical Search: Case Study "
-          "on Medicinal Products, COLING",
-    config_class=EpplmConfig,
-    model_class=EpplmForPreTraining,
-    encoding=ELECTRA_ENCODING,
-    build_collator=build_collator,
-    losses=("mlm", "rtd", "pap"),
-    artefacts=frozenset({"product_attributes"}),
-    default_masking="word_entity",
-    evaluations={
-        "PAP AUC": MethodEvaluation(
-            run=pap_auc, chance=0.5, method_data={"pap_held_out": PAP_HELD_OUT_DRUGS}, filter_text=filter_held_out_text,
-            description=f"held-out (drug, 适应症) pairs of {PAP_HELD_OUT_DRUGS} drugs against popularity- and "
-                        "length-matched negatives; a PAP probe on frozen D (kgplm.methods.epplm.evaluation)"),
-        "PAP AUC, drug-shuffled": MethodEvaluation(
-            run=pap_auc_shuffled, chance=0.5, method_data={"pap_held_out": PAP_HELD_OUT_DRUGS},
-            filter_text=filter_held_out_text,
-            description="the same pairs scored against another held-out drug: must sit at chance"),
-    },
-))
+SPEC = register(
+    MethodSpec(
+        name="epplm",
+        summary="ELECTRA RTD with biomedical entity masking (words + KG mentions) + product attribute prediction "
+        "(γ=4, ρ=5%)",
+        paper="Liu et al. (2022), A Domain Knowledge Enhanced Pre-Trained Language Model for Vertical Search: Case Study "
+        "on Medicinal Products, COLING",
+        config_class=EpplmConfig,
+        model_class=EpplmForPreTraining,
+        encoding=ELECTRA_ENCODING,
+        build_collator=build_collator,
+        losses=("mlm", "rtd", "pap"),
+        artefacts=frozenset({"product_attributes"}),
+        default_masking="word_entity",
+        evaluations={
+            "PAP AUC": MethodEvaluation(
+                run=pap_auc,
+                chance=0.5,
+                method_data={"pap_held_out": PAP_HELD_OUT_DRUGS},
+                filter_text=filter_held_out_text,
+                description=f"held-out (drug, 适应症) pairs of {PAP_HELD_OUT_DRUGS} drugs against popularity- and "
+                "length-matched negatives; a PAP probe on frozen D (kgplm.methods.epplm.evaluation)",
+            ),
+            "PAP AUC, drug-shuffled": MethodEvaluation(
+                run=pap_auc_shuffled,
+                chance=0.5,
+                method_data={"pap_held_out": PAP_HELD_OUT_DRUGS},
+                filter_text=filter_held_out_text,
+                description="the same pairs scored against another held-out drug: must sit at chance",
+            ),
+        },
+    )
+)

@@ -47,8 +47,13 @@ import numpy as np
 from kgplm._io import atomic_file, iter_lines
 from kgplm.exceptions import ArtifactError, DataFormatError
 
-__all__ = ["AttributeGroup", "ProductAttributes", "DEFAULT_GRAPH_ATTRIBUTES", "read_attribute_table",
-           "METHOD_DATA_KEYS"]
+__all__ = [
+    "AttributeGroup",
+    "ProductAttributes",
+    "DEFAULT_GRAPH_ATTRIBUTES",
+    "read_attribute_table",
+    "METHOD_DATA_KEYS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -78,13 +83,20 @@ class ProductAttributes:
     their title (:meth:`own_value_ids`).
     """
 
-    def __init__(self, groups: Iterable[AttributeGroup] = (), withheld: Iterable[AttributeGroup] = (),
-                 held_out: Iterable[Sequence[str]] = ()) -> None:
+    def __init__(
+        self,
+        groups: Iterable[AttributeGroup] = (),
+        withheld: Iterable[AttributeGroup] = (),
+        held_out: Iterable[Sequence[str]] = (),
+    ) -> None:
         merged: dict[tuple[str, str], set[str]] = {}
         for group in groups:
             merged.setdefault((group.title, group.attribute), set()).update(group.values)
-        self.groups = [AttributeGroup(title, attribute, tuple(sorted(values)))
-                       for (title, attribute), values in sorted(merged.items()) if values]
+        self.groups = [
+            AttributeGroup(title, attribute, tuple(sorted(values)))
+            for (title, attribute), values in sorted(merged.items())
+            if values
+        ]
         self.values = sorted({value for group in self.groups for value in group.values})
         index = {value: i for i, value in enumerate(self.values)}
         self._group_value_ids = [np.array([index[v] for v in group.values], dtype=np.int64) for group in self.groups]
@@ -99,8 +111,11 @@ class ProductAttributes:
         kept: dict[tuple[str, str], set[str]] = {}
         for group in withheld:
             kept.setdefault((group.title, group.attribute), set()).update(group.values)
-        self.withheld = [AttributeGroup(title, attribute, tuple(sorted(values)))
-                         for (title, attribute), values in sorted(kept.items()) if values]
+        self.withheld = [
+            AttributeGroup(title, attribute, tuple(sorted(values)))
+            for (title, attribute), values in sorted(kept.items())
+            if values
+        ]
         self._withheld = {(g.title, g.attribute): g.values for g in self.withheld}
         self._index = index
         #: the (title, attribute, value) evaluation pairs held out (``method_data["pap_held_out"]``), sorted
@@ -110,8 +125,10 @@ class ProductAttributes:
         return len(self.groups)
 
     def __repr__(self) -> str:
-        return (f"ProductAttributes({len(self.groups):,} (title, attribute) groups, {self.num_triples:,} triples, "
-                f"attributes {sorted(self._pools)})")
+        return (
+            f"ProductAttributes({len(self.groups):,} (title, attribute) groups, {self.num_triples:,} triples, "
+            f"attributes {sorted(self._pools)})"
+        )
 
     @property
     def num_triples(self) -> int:
@@ -153,8 +170,9 @@ class ProductAttributes:
 
     # -- combining -----------------------------------------------------------------------------------
     def merge(self, other: "ProductAttributes") -> "ProductAttributes":
-        return ProductAttributes([*self.groups, *other.groups], [*self.withheld, *other.withheld],
-                                 [*self.held_out, *other.held_out])
+        return ProductAttributes(
+            [*self.groups, *other.groups], [*self.withheld, *other.withheld], [*self.held_out, *other.held_out]
+        )
 
     def without(self, triples: Iterable[Sequence[str]]) -> "ProductAttributes":
         """These groups minus the (title, attribute, value) ``triples``; the removed true ones are withheld."""
@@ -207,11 +225,17 @@ class ProductAttributes:
     def save(self, path: str | os.PathLike) -> Path:
         path = Path(path)
         with atomic_file(path, "w", encoding="utf-8") as handle:
-            json.dump({"format": FORMAT, "version": 1,
-                       "groups": [[g.title, g.attribute, list(g.values)] for g in self.groups],
-                       "withheld": [[g.title, g.attribute, list(g.values)] for g in self.withheld],
-                       "held_out": [list(triple) for triple in self.held_out]},
-                      handle, ensure_ascii=False)
+            json.dump(
+                {
+                    "format": FORMAT,
+                    "version": 1,
+                    "groups": [[g.title, g.attribute, list(g.values)] for g in self.groups],
+                    "withheld": [[g.title, g.attribute, list(g.values)] for g in self.withheld],
+                    "held_out": [list(triple) for triple in self.held_out],
+                },
+                handle,
+                ensure_ascii=False,
+            )
         return path
 
     @classmethod
@@ -220,9 +244,14 @@ class ProductAttributes:
         content = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(content, dict) or content.get("format") != FORMAT:
             raise ArtifactError(f"{path} is not a kgplm product-attribute file (format {FORMAT!r})")
-        return cls((AttributeGroup(title, attribute, tuple(values)) for title, attribute, values in content["groups"]),
-                   (AttributeGroup(title, attribute, tuple(values))
-                    for title, attribute, values in content.get("withheld", [])), content.get("held_out", []))
+        return cls(
+            (AttributeGroup(title, attribute, tuple(values)) for title, attribute, values in content["groups"]),
+            (
+                AttributeGroup(title, attribute, tuple(values))
+                for title, attribute, values in content.get("withheld", [])
+            ),
+            content.get("held_out", []),
+        )
 
     def write_table(self, path: str | os.PathLike) -> Path:
         """Write the groups as a ``title<TAB>attribute<TAB>v1|v2|…`` table (what :func:`read_attribute_table` reads)."""
@@ -246,8 +275,9 @@ def read_attribute_table(path: str | os.PathLike) -> list[AttributeGroup]:
         title, attribute = fields[0].strip(), fields[1].strip()
         values = tuple(value.strip() for value in fields[2].split("|") if value.strip())
         if not title or not attribute or not values:
-            raise DataFormatError("an empty title, attribute or value list", path=path, line=line_number,
-                                  expected=expected)
+            raise DataFormatError(
+                "an empty title, attribute or value list", path=path, line=line_number, expected=expected
+            )
         if any(char in value for value in values for char in "\t\n"):
             raise DataFormatError("a value holds a tab or newline", path=path, line=line_number, expected=expected)
         groups.append(AttributeGroup(title, attribute, values))

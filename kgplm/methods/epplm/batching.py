@@ -88,9 +88,20 @@ def own_in_pool(attributes: ProductAttributes, group: int) -> int:
 class EpplmCollator(ElectraCollator):
     """:class:`~kgplm.models.electra_batching.ElectraCollator` plus PAP groups at PAP steps."""
 
-    def __init__(self, *, attributes: ProductAttributes, tokenizer, probability: float, schedule: str,
-                 max_values: int, negative_ratio: int, query_length: int, value_length: int,
-                 negatives: str = "frequency", **options) -> None:
+    def __init__(
+        self,
+        *,
+        attributes: ProductAttributes,
+        tokenizer,
+        probability: float,
+        schedule: str,
+        max_values: int,
+        negative_ratio: int,
+        query_length: int,
+        value_length: int,
+        negatives: str = "frequency",
+        **options,
+    ) -> None:
         super().__init__(**options)
         if negatives not in PAP_NEGATIVES:
             raise ConfigurationError(f"pap_negatives must be one of {PAP_NEGATIVES}, got {negatives!r}")
@@ -104,12 +115,19 @@ class EpplmCollator(ElectraCollator):
         self.query_length = query_length
         self.value_length = value_length
         # groups whose attribute has a value they lack: the only ones that can have negatives
-        self.eligible = np.array([index for index, group in enumerate(attributes.groups)
-                                  if len(attributes.pool(group.attribute)) > own_in_pool(attributes, index)],
-                                 dtype=np.int64)
+        self.eligible = np.array(
+            [
+                index
+                for index, group in enumerate(attributes.groups)
+                if len(attributes.pool(group.attribute)) > own_in_pool(attributes, index)
+            ],
+            dtype=np.int64,
+        )
         if len(attributes) and not len(self.eligible):
-            logger.warning("no (title, attribute) group has a negative value (every attribute has a single group's "
-                           "values): product attribute prediction will not run")
+            logger.warning(
+                "no (title, attribute) group has a negative value (every attribute has a single group's "
+                "values): product attribute prediction will not run"
+            )
 
     def __call__(self, rows, example_seeds: np.ndarray) -> Batch:
         keys = np.asarray(example_seeds, dtype=np.int64).reshape(len(example_seeds), -1)
@@ -132,18 +150,30 @@ class EpplmCollator(ElectraCollator):
         if len(positives) > self.max_values:
             positives = np.sort(rng.choice(positives, size=self.max_values, replace=False))
         cumulative = np.cumsum(weights)
-        drawn = np.searchsorted(cumulative, rng.random(self.negative_ratio * len(positives)) * cumulative[-1],
-                                side="right")
+        drawn = np.searchsorted(
+            cumulative, rng.random(self.negative_ratio * len(positives)) * cumulative[-1], side="right"
+        )
         return group, positives, pool[np.minimum(drawn, len(pool) - 1)]
 
     def add_attribute_groups(self, batch: Batch, keys: np.ndarray) -> None:
         drawn = [self.sample_group(np.random.default_rng([*key.tolist(), PAP_STREAM])) for key in keys]
         value_ids = np.unique(np.concatenate([np.concatenate([pos, neg]) for _, pos, neg in drawn]))
         groups = [self.attributes.groups[group] for group, _, _ in drawn]
-        queries = self.tokenizer([g.title for g in groups], [g.attribute for g in groups], truncation="longest_first",
-                                 max_length=self.query_length, padding=True, return_tensors="pt")
-        values = self.tokenizer([self.attributes.values[i] for i in value_ids.tolist()], truncation=True,
-                                max_length=self.value_length, padding=True, return_tensors="pt")
+        queries = self.tokenizer(
+            [g.title for g in groups],
+            [g.attribute for g in groups],
+            truncation="longest_first",
+            max_length=self.query_length,
+            padding=True,
+            return_tensors="pt",
+        )
+        values = self.tokenizer(
+            [self.attributes.values[i] for i in value_ids.tolist()],
+            truncation=True,
+            max_length=self.value_length,
+            padding=True,
+            return_tensors="pt",
+        )
         candidate_group, candidate_value, candidate_label = [], [], []
         for row, (_, positives, negatives) in enumerate(drawn):
             both = np.concatenate([positives, negatives])

@@ -36,15 +36,34 @@ class EpplmConfig(ElectraConfig):
     ``pap_query_length``, ``pap_value_length``: token limits of t ⊕ n and of a value.
     """
 
-    method_fields = ElectraConfig.method_fields + ("pap_probability", "pap_schedule", "pap_margin", "pap_weight",
-                                                   "pap_negative_ratio", "pap_max_values", "pap_query_length",
-                                                   "pap_value_length", "pap_negatives")
+    method_fields = ElectraConfig.method_fields + (
+        "pap_probability",
+        "pap_schedule",
+        "pap_margin",
+        "pap_weight",
+        "pap_negative_ratio",
+        "pap_max_values",
+        "pap_query_length",
+        "pap_value_length",
+        "pap_negatives",
+    )
 
-    def __init__(self, method: str = "epplm", pap_probability: float = 0.05, pap_schedule: str = "with_rtd",
-                 pap_margin: float = 4.0, pap_weight: float = 1.0, pap_negative_ratio: int = 2,
-                 pap_max_values: int = 20, pap_query_length: int = 64, pap_value_length: int = 20,
-                 pap_negatives: str = "frequency", mask_fraction: float = 1.0, random_fraction: float = 0.0,
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        method: str = "epplm",
+        pap_probability: float = 0.05,
+        pap_schedule: str = "with_rtd",
+        pap_margin: float = 4.0,
+        pap_weight: float = 1.0,
+        pap_negative_ratio: int = 2,
+        pap_max_values: int = 20,
+        pap_query_length: int = 64,
+        pap_value_length: int = 20,
+        pap_negatives: str = "frequency",
+        mask_fraction: float = 1.0,
+        random_fraction: float = 0.0,
+        **kwargs,
+    ) -> None:
         super().__init__(method=method, mask_fraction=mask_fraction, random_fraction=random_fraction, **kwargs)
         if not 0.0 <= pap_probability <= 1.0:
             raise ConfigurationError(f"pap_probability must be in [0, 1], got {pap_probability}")
@@ -52,8 +71,12 @@ class EpplmConfig(ElectraConfig):
             raise ConfigurationError(f"pap_schedule must be one of {PAP_SCHEDULES}, got {pap_schedule!r}")
         if pap_negatives not in PAP_NEGATIVES:
             raise ConfigurationError(f"pap_negatives must be one of {PAP_NEGATIVES}, got {pap_negatives!r}")
-        for name, value in (("pap_negative_ratio", pap_negative_ratio), ("pap_max_values", pap_max_values),
-                            ("pap_query_length", pap_query_length), ("pap_value_length", pap_value_length)):
+        for name, value in (
+            ("pap_negative_ratio", pap_negative_ratio),
+            ("pap_max_values", pap_max_values),
+            ("pap_query_length", pap_query_length),
+            ("pap_value_length", pap_value_length),
+        ):
             if not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
         self.pap_probability = pap_probability

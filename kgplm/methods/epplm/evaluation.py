@@ -50,9 +50,24 @@ import numpy as np
 from kgplm.exceptions import ArtifactError, ConfigurationError
 from kgplm.methods.epplm.attributes import ProductAttributes
 
-__all__ = ["ATTRIBUTE", "pap_held_out_pairs", "held_out_triples", "leaking_lines", "drop_leaking_text",
-           "EvaluationSet", "build_evaluation_set", "popularity_scores", "length_scores", "auc", "chance_interval",
-           "title_agnostic_baseline_loss", "title_agnostic_auc", "pap_auc", "pap_auc_shuffled", "probe_scorer"]
+__all__ = [
+    "ATTRIBUTE",
+    "pap_held_out_pairs",
+    "held_out_triples",
+    "leaking_lines",
+    "drop_leaking_text",
+    "EvaluationSet",
+    "build_evaluation_set",
+    "popularity_scores",
+    "length_scores",
+    "auc",
+    "chance_interval",
+    "title_agnostic_baseline_loss",
+    "title_agnostic_auc",
+    "pap_auc",
+    "pap_auc_shuffled",
+    "probe_scorer",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +77,9 @@ HELD_OUT_STREAM = 0x4844
 
 
 # -- the held-out split ----------------------------------------------------------------------------------------
-def pap_held_out_pairs(attributes: ProductAttributes, count: int, seed: int = 0,
-                       attribute: str = ATTRIBUTE) -> list[tuple[str, str, str]]:
+def pap_held_out_pairs(
+    attributes: ProductAttributes, count: int, seed: int = 0, attribute: str = ATTRIBUTE
+) -> list[tuple[str, str, str]]:
     """(drug, ``attribute``, value): one value of each of ``count`` drugs with at least two, each value kept in
     training by another drug (module docstring); sorted."""
     popularity = Counter(v for g in attributes.groups if g.attribute == attribute for v in g.values)
@@ -114,8 +130,11 @@ def drop_leaking_text(lines: Sequence[str], attributes: ProductAttributes) -> li
     """``lines`` without :func:`leaking_lines`."""
     leaking = set(leaking_lines(lines, attributes))
     if leaking:
-        logger.info("dropped %d of %d text lines naming a held-out drug with one of its attribute values",
-                    len(leaking), len(lines))
+        logger.info(
+            "dropped %d of %d text lines naming a held-out drug with one of its attribute values",
+            len(leaking),
+            len(lines),
+        )
     return [line for number, line in enumerate(lines) if number not in leaking]
 
 
@@ -132,7 +151,17 @@ class EvaluationSet:
 
 
 #: (|log popularity ratio|, |length difference|) tolerances tried in turn when matching a negative to a positive.
-MATCHING_STEPS = ((0.0, 0), (0.1, 0), (0.1, 1), (0.25, 1), (0.25, 2), (0.5, 2), (1.0, 3), (2.0, 4), (math.inf, math.inf))
+MATCHING_STEPS = (
+    (0.0, 0),
+    (0.1, 0),
+    (0.1, 1),
+    (0.25, 1),
+    (0.25, 2),
+    (0.5, 2),
+    (1.0, 3),
+    (2.0, 4),
+    (math.inf, math.inf),
+)
 
 
 def training_popularity(attributes: ProductAttributes, attribute: str = ATTRIBUTE) -> dict[str, int]:
@@ -141,14 +170,17 @@ def training_popularity(attributes: ProductAttributes, attribute: str = ATTRIBUT
     return {attributes.values[i]: int(c) for i, c in zip(pool.tolist(), attributes.pool_counts(attribute).tolist())}
 
 
-def build_evaluation_set(attributes: ProductAttributes, per_pair: int = 4, seed: int = 0,
-                         attribute: str = ATTRIBUTE) -> EvaluationSet:
+def build_evaluation_set(
+    attributes: ProductAttributes, per_pair: int = 4, seed: int = 0, attribute: str = ATTRIBUTE
+) -> EvaluationSet:
     """Popularity- and length-matched negatives and the drug-shuffle control of ``attributes.held_out`` (module
     docstring)."""
     held_out = [(title, value) for title, name, value in attributes.held_out if name == attribute]
     if not held_out:
-        raise ArtifactError(f"the product attributes hold no held-out {attribute} pair: pre-train with "
-                            f"method_data={{'pap_held_out': n}}")
+        raise ArtifactError(
+            f"the product attributes hold no held-out {attribute} pair: pre-train with "
+            f"method_data={{'pap_held_out': n}}"
+        )
     popularity = training_popularity(attributes, attribute)
     names = sorted(popularity)
     counts = np.array([popularity[v] for v in names], dtype=np.float64)
@@ -192,8 +224,9 @@ def build_evaluation_set(attributes: ProductAttributes, per_pair: int = 4, seed:
 
 
 # -- scorers and the AUC ------------------------------------------------------------------------------------------
-def popularity_scores(attributes: ProductAttributes, pairs: Sequence[tuple[str, str]],
-                      attribute: str = ATTRIBUTE) -> np.ndarray:
+def popularity_scores(
+    attributes: ProductAttributes, pairs: Sequence[tuple[str, str]], attribute: str = ATTRIBUTE
+) -> np.ndarray:
     """A drug-ignoring scorer: how many training titles have the value (higher = more likely true)."""
     popularity = training_popularity(attributes, attribute)
     return np.array([popularity.get(value, 0) for _, value in pairs], dtype=np.float64)
@@ -228,8 +261,9 @@ def _candidate_weights(attributes: ProductAttributes, negatives: str) -> dict[st
     terms (1/|P| each) and negative terms (the law's probability), the group drawn uniformly among eligible ones."""
     from kgplm.methods.epplm.batching import own_in_pool
 
-    eligible = [i for i, g in enumerate(attributes.groups)
-                if len(attributes.pool(g.attribute)) > own_in_pool(attributes, i)]
+    eligible = [
+        i for i, g in enumerate(attributes.groups) if len(attributes.pool(g.attribute)) > own_in_pool(attributes, i)
+    ]
     share = 1.0 / len(eligible) if eligible else 0.0
     weights = {}
     for attribute in attributes.attributes:
@@ -249,12 +283,15 @@ def _candidate_weights(attributes: ProductAttributes, negatives: str) -> dict[st
         normaliser = mass.sum() - mass[own_in_pool].sum()
         totals[attribute] += share / normaliser
         negative[own_in_pool] -= share / normaliser  # this group never draws its own values
-    return {attribute: (positive, mass * (totals[attribute] + negative))
-            for attribute, (positive, negative, mass) in weights.items()}
+    return {
+        attribute: (positive, mass * (totals[attribute] + negative))
+        for attribute, (positive, negative, mass) in weights.items()
+    }
 
 
-def title_agnostic_baseline_loss(attributes: ProductAttributes, negatives: str = "frequency",
-                                 margin: float = 4.0) -> float:
+def title_agnostic_baseline_loss(
+    attributes: ProductAttributes, negatives: str = "frequency", margin: float = 4.0
+) -> float:
     """The expected PAP loss (Eq. 3, averaged over groups) of the best scorer of (attribute, value) alone.
 
     Per value the loss −W₊ log q − W₋ log(1 − q), q = σ(γ − d) ∈ (0, σ(γ)] (d ≥ 0), is least at
@@ -268,8 +305,9 @@ def title_agnostic_baseline_loss(attributes: ProductAttributes, negatives: str =
         used = both > 0
         q = np.minimum(positive[used] / both[used], ceiling)
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = -np.where(positive[used] > 0, positive[used] * np.log(q), 0.0) \
-                - np.where(negative[used] > 0, negative[used] * np.log1p(-q), 0.0)
+            terms = -np.where(positive[used] > 0, positive[used] * np.log(q), 0.0) - np.where(
+                negative[used] > 0, negative[used] * np.log1p(-q), 0.0
+            )
         total += float(terms.sum())
     return total
 
@@ -304,17 +342,30 @@ def _encode(model, tokenizer, first: list[str], second: list[str] | None, device
     parts = []
     with torch.no_grad():
         for start in range(0, len(first), batch_size):
-            encoded = tokenizer(first[start: start + batch_size],
-                                second[start: start + batch_size] if second is not None else None,
-                                truncation=True, max_length=64 if second is not None else 20, padding=True,
-                                return_tensors="pt").to(device)
-            parts.append(model.discriminate(encoded["input_ids"], encoded["attention_mask"],
-                                            encoded.get("token_type_ids"))[:, 0])
+            encoded = tokenizer(
+                first[start : start + batch_size],
+                second[start : start + batch_size] if second is not None else None,
+                truncation=True,
+                max_length=64 if second is not None else 20,
+                padding=True,
+                return_tensors="pt",
+            ).to(device)
+            parts.append(
+                model.discriminate(encoded["input_ids"], encoded["attention_mask"], encoded.get("token_type_ids"))[:, 0]
+            )
     return torch.cat(parts) if parts else torch.zeros(0)
 
 
-def probe_scorer(model, tokenizer, attributes: ProductAttributes, steps: int = 300, groups_per_step: int = 16,
-                 seed: int = 0, device="cpu", attribute: str = ATTRIBUTE) -> Callable[[list], np.ndarray]:
+def probe_scorer(
+    model,
+    tokenizer,
+    attributes: ProductAttributes,
+    steps: int = 300,
+    groups_per_step: int = 16,
+    seed: int = 0,
+    device="cpu",
+    attribute: str = ATTRIBUTE,
+) -> Callable[[list], np.ndarray]:
     """A scorer of (title, value) pairs: D frozen, a fresh pooler + f trained with the PAP loss for ``steps``
     steps on the training ``attribute`` groups (popularity-matched negatives, never a withheld value)."""
     import torch
@@ -325,16 +376,20 @@ def probe_scorer(model, tokenizer, attributes: ProductAttributes, steps: int = 3
     if not hasattr(model, "discriminate"):
         raise ConfigurationError(f"the PAP probe reads an ELECTRA discriminator; {type(model).__name__} has none")
     model.eval().to(device)
-    groups = [i for i, g in enumerate(attributes.groups)
-              if g.attribute == attribute and len(negative_weights(attributes, i, "frequency")[0])]
+    groups = [
+        i
+        for i, g in enumerate(attributes.groups)
+        if g.attribute == attribute and len(negative_weights(attributes, i, "frequency")[0])
+    ]
     titles = [attributes.groups[i].title for i in groups]
     query_states = _encode(model, tokenizer, titles, [attribute] * len(groups), device)
     pool = attributes.pool(attribute)  # value ids of the attribute's values: only these are scored
     value_states = _encode(model, tokenizer, [attributes.values[i] for i in pool.tolist()], None, device)
     hidden = query_states.shape[1]
     torch.manual_seed(seed)
-    probe = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden),
-                                torch.nn.GELU()).to(device)
+    probe = torch.nn.Sequential(
+        torch.nn.Linear(hidden, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden), torch.nn.GELU()
+    ).to(device)
     optimizer = torch.optim.Adam(probe.parameters(), lr=1e-3)
     rng = np.random.default_rng([seed, HELD_OUT_STREAM, 2])
     laws = {}
@@ -356,10 +411,15 @@ def probe_scorer(model, tokenizer, attributes: ProductAttributes, steps: int = 3
             labels.append(np.concatenate([np.ones(len(positives)), np.zeros(len(negatives))]))
         value_ids = torch.from_numpy(np.searchsorted(pool, np.concatenate(values))).to(device)
         member = torch.from_numpy(np.concatenate(members)).to(device)
-        distances = attribute_distances(probe(query_states[rows]), probe(value_states[value_ids]), member,
-                                        torch.arange(len(value_ids), device=device))
-        loss = product_attribute_objective(distances, member, torch.from_numpy(np.concatenate(labels)).to(device),
-                                           4.0).loss
+        distances = attribute_distances(
+            probe(query_states[rows]),
+            probe(value_states[value_ids]),
+            member,
+            torch.arange(len(value_ids), device=device),
+        )
+        loss = product_attribute_objective(
+            distances, member, torch.from_numpy(np.concatenate(labels)).to(device), 4.0
+        ).loss
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -375,8 +435,10 @@ def probe_scorer(model, tokenizer, attributes: ProductAttributes, steps: int = 3
 
 def evaluate_scorer(score: Callable[[list], np.ndarray], evaluation: EvaluationSet) -> dict[str, float]:
     """``auc`` on the matched set and ``shuffled`` on the drug-shuffle control of one scorer."""
-    return {"auc": auc(score(evaluation.positives), score(evaluation.negatives)),
-            "shuffled": auc(score(evaluation.shuffled_positives), score(evaluation.shuffled_negatives))}
+    return {
+        "auc": auc(score(evaluation.positives), score(evaluation.negatives)),
+        "shuffled": auc(score(evaluation.shuffled_positives), score(evaluation.shuffled_negatives)),
+    }
 
 
 _PROBE_CACHE: dict[tuple[str, str], dict[str, float]] = {}

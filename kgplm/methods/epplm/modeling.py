@@ -105,15 +105,20 @@ class AttributeProjection(nn.Module):
         return F.gelu(self.dense(vectors))
 
 
-def attribute_distances(query_vectors: torch.Tensor, value_vectors: torch.Tensor, candidate_group: torch.Tensor,
-                        candidate_value: torch.Tensor) -> torch.Tensor:
+def attribute_distances(
+    query_vectors: torch.Tensor,
+    value_vectors: torch.Tensor,
+    candidate_group: torch.Tensor,
+    candidate_value: torch.Tensor,
+) -> torch.Tensor:
     """d = ‖f(E(t ⊕ n)) − f(E(v))‖₁ per candidate; ``query_vectors`` (groups, H) and ``value_vectors``
     (values, H) are already projected by f. (candidates,)."""
     return (query_vectors[candidate_group] - value_vectors[candidate_value]).abs().sum(-1)
 
 
-def product_attribute_objective(distances: torch.Tensor, candidate_group: torch.Tensor,
-                                candidate_label: torch.Tensor, margin: float) -> Objective | None:
+def product_attribute_objective(
+    distances: torch.Tensor, candidate_group: torch.Tensor, candidate_label: torch.Tensor, margin: float
+) -> Objective | None:
     """Eq. 3 per group, averaged over groups (module docstring); accuracy: candidates on their side of γ."""
     if len(distances) == 0:
         return None
@@ -145,30 +150,44 @@ class EpplmForPreTraining(KgplmForReplacedTokenDetection):
     def build_heads(self, config: EpplmConfig) -> None:
         self.pap_projection = AttributeProjection(config)
 
-    def encode_texts(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                     token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def encode_texts(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """f(E(x)) of short texts (rows, H): D's pooled [CLS] state, projected."""
         hidden = self.discriminate(input_ids, attention_mask, token_type_ids)
         return self.pap_projection(ELECTRA_ENCODING.pool(self, hidden))
 
-    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                replacement_uniforms: torch.Tensor | None = None, pap_query_ids: torch.Tensor | None = None,
-                pap_query_mask: torch.Tensor | None = None, pap_query_type_ids: torch.Tensor | None = None,
-                pap_value_ids: torch.Tensor | None = None, pap_value_mask: torch.Tensor | None = None,
-                pap_candidate_group: torch.Tensor | None = None, pap_candidate_value: torch.Tensor | None = None,
-                pap_candidate_label: torch.Tensor | None = None) -> PretrainingOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        replacement_uniforms: torch.Tensor | None = None,
+        pap_query_ids: torch.Tensor | None = None,
+        pap_query_mask: torch.Tensor | None = None,
+        pap_query_type_ids: torch.Tensor | None = None,
+        pap_value_ids: torch.Tensor | None = None,
+        pap_value_mask: torch.Tensor | None = None,
+        pap_candidate_group: torch.Tensor | None = None,
+        pap_candidate_value: torch.Tensor | None = None,
+        pap_candidate_label: torch.Tensor | None = None,
+    ) -> PretrainingOutput:
         config = self.config
         if labels is None and pap_query_ids is None:
             return super().forward(input_ids, attention_mask, token_type_ids)
         output = PretrainingOutput(losses={}, loss_weights={}, metrics={})
         if input_ids is not None and labels is not None:
-            self.replaced_token_detection(output, input_ids, attention_mask, token_type_ids, labels,
-                                          replacement_uniforms)
+            self.replaced_token_detection(
+                output, input_ids, attention_mask, token_type_ids, labels, replacement_uniforms
+            )
         if pap_query_ids is not None:
             queries = self.encode_texts(pap_query_ids, pap_query_mask, pap_query_type_ids)  # (groups, H)
             values = self.encode_texts(pap_value_ids, pap_value_mask)  # (values, H)
             distances = attribute_distances(queries, values, pap_candidate_group, pap_candidate_value)
-            output.add("pap", product_attribute_objective(distances, pap_candidate_group, pap_candidate_label,
-                                                          config.pap_margin), config.pap_weight)
+            output.add(
+                "pap",
+                product_attribute_objective(distances, pap_candidate_group, pap_candidate_label, config.pap_margin),
+                config.pap_weight,
+            )
         return output

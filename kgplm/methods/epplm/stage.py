@@ -25,8 +25,9 @@ def product_attributes_stage(run, inputs) -> ProductAttributes:
     data = dict(inputs.arguments.get("method_data") or {})
     unknown = sorted(set(data) - set(METHOD_DATA_KEYS))
     if unknown:
-        raise ConfigurationError(f"unknown method_data keys {unknown} for product attribute prediction; it reads "
-                                 f"{list(METHOD_DATA_KEYS)}")
+        raise ConfigurationError(
+            f"unknown method_data keys {unknown} for product attribute prediction; it reads {list(METHOD_DATA_KEYS)}"
+        )
     names = data.get("graph_attributes", DEFAULT_GRAPH_ATTRIBUTES)
     if isinstance(names, str) or not all(isinstance(name, str) for name in names):
         raise ConfigurationError(f"method_data['graph_attributes'] must be a list of predicate names, got {names!r}")
@@ -39,18 +40,29 @@ def product_attributes_stage(run, inputs) -> ProductAttributes:
     held_out = data.get("pap_held_out")
     if held_out:
         if not isinstance(held_out, int) or isinstance(held_out, bool) or held_out < 0:
-            raise ConfigurationError(f"method_data['pap_held_out'] must be a number of drugs (an integer ≥ 0), "
-                                     f"got {held_out!r}")
+            raise ConfigurationError(
+                f"method_data['pap_held_out'] must be a number of drugs (an integer ≥ 0), got {held_out!r}"
+            )
         pairs = pap_held_out_pairs(attributes, held_out)
         attributes = attributes.holding_out(pairs, held_out_triples(attributes, pairs))
-        logger.info("product attribute prediction: %d (drug, 适应症) pairs held out for evaluation, with every other "
-                    "attribute triple of their drugs", len(pairs))
+        logger.info(
+            "product attribute prediction: %d (drug, 适应症) pairs held out for evaluation, with every other "
+            "attribute triple of their drugs",
+            len(pairs),
+        )
     if not len(attributes):
-        logger.warning("no product attribute triples: the graph has none of %s and no table was given; product "
-                       "attribute prediction will not run", list(names))
+        logger.warning(
+            "no product attribute triples: the graph has none of %s and no table was given; product "
+            "attribute prediction will not run",
+            list(names),
+        )
     else:
-        logger.info("product attribute prediction: %d (title, attribute) groups (%d from the graph), %d triples",
-                    len(attributes), from_graph, attributes.num_triples)
+        logger.info(
+            "product attribute prediction: %d (title, attribute) groups (%d from the graph), %d triples",
+            len(attributes),
+            from_graph,
+            attributes.num_triples,
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     attributes.save(path)
     return attributes

@@ -21,9 +21,13 @@ def build_collator(context) -> KebiolmCollator:
     from kgplm.text.masking import Masker
 
     config, tokenizer = context.config, context.tokenizer
-    return KebiolmCollator(masker=Masker.from_tokenizer(tokenizer, context.masking, seed=context.seed),
-                           cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
-                           pad_token_id=tokenizer.pad_token_id, max_mentions=config.max_mentions)
+    return KebiolmCollator(
+        masker=Masker.from_tokenizer(tokenizer, context.masking, seed=context.seed),
+        cls_token_id=tokenizer.cls_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        max_mentions=config.max_mentions,
+    )
 
 
 def prepare_model(model: KebiolmForPreTraining, context) -> None:
@@ -32,19 +36,21 @@ def prepare_model(model: KebiolmForPreTraining, context) -> None:
         model.entity_memory.load_embeddings(context.kg_embeddings)
 
 
-SPEC = register(MethodSpec(
-    name="kebiolm",
-    summary="text-only layers → BIO mention detection → top-k entities of a TransE table → fusion → fusion "
-            "layers; MLM + ED + EL",
-    paper="Yuan et al. (2021), Improving Biomedical Pretrained Language Models with Knowledge, BioNLP",
-    config_class=KebiolmConfig,
-    model_class=KebiolmForPreTraining,
-    encoding=KEBIOLM_ENCODING,
-    build_collator=build_collator,
-    losses=("mlm", "ed", "el"),
-    artefacts=frozenset({"kg_embeddings"}),
-    kg_embedding="transe",
-    # §3.2 "we mask all tokens within a word or entity span": mentions whole, other words whole
-    default_masking="word_entity",
-    prepare_model=prepare_model,
-))
+SPEC = register(
+    MethodSpec(
+        name="kebiolm",
+        summary="text-only layers → BIO mention detection → top-k entities of a TransE table → fusion → fusion "
+        "layers; MLM + ED + EL",
+        paper="Yuan et al. (2021), Improving Biomedical Pretrained Language Models with Knowledge, BioNLP",
+        config_class=KebiolmConfig,
+        model_class=KebiolmForPreTraining,
+        encoding=KEBIOLM_ENCODING,
+        build_collator=build_collator,
+        losses=("mlm", "ed", "el"),
+        artefacts=frozenset({"kg_embeddings"}),
+        kg_embedding="transe",
+        # §3.2 "we mask all tokens within a word or entity span": mentions whole, other words whole
+        default_masking="word_entity",
+        prepare_model=prepare_model,
+    )
+)

@@ -29,8 +29,15 @@ class KebiolmCollator(PretrainingCollator):
         super().__init__(**options)
         self.max_mentions = max_mentions
 
-    def method_inputs(self, batch: Batch, rows: dict, examples: list[PretrainingExample], original_ids: np.ndarray,
-                      labels: np.ndarray, rngs: list[np.random.Generator]) -> None:
+    def method_inputs(
+        self,
+        batch: Batch,
+        rows: dict,
+        examples: list[PretrainingExample],
+        original_ids: np.ndarray,
+        labels: np.ndarray,
+        rngs: list[np.random.Generator],
+    ) -> None:
         size, length = original_ids.shape
         special = np.isin(original_ids, [self.cls_token_id, self.sep_token_id, self.pad_token_id])
         valid = batch["attention_mask"].numpy().astype(bool) & ~special

@@ -33,9 +33,19 @@ class KebiolmConfig(KgplmConfig):
     * ``ed_weight``, ``el_weight``: weights of L_ED and L_EL (the paper sums them: 1 and 1).
     """
 
-    method_fields = ("text_only_layers", "fusion_layers", "num_retrieved", "retrieval_chunk_size", "entity_init",
-                     "freeze_entity_embeddings", "linking_softmax", "linking_negatives", "max_mentions",
-                     "ed_weight", "el_weight")
+    method_fields = (
+        "text_only_layers",
+        "fusion_layers",
+        "num_retrieved",
+        "retrieval_chunk_size",
+        "entity_init",
+        "freeze_entity_embeddings",
+        "linking_softmax",
+        "linking_negatives",
+        "max_mentions",
+        "ed_weight",
+        "el_weight",
+    )
 
     def __init__(
         self,
@@ -82,19 +92,25 @@ class KebiolmConfig(KgplmConfig):
         """Raise :class:`ConfigurationError` when the fields cannot build a model."""
         text_only, fusion = self.layer_split
         if not 0 <= text_only <= self.num_hidden_layers or fusion < 0:
-            raise ConfigurationError(f"text_only_layers ({self.text_only_layers}) and fusion_layers "
-                                     f"({self.fusion_layers}) must split the {self.num_hidden_layers} encoder layers")
+            raise ConfigurationError(
+                f"text_only_layers ({self.text_only_layers}) and fusion_layers "
+                f"({self.fusion_layers}) must split the {self.num_hidden_layers} encoder layers"
+            )
         if self.fusion_layers is not None and text_only + self.fusion_layers != self.num_hidden_layers:
-            raise ConfigurationError(f"text_only_layers {text_only} + fusion_layers {self.fusion_layers} must equal "
-                                     f"num_hidden_layers {self.num_hidden_layers}")
+            raise ConfigurationError(
+                f"text_only_layers {text_only} + fusion_layers {self.fusion_layers} must equal "
+                f"num_hidden_layers {self.num_hidden_layers}"
+            )
         if self.num_entities < 1:
-            raise ConfigurationError(f"method {self.method!r} needs an entity table: num_entities must be ≥ 1, "
-                                     f"got {self.num_entities}")
+            raise ConfigurationError(
+                f"method {self.method!r} needs an entity table: num_entities must be ≥ 1, got {self.num_entities}"
+            )
         if self.entity_init not in ENTITY_INITS:
             raise ConfigurationError(f"entity_init must be one of {ENTITY_INITS}, got {self.entity_init!r}")
         if self.linking_softmax not in LINKING_SOFTMAXES:
-            raise ConfigurationError(f"linking_softmax must be one of {LINKING_SOFTMAXES}, "
-                                     f"got {self.linking_softmax!r}")
+            raise ConfigurationError(
+                f"linking_softmax must be one of {LINKING_SOFTMAXES}, got {self.linking_softmax!r}"
+            )
         for name in ("num_retrieved", "retrieval_chunk_size", "linking_negatives", "max_mentions"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -28,8 +28,9 @@ def tags_from_spans(length: int, spans: np.ndarray, valid: np.ndarray) -> np.nda
     tags = np.zeros(length, dtype=np.int64)
     spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     lengths = spans[:, 1] - spans[:, 0]
-    inside = np.repeat(spans[:, 0], lengths) + (np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths,
-                                                                                    lengths))
+    inside = np.repeat(spans[:, 0], lengths) + (
+        np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    )
     tags[inside] = INSIDE
     tags[spans[lengths > 0, 0]] = BEGIN
     return np.where(valid, tags, -100)
@@ -62,7 +63,8 @@ def decode_spans(tags: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Te
     positions = torch.arange(batch * length, device=tags.device)
     start_positions = positions[flat_starts]  # (m,) flat
     ends = torch.zeros_like(start_positions).scatter_reduce(
-        0, span_of_token[flat_inside], positions[flat_inside] + 1, reduce="amax", include_self=False)
+        0, span_of_token[flat_inside], positions[flat_inside] + 1, reduce="amax", include_self=False
+    )
     mention_batch = start_positions // length
     spans = torch.stack([start_positions - mention_batch * length, ends - mention_batch * length], 1)
     return mention_batch, spans

@@ -94,8 +94,14 @@ from kgplm.models.modules import (
 )
 from kgplm.models.objectives import Objective, classification_objective, masked_lm_objective
 
-__all__ = ["EntityMemory", "MentionProjection", "EntityFusion", "KebiolmEncoding", "KebiolmForPreTraining",
-           "KEBIOLM_ENCODING"]
+__all__ = [
+    "EntityMemory",
+    "MentionProjection",
+    "EntityFusion",
+    "KebiolmEncoding",
+    "KebiolmForPreTraining",
+    "KEBIOLM_ENCODING",
+]
 
 
 class EntityMemory(nn.Module):
@@ -127,18 +133,24 @@ class EntityMemory(nn.Module):
         """Copy the entity vectors of a :class:`~kgplm.kg.embeddings.KGEmbeddings` (TransE) of the same graph."""
         vectors = torch.as_tensor(embeddings.entity_embeddings)
         if tuple(vectors.shape) != tuple(self.weight.shape):
-            raise ConfigurationError(f"KG embeddings have entity table {tuple(vectors.shape)}; the model expects "
-                                     f"{tuple(self.weight.shape)}")
+            raise ConfigurationError(
+                f"KG embeddings have entity table {tuple(vectors.shape)}; the model expects {tuple(self.weight.shape)}"
+            )
         self.weight.copy_(vectors)
 
-    def attend(self, mention_vectors: torch.Tensor, *, with_logsumexp: bool = False
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def attend(
+        self, mention_vectors: torch.Tensor, *, with_logsumexp: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """``(retrieved_ids (m, k), weights a_j (m, k), e'_m (m, d_e), logsumexp)`` for h'_m (m, d_e);
         ``logsumexp`` (m,) is log Σ_j exp(h'_m · e_j) over every entity when asked for (L_EL reuses
         the search's pass over the table), else ``None``."""
-        _, retrieved, normaliser = top_k_by_dot_product(mention_vectors.detach(), self.weight.detach(),
-                                                        self.num_retrieved, self.chunk_size,
-                                                        with_logsumexp=with_logsumexp)
+        _, retrieved, normaliser = top_k_by_dot_product(
+            mention_vectors.detach(),
+            self.weight.detach(),
+            self.num_retrieved,
+            self.chunk_size,
+            with_logsumexp=with_logsumexp,
+        )
         if self.sparse_gradients:
             vectors = F.embedding(retrieved, self.weight, sparse=True)  # (m, k, d_e)
         else:
@@ -168,8 +180,13 @@ class EntityFusion(nn.Module):
         super().__init__()
         self.linear = nn.Linear(config.entity_dim, config.hidden_size)  # W_e, b_e
 
-    def forward(self, hidden: torch.Tensor, entity_vectors: torch.Tensor, mention_batch: torch.Tensor,
-                mention_spans: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        entity_vectors: torch.Tensor,
+        mention_batch: torch.Tensor,
+        mention_spans: torch.Tensor,
+    ) -> torch.Tensor:
         token_mention, token_batch, token_position = mention_token_index(mention_batch, mention_spans)
         delta = self.linear(entity_vectors)[token_mention]  # (mention_tokens, d1)
         # under autocast the linear layer answers in bf16/fp16 while the residual stream (LayerNorm's
@@ -197,8 +214,16 @@ class KebiolmEncoding(Encoding):
         host.entity_memory = EntityMemory(config)
         host.entity_fusion = EntityFusion(config)
 
-    def encode(self, host, input_ids, attention_mask=None, token_type_ids=None, mention_batch=None,
-               mention_spans=None, with_logsumexp: bool = False) -> EncoderOutput:
+    def encode(
+        self,
+        host,
+        input_ids,
+        attention_mask=None,
+        token_type_ids=None,
+        mention_batch=None,
+        mention_spans=None,
+        with_logsumexp: bool = False,
+    ) -> EncoderOutput:
         """Final token states; ``mention_spans`` (with ``mention_batch``) are gold mentions, else the
         detected ones are used.
 
@@ -217,17 +242,30 @@ class KebiolmEncoding(Encoding):
         detection_logits = host.entity_detection(hidden)  # (batch, length, 3)
         if mention_spans is None:
             with torch.no_grad():
-                mention_batch, mention_spans = decode_spans(detection_logits.argmax(-1),
-                                                            candidate_positions(attention_mask, token_type_ids))
-        extras = {"detection_logits": detection_logits, "mention_batch": mention_batch, "mention_spans": mention_spans,
-                  "mention_vectors": None, "retrieved_ids": None, "retrieval_weights": None, "logsumexp": None}
+                mention_batch, mention_spans = decode_spans(
+                    detection_logits.argmax(-1), candidate_positions(attention_mask, token_type_ids)
+                )
+        extras = {
+            "detection_logits": detection_logits,
+            "mention_batch": mention_batch,
+            "mention_spans": mention_spans,
+            "mention_vectors": None,
+            "retrieved_ids": None,
+            "retrieval_weights": None,
+            "logsumexp": None,
+        }
         if len(mention_spans):
             mention_vectors = host.mention_projection(hidden, mention_batch, mention_spans)  # (m, d_e)
             retrieved, weights, entity_vectors, normaliser = host.entity_memory.attend(
-                mention_vectors, with_logsumexp=with_logsumexp)
+                mention_vectors, with_logsumexp=with_logsumexp
+            )
             hidden = host.entity_fusion(hidden, entity_vectors, mention_batch, mention_spans)
-            extras.update(mention_vectors=mention_vectors, retrieved_ids=retrieved, retrieval_weights=weights,
-                          logsumexp=normaliser)
+            extras.update(
+                mention_vectors=mention_vectors,
+                retrieved_ids=retrieved,
+                retrieval_weights=weights,
+                logsumexp=normaliser,
+            )
         hidden = run_encoder_layers(layers[text_only:], hidden, mask)  # (batch, length, d1)
         return EncoderOutput(hidden, extras)
 
@@ -256,25 +294,47 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                mention_batch: torch.Tensor | None = None, mention_spans: torch.Tensor | None = None,
-                mention_entity_ids: torch.Tensor | None = None,
-                detection_labels: torch.Tensor | None = None) -> PretrainingOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        mention_batch: torch.Tensor | None = None,
+        mention_spans: torch.Tensor | None = None,
+        mention_entity_ids: torch.Tensor | None = None,
+        detection_labels: torch.Tensor | None = None,
+    ) -> PretrainingOutput:
         config = self.config
         # the full softmax's normaliser comes from the search's pass over the table: L_EL's under the
         # exact softmax, the exact value logged beside the approximate L_EL otherwise
-        encoded = KEBIOLM_ENCODING.encode(self, input_ids, attention_mask, token_type_ids, mention_batch,
-                                          mention_spans, with_logsumexp=mention_entity_ids is not None)
+        encoded = KEBIOLM_ENCODING.encode(
+            self,
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            mention_batch,
+            mention_spans,
+            with_logsumexp=mention_entity_ids is not None,
+        )
         hidden, extras = encoded.last_hidden_state, encoded.extras
         prediction_logits = self.cls(hidden)  # (batch, length, vocab)
-        output = PretrainingOutput(prediction_logits=prediction_logits, last_hidden_state=hidden,
-                                   mention_vectors=extras["mention_vectors"], losses={}, loss_weights={}, metrics={})
+        output = PretrainingOutput(
+            prediction_logits=prediction_logits,
+            last_hidden_state=hidden,
+            mention_vectors=extras["mention_vectors"],
+            losses={},
+            loss_weights={},
+            metrics={},
+        )
         if labels is not None:
             output.add("mlm", masked_lm_objective(prediction_logits, labels))
         if detection_labels is not None:
-            output.add("ed", classification_objective(extras["detection_logits"].flatten(0, 1),
-                                                      detection_labels.flatten()), config.ed_weight)
+            output.add(
+                "ed",
+                classification_objective(extras["detection_logits"].flatten(0, 1), detection_labels.flatten()),
+                config.ed_weight,
+            )
         if mention_entity_ids is not None and len(mention_entity_ids) and extras["mention_vectors"] is not None:
             output.add("el", self._linking_objective(extras, mention_entity_ids), config.el_weight)
             if config.linking_softmax != "full":
@@ -292,9 +352,16 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
     def _linking_objective(self, extras: dict, gold: torch.Tensor) -> Objective:
         """Eq. 10; accuracy: the gold entity is the nearest of all (the retrieval's first row)."""
         config = self.config
-        loss = linking_loss(extras["mention_vectors"], self.entity_memory.weight, gold,
-                            softmax=config.linking_softmax, chunk_size=config.retrieval_chunk_size,
-                            num_negatives=config.linking_negatives, logsumexp=extras["logsumexp"],
-                            retrieved=extras["retrieved_ids"], sparse=self.entity_memory.sparse_gradients)
+        loss = linking_loss(
+            extras["mention_vectors"],
+            self.entity_memory.weight,
+            gold,
+            softmax=config.linking_softmax,
+            chunk_size=config.retrieval_chunk_size,
+            num_negatives=config.linking_negatives,
+            logsumexp=extras["logsumexp"],
+            retrieved=extras["retrieved_ids"],
+            sparse=self.entity_memory.sparse_gradients,
+        )
         accuracy = (extras["retrieved_ids"][:, 0] == gold).float().mean()
         return Objective(loss, accuracy.detach(), len(gold))

@@ -50,8 +50,9 @@ __all__ = ["top_k_by_dot_product", "chunked_logsumexp", "linking_loss"]
 
 
 @torch.no_grad()
-def top_k_by_dot_product(queries: torch.Tensor, table: torch.Tensor, k: int, chunk_size: int, *,
-                         with_logsumexp: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def top_k_by_dot_product(
+    queries: torch.Tensor, table: torch.Tensor, k: int, chunk_size: int, *, with_logsumexp: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The ``k`` rows of ``table`` (entities, d) with the largest dot product with each query (n, d).
 
     Returns ``(scores, ids, logsumexp)``: scores and ids (n, min(k, entities)), best first, exact, chunk
@@ -74,7 +75,7 @@ def _top_k(queries, table, k, chunk_size, with_logsumexp):
     best_ids = torch.empty(queries.shape[0], 0, dtype=torch.long, device=queries.device)
     normaliser = queries.new_full((queries.shape[0],), float("-inf")) if with_logsumexp else None
     for start in range(0, table.shape[0], chunk_size):
-        scores = queries @ table[start: start + chunk_size].T  # (n, chunk)
+        scores = queries @ table[start : start + chunk_size].T  # (n, chunk)
         if with_logsumexp:
             normaliser = torch.logaddexp(normaliser, torch.logsumexp(scores, dim=1))
         chunk_scores, chunk_ids = scores.topk(min(k, scores.shape[1]), dim=1)
@@ -89,14 +90,15 @@ class _ChunkedLogSumExp(torch.autograd.Function):
     """log Σ_j exp(q · e_j) per query without materialising (queries × entities) for backward."""
 
     @staticmethod
-    def forward(ctx, queries: torch.Tensor, table: torch.Tensor, chunk_size: int,
-                known: torch.Tensor | None) -> torch.Tensor:
+    def forward(
+        ctx, queries: torch.Tensor, table: torch.Tensor, chunk_size: int, known: torch.Tensor | None
+    ) -> torch.Tensor:
         if known is not None:  # computed already, by the retrieval's pass over the same table
             result = known.detach().clone()
         else:
             result = queries.new_full((queries.shape[0],), float("-inf"))
             for start in range(0, table.shape[0], chunk_size):
-                scores = queries @ table[start: start + chunk_size].T  # (n, chunk)
+                scores = queries @ table[start : start + chunk_size].T  # (n, chunk)
                 result = torch.logaddexp(result, torch.logsumexp(scores, dim=1))
         ctx.save_for_backward(queries, table, result)
         ctx.chunk_size = chunk_size
@@ -109,18 +111,19 @@ class _ChunkedLogSumExp(torch.autograd.Function):
         grad_queries = torch.zeros_like(queries) if want_queries else None
         grad_table = torch.zeros_like(table) if want_table else None
         for start in range(0, table.shape[0], ctx.chunk_size):
-            rows = table[start: start + ctx.chunk_size]
+            rows = table[start : start + ctx.chunk_size]
             # softmax of this chunk, weighted by the incoming gradient: (n, chunk)
             weights = torch.exp(queries @ rows.T - result[:, None]) * grad_output[:, None]
             if want_queries:
                 grad_queries += weights @ rows
             if want_table:
-                grad_table[start: start + ctx.chunk_size] = weights.T @ queries
+                grad_table[start : start + ctx.chunk_size] = weights.T @ queries
         return grad_queries, grad_table, None, None
 
 
-def chunked_logsumexp(queries: torch.Tensor, table: torch.Tensor, chunk_size: int,
-                      known: torch.Tensor | None = None) -> torch.Tensor:
+def chunked_logsumexp(
+    queries: torch.Tensor, table: torch.Tensor, chunk_size: int, known: torch.Tensor | None = None
+) -> torch.Tensor:
     """log Σ_j exp(queries · table_j) for each query, (n,); gradients to both, chunk by chunk.
 
     ``known``: the value, when a pass over the same queries and table computed it already
@@ -128,14 +131,23 @@ def chunked_logsumexp(queries: torch.Tensor, table: torch.Tensor, chunk_size: in
     """
     dtype = _search_dtype(queries, table)
     with torch.autocast(queries.device.type, enabled=False):
-        return _ChunkedLogSumExp.apply(queries.to(dtype), table.to(dtype), chunk_size,
-                                       None if known is None else known.to(dtype))
+        return _ChunkedLogSumExp.apply(
+            queries.to(dtype), table.to(dtype), chunk_size, None if known is None else known.to(dtype)
+        )
 
 
-def linking_loss(queries: torch.Tensor, table: torch.Tensor, gold: torch.Tensor, *, softmax: str = "full",
-                 chunk_size: int = 16384, num_negatives: int = 4096,
-                 logsumexp: torch.Tensor | None = None, retrieved: torch.Tensor | None = None,
-                 sparse: bool = False) -> torch.Tensor:
+def linking_loss(
+    queries: torch.Tensor,
+    table: torch.Tensor,
+    gold: torch.Tensor,
+    *,
+    softmax: str = "full",
+    chunk_size: int = 16384,
+    num_negatives: int = 4096,
+    logsumexp: torch.Tensor | None = None,
+    retrieved: torch.Tensor | None = None,
+    sparse: bool = False,
+) -> torch.Tensor:
     """Mean over mentions of −log softmax(h'_m · e)_gold (Eq. 10).
 
     ``softmax``: ``"full"`` — over every entity (exact, chunked); ``"sampled"`` — the estimate of the
@@ -155,8 +167,14 @@ def linking_loss(queries: torch.Tensor, table: torch.Tensor, gold: torch.Tensor,
     return F.cross_entropy(logits, torch.searchsorted(candidates, gold))
 
 
-def _sampled_linking_loss(queries: torch.Tensor, table: torch.Tensor, gold: torch.Tensor,
-                          retrieved: torch.Tensor | None, num_negatives: int, sparse: bool) -> torch.Tensor:
+def _sampled_linking_loss(
+    queries: torch.Tensor,
+    table: torch.Tensor,
+    gold: torch.Tensor,
+    retrieved: torch.Tensor | None,
+    num_negatives: int,
+    sparse: bool,
+) -> torch.Tensor:
     """mean_m (log Ẑ_m − s_gold) of the module docstring; memory mentions × (k + golds + draws)."""
     num_mentions, num_entities = len(gold), table.shape[0]
     golds = torch.unique(gold)
@@ -178,7 +196,8 @@ def _sampled_linking_loss(queries: torch.Tensor, table: torch.Tensor, gold: torc
         queries = queries.to(dtype)
         exact_scores = torch.einsum("md,mcd->mc", queries, rows(exact))  # (mentions, |D_m| with repeats)
         draw_scores = queries @ rows(draws).T - math.log(num_negatives / num_entities)  # log-Q corrected
-        scores = torch.cat([exact_scores.masked_fill(repeated, float("-inf")),
-                            draw_scores.masked_fill(accidental, float("-inf"))], 1)
+        scores = torch.cat(
+            [exact_scores.masked_fill(repeated, float("-inf")), draw_scores.masked_fill(accidental, float("-inf"))], 1
+        )
         gold_scores = (queries * rows(gold)).sum(-1)
         return (torch.logsumexp(scores, 1) - gold_scores).mean()

@@ -22,8 +22,15 @@ from kgplm.methods.smedbert.modeling import (
     SmedbertForPreTraining,
 )
 
-__all__ = ["SmedbertConfig", "SmedbertForPreTraining", "SmedbertEncoding", "SmedbertCollator", "KnowledgeLookup",
-           "TypeFrequencySampler", "SPEC"]
+__all__ = [
+    "SmedbertConfig",
+    "SmedbertForPreTraining",
+    "SmedbertEncoding",
+    "SmedbertCollator",
+    "KnowledgeLookup",
+    "TypeFrequencySampler",
+    "SPEC",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -33,12 +40,18 @@ def build_collator(context) -> SmedbertCollator:
 
     config, tokenizer = context.config, context.tokenizer
     sampler = TypeFrequencySampler(context.entity_frequencies, context.store.primary_type_ids())
-    return SmedbertCollator(masker=Masker.from_tokenizer(tokenizer, context.masking, seed=context.seed),
-                            cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
-                            pad_token_id=tokenizer.pad_token_id, sentence_order=config.use_sop, sampler=sampler,
-                            num_negatives=config.mnem_num_negatives, knowledge_losses=config.use_knowledge_losses,
-                            num_entity_types=config.num_entity_types,
-                            relational=config.relational_encoder == "rgcn")
+    return SmedbertCollator(
+        masker=Masker.from_tokenizer(tokenizer, context.masking, seed=context.seed),
+        cls_token_id=tokenizer.cls_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        sentence_order=config.use_sop,
+        sampler=sampler,
+        num_negatives=config.mnem_num_negatives,
+        knowledge_losses=config.use_knowledge_losses,
+        num_entity_types=config.num_entity_types,
+        relational=config.relational_encoder == "rgcn",
+    )
 
 
 def derive_config(artefacts) -> dict:
@@ -51,25 +64,29 @@ def prepare_model(model: SmedbertForPreTraining, context) -> None:
     if context.kg_embeddings is not None:
         model.kg.load_embeddings(context.kg_embeddings)
     if context.text_model_dir is None and model.config.use_knowledge_losses:
-        logger.warning("SMedBERT's MMeM target Y_m comes from the initial word embeddings; with a text encoder "
-                       "trained from scratch they are random, not the pre-trained embeddings of the paper")
+        logger.warning(
+            "SMedBERT's MMeM target Y_m comes from the initial word embeddings; with a text encoder "
+            "trained from scratch they are random, not the pre-trained embeddings of the paper"
+        )
     model.snapshot_mmem_target()
 
 
-SPEC = register(MethodSpec(
-    name="smedbert",
-    summary="mention-neighbour hybrid attention (PEPR neighbours, TransR); MLM + SOP + MNeM + MMeM",
-    paper="Zhang et al. (2021), SMedBERT: A Knowledge-Enhanced Pre-trained Language Model with Structured "
-          "Semantics for Medical Text Mining, ACL",
-    config_class=SmedbertConfig,
-    model_class=SmedbertForPreTraining,
-    encoding=SMEDBERT_ENCODING,
-    build_collator=build_collator,
-    losses=("mlm", "sop", "mnem", "mmem"),
-    artefacts=frozenset({"entity_frequencies", "neighbor_table", "kg_embeddings"}),
-    kg_embedding="transr",
-    default_masking="whole_entity",
-    finetuning_inputs=knowledge_inputs,
-    derive_config=derive_config,
-    prepare_model=prepare_model,
-))
+SPEC = register(
+    MethodSpec(
+        name="smedbert",
+        summary="mention-neighbour hybrid attention (PEPR neighbours, TransR); MLM + SOP + MNeM + MMeM",
+        paper="Zhang et al. (2021), SMedBERT: A Knowledge-Enhanced Pre-trained Language Model with Structured "
+        "Semantics for Medical Text Mining, ACL",
+        config_class=SmedbertConfig,
+        model_class=SmedbertForPreTraining,
+        encoding=SMEDBERT_ENCODING,
+        build_collator=build_collator,
+        losses=("mlm", "sop", "mnem", "mmem"),
+        artefacts=frozenset({"entity_frequencies", "neighbor_table", "kg_embeddings"}),
+        kg_embedding="transr",
+        default_masking="whole_entity",
+        finetuning_inputs=knowledge_inputs,
+        derive_config=derive_config,
+        prepare_model=prepare_model,
+    )
+)

@@ -69,22 +69,29 @@ def _tensor(array: np.ndarray, dtype=np.int64) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array, dtype=dtype))
 
 
-def _knowledge_indices(mention_batch: np.ndarray, spans: np.ndarray, edge_mention: np.ndarray,
-                       type_ids: np.ndarray, num_types: int | None,
-                       relational: bool) -> dict[str, torch.Tensor]:
+def _knowledge_indices(
+    mention_batch: np.ndarray,
+    spans: np.ndarray,
+    edge_mention: np.ndarray,
+    type_ids: np.ndarray,
+    num_types: int | None,
+    relational: bool,
+) -> dict[str, torch.Tensor]:
     """The indices the SMedBERT encoder would otherwise compute on the device (see ``SmedbertEncoding.encode``),
     built on the CPU with the same functions."""
     indices = {"mention_tokens": torch.stack(mention_token_index(_tensor(mention_batch), _tensor(spans)))}
     if len(edge_mention) and num_types is not None:
         indices["neighbor_type_group"], indices["type_group_mention"] = type_groups(
-            _tensor(edge_mention), _tensor(type_ids), num_types)
+            _tensor(edge_mention), _tensor(type_ids), num_types
+        )
     if len(edge_mention) and relational:
         indices.update(neighbor_graph(_tensor(edge_mention)))
     return indices
 
 
-def split_mentions(mention_batch: np.ndarray, entity_ids: np.ndarray | None, masked: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def split_mentions(
+    mention_batch: np.ndarray, entity_ids: np.ndarray | None, masked: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """``(knowledge, targets)``: positions of the knowledge mentions and of the MNeM targets.
 
     Knowledge mentions are the masked ones (``masked``: every token chosen for masking). An unmasked
@@ -103,8 +110,12 @@ def split_mentions(mention_batch: np.ndarray, entity_ids: np.ndarray | None, mas
 
 
 #: The corpus columns of each mention's PEPR row, by short name.
-NEIGHBOR_COLUMNS = {"ids": "neighbor_ids", "relations": "neighbor_relations", "directions": "neighbor_directions",
-                    "types": "neighbor_types"}
+NEIGHBOR_COLUMNS = {
+    "ids": "neighbor_ids",
+    "relations": "neighbor_relations",
+    "directions": "neighbor_directions",
+    "types": "neighbor_types",
+}
 
 
 class SmedbertCollator(PretrainingCollator):
@@ -123,8 +134,16 @@ class SmedbertCollator(PretrainingCollator):
     from its own generator, which keeps an example independent of its batch partners).
     """
 
-    def __init__(self, *, sampler: TypeFrequencySampler | None, num_negatives: int, knowledge_losses: bool = True,
-                 num_entity_types: int | None = None, relational: bool = False, **options) -> None:
+    def __init__(
+        self,
+        *,
+        sampler: TypeFrequencySampler | None,
+        num_negatives: int,
+        knowledge_losses: bool = True,
+        num_entity_types: int | None = None,
+        relational: bool = False,
+        **options,
+    ) -> None:
         super().__init__(**options)
         self.sampler = sampler
         self.num_negatives = num_negatives
@@ -143,20 +162,31 @@ class SmedbertCollator(PretrainingCollator):
             for name, column in NEIGHBOR_COLUMNS.items():
                 table = np.asarray(rows[column][row], dtype=np.int64).reshape(num_corpus_mentions, -1)
                 parts[name].append(table[example.mention_rows])
-        return {name: np.concatenate(chunks) if chunks else np.zeros((0, 0), np.int64)
-                for name, chunks in parts.items()}
+        return {
+            name: np.concatenate(chunks) if chunks else np.zeros((0, 0), np.int64) for name, chunks in parts.items()
+        }
 
     @staticmethod
     def _mention_entities(rows: dict, examples: list[PretrainingExample], counts: np.ndarray) -> np.ndarray | None:
         """Each surviving mention's entity, in the flat mention order (``None`` without the column)."""
         if "mention_entity_ids" not in rows:
             return None
-        parts = [np.asarray(rows["mention_entity_ids"][row], dtype=np.int64)[example.mention_rows]
-                 for row, example in enumerate(examples) if counts[row]]
+        parts = [
+            np.asarray(rows["mention_entity_ids"][row], dtype=np.int64)[example.mention_rows]
+            for row, example in enumerate(examples)
+            if counts[row]
+        ]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
-    def method_inputs(self, batch: Batch, rows: dict, examples: list[PretrainingExample], original_ids: np.ndarray,
-                      labels: np.ndarray, rngs: list[np.random.Generator]) -> None:
+    def method_inputs(
+        self,
+        batch: Batch,
+        rows: dict,
+        examples: list[PretrainingExample],
+        original_ids: np.ndarray,
+        labels: np.ndarray,
+        rngs: list[np.random.Generator],
+    ) -> None:
         # every mention of the batch, flat: its sequence and token span
         counts = np.array([len(example.mention_spans) for example in examples], dtype=np.int64)
         mention_batch = np.repeat(np.arange(len(examples)), counts)  # (mentions,)
@@ -177,11 +207,23 @@ class SmedbertCollator(PretrainingCollator):
         mention_of_edge = knowledge[member]
         edges = {name: neighbors[name][mention_of_edge, slot] for name in NEIGHBOR_COLUMNS}
         batch["neighbor_mention"] = _tensor(member)
-        for name, key in (("ids", "neighbor_entity_ids"), ("relations", "neighbor_relation_ids"),
-                          ("directions", "neighbor_directions"), ("types", "neighbor_type_ids")):
+        for name, key in (
+            ("ids", "neighbor_entity_ids"),
+            ("relations", "neighbor_relation_ids"),
+            ("directions", "neighbor_directions"),
+            ("types", "neighbor_type_ids"),
+        ):
             batch[key] = _tensor(edges[name])
-        batch.update(_knowledge_indices(mention_batch[knowledge], spans[knowledge], member,
-                                        edges["types"], self.num_entity_types, self.relational))
+        batch.update(
+            _knowledge_indices(
+                mention_batch[knowledge],
+                spans[knowledge],
+                member,
+                edges["types"],
+                self.num_entity_types,
+                self.relational,
+            )
+        )
         if self.sampler is None:
             return
         member, slot = np.nonzero(neighbors["ids"][targets] >= 0)  # MNeM edges, grouped by example
@@ -189,20 +231,26 @@ class SmedbertCollator(PretrainingCollator):
         entity = neighbors["ids"][mention_of_edge, slot]
         edges_per_example = np.bincount(mention_batch[mention_of_edge], minlength=len(examples))
         # each example's negatives from its own generator, as many rows as it has edges
-        uniforms = [rngs[row].random((count, self.num_negatives)) for row, count in enumerate(edges_per_example)
-                    if count]
-        negatives = self.sampler.draw(entity, np.concatenate(uniforms) if uniforms
-                                      else np.zeros((0, self.num_negatives)))  # (edges, negatives)
-        batch["mnem_mention_batch"], batch["mnem_mention_spans"] = _tensor(mention_batch[targets]), \
-            _tensor(spans[targets])
-        batch["mnem_mention_tokens"] = torch.stack(mention_token_index(batch["mnem_mention_batch"],
-                                                                       batch["mnem_mention_spans"]))
+        uniforms = [
+            rngs[row].random((count, self.num_negatives)) for row, count in enumerate(edges_per_example) if count
+        ]
+        negatives = self.sampler.draw(
+            entity, np.concatenate(uniforms) if uniforms else np.zeros((0, self.num_negatives))
+        )  # (edges, negatives)
+        batch["mnem_mention_batch"], batch["mnem_mention_spans"] = (
+            _tensor(mention_batch[targets]),
+            _tensor(spans[targets]),
+        )
+        batch["mnem_mention_tokens"] = torch.stack(
+            mention_token_index(batch["mnem_mention_batch"], batch["mnem_mention_spans"])
+        )
         batch["mnem_edge_mention"], batch["mnem_entity_ids"] = _tensor(member), _tensor(entity)
         batch["mnem_relation_ids"] = _tensor(neighbors["relations"][mention_of_edge, slot])
         batch["mnem_directions"] = _tensor(neighbors["directions"][mention_of_edge, slot])
         batch["mnem_negative_ids"] = _tensor(negatives.reshape(-1, self.num_negatives))
-        batch["mnem_log_q"] = _tensor(self.sampler.log_q[np.concatenate([entity[:, None], negatives], 1)],
-                                      np.float32).reshape(-1, self.num_negatives + 1)
+        batch["mnem_log_q"] = _tensor(
+            self.sampler.log_q[np.concatenate([entity[:, None], negatives], 1)], np.float32
+        ).reshape(-1, self.num_negatives + 1)
         if self.knowledge_losses:
             batch.target_counts["mnem"] = len(entity)
 
@@ -241,8 +289,13 @@ class KnowledgeLookup:
         relations[in_table] = self.relations[table_rows[in_table]]
         directions[in_table] = self.directions[table_rows[in_table]]
         types = np.where(neighbors >= 0, self.primary_types[np.maximum(neighbors, 0)], -1)
-        return {"mention_spans": spans, "neighbor_ids": neighbors, "neighbor_relations": relations,
-                "neighbor_directions": directions, "neighbor_types": types}
+        return {
+            "mention_spans": spans,
+            "neighbor_ids": neighbors,
+            "neighbor_relations": relations,
+            "neighbor_directions": directions,
+            "neighbor_types": types,
+        }
 
     def collate(self, parts: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
         """The encoder's knowledge inputs for a batch of :meth:`features` results (one per sequence)."""
@@ -250,16 +303,22 @@ class KnowledgeLookup:
         mention_batch = np.repeat(np.arange(len(parts)), counts)
         spans = np.concatenate([part["mention_spans"].reshape(-1, 2) for part in parts]).astype(np.int64)
         k = self.neighbors.shape[1]
-        table = {name: np.concatenate([part[column].reshape(-1, k) for part in parts])
-                 for name, column in NEIGHBOR_COLUMNS.items()}  # (mentions, K)
+        table = {
+            name: np.concatenate([part[column].reshape(-1, k) for part in parts])
+            for name, column in NEIGHBOR_COLUMNS.items()
+        }  # (mentions, K)
         edge_mention, slot = np.nonzero(table["ids"] >= 0)
         edges = {name: values[edge_mention, slot] for name, values in table.items()}
-        return {"mention_batch": _tensor(mention_batch), "mention_spans": _tensor(spans).reshape(-1, 2),
-                "neighbor_mention": _tensor(edge_mention), "neighbor_entity_ids": _tensor(edges["ids"]),
-                "neighbor_relation_ids": _tensor(edges["relations"]),
-                "neighbor_directions": _tensor(edges["directions"]), "neighbor_type_ids": _tensor(edges["types"]),
-                **_knowledge_indices(mention_batch, spans, edge_mention, edges["types"],
-                                     self.num_types, self.relational)}
+        return {
+            "mention_batch": _tensor(mention_batch),
+            "mention_spans": _tensor(spans).reshape(-1, 2),
+            "neighbor_mention": _tensor(edge_mention),
+            "neighbor_entity_ids": _tensor(edges["ids"]),
+            "neighbor_relation_ids": _tensor(edges["relations"]),
+            "neighbor_directions": _tensor(edges["directions"]),
+            "neighbor_type_ids": _tensor(edges["types"]),
+            **_knowledge_indices(mention_batch, spans, edge_mention, edges["types"], self.num_types, self.relational),
+        }
 
 
 #: The last lookups built, by (graph, table) files and their modification times: linking CMeKG's 135k
@@ -295,11 +354,16 @@ def knowledge_inputs(run, progress: bool) -> KnowledgeLookup:
     if not table_path.is_file() and run.read_run_config().get("neighbor_table"):
         table_path = Path(run.read_run_config()["neighbor_table"])
     if not table_path.is_file():
-        raise MissingFileError(table_path, "PEPR neighbour table of the pre-training run (a SMedBERT model needs "
-                                           "the graph and neighbour table it was trained with)")
+        raise MissingFileError(
+            table_path,
+            "PEPR neighbour table of the pre-training run (a SMedBERT model needs "
+            "the graph and neighbour table it was trained with)",
+        )
     config_path = run.model_dir / "config.json"
-    relational = config_path.is_file() and json.loads(config_path.read_text(encoding="utf-8")).get(
-        "relational_encoder") == "rgcn"
+    relational = (
+        config_path.is_file()
+        and json.loads(config_path.read_text(encoding="utf-8")).get("relational_encoder") == "rgcn"
+    )
     graph = run.store_dir if (run.store_dir / "manifest.json").is_file() else run.read_run_config()["graph"]
     run_config = run.read_run_config()
     linking = json.dumps([run_config.get("linking"), run_config.get("stages", {}).get("linking")], sort_keys=True)
@@ -309,6 +373,7 @@ def knowledge_inputs(run, progress: bool) -> KnowledgeLookup:
             _LOOKUPS.pop(next(iter(_LOOKUPS)))
         store = run.open_store(progress=progress)
         # the mentions pre-training saw: the run's own linking options, not the defaults
-        _LOOKUPS[key] = KnowledgeLookup(store, NeighborTable.load(table_path), relational=relational,
-                                        linker=recorded_linker(store, run_config))
+        _LOOKUPS[key] = KnowledgeLookup(
+            store, NeighborTable.load(table_path), relational=relational, linker=recorded_linker(store, run_config)
+        )
     return _LOOKUPS[key]

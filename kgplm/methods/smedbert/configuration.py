@@ -23,9 +23,20 @@ class SmedbertConfig(KgplmConfig):
       takes it from the table.
     """
 
-    method_fields = ("knowledge_layer", "use_type_attention", "use_hybrid_attention", "use_knowledge_losses",
-                     "relational_encoder", "freeze_kg_embeddings", "use_sop", "mnem_weight", "mmem_weight",
-                     "mnem_scale", "mnem_num_negatives", "mmem_target")
+    method_fields = (
+        "knowledge_layer",
+        "use_type_attention",
+        "use_hybrid_attention",
+        "use_knowledge_losses",
+        "relational_encoder",
+        "freeze_kg_embeddings",
+        "use_sop",
+        "mnem_weight",
+        "mmem_weight",
+        "mnem_scale",
+        "mnem_num_negatives",
+        "mmem_target",
+    )
 
     def __init__(
         self,
@@ -75,14 +86,17 @@ class SmedbertConfig(KgplmConfig):
     def validate_knowledge(self) -> None:
         """Raise :class:`ConfigurationError` when the knowledge fields cannot build a model."""
         if not 0 <= self.fusion_layer <= self.num_hidden_layers:
-            raise ConfigurationError(f"knowledge_layer must be in [0, {self.num_hidden_layers}], "
-                                     f"got {self.knowledge_layer}")
+            raise ConfigurationError(
+                f"knowledge_layer must be in [0, {self.num_hidden_layers}], got {self.knowledge_layer}"
+            )
         self.require_graph()
         if self.relational_encoder not in (None, "rgcn"):
             raise ConfigurationError(f"relational_encoder must be None or 'rgcn', got {self.relational_encoder!r}")
         if self.mmem_target not in ("frozen_initial", "shared"):
             raise ConfigurationError(f"mmem_target must be 'frozen_initial' or 'shared', got {self.mmem_target!r}")
         if self.neighbor_candidates not in ("one_hop", "any"):
-            raise ConfigurationError(f"neighbor_candidates must be 'one_hop' or 'any', got {self.neighbor_candidates!r}")
+            raise ConfigurationError(
+                f"neighbor_candidates must be 'one_hop' or 'any', got {self.neighbor_candidates!r}"
+            )
         if self.mnem_num_negatives < 1:
             raise ConfigurationError(f"mnem_num_negatives must be ≥ 1, got {self.mnem_num_negatives}")

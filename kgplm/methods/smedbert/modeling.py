@@ -140,19 +140,47 @@ from kgplm.models.modules import (
 )
 from kgplm.models.objectives import masked_lm_objective, sentence_order_objective
 
-__all__ = ["NeighborTypeAttention", "NeighborNodeAttention", "MentionNeighborHybridAttention", "GatedPositionInfusion",
-           "MentionProjection", "type_groups", "mnem_scores", "masked_neighbor_loss", "SmedbertEncoding",
-           "SmedbertForPreTraining", "KNOWLEDGE_INPUTS", "KNOWLEDGE_INDEX_INPUTS", "MNEM_INPUTS"]
+__all__ = [
+    "NeighborTypeAttention",
+    "NeighborNodeAttention",
+    "MentionNeighborHybridAttention",
+    "GatedPositionInfusion",
+    "MentionProjection",
+    "type_groups",
+    "mnem_scores",
+    "masked_neighbor_loss",
+    "SmedbertEncoding",
+    "SmedbertForPreTraining",
+    "KNOWLEDGE_INPUTS",
+    "KNOWLEDGE_INDEX_INPUTS",
+    "MNEM_INPUTS",
+]
 
 #: The batch keys of the knowledge mentions the encoder injects neighbours for (pre-training and fine-tuning).
-KNOWLEDGE_INPUTS = ("mention_batch", "mention_spans", "neighbor_mention", "neighbor_entity_ids",
-                    "neighbor_relation_ids", "neighbor_directions", "neighbor_type_ids")
+KNOWLEDGE_INPUTS = (
+    "mention_batch",
+    "mention_spans",
+    "neighbor_mention",
+    "neighbor_entity_ids",
+    "neighbor_relation_ids",
+    "neighbor_directions",
+    "neighbor_type_ids",
+)
 #: Indices of the knowledge mentions the collators precompute on the CPU (optional; ``SmedbertEncoding.encode``).
 KNOWLEDGE_INDEX_INPUTS = ("mention_tokens", "neighbor_type_group", "type_group_mention", "co_neighbor_pairs")
 #: The batch keys of MNeM: the target mentions (never injected), their neighbour edges and negatives,
 #: and (optional, precomputed) their tokens.
-MNEM_INPUTS = ("mnem_mention_batch", "mnem_mention_spans", "mnem_edge_mention", "mnem_entity_ids",
-               "mnem_relation_ids", "mnem_directions", "mnem_negative_ids", "mnem_log_q", "mnem_mention_tokens")
+MNEM_INPUTS = (
+    "mnem_mention_batch",
+    "mnem_mention_spans",
+    "mnem_edge_mention",
+    "mnem_entity_ids",
+    "mnem_relation_ids",
+    "mnem_directions",
+    "mnem_negative_ids",
+    "mnem_log_q",
+    "mnem_mention_tokens",
+)
 
 
 class NeighborTypeAttention(nn.Module):
@@ -164,14 +192,22 @@ class NeighborTypeAttention(nn.Module):
         self.type_transform = nn.Linear(entity_dim, entity_dim, bias=False)  # W_t'
         self.score = nn.Linear(entity_dim, 1, bias=False)  # W_a
 
-    def forward(self, mention_vectors: torch.Tensor, neighbor_vectors: torch.Tensor, edge_mention: torch.Tensor,
-                edge_group: torch.Tensor, group_mention: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        mention_vectors: torch.Tensor,
+        neighbor_vectors: torch.Tensor,
+        edge_mention: torch.Tensor,
+        edge_group: torch.Tensor,
+        group_mention: torch.Tensor,
+    ) -> torch.Tensor:
         """α per (mention, type) group, shape (groups,); softmax over each mention's groups."""
         num_groups = len(group_mention)
-        type_vectors = scatter(neighbor_vectors.float(), edge_group, dim=0, dim_size=num_groups,
-                               reduce="sum")  # (groups, d2)
-        scores = self.score(torch.tanh(self.mention_transform(mention_vectors[group_mention])
-                                       + self.type_transform(type_vectors))).squeeze(-1)  # (groups,)
+        type_vectors = scatter(
+            neighbor_vectors.float(), edge_group, dim=0, dim_size=num_groups, reduce="sum"
+        )  # (groups, d2)
+        scores = self.score(
+            torch.tanh(self.mention_transform(mention_vectors[group_mention]) + self.type_transform(type_vectors))
+        ).squeeze(-1)  # (groups,)
         return softmax(scores.float(), group_mention, num_nodes=len(mention_vectors))  # fp32 under autocast
 
 
@@ -198,13 +234,29 @@ class NeighborNodeAttention(MessagePassing):
         for layer in (self.query, self.key, self.value):
             layer.reset_parameters()
 
-    def forward(self, neighbor_vectors: torch.Tensor, mention_vectors: torch.Tensor, edge_index: torch.Tensor,
-                edge_weight: torch.Tensor) -> torch.Tensor:
-        return self.propagate(edge_index, x=(neighbor_vectors, mention_vectors), edge_weight=edge_weight,
-                              size=(len(neighbor_vectors), len(mention_vectors)))
+    def forward(
+        self,
+        neighbor_vectors: torch.Tensor,
+        mention_vectors: torch.Tensor,
+        edge_index: torch.Tensor,
+        edge_weight: torch.Tensor,
+    ) -> torch.Tensor:
+        return self.propagate(
+            edge_index,
+            x=(neighbor_vectors, mention_vectors),
+            edge_weight=edge_weight,
+            size=(len(neighbor_vectors), len(mention_vectors)),
+        )
 
-    def message(self, x_j: torch.Tensor, x_i: torch.Tensor, edge_weight: torch.Tensor, index: torch.Tensor,
-                ptr: torch.Tensor | None, size_i: int | None) -> torch.Tensor:
+    def message(
+        self,
+        x_j: torch.Tensor,
+        x_i: torch.Tensor,
+        edge_weight: torch.Tensor,
+        index: torch.Tensor,
+        ptr: torch.Tensor | None,
+        size_i: int | None,
+    ) -> torch.Tensor:
         # fp32 under autocast: the scores, the grouped softmax and the weighted sum of values
         scores = edge_weight.float() * (self.query(x_i).float() * self.key(x_j).float()).sum(-1) * self.scale
         attention = softmax(scores, index, ptr, size_i)  # (edges,)
@@ -234,9 +286,15 @@ class MentionNeighborHybridAttention(nn.Module):
         pooled = self.span_pooling(token_states, token_mention, num_mentions)  # (mentions, d1)
         return self.mention_norm(F.gelu(self.mention_projection(pooled)))
 
-    def forward(self, mention_vectors: torch.Tensor, neighbor_vectors: torch.Tensor, edge_mention: torch.Tensor,
-                edge_type: torch.Tensor, num_types: int,
-                groups: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        mention_vectors: torch.Tensor,
+        neighbor_vectors: torch.Tensor,
+        edge_mention: torch.Tensor,
+        edge_type: torch.Tensor,
+        num_types: int,
+        groups: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """h̄_m, (mentions, d2). ``neighbor_vectors`` (edges, d2), one row per neighbour edge;
         ``groups``: :func:`type_groups` of the edges when the collator built them."""
         num_mentions = len(mention_vectors)
@@ -247,10 +305,12 @@ class MentionNeighborHybridAttention(nn.Module):
             summary = scatter(neighbor_vectors, edge_mention, dim=0, dim_size=num_mentions, reduce="mean")
         else:
             if self.type_attention is not None:
-                edge_group, group_mention = groups if groups is not None else type_groups(edge_mention, edge_type,
-                                                                                          num_types)
-                type_weight = self.type_attention(mention_vectors, neighbor_vectors, edge_mention, edge_group,
-                                                  group_mention)[edge_group]  # (edges,)
+                edge_group, group_mention = (
+                    groups if groups is not None else type_groups(edge_mention, edge_type, num_types)
+                )
+                type_weight = self.type_attention(
+                    mention_vectors, neighbor_vectors, edge_mention, edge_group, group_mention
+                )[edge_group]  # (edges,)
             else:
                 type_weight = neighbor_vectors.new_ones(num_edges)
             edge_index = torch.stack([torch.arange(num_edges, device=edge_mention.device), edge_mention])  # (2, edges)
@@ -258,8 +318,9 @@ class MentionNeighborHybridAttention(nn.Module):
         return self.output_norm(summary + self.contract(F.gelu(self.expand(summary))))
 
 
-def type_groups(edge_mention: torch.Tensor, neighbor_type_ids: torch.Tensor, num_types: int
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def type_groups(
+    edge_mention: torch.Tensor, neighbor_type_ids: torch.Tensor, num_types: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 3's groups: one per (mention, type) pair present, in (mention, type) order.
 
     Returns ``(edge_group (edges,), group_mention (groups,))``; an untyped neighbour (−1) has
@@ -282,8 +343,15 @@ class GatedPositionInfusion(nn.Module):
         self.gate = nn.Linear(2 * d1, d1)  # W_ug, b_ug
         self.update = nn.Linear(2 * d1, d1)  # W_ex, b_ex
 
-    def forward(self, hidden_states: torch.Tensor, neighbor_summary: torch.Tensor, mention_vectors: torch.Tensor,
-                token_mention: torch.Tensor, token_batch: torch.Tensor, token_position: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        neighbor_summary: torch.Tensor,
+        mention_vectors: torch.Tensor,
+        token_mention: torch.Tensor,
+        token_batch: torch.Tensor,
+        token_position: torch.Tensor,
+    ) -> torch.Tensor:
         infusion = F.gelu(self.fuse(torch.cat([neighbor_summary, mention_vectors], -1)))  # (mentions, 2·d2)
         infusion = self.norm(self.to_tokens(infusion))[token_mention]  # (mention_tokens, d1)
         token_states = hidden_states[token_batch, token_position]  # (mention_tokens, d1)
@@ -306,8 +374,14 @@ class MentionProjection(nn.Module):
         return self.norm(self.projection(self.span_pooling(token_states, token_mention, num_mentions)))
 
 
-def mnem_scores(mention_vectors: torch.Tensor, relation_vectors: torch.Tensor, projections: torch.Tensor,
-                candidate_vectors: torch.Tensor, directions: torch.Tensor, scale: float) -> torch.Tensor:
+def mnem_scores(
+    mention_vectors: torch.Tensor,
+    relation_vectors: torch.Tensor,
+    projections: torch.Tensor,
+    candidate_vectors: torch.Tensor,
+    directions: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
     """Eq. 16: f_s for each edge and candidate.
 
     ``mention_vectors`` h_mf (edges, d2), ``relation_vectors`` h_r (edges, d_r), ``projections``
@@ -319,7 +393,9 @@ def mnem_scores(mention_vectors: torch.Tensor, relation_vectors: torch.Tensor, p
         mention_vectors, relation_vectors = mention_vectors.float(), relation_vectors.float()
         projections, candidate_vectors = projections.float(), candidate_vectors.float()
         sign = torch.where(directions == 1, -1.0, 1.0).unsqueeze(-1)  # (edges, 1)
-        query = torch.bmm(mention_vectors.unsqueeze(1), projections).squeeze(1) + sign * relation_vectors  # (edges, d_r)
+        query = (
+            torch.bmm(mention_vectors.unsqueeze(1), projections).squeeze(1) + sign * relation_vectors
+        )  # (edges, d_r)
         keys = torch.bmm(candidate_vectors, projections)  # (edges, candidates, d_r)
         return scale * torch.einsum("ed,ecd->ec", F.normalize(query, dim=-1), F.normalize(keys, dim=-1))
 
@@ -342,26 +418,53 @@ class SmedbertEncoding(Encoding):
     def build(self, host: nn.Module, config: SmedbertConfig, *, pooler: bool = True) -> None:
         config.validate_knowledge()
         host.bert = BertModel(config, add_pooling_layer=pooler)
-        host.kg = KnowledgeGraphTables(config, trainable=not config.freeze_kg_embeddings,
-                                       learn_related=config.neighbor_candidates == "any")
+        host.kg = KnowledgeGraphTables(
+            config, trainable=not config.freeze_kg_embeddings, learn_related=config.neighbor_candidates == "any"
+        )
         host.relational_encoder = RelationalEncoder(config) if config.relational_encoder == "rgcn" else None
         host.hybrid_attention = MentionNeighborHybridAttention(config)
         host.infusion = GatedPositionInfusion(config)
 
     @staticmethod
-    def neighbor_vectors(host, neighbor_mention, neighbor_entity_ids, neighbor_relation_ids,
-                         neighbor_directions, graph: dict | None = None) -> torch.Tensor:
+    def neighbor_vectors(
+        host,
+        neighbor_mention,
+        neighbor_entity_ids,
+        neighbor_relation_ids,
+        neighbor_directions,
+        graph: dict | None = None,
+    ) -> torch.Tensor:
         """ent(e) per neighbour edge, (edges, d2), refined by the R-GCN when configured (``graph``:
         :func:`~kgplm.models.modules.neighbor_graph` of the edges, when the collator built it)."""
         if host.relational_encoder is None:
             return host.kg.entities[neighbor_entity_ids]
-        return host.relational_encoder(host.kg.entities, neighbor_entity_ids, neighbor_mention,
-                                       neighbor_relation_ids, neighbor_directions, graph=graph)
+        return host.relational_encoder(
+            host.kg.entities,
+            neighbor_entity_ids,
+            neighbor_mention,
+            neighbor_relation_ids,
+            neighbor_directions,
+            graph=graph,
+        )
 
-    def encode(self, host, input_ids, attention_mask=None, token_type_ids=None, mention_batch=None,
-               mention_spans=None, neighbor_mention=None, neighbor_entity_ids=None, neighbor_relation_ids=None,
-               neighbor_directions=None, neighbor_type_ids=None, mention_tokens=None, neighbor_type_group=None,
-               type_group_mention=None, co_neighbor_pairs=None) -> EncoderOutput:
+    def encode(
+        self,
+        host,
+        input_ids,
+        attention_mask=None,
+        token_type_ids=None,
+        mention_batch=None,
+        mention_spans=None,
+        neighbor_mention=None,
+        neighbor_entity_ids=None,
+        neighbor_relation_ids=None,
+        neighbor_directions=None,
+        neighbor_type_ids=None,
+        mention_tokens=None,
+        neighbor_type_group=None,
+        type_group_mention=None,
+        co_neighbor_pairs=None,
+    ) -> EncoderOutput:
         """Token states after all layers, knowledge infused after ``config.fusion_layer``.
 
         The optional indices (``mention_tokens`` — :func:`~kgplm.models.modules.mention_token_index`
@@ -382,25 +485,29 @@ class SmedbertEncoding(Encoding):
         if mention_spans is not None and len(mention_spans) > 0:
             num_mentions = len(mention_spans)
             token_mention, token_batch, token_position = (
-                mention_tokens if mention_tokens is not None else mention_token_index(mention_batch, mention_spans))
+                mention_tokens if mention_tokens is not None else mention_token_index(mention_batch, mention_spans)
+            )
             mention_vectors = host.hybrid_attention.mention_vectors(
-                hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
+                hidden[token_batch, token_position], token_mention, num_mentions
+            )  # (mentions, d2)
             edges = neighbor_mention if neighbor_mention is not None else mention_batch.new_zeros(0)
             if len(edges):
                 graph = None if co_neighbor_pairs is None else {"co_neighbor_pairs": co_neighbor_pairs}
-                neighbor_vectors = self.neighbor_vectors(host, edges, neighbor_entity_ids, neighbor_relation_ids,
-                                                         neighbor_directions, graph)  # (edges, d2)
+                neighbor_vectors = self.neighbor_vectors(
+                    host, edges, neighbor_entity_ids, neighbor_relation_ids, neighbor_directions, graph
+                )  # (edges, d2)
                 edge_types = torch.where(neighbor_type_ids < 0, config.num_entity_types, neighbor_type_ids)
             else:
                 neighbor_vectors = hidden.new_zeros(0, config.entity_dim)
                 edge_types = edges
             groups = None if neighbor_type_group is None else (neighbor_type_group, type_group_mention)
-            summary = host.hybrid_attention(mention_vectors, neighbor_vectors, edges, edge_types,
-                                            config.num_entity_types, groups)
+            summary = host.hybrid_attention(
+                mention_vectors, neighbor_vectors, edges, edge_types, config.num_entity_types, groups
+            )
             hidden = host.infusion(hidden, summary, mention_vectors, token_mention, token_batch, token_position)
             mention_index = (token_mention, token_batch, token_position, num_mentions)
 
-        hidden = run_encoder_layers(layers[config.fusion_layer:], hidden, mask)  # (batch, length, d1)
+        hidden = run_encoder_layers(layers[config.fusion_layer :], hidden, mask)  # (batch, length, d1)
         return EncoderOutput(hidden, {"mention_index": mention_index})
 
 
@@ -436,8 +543,9 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         self.sop = nn.Linear(config.hidden_size, 2)
         self.mention_head = MentionProjection(config)
         # MMeM's frozen target network (word embeddings p and sp/W_sa/LN at the start of pre-training)
-        self.mmem_target_embeddings = nn.Parameter(torch.zeros(config.vocab_size, config.hidden_size),
-                                                   requires_grad=False)
+        self.mmem_target_embeddings = nn.Parameter(
+            torch.zeros(config.vocab_size, config.hidden_size), requires_grad=False
+        )
         self.mmem_target_head = MentionProjection(config).requires_grad_(False)
         self.post_init()
         self.snapshot_mmem_target()
@@ -478,16 +586,34 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         mnem_mention_tokens: torch.Tensor | None = None,
     ) -> PretrainingOutput:
         config = self.config
-        encoded = SMEDBERT_ENCODING.encode(self, input_ids, attention_mask, token_type_ids, mention_batch,
-                                           mention_spans, neighbor_mention, neighbor_entity_ids,
-                                           neighbor_relation_ids, neighbor_directions, neighbor_type_ids,
-                                           mention_tokens, neighbor_type_group, type_group_mention,
-                                           co_neighbor_pairs)
+        encoded = SMEDBERT_ENCODING.encode(
+            self,
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            mention_batch,
+            mention_spans,
+            neighbor_mention,
+            neighbor_entity_ids,
+            neighbor_relation_ids,
+            neighbor_directions,
+            neighbor_type_ids,
+            mention_tokens,
+            neighbor_type_group,
+            type_group_mention,
+            co_neighbor_pairs,
+        )
         hidden = encoded.last_hidden_state
         prediction_logits = self.cls(hidden)  # (batch, length, vocab)
         sop_logits = self.sop(self.bert.pooler(hidden)) if config.use_sop else None
-        output = PretrainingOutput(prediction_logits=prediction_logits, sop_logits=sop_logits, last_hidden_state=hidden,
-                                   losses={}, loss_weights={}, metrics={})
+        output = PretrainingOutput(
+            prediction_logits=prediction_logits,
+            sop_logits=sop_logits,
+            last_hidden_state=hidden,
+            losses={},
+            loss_weights={},
+            metrics={},
+        )
         if labels is None:
             return output
         output.add("mlm", masked_lm_objective(prediction_logits, labels))
@@ -498,18 +624,36 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         mention_index = encoded.extras["mention_index"]
         if mention_index is not None and (mention_masked is None or bool(mention_masked.any())):
             token_mention, token_batch, token_position, num_mentions = mention_index
-            fused = self.mention_head(hidden[token_batch, token_position], token_mention, num_mentions)  # (mentions, d2)
+            fused = self.mention_head(
+                hidden[token_batch, token_position], token_mention, num_mentions
+            )  # (mentions, d2)
             output.mention_vectors = fused
-            output.add("mmem", self._mmem_loss(fused, mention_masked, token_mention, token_batch, token_position,
-                                               labels), config.mmem_weight)
+            output.add(
+                "mmem",
+                self._mmem_loss(fused, mention_masked, token_mention, token_batch, token_position, labels),
+                config.mmem_weight,
+            )
         if mnem_edge_mention is not None and len(mnem_edge_mention) and mnem_negative_ids is not None:
             token_mention, token_batch, token_position = (
-                mnem_mention_tokens if mnem_mention_tokens is not None
-                else mention_token_index(mnem_mention_batch, mnem_mention_spans))
-            targets = self.mention_head(hidden[token_batch, token_position], token_mention,
-                                        len(mnem_mention_spans))  # (mnem mentions, d2)
-            output.add("mnem", self._mnem_loss(targets[mnem_edge_mention], mnem_entity_ids, mnem_relation_ids,
-                                               mnem_directions, mnem_negative_ids, mnem_log_q), config.mnem_weight)
+                mnem_mention_tokens
+                if mnem_mention_tokens is not None
+                else mention_token_index(mnem_mention_batch, mnem_mention_spans)
+            )
+            targets = self.mention_head(
+                hidden[token_batch, token_position], token_mention, len(mnem_mention_spans)
+            )  # (mnem mentions, d2)
+            output.add(
+                "mnem",
+                self._mnem_loss(
+                    targets[mnem_edge_mention],
+                    mnem_entity_ids,
+                    mnem_relation_ids,
+                    mnem_directions,
+                    mnem_negative_ids,
+                    mnem_log_q,
+                ),
+                config.mnem_weight,
+            )
         return output
 
     def _mnem_loss(self, edge_vectors, entity_ids, relation_ids, directions, negative_ids, log_q) -> torch.Tensor:
@@ -517,8 +661,9 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
         relation_vectors, projections = self.kg.relation_vectors(relation_ids)  # (edges, d_r), (edges, d2, d_r)
         candidate_ids = torch.cat([entity_ids.unsqueeze(1), negative_ids], 1)  # (edges, 1 + negatives)
         candidates = self.kg.entities[candidate_ids]  # (edges, 1 + negatives, d2)
-        scores = mnem_scores(edge_vectors, relation_vectors, projections, candidates, directions,
-                             self.config.mnem_scale)
+        scores = mnem_scores(
+            edge_vectors, relation_vectors, projections, candidates, directions, self.config.mnem_scale
+        )
         return masked_neighbor_loss(scores, log_q, candidate_ids)
 
     def _mmem_loss(self, fused, mention_masked, token_mention, token_batch, token_position, labels) -> torch.Tensor:
@@ -531,8 +676,9 @@ class SmedbertForPreTraining(KgplmPreTrainedModel):
                 target = self.mmem_target_head(self.mmem_target_embeddings[token_ids], token_mention, num_mentions)
         else:
             with torch.no_grad():
-                target = self.mention_head(self.bert.embeddings.word_embeddings.weight[token_ids], token_mention,
-                                           num_mentions)
+                target = self.mention_head(
+                    self.bert.embeddings.word_embeddings.weight[token_ids], token_mention, num_mentions
+                )
         if mention_masked is not None:
             fused, target = fused[mention_masked], target[mention_masked]
         return F.mse_loss(fused.float(), target.float())  # mean over masked mentions and d2

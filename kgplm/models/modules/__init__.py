@@ -22,6 +22,17 @@ from kgplm.models.modules.relational import (
 )
 from kgplm.models.modules.span_pooling import SelfAttentiveSpanPooling, mention_token_index
 
-__all__ = ["mention_token_index", "SelfAttentiveSpanPooling", "KnowledgeGraphTables", "RelationalEncoder",
-           "BasisRelationalConvolution", "co_neighbor_edges", "neighbor_graph", "KgplmPreTrainedModel", "run_encoder_layers", "extended_attention_mask",
-           "PretrainingOutput", "MLM_HEAD_TIED_WEIGHTS"]
+__all__ = [
+    "mention_token_index",
+    "SelfAttentiveSpanPooling",
+    "KnowledgeGraphTables",
+    "RelationalEncoder",
+    "BasisRelationalConvolution",
+    "co_neighbor_edges",
+    "neighbor_graph",
+    "KgplmPreTrainedModel",
+    "run_encoder_layers",
+    "extended_attention_mask",
+    "PretrainingOutput",
+    "MLM_HEAD_TIED_WEIGHTS",
+]

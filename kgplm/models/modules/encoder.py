@@ -9,6 +9,7 @@ from kgplm.models.configuration import KgplmConfig
 
 __all__ = ["extended_attention_mask", "run_encoder_layers"]
 
+
 def extended_attention_mask(config: KgplmConfig, embeddings: torch.Tensor, attention_mask: torch.Tensor | None):
     """The mask the encoder layers take, for the configured attention implementation."""
     return create_bidirectional_mask(config=config, inputs_embeds=embeddings, attention_mask=attention_mask)

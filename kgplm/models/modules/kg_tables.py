@@ -11,6 +11,7 @@ from kgplm.models.configuration import KgplmConfig
 
 __all__ = ["KnowledgeGraphTables"]
 
+
 class KnowledgeGraphTables(nn.Module):
     """ent(e), rel(r) and TransR's M_r, initialised from :class:`~kgplm.kg.embeddings.KGEmbeddings`.
 
@@ -24,11 +25,13 @@ class KnowledgeGraphTables(nn.Module):
         super().__init__()
         self.entities = nn.Parameter(torch.zeros(config.num_entities, config.entity_dim), requires_grad=trainable)
         self.relations = nn.Parameter(torch.zeros(config.num_relations, config.relation_dim), requires_grad=trainable)
-        self.projections = nn.Parameter(torch.zeros(config.num_relations, config.entity_dim, config.relation_dim),
-                                        requires_grad=trainable)
+        self.projections = nn.Parameter(
+            torch.zeros(config.num_relations, config.entity_dim, config.relation_dim), requires_grad=trainable
+        )
         self.related_relation = nn.Parameter(torch.zeros(1, config.relation_dim), requires_grad=learn_related)
-        self.related_projection = nn.Parameter(torch.zeros(1, config.entity_dim, config.relation_dim),
-                                               requires_grad=learn_related)
+        self.related_projection = nn.Parameter(
+            torch.zeros(1, config.entity_dim, config.relation_dim), requires_grad=learn_related
+        )
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -47,12 +50,16 @@ class KnowledgeGraphTables(nn.Module):
         from kgplm.exceptions import ConfigurationError
 
         if tuple(embeddings.entity_embeddings.shape) != tuple(self.entities.shape):
-            raise ConfigurationError(f"KG embeddings have entity table {tuple(embeddings.entity_embeddings.shape)}; "
-                                     f"the model expects {tuple(self.entities.shape)}")
+            raise ConfigurationError(
+                f"KG embeddings have entity table {tuple(embeddings.entity_embeddings.shape)}; "
+                f"the model expects {tuple(self.entities.shape)}"
+            )
         if tuple(embeddings.relation_embeddings.shape) != tuple(self.relations.shape):
-            raise ConfigurationError(f"KG embeddings have relation table "
-                                     f"{tuple(embeddings.relation_embeddings.shape)}; the model expects "
-                                     f"{tuple(self.relations.shape)}")
+            raise ConfigurationError(
+                f"KG embeddings have relation table "
+                f"{tuple(embeddings.relation_embeddings.shape)}; the model expects "
+                f"{tuple(self.relations.shape)}"
+            )
         self.entities.copy_(embeddings.entity_embeddings)
         self.relations.copy_(embeddings.relation_embeddings)
         if embeddings.projections is not None:

@@ -9,6 +9,7 @@ from transformers.modeling_outputs import ModelOutput
 
 __all__ = ["PretrainingOutput"]
 
+
 @dataclass
 class PretrainingOutput(ModelOutput):
     """What a pre-training model returns.

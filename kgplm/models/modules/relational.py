@@ -10,6 +10,7 @@ from kgplm.models.configuration import KgplmConfig
 
 __all__ = ["co_neighbor_edges", "neighbor_graph", "BasisRelationalConvolution", "RelationalEncoder"]
 
+
 def co_neighbor_edges(edge_mention: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Every ordered pair (u, v), u ≠ v, of neighbour edges that belong to the same mention.
 
@@ -20,13 +21,13 @@ def co_neighbor_edges(edge_mention: torch.Tensor) -> tuple[torch.Tensor, torch.T
     num_edges = len(edge_mention)
     order = torch.argsort(edge_mention, stable=True)  # edges grouped by mention
     grouped_mention = edge_mention[order]
-    _, group_of_edge, group_size = torch.unique_consecutive(grouped_mention, return_inverse=True,
-                                                            return_counts=True)
+    _, group_of_edge, group_size = torch.unique_consecutive(grouped_mention, return_inverse=True, return_counts=True)
     group_start = torch.cumsum(group_size, 0) - group_size  # (groups,)
     size_of_edge = group_size[group_of_edge]  # (edges,)
     source = torch.repeat_interleave(torch.arange(num_edges, device=edge_mention.device), size_of_edge)
     offset = torch.arange(len(source), device=edge_mention.device) - torch.repeat_interleave(
-        torch.cumsum(size_of_edge, 0) - size_of_edge, size_of_edge)
+        torch.cumsum(size_of_edge, 0) - size_of_edge, size_of_edge
+    )
     target = group_start[group_of_edge][source] + offset  # (pairs,) positions in the grouped order
     keep = target != source
     return order[source[keep]], order[target[keep]]
@@ -82,12 +83,18 @@ class BasisRelationalConvolution(nn.Module):
         num_nodes, (in_channels, out_channels) = len(x), self.root.shape
         source, target = edge_index
         per_basis = (x @ self.weight.permute(1, 0, 2).reshape(in_channels, -1)).view(
-            num_nodes, self.num_bases, out_channels)  # (nodes, bases, out): h_u V_b
+            num_nodes, self.num_bases, out_channels
+        )  # (nodes, bases, out): h_u V_b
         # h_u W_r = Σ_b a_rb (h_u V_b), elementwise so that autocast keeps it in fp32: (edges, out)
         messages = (self.comp[edge_type].unsqueeze(-1) * per_basis[source].float()).sum(1)
         slot = target * self.num_relations + edge_type  # one mean per (target, relation)
-        counts = scatter(torch.ones_like(slot, dtype=messages.dtype), slot, dim=0,
-                         dim_size=num_nodes * self.num_relations, reduce="sum")
+        counts = scatter(
+            torch.ones_like(slot, dtype=messages.dtype),
+            slot,
+            dim=0,
+            dim_size=num_nodes * self.num_relations,
+            reduce="sum",
+        )
         messages = messages / counts[slot].unsqueeze(-1)
         aggregated = scatter(messages, target, dim=0, dim_size=num_nodes, reduce="sum")  # (nodes, out)
         return aggregated + x @ self.root + self.bias
@@ -109,8 +116,9 @@ class RelationalEncoder(nn.Module):
     def __init__(self, config: KgplmConfig, num_bases: int = 8) -> None:
         super().__init__()
         self.num_edge_types = 2 * config.num_relations + 1
-        self.convolution = BasisRelationalConvolution(config.entity_dim, config.entity_dim, self.num_edge_types,
-                                                      num_bases=min(num_bases, self.num_edge_types))
+        self.convolution = BasisRelationalConvolution(
+            config.entity_dim, config.entity_dim, self.num_edge_types, num_bases=min(num_bases, self.num_edge_types)
+        )
 
     def reset_parameters(self) -> None:
         self.convolution.reset_parameters()
@@ -119,9 +127,15 @@ class RelationalEncoder(nn.Module):
         """2·r + direction for a direct link, the last type for "related" (relation id −1)."""
         return torch.where(relation_ids < 0, self.num_edge_types - 1, 2 * relation_ids + directions.clamp(min=0))
 
-    def forward(self, entity_table: torch.Tensor, neighbor_entity_ids: torch.Tensor, edge_mention: torch.Tensor,
-                relation_ids: torch.Tensor, directions: torch.Tensor,
-                graph: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        entity_table: torch.Tensor,
+        neighbor_entity_ids: torch.Tensor,
+        edge_mention: torch.Tensor,
+        relation_ids: torch.Tensor,
+        directions: torch.Tensor,
+        graph: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """Refined vectors of the neighbour edges, (edges, d2). ``graph``: :func:`neighbor_graph` of the
         edges when the collator built it (else it is built here, which synchronises on a GPU)."""
         if graph is None:

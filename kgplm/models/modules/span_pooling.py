@@ -8,8 +8,10 @@ from torch_geometric.utils import scatter, softmax
 
 __all__ = ["mention_token_index", "SelfAttentiveSpanPooling"]
 
-def mention_token_index(mention_batch: torch.Tensor, mention_spans: torch.Tensor
-                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+
+def mention_token_index(
+    mention_batch: torch.Tensor, mention_spans: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Flatten token ``[start, end)`` spans into one row per mention token.
 
     Returns ``(token_mention, token_batch, token_position)``, each (mention_tokens,): the mention a
@@ -39,5 +41,6 @@ class SelfAttentiveSpanPooling(nn.Module):
         """``token_states`` (mention_tokens, d) → (mentions, d), in fp32 (the softmax and sum are)."""
         scores = self.score(torch.tanh(self.project(token_states))).squeeze(-1).float()  # (mention_tokens,)
         weights = softmax(scores, token_mention, num_nodes=num_mentions)
-        return scatter(weights.unsqueeze(-1) * token_states.float(), token_mention, dim=0, dim_size=num_mentions,
-                       reduce="sum")
+        return scatter(
+            weights.unsqueeze(-1) * token_states.float(), token_mention, dim=0, dim_size=num_mentions, reduce="sum"
+        )
