@@ -2,7 +2,7 @@
 #   make demo  - install kgplm and run the demo on the embedded default graph (CMeKG from pycmekg)
 #   make test  - install kgplm with its dev extras and run the test suite
 #   make docs  - build the documentation site into docs/_build/html, warnings as errors
-#   make lint  - ruff check (configured in pyproject.toml)
+#   make lint  - ruff check and ruff format --check (configured in pyproject.toml)
 #   make dist  - build the wheel and the sdist into dist/
 #   make check-wheel - install the wheel into a fresh virtual environment and run its smoke test
 # pip installs the exact versions in constraints/ci.txt (torch: the CPU wheel).
@@ -38,6 +38,7 @@ docs: $(VENV)/.installed-dev
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 dist: $(VENV)/.installed-dev
 	rm -rf dist
