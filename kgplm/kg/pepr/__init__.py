@@ -15,6 +15,7 @@ The equations, the choices the paper leaves open and the three modes are in
 """
 
 from kgplm.kg.pepr.pagerank import (
+    DEFAULT_BUDGET_SECONDS,
     EXACT_SECONDS_PER_UNIT,
     NeighborTable,
     exact_cost,
@@ -35,4 +36,5 @@ __all__ = [
     "one_hop_candidates",
     "exact_cost",
     "EXACT_SECONDS_PER_UNIT",
+    "DEFAULT_BUDGET_SECONDS",
 ]
