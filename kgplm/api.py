@@ -320,7 +320,7 @@ def train(
         # numba's parallel kernels (linking, PEPR, KG embeddings) start OpenMP threads, which changes torch's
         # intra-op thread count; the loop runs with the count the call began with, as a resumed run (which
         # computes none of them) does, so that both compute with the same reductions
-        threads = torch.get_num_threads()
+        torch_threads = torch.get_num_threads()
         with context.main_first("preparing the run's artefacts"):
             if main:
                 lock.acquire()
@@ -368,7 +368,7 @@ def train(
             tokenizer_object = stages.prepare_tokenizer(run, inputs)
             stages.run_artefact_stages(spec.artefacts, run, inputs)
             dataset = stages.prepare_corpus(run, inputs, tokenizer_object, masking=masking)
-        torch.set_num_threads(threads)
+        torch.set_num_threads(torch_threads)
         torch.manual_seed(seed)  # the model's initial weights
         model, checkpoint = stages.build_model(
             spec,
