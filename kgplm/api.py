@@ -349,8 +349,8 @@ def train(
                     run.record_stage("hub", prepared.hub)
                 if schedule_change is not None:
                     _record_schedule_change(run, schedule_change)
-            store = stages.prepare_store(run, prepared.store, graph, save=main)
-            if knowledge_graph is not None:  # the saved store stays the linking one: fine-tuning links with it
+            store = linking_store = stages.prepare_store(run, prepared.store, graph, save=main)
+            if knowledge_graph is not None:  # the saved store stays the linking one: text is linked with it
                 store = stages.prepare_knowledge_store(run, knowledge_graph, store, save=main)
             # the stages read local paths (a hub id resolved to its snapshot)
             stage_arguments = {**arguments, "text_model": prepared.text_model, "tokenizer": prepared.tokenizer}
@@ -359,6 +359,7 @@ def train(
             inputs = stages.StageInputs(
                 arguments=stage_arguments,
                 store=store,
+                linking_store=linking_store,
                 corpus=corpus,
                 corpus_options=dict(corpus_options or {}),
                 progress=progress and main,

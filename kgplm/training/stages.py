@@ -66,6 +66,8 @@ class StageInputs:
     held_out: Any = None
     #: where the KG artefacts of a graph are kept between runs (:mod:`kgplm.artefact_cache`), or None
     cache: Any = None
+    #: the store text is linked with, when the KG artefacts come from another (``kgplm.train(knowledge_graph=...)``)
+    linking_store: Any = None
 
     @cached_property
     def graph_hash(self) -> str:
@@ -80,7 +82,8 @@ class StageInputs:
         link; what its corpus pass dropped (``common_word_share``) goes to ``artefacts["linking"]``."""
         from kgplm.text.linking import build_linker
 
-        linker, report = build_linker(self.store, self.arguments.get("linking"), texts=self.corpus_texts)
+        store = self.store if self.linking_store is None else self.linking_store
+        linker, report = build_linker(store, self.arguments.get("linking"), texts=self.corpus_texts)
         self.artefacts["linking"] = report
         return linker
 
