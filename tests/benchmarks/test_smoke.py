@@ -14,11 +14,14 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPTS = sorted(path for path in BENCHMARKS.glob("*.py") if not path.name.startswith("_"))
 #: smoke runs of a benchmark's other modes, beside its plain ``--smoke``
-OTHER_MODES = {"scale_models": [["--compare-softmax"]]}
+OTHER_MODES: dict[str, list[list[str]]] = {}
+#: benchmarks whose own tests run their ``--smoke`` and check its outcome (``test_soak.py``: the same weights
+#: after the signals; ``test_busy_machine.py``: every setting timed), so they are not run twice
+OWN_TESTS = {"soak", "busy_machine"}
 RUNS = [
     (path, options)
     for path in SCRIPTS
-    if "--smoke" in path.read_text(encoding="utf-8")
+    if "--smoke" in path.read_text(encoding="utf-8") and path.stem not in OWN_TESTS
     for options in [[], *OTHER_MODES.get(path.stem, [])]
 ]
 RUN_NAMES = ["-".join([path.stem, *(option.lstrip("-") for option in options)]) for path, options in RUNS]
