@@ -489,14 +489,17 @@ BUILT_IN_METHODS = ("mlm", "smedbert", "kebiolm", "embert", "electra", "ehealth"
 
 def _check_call(method: str, *, corpus, exclude_triples, counts: dict[str, Any]) -> None:
     """What ``train`` can refuse without loading torch or a method: the method's name (the built-in ones
-    unless :mod:`kgplm.methods` is loaded, where other methods register), the input files and the counts."""
+    unless :mod:`kgplm.methods` is loaded or an installed package declares methods, which the registry
+    then loads), the input files and the counts."""
     import sys
+
+    from kgplm.registry import method_plugins_installed
 
     from kgplm.exceptions import MissingFileError
 
     if "kgplm.methods" in sys.modules:
         sys.modules["kgplm.methods"].get(method)
-    elif method not in BUILT_IN_METHODS:
+    elif method not in BUILT_IN_METHODS and not method_plugins_installed():
         raise ConfigurationError(f"unknown method {method!r}; available methods: {', '.join(BUILT_IN_METHODS)}")
     for name, value in counts.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:

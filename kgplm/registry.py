@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kgplm.exceptions import ConfigurationError
-from kgplm.text.masking import ENTITY_SCHEMES
 
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.models.encoding import Encoding
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "method_plugins_installed",
     "known_artefacts",
     "register_artefact",
     "MethodContext",
@@ -176,6 +176,8 @@ class MethodSpec:
         masking (``masking``, default the method's own) masks linked entity mentions
         (:data:`kgplm.text.masking.ENTITY_SCHEMES`). ``kgplm.train`` requires ``graph`` exactly then,
         and runs without one otherwise."""
+        from kgplm.text.masking import ENTITY_SCHEMES  # the text layer loads torch: not before it is needed
+
         return bool(self.artefacts) or (masking or self.default_masking) in ENTITY_SCHEMES
 
     def __post_init__(self) -> None:
@@ -230,6 +232,14 @@ def _load_plugins() -> None:
             spec = loaded()
             if isinstance(spec, MethodSpec) and spec.name not in _REGISTRY:
                 importlib.import_module(BUILT_IN_METHODS).register(spec)  # with its Auto classes
+
+
+def method_plugins_installed() -> bool:
+    """Whether an installed package declares methods in the :data:`ENTRY_POINT_GROUP` (read from the package
+    metadata, nothing imported)."""
+    from importlib.metadata import entry_points
+
+    return bool(entry_points(group=ENTRY_POINT_GROUP))
 
 
 def register(spec: MethodSpec, *, replace: bool = False) -> MethodSpec:

@@ -78,3 +78,18 @@ def test_installed_packages_add_methods_through_the_entry_point_group(tmp_path):
     assert seen["names"][:7] == ["mlm", "smedbert", "kebiolm", "embert", "electra", "ehealth", "epplm"]
     assert {"toy-registered", "toy-returned"} <= set(seen["names"]) and "broken" not in seen["names"]
     assert seen["returned"] == "toy-returned"
+    # kgplm.train accepts an installed package's method before anything imported kgplm.methods: the call below
+    # gets past the method's name and is refused for its missing corpus
+    refused = _run(
+        """
+        import json
+        import kgplm
+        from kgplm.exceptions import ConfigurationError, MissingFileError
+        try:
+            kgplm.train("toy-registered", corpus="no-such-corpus.txt", output_dir="out")
+        except (ConfigurationError, MissingFileError) as error:
+            print(json.dumps({"error": type(error).__name__, "message": str(error)}))
+    """,
+        tmp_path,
+    )
+    assert refused["error"] == "MissingFileError" and "no-such-corpus.txt" in refused["message"]
