@@ -48,8 +48,8 @@ logger = logging.getLogger(__name__)
 
 #: the entry-point group through which installed packages add methods
 ENTRY_POINT_GROUP = "kgplm.methods"
-#: the module whose import registers the built-in methods
-BUILT_IN_METHODS = "kgplm.methods"
+#: the package whose import registers the built-in methods
+BUILT_IN_PACKAGE = "kgplm.methods"
 
 _ARTEFACTS: dict[str, None] = {}  # ordered set of the artefact names a stage produces
 
@@ -217,7 +217,7 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    importlib.import_module(BUILT_IN_METHODS)
+    importlib.import_module(BUILT_IN_PACKAGE)
     from importlib.metadata import entry_points
 
     for entry_point in entry_points(group=ENTRY_POINT_GROUP):
@@ -231,7 +231,7 @@ def _load_plugins() -> None:
         if callable(loaded) and not isinstance(loaded, type):
             spec = loaded()
             if isinstance(spec, MethodSpec) and spec.name not in _REGISTRY:
-                importlib.import_module(BUILT_IN_METHODS).register(spec)  # with its Auto classes
+                importlib.import_module(BUILT_IN_PACKAGE).register(spec)  # with its Auto classes
 
 
 def method_plugins_installed() -> bool:
