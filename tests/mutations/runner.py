@@ -129,7 +129,7 @@ def extract_head(repo: Path, target: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
 
 
-def test_environment(copy: Path) -> dict[str, str]:
+def pytest_environment(copy: Path) -> dict[str, str]:
     environment = dict(
         os.environ, PYTHONPATH=str(copy), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1"
     )
@@ -158,7 +158,7 @@ def run_mutation(mutation: Mutation, repo: Path = REPO_ROOT, timeout: float = 18
         command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutation.tests]
         try:
             result = subprocess.run(
-                command, cwd=copy, env=test_environment(copy), capture_output=True, text=True, timeout=timeout
+                command, cwd=copy, env=pytest_environment(copy), capture_output=True, text=True, timeout=timeout
             )
         except subprocess.TimeoutExpired:
             row.update(outcome="error", detail=f"timed out after {timeout:.0f} s")
