@@ -171,6 +171,12 @@ def finetune(
     Under ``torchrun`` each batch is split over the processes (DDP; the loss stays the mean over
     the whole batch); rank 0 scores dev and test and writes the outputs.
 
+    Preemption: on ``SIGTERM`` or ``SIGUSR1`` (:data:`kgplm.training.interrupts.DEFAULT_STOP_SIGNALS`)
+    fine-tuning finishes its optimiser step, writes a checkpoint to ``output_dir/checkpoints`` and raises
+    :class:`~kgplm.exceptions.PreemptedError` (``kgplm finetune`` exits with status 75); the same call run
+    again resumes from it and ends with the results of an uninterrupted run
+    (:mod:`kgplm.training.finetune_checkpoints`). A call with other arguments refuses that checkpoint.
+
     Writes ``output_dir/model`` (the best epoch), ``tokenizer/``, ``finetune_config.json`` (the
     arguments, which replay the run) and ``results.json`` (history, dev and test scores, the splits
     that were derived rather than read from an official file, what the encoding counted per split).
@@ -284,6 +290,9 @@ def finetune(
                 progress=progress,
                 distributed=context,
                 report=report,
+                output_dir=output_dir,
+                # a checkpoint is resumed by the same call only; where its progress is shown and reported may change
+                identity={k: v for k, v in arguments.items() if k not in ("progress", "report_to")},
             )
         warnings = []
         if main:
