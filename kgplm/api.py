@@ -281,13 +281,14 @@ def _train(
                     run.record_stage("hub", prepared.hub)
                 if schedule_change is not None:
                     _record_schedule_change(run, schedule_change)
-            store = linking_store = stages.prepare_store(run, prepared.store, graph, save=main)
-            if knowledge_graph is not None:  # the saved store stays the linking one: text is linked with it
-                store = stages.prepare_knowledge_store(run, knowledge_graph, store, save=main)
-            # the stages read local paths (a hub id resolved to its snapshot)
-            stage_arguments = {**arguments, "text_model": prepared.text_model, "tokenizer": prepared.tokenizer}
             from kgplm.artefact_cache import default_cache
 
+            cache = default_cache() if main else None
+            store = linking_store = stages.prepare_store(run, prepared.store, graph, save=main, cache=cache)
+            if knowledge_graph is not None:  # the saved store stays the linking one: text is linked with it
+                store = stages.prepare_knowledge_store(run, knowledge_graph, store, save=main, cache=cache)
+            # the stages read local paths (a hub id resolved to its snapshot)
+            stage_arguments = {**arguments, "text_model": prepared.text_model, "tokenizer": prepared.tokenizer}
             inputs = stages.StageInputs(
                 arguments=stage_arguments,
                 store=store,
@@ -296,7 +297,8 @@ def _train(
                 corpus_options=dict(corpus_options or {}),
                 progress=progress and main,
                 held_out=_held_out(run, exclude_triples, store, record=main),
-                cache=default_cache() if main else None,
+                cache=cache,
+                run=run,
             )
             tokenizer_object = stages.prepare_tokenizer(run, inputs)
             stages.run_artefact_stages(spec.artefacts, run, inputs)

@@ -491,6 +491,16 @@ class FineTuningArguments:
         metavar="REPORTER",
     )
     progress: bool = argument(True, group=REPORTING, help=PROGRESS_HELP)
+    stop_signals: tuple[str, ...] | list[str] = argument(
+        ("SIGTERM", "SIGUSR1"),
+        group=SCHEDULE,
+        help="signals on which fine-tuning finishes its optimiser step, writes a checkpoint to "
+        "``output_dir/checkpoints`` and raises :class:`~kgplm.exceptions.PreemptedError` (``kgplm finetune`` "
+        "exits with status 75); the same call resumes from it. It does not change the result, so a run may "
+        "resume with other signals.",
+        nargs="+",
+        metavar="SIGNAL",
+    )
 
 
 #: The seed of the dev and test subsets (``max_eval_examples``, ``max_examples``): fixed, so that runs with

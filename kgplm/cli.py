@@ -784,15 +784,15 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def _resume_hint(args: argparse.Namespace) -> str:
-    """Where an interrupted command can pick up: the last checkpoint of ``kgplm train``."""
-    if args.command != "train":
+    """Where an interrupted command can pick up: the last checkpoint of ``kgplm train`` or ``kgplm finetune``."""
+    if args.command not in ("train", "finetune"):
         return "nothing of this command is half-written; run it again to redo it"
     from pathlib import Path
 
     from kgplm.training.checkpoints import latest_checkpoint
 
     out = args.output_dir
-    if out is None and args.config is not None:
+    if out is None and getattr(args, "config", None) is not None:
         config = Path(args.config)
         out = config if config.is_dir() else config.parent
     checkpoint = latest_checkpoint(out) if out is not None else None

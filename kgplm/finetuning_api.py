@@ -132,6 +132,12 @@ def finetune(*, args: FineTuningArguments | None = None, **kwargs: Any) -> FineT
     Under ``torchrun`` each batch is split over the processes (DDP; the loss stays the mean over
     the whole batch); rank 0 scores dev and test and writes the outputs.
 
+    Preemption: on ``SIGTERM`` or ``SIGUSR1`` (:data:`kgplm.training.interrupts.DEFAULT_STOP_SIGNALS`)
+    fine-tuning finishes its optimiser step, writes a checkpoint to ``output_dir/checkpoints`` and raises
+    :class:`~kgplm.exceptions.PreemptedError` (``kgplm finetune`` exits with status 75); the same call run
+    again resumes from it and ends with the results of an uninterrupted run
+    (:mod:`kgplm.training.finetune_checkpoints`). A call with other arguments refuses that checkpoint.
+
     Writes ``output_dir/model`` (the best epoch), ``tokenizer/``, ``finetune_config.json`` (the
     arguments, which replay the run) and ``results.json`` (history, dev and test scores, the splits
     that were derived rather than read from an official file, what the encoding counted per split).
@@ -167,11 +173,16 @@ def _finetune(
     mixed_precision,
     report_to,
     progress,
+    stop_signals,
 ) -> FineTuningResult:
     """The body of :func:`finetune` over resolved arguments (in the order of
     :class:`~kgplm.arguments.FineTuningArguments`, which ``finetune_config.json`` keeps)."""
     arguments = json_safe({name: value for name, value in locals().items()})
     from kgplm.evaluation.tasks import get_task, load_task_splits
+    from kgplm.training.interrupts import check_stop_signals
+
+    stop_signals = check_stop_signals(stop_signals)
+    arguments["stop_signals"] = list(stop_signals)
 
     # the task's name and the model's path are checked before torch loads, so a refused call answers at once
     spec = get_task(task)
@@ -278,6 +289,10 @@ def _finetune(
                 progress=progress,
                 distributed=context,
                 report=report,
+                output_dir=output_dir,
+                # a checkpoint is resumed by the same call only; where its progress is shown and reported may change
+                identity={k: v for k, v in arguments.items() if k not in ("progress", "report_to", "stop_signals")},
+                stop_signals=stop_signals,
             )
         warnings = []
         if main:
