@@ -101,11 +101,11 @@ def test_a_second_run_on_the_same_graph_trains_no_embedding_and_computes_no_pepr
 
         return wrapper
 
-    monkeypatch.setattr(
-        kgplm.kg.embeddings, "train_kg_embeddings", counted(kgplm.kg.embeddings.train_kg_embeddings, "embeddings")
-    )
-    monkeypatch.setattr(kgplm.kg.pepr, "top_k_neighbors", counted(kgplm.kg.pepr.top_k_neighbors, "pepr"))
-    monkeypatch.setattr(kgplm.text.linking, "build_linker", counted(kgplm.text.linking.build_linker, "linker"))
+    from kgplm.training import stages  # the stages call these three where they compute an artefact
+
+    monkeypatch.setattr(stages, "train_kg_embeddings", counted(stages.train_kg_embeddings, "embeddings"))
+    monkeypatch.setattr(stages, "top_k_neighbors", counted(stages.top_k_neighbors, "pepr"))
+    monkeypatch.setattr(stages, "build_linker", counted(stages.build_linker, "linker"))
     with caplog.at_level(logging.INFO, logger="kgplm"):
         second = kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "second", max_steps=3, learning_rate=1e-3))
     assert calls == []

@@ -12,8 +12,13 @@ taken out of the text each stage reads, of the KG embeddings' triples and of the
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,11 +26,26 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import jieba
 import numpy as np
 
-from kgplm._io import atomic_file
+from kgplm import __version__
+from kgplm._io import atomic_directory, atomic_file
+from kgplm.artefact_cache import graph_content_hash, graph_names_hash, texts_hash
 from kgplm.exceptions import ArtifactError, ConfigurationError
+from kgplm.kg import KGStore
+from kgplm.kg.collector import GraphCollector
+from kgplm.kg.embeddings import KGEmbeddings, train_kg_embeddings
+from kgplm.kg.pepr import NeighborTable, top_k_neighbors
+from kgplm.models.loading import silenced_load_report
 from kgplm.registry import register_artefact
+from kgplm.text.corpus import build_corpus, load_corpus, read_corpus
+from kgplm.text.linking import EntityLinker, build_linker
+from kgplm.text.linking_filters import linking_settings
+from kgplm.text.linking_persistence import LINKER_FORMAT_VERSION
+from kgplm.text.masking import WORD_SCHEMES
+from kgplm.text.tokenization import build_vocab, load_tokenizer, save_tokenizer
+from kgplm.training.preflight import text_fields as read_text_fields
 from kgplm.training.run import RunDirectory
 
 #: the directory of a run's knowledge graph, when it is not the linking graph (``kgplm.train(knowledge_graph=...)``)
@@ -76,7 +96,6 @@ class StageInputs:
     @cached_property
     def graph_hash(self) -> str:
         """The graph's content hash (:func:`kgplm.artefact_cache.graph_content_hash`), computed once."""
-        from kgplm.artefact_cache import graph_content_hash
 
         return graph_content_hash(self.store)
 
@@ -88,12 +107,12 @@ class StageInputs:
         With a :attr:`cache` and a :attr:`run`, the linker is a cached artefact (:func:`linker_settings`
         names it): taken from the cache into the run's ``kg/linker`` when a run on the same graph, names,
         options (and, for ``common_word_share``, corpus) built it, else built, saved there and added."""
-        from kgplm.text.linking import build_linker
 
         store = self.store if self.linking_store is None else self.linking_store
         cache, run = self.cache, self.run
         settings = None
-        if cache is not None and run is not None:
+        # a run without a graph (the text-only methods) links nothing: its empty linker is neither cached nor kept
+        if cache is not None and run is not None and store.num_entities > 0:
             settings = linker_settings(store, self.arguments.get("linking"), self.corpus_texts)
             if cache.fetch("linker", settings, run.linker_dir):
                 return self._load_linker(run.linker_dir, store)
@@ -112,9 +131,6 @@ class StageInputs:
         return linker
 
     def _load_linker(self, directory: Path, store):
-        import json
-
-        from kgplm.text.linking import EntityLinker
 
         self.artefacts["linking"] = json.loads((directory / LINKER_REPORT).read_text(encoding="utf-8"))
         # the key holds the graph's content and names: a store of the same content read from elsewhere fits
@@ -124,7 +140,6 @@ class StageInputs:
 
     def documents(self):
         """The corpus documents, without the sentences that state held-out facts when there are any."""
-        from kgplm.text.corpus import read_corpus
 
         documents = read_corpus(self.corpus, **self.corpus_options)
         return documents if self.held_out is None else self.held_out.filter_documents(documents)
@@ -195,7 +210,6 @@ def _entity_frequencies(run: RunDirectory, inputs: StageInputs) -> np.ndarray:
 
 
 def _neighbor_table(run: RunDirectory, inputs: StageInputs):
-    from kgplm.kg.pepr import NeighborTable, top_k_neighbors
 
     arguments = inputs.arguments
     if arguments.get("neighbor_table") is not None:
@@ -256,7 +270,6 @@ def _record_pepr(run: RunDirectory, table, mode: str) -> None:
 
 
 def _digest(array: np.ndarray) -> str:
-    import hashlib
 
     array = np.ascontiguousarray(array)
     return hashlib.sha256(f"{array.dtype.str} {array.shape}".encode("ascii") + array.tobytes()).hexdigest()
@@ -264,7 +277,6 @@ def _digest(array: np.ndarray) -> str:
 
 def _defaults(function) -> dict[str, Any]:
     """The keyword defaults of ``function``: a cached artefact's key changes when one of them does."""
-    import inspect
 
     return {
         name: parameter.default
@@ -283,12 +295,6 @@ def linker_settings(store, options: dict | None, texts: Callable[[], Any]) -> di
     content and names (:func:`~kgplm.artefact_cache.graph_names_hash`), every linking option with its
     default, the linker's other defaults, its format, jieba's version (its dictionary segments the text)
     and kgplm's; with ``common_word_share``, which reads the corpus, the hash of ``texts()`` too."""
-    import jieba
-
-    from kgplm.artefact_cache import graph_content_hash, graph_names_hash, texts_hash
-    from kgplm.text.linking import EntityLinker
-    from kgplm.text.linking_filters import linking_settings
-    from kgplm.text.linking_persistence import LINKER_FORMAT_VERSION
 
     linking = linking_settings(options)
     return {
@@ -304,9 +310,6 @@ def linker_settings(store, options: dict | None, texts: Callable[[], Any]) -> di
 
 
 def _save_linker(linker, report: dict, directory: Path) -> None:
-    import json
-
-    from kgplm._io import atomic_directory
 
     with atomic_directory(directory) as temporary:
         linker.save(temporary / LINKER_ARRAYS)
@@ -314,13 +317,11 @@ def _save_linker(linker, report: dict, directory: Path) -> None:
 
 
 def _kgplm_version() -> str:
-    from kgplm import __version__
 
     return __version__
 
 
 def _kg_embeddings(run: RunDirectory, inputs: StageInputs):
-    from kgplm.kg.embeddings import KGEmbeddings, train_kg_embeddings
 
     arguments = inputs.arguments
     store = inputs.store
@@ -409,7 +410,6 @@ def _is_saved_store(graph) -> bool:
 def recorded_graph(run: RunDirectory, graph):
     """What ``run_config.json`` records as the graph: a :class:`KGStore` object is saved into the run, so
     the path of that copy; ``None`` (a method that reads no graph) and paths/names as given."""
-    from kgplm.kg import KGStore
 
     return str(run.store_dir) if isinstance(graph, KGStore) else graph
 
@@ -417,7 +417,6 @@ def recorded_graph(run: RunDirectory, graph):
 def recorded_knowledge_graph(run: RunDirectory, knowledge_graph):
     """What ``run_config.json`` records as the knowledge graph: a :class:`KGStore` object is saved into the
     run (:func:`prepare_knowledge_store`), so the path of that copy; a path as given; ``None``."""
-    from kgplm.kg import KGStore
 
     return str(run.path / KNOWLEDGE_STORE) if isinstance(knowledge_graph, KGStore) else knowledge_graph
 
@@ -429,7 +428,6 @@ def prepare_knowledge_store(run: RunDirectory, knowledge_graph, store, *, save: 
     is saved into the run's ``knowledge_store/`` (``save``; through ``cache`` when given,
     :func:`save_store`), so the run replays from its ``run_config.json``; the stage ``knowledge_graph``
     records its size and ``derived_from``."""
-    from kgplm.kg import KGStore
 
     knowledge = knowledge_graph if isinstance(knowledge_graph, KGStore) else KGStore.load(knowledge_graph)
     where = "the knowledge graph" if isinstance(knowledge_graph, KGStore) else str(knowledge_graph)
@@ -459,7 +457,6 @@ def prepare_knowledge_store(run: RunDirectory, knowledge_graph, store, *, save: 
 
 def cached_graph(run: RunDirectory, graph):
     """The run's saved copy of ``graph`` when this run already parsed that same graph (a resume), else ``graph``."""
-    from kgplm.kg import KGStore
 
     if graph is None or isinstance(graph, KGStore) or _is_saved_store(graph):
         return graph
@@ -473,9 +470,6 @@ def save_store(store, target: Path, cache=None) -> None:
     """Save ``store`` at ``target``; with a ``cache`` (:class:`~kgplm.artefact_cache.ArtefactCache`) as a
     ``store`` entry keyed by the SHA-256 of each saved file, its files hard-linked into ``target``, so the
     runs that save the same store hold one copy of it on disk."""
-    import hashlib
-    import shutil
-    import tempfile
 
     if cache is None:
         store.save(target)
@@ -504,7 +498,6 @@ def prepare_store(run: RunDirectory, store, graph, *, save: bool = True, cache=N
     into the run unless ``graph`` is a saved store already (through ``cache`` when given,
     :func:`save_store`); an empty store when the method reads no graph (``store`` is ``None``: no entity
     is linked, entity-sized tables are empty)."""
-    from kgplm.kg.collector import GraphCollector
 
     if store is None:
         return GraphCollector(source="no graph").build(allow_empty=True)
@@ -514,7 +507,6 @@ def prepare_store(run: RunDirectory, store, graph, *, save: bool = True, cache=N
 
 
 def prepare_tokenizer(run: RunDirectory, inputs: StageInputs):
-    from kgplm.text.tokenization import build_vocab, load_tokenizer, save_tokenizer
 
     target = run.tokenizer_dir
     if (target / "tokenizer.json").is_file():
@@ -539,8 +531,6 @@ def prepare_tokenizer(run: RunDirectory, inputs: StageInputs):
 def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking: str):
     """The linked corpus (every method's corpus carries mention spans; whole-entity masking reads them;
     word_ids, for the schemes that mask words, :data:`kgplm.text.masking.WORD_SCHEMES`)."""
-    from kgplm.text.corpus import build_corpus, load_corpus
-    from kgplm.text.masking import WORD_SCHEMES
 
     manifest_path = run.corpus_dir / "manifest.json"
     if manifest_path.is_file():
@@ -580,7 +570,6 @@ def prepare_corpus(run: RunDirectory, inputs: StageInputs, tokenizer, *, masking
 
 def _check_built_corpus(manifest_path, **expected) -> None:
     """A corpus already built in the run is reused only if it was built with the settings asked for now."""
-    import json
 
     built = json.loads(manifest_path.read_text(encoding="utf-8")).get("config", {})
     different = {name: (built.get(name), value) for name, value in expected.items() if built.get(name) != value}
@@ -596,7 +585,6 @@ def _check_built_corpus(manifest_path, **expected) -> None:
 
 def record_model_length(run: RunDirectory, tokenizer, positions: int) -> None:
     """Save the tokenizer again with ``model_max_length`` = the model's positions (once)."""
-    from kgplm.text.tokenization import save_tokenizer
 
     if tokenizer.model_max_length != positions:
         tokenizer.model_max_length = positions
@@ -617,7 +605,6 @@ def build_model(
 ):
     """A fresh pre-training model of ``spec`` sized for ``store``, ``tokenizer`` and the KG embeddings
     (when the method uses them); returns (model, the text checkpoint directory or None)."""
-    from kgplm.training.preflight import text_fields as read_text_fields
 
     text_fields, checkpoint = read_text_fields(text_model)
     text_fields["vocab_size"] = len(tokenizer)
@@ -660,7 +647,6 @@ def load_init_weights(model, init) -> dict[str, Any]:
     keep ``model``'s fresh initialisation for the rest (the method's own modules). Refuses a
     checkpoint that gives none of the encoder. Returns what ``run_config.json`` records under
     ``stages.init_from``: the weights' SHA-256 and the tensors loaded, new and unused."""
-    import hashlib
 
     from safetensors.torch import load_file
 
@@ -702,8 +688,6 @@ def load_text_checkpoint(model, directory: Path) -> dict[str, list[str]]:
     bias) and NSP head (as the SOP head). Logs the parameters that are new. Returns
     ``{"loaded": [...], "new": [...], "unused": [...]}``."""
     from transformers import BertForPreTraining
-
-    from kgplm.models.loading import silenced_load_report
 
     with silenced_load_report():  # what was loaded is checked and logged below
         reference, info = BertForPreTraining.from_pretrained(str(directory), output_loading_info=True)
