@@ -13,17 +13,20 @@ TransE (100-d); kgplm trains them itself::
 The layout, one concept a module:
 
 * :mod:`~kgplm.kg.embeddings.models` — the TransE and TransR energies and constraints (with the
-  papers' equations and the choices made) and :class:`KGEmbeddings`, the tables of one store;
-* :mod:`~kgplm.kg.embeddings.training` — :func:`train_kg_embeddings`: the margin loss, negative
-  sampling, the memory it takes;
+  papers' equations and the choices made) and :class:`~kgplm.kg.embeddings.models.KGEmbeddings`,
+  the tables of one store;
+* :mod:`~kgplm.kg.embeddings.training` — :func:`~kgplm.kg.embeddings.training.train_kg_embeddings`:
+  the margin loss, negative sampling, the memory it takes;
 * :mod:`~kgplm.kg.embeddings.optimizers` — the row-wise optimisers a training step runs, and
   :mod:`~kgplm.kg.embeddings.kernels`, their compiled (numba) loops;
 * :mod:`~kgplm.kg.embeddings.evaluation` — filtered, realistic link-prediction ranks
-  (:func:`rank_triples`) and their metrics;
+  (:func:`~kgplm.kg.embeddings.evaluation.rank_triples`) and their metrics;
 * :mod:`~kgplm.kg.embeddings.files` — kgplm's safetensors + JSON format, OpenKE's and DGL-KE's
-  files, and the labelled triples TSV PyKEEN reads (:func:`write_triples_tsv`);
-* :mod:`~kgplm.kg.embeddings.triples` — id and labelled triples (:func:`triples_to_ids`) and the
-  seeded split (:func:`split_triples`).
+  files, and the labelled triples TSV PyKEEN reads
+  (:func:`~kgplm.kg.embeddings.files.write_triples_tsv`);
+* :mod:`~kgplm.kg.embeddings.triples` — id and labelled triples
+  (:func:`~kgplm.kg.embeddings.triples.triples_to_ids`) and the seeded split
+  (:func:`~kgplm.kg.embeddings.triples.split_triples`).
 """
 
 from kgplm.kg.embeddings.evaluation import rank_triples
