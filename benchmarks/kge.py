@@ -173,7 +173,7 @@ def run_benchmark(args: argparse.Namespace, smoke_folder: Path | None) -> None:
         )
         filter_triples = store.triples
         common = dict(dim=args.dim, epochs=epochs, batch_size=batch_size, triples=train, progress=False, seed=0)
-        transe = train_kg_embeddings(store, method="transe", lr=0.01, **common)
+        transe = train_kg_embeddings(store, method="transe", learning_rate=0.01, **common)
         report(
             name,
             "kgplm TransE (L1)",
@@ -181,7 +181,7 @@ def run_benchmark(args: argparse.Namespace, smoke_folder: Path | None) -> None:
             transe.timings["triples_per_second"],
             transe.evaluate(test, filter_triples=filter_triples, progress=False),
         )
-        transr = train_kg_embeddings(store, method="transr", lr=0.01, initialize_from=transe, **common)
+        transr = train_kg_embeddings(store, method="transr", learning_rate=0.01, initialize_from=transe, **common)
         report(
             name,
             "kgplm TransR (from TransE)",

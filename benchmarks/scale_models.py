@@ -144,7 +144,7 @@ def transe_epoch(
     batch_size: int = 8192,
     seed: int = 0,
 ) -> dict:
-    """One epoch of :func:`kgplm.kg.embeddings.train_kg_embeddings` over every triple (a ``KGStore``,
+    """One epoch of :func:`kgplm.kg.embeddings.training.train_kg_embeddings` over every triple (a ``KGStore``,
     or an ``(n, 3)`` id array with ``num_entities``/``num_relations``)."""
     from kgplm.kg.embeddings import train_kg_embeddings
 

@@ -24,11 +24,11 @@ import json
 import os
 import re
 import types
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from kgplm._deprecation import renamed_keyword
 from kgplm.exceptions import ConfigurationError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,12 +43,8 @@ __all__ = [
     "from_namespace",
     "resolve",
     "flag",
-    "DEPRECATED_REMOVAL",
     "EVALUATION_SUBSET_SEED",
 ]
-
-#: The release that removes the spellings kept for compatibility.
-DEPRECATED_REMOVAL = "0.3"
 
 
 class LazyChoices:
@@ -619,19 +615,16 @@ def plain(text: str) -> str:
 
 
 class DeprecatedFlag(argparse.Action):
-    """An earlier spelling of a flag: sets the same field, with a :class:`FutureWarning` naming the new one."""
+    """An earlier spelling of a flag: sets the same field, with the :class:`FutureWarning` of
+    :func:`kgplm._deprecation.renamed_keyword` naming the new one."""
 
     def __init__(self, option_strings, dest, *, replacement: str, parse: Callable | None = None, **kwargs) -> None:
         self.replacement = replacement
         super().__init__(option_strings, dest, type=parse, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
-        warnings.warn(
-            f"{option_string} is deprecated and will be removed in kgplm {DEPRECATED_REMOVAL}; use {self.replacement}",
-            FutureWarning,
-            stacklevel=2,
-        )
-        setattr(namespace, self.dest, values)
+        moved = renamed_keyword({option_string: values}, option_string, self.replacement, kind="option", stacklevel=3)
+        setattr(namespace, self.dest, moved[self.replacement])
 
 
 def _annotation_kind(annotation: Any) -> tuple[Any, bool]:

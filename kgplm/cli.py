@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kgplm._deprecation import renamed_keyword
 from kgplm.api import BUILT_IN_METHODS
 from kgplm.arguments import (
     DeprecatedFlag,
@@ -139,6 +140,11 @@ def _cmd_kg_embed(args: argparse.Namespace) -> int:
     if args.test_fraction > 0:
         train, test = split_triples(store.triples, test_fraction=args.test_fraction, seed=args.seed)
     initialize_from = None if args.init_from is None else KGEmbeddings.load(args.init_from, store=store)
+    # --lr is the deprecated spelling of --learning-rate; the library's default applies when neither is given
+    rate = {
+        flag: value for flag, value in (("--lr", args.lr), ("--learning-rate", args.learning_rate)) if value is not None
+    }
+    renamed_keyword(rate, "--lr", "--learning-rate", owner="kgplm kg embed", kind="option")
     embeddings = train_kg_embeddings(
         store,
         method=args.method,
@@ -148,7 +154,7 @@ def _cmd_kg_embed(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         num_negatives=args.num_negatives,
         margin=args.margin,
-        lr=args.lr,
+        **({"learning_rate": rate["--learning-rate"]} if rate else {}),
         norm=args.norm,
         negative_sampling=args.negative_sampling,
         optimizer=args.optimizer,
@@ -560,7 +566,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=8192)
     p.add_argument("--num-negatives", type=int, default=1)
     p.add_argument("--margin", type=float, default=1.0)
-    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--learning-rate", type=float, default=None, help="the optimiser's step size (default 0.01)")
+    p.add_argument("--lr", type=float, default=None, help=argparse.SUPPRESS)  # deprecated: --learning-rate
     p.add_argument(
         "--norm", type=int, choices=[1, 2], default=None, help="distance norm (default 1 for TransE, 2 for TransR)"
     )

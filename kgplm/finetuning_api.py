@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from kgplm._io import atomic_directory, atomic_file, json_safe
+from kgplm._deprecation import DEFAULT_REMOVAL, DEFAULT_SINCE
 from kgplm.arguments import (
-    DEPRECATED_REMOVAL,
     EVALUATION_SUBSET_SEED,
     EvaluationArguments,
     FineTuningArguments,
@@ -545,8 +545,9 @@ def predict(*, args: PredictionArguments | None = None, **kwargs: Any) -> Predic
         if "output_dir" in kwargs:
             raise ConfigurationError("kgplm.predict() got both output (deprecated) and output_dir; pass output_dir")
         warnings.warn(
-            f"kgplm.predict(output=...) is deprecated and will be removed in kgplm {DEPRECATED_REMOVAL}; pass "
-            "output_dir= (the predictions go to output_dir/<task>-<split>.jsonl)",
+            f"kgplm.predict: the keyword argument 'output' is deprecated since kgplm {DEFAULT_SINCE} and will be "
+            f"removed in kgplm {DEFAULT_REMOVAL}; use 'output_dir' (the predictions go to "
+            "output_dir/<task>-<split>.jsonl)",
             FutureWarning,
             stacklevel=2,
         )

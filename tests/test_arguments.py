@@ -167,15 +167,16 @@ def test_an_unknown_argument_is_refused_with_the_closest_name():
 
 def test_the_earlier_output_and_neighbour_table_flags_warn_and_still_work():
     parser = build_parser()
-    with pytest.warns(FutureWarning, match="--out is deprecated .* use --output-dir"):
+    with pytest.warns(FutureWarning, match="'--out' is deprecated .* use '--output-dir'"):
         namespace = parser.parse_args(["finetune", "--model", "m", "--task", "t", "--data-dir", "d", "--out", "o"])
     assert namespace.output_dir == "o"
     with pytest.warns(FutureWarning) as caught:
         namespace = parser.parse_args(["train", "--method", "mlm", "--corpus", "c", "--out", "o", "--pepr", "t.npz"])
     messages = sorted(str(warning.message).split(" is deprecated")[0] for warning in caught)
-    assert messages == ["--out", "--pepr"] and "use --neighbor-table" in str(caught[-1].message)
+    assert messages == ["the option '--out'", "the option '--pepr'"]
+    assert "use '--neighbor-table'" in str(caught[-1].message)
     assert (namespace.output_dir, namespace.neighbor_table) == ("o", "t.npz")
-    with pytest.warns(FutureWarning, match="--out is deprecated .* use --output$"):
+    with pytest.warns(FutureWarning, match="'--out' is deprecated .* use '--output'$"):
         namespace = parser.parse_args(["kg", "pepr", "--out", "t.npz"])
     assert namespace.output == "t.npz"
     with warnings.catch_warnings():

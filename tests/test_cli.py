@@ -201,6 +201,35 @@ def test_kg_embed_trains_saves_and_evaluates(tmp_path: Path, capsys) -> None:
     assert KGEmbeddings.from_openke(transr, store).projections.shape == (store.num_relations, 8, 4)
 
 
+def test_kg_embed_takes_learning_rate_and_the_deprecated_lr_warns_and_trains_alike(tmp_path: Path, capsys) -> None:
+    import pytest
+    import torch
+
+    from kgplm.kg.embeddings import KGEmbeddings
+
+    toy = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
+    common = ["kg", "embed", "--store", str(toy), "--dim", "8", "--epochs", "2", "--batch-size", "8"]
+
+    def trained(name: str, *rate: str) -> KGEmbeddings:
+        assert main([*common, "--out", str(tmp_path / name), *rate]) == 0
+        return KGEmbeddings.load(tmp_path / name)
+
+    default, new = trained("default"), trained("new", "--learning-rate", "0.05")
+    with pytest.warns(FutureWarning, match="kgplm kg embed: the option '--lr' is deprecated.*'--learning-rate'"):
+        old = trained("old", "--lr", "0.05")
+    assert (default.config["lr"], new.config["lr"]) == (0.01, 0.05)
+    assert torch.equal(old.entity_embeddings, new.entity_embeddings) and old.config == new.config
+    assert not torch.equal(new.entity_embeddings, default.entity_embeddings)
+    capsys.readouterr()
+    assert main([*common, "--out", str(tmp_path / "both"), "--lr", "0.05", "--learning-rate", "0.05"]) == 2
+    assert "'--lr' (deprecated) and '--learning-rate'" in capsys.readouterr().err
+    assert not (tmp_path / "both").exists()
+    with pytest.raises(SystemExit):
+        main(["kg", "embed", "--help"])
+    usage = capsys.readouterr().out
+    assert "--learning-rate" in usage and "--lr " not in usage and "--lr\n" not in usage
+
+
 def test_text_vocab_link_and_build_corpus(tmp_path: Path, capsys) -> None:
     import json
 

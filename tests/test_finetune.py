@@ -538,7 +538,7 @@ def test_evaluate_and_predict_return_result_objects_that_replay(cmedqaner_run, s
     with open(predicted, encoding="utf-8") as handle:  # the result is path-like
         assert len(handle.read().splitlines()) == 20
 
-    with pytest.warns(FutureWarning, match=r"predict\(output=...\) is deprecated"):
+    with pytest.warns(FutureWarning, match="the keyword argument 'output' is deprecated"):
         legacy = kgplm.predict(
             model=cmedqaner_run.output_dir,
             data_dir=shared_data / "tasks",

@@ -130,7 +130,7 @@ class EntityMemory(nn.Module):
 
     @torch.no_grad()
     def load_embeddings(self, embeddings) -> None:
-        """Copy the entity vectors of a :class:`~kgplm.kg.embeddings.KGEmbeddings` (TransE) of the same graph."""
+        """Copy the entity vectors of a :class:`~kgplm.kg.embeddings.models.KGEmbeddings` (TransE) of the same graph."""
         vectors = torch.as_tensor(embeddings.entity_embeddings)
         if tuple(vectors.shape) != tuple(self.weight.shape):
             raise ConfigurationError(

@@ -13,7 +13,7 @@ __all__ = ["KnowledgeGraphTables"]
 
 
 class KnowledgeGraphTables(nn.Module):
-    """ent(e), rel(r) and TransR's M_r, initialised from :class:`~kgplm.kg.embeddings.KGEmbeddings`.
+    """ent(e), rel(r) and TransR's M_r, initialised from :class:`~kgplm.kg.embeddings.models.KGEmbeddings`.
 
     ``related_relation``/``related_projection`` are a "related" relation for neighbours with no
     direct link (PEPR tables built with ``candidates="any"``, relation id −1), learned when

@@ -1,4 +1,4 @@
-"""Numba kernels behind :mod:`kgplm.kg.embeddings`: row-wise (lazy) optimiser updates.
+"""Numba kernels behind :mod:`kgplm.kg.embeddings.optimizers`: row-wise (lazy) optimiser updates.
 
 A minibatch touches a few thousand rows of tables with hundreds of thousands. These kernels read
 and write only those rows, in one pass each, where a chain of torch index ops would make ten
@@ -6,8 +6,10 @@ passes over the same memory. The math is the optimisers' own:
 
 * Adam (Kingma & Ba 2015) applied lazily, as ``torch.optim.SparseAdam`` does: rows the batch
   does not touch keep their moments; bias correction uses the global step count.
-* Adagrad (Duchi et al. 2011): G ← G + g², θ ← θ − lr · g / (√G + ε).
-* SGD: θ ← θ − lr · g.
+* Adagrad (Duchi et al. 2011): G ← G + g², θ ← θ − η · g / (√G + ε).
+* SGD: θ ← θ − η · g.
+
+with η the learning rate.
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ def gather_constrained(table, rows, constraint, out):  # pragma: no cover - comp
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def adam_rows(table, first_moment, second_moment, rows, gradient, lr, beta1, beta2, eps, step):  # pragma: no cover
+def adam_rows(
+    table, first_moment, second_moment, rows, gradient, learning_rate, beta1, beta2, eps, step
+):  # pragma: no cover
     """Lazy Adam on ``table[rows]`` with the (coalesced) ``gradient`` of those rows."""
     # torch.optim.SparseAdam's form: ε is added to √v, the bias corrections go into the step size
-    step_size = lr * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
+    step_size = learning_rate * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
     for i in numba.prange(rows.shape[0]):
         row = rows[i]
         for j in range(table.shape[1]):
@@ -65,18 +69,18 @@ def adam_rows(table, first_moment, second_moment, rows, gradient, lr, beta1, bet
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def adagrad_rows(table, accumulator, rows, gradient, lr, eps):  # pragma: no cover - compiled
+def adagrad_rows(table, accumulator, rows, gradient, learning_rate, eps):  # pragma: no cover - compiled
     for i in numba.prange(rows.shape[0]):
         row = rows[i]
         for j in range(table.shape[1]):
             g = gradient[i, j]
             accumulator[row, j] += g * g
-            table[row, j] -= lr * g / (math.sqrt(accumulator[row, j]) + eps)
+            table[row, j] -= learning_rate * g / (math.sqrt(accumulator[row, j]) + eps)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def sgd_rows(table, rows, gradient, lr):  # pragma: no cover - compiled
+def sgd_rows(table, rows, gradient, learning_rate):  # pragma: no cover - compiled
     for i in numba.prange(rows.shape[0]):
         row = rows[i]
         for j in range(table.shape[1]):
-            table[row, j] -= lr * gradient[i, j]
+            table[row, j] -= learning_rate * gradient[i, j]
