@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from kgplm._io import atomic_directory, atomic_file, json_safe
-from kgplm.exceptions import ConfigurationError
+from kgplm.exceptions import ConfigurationError, MissingFileError
 
 __all__ = ["finetune", "evaluate", "predict", "FineTuningResult", "EVALUATION_SUBSET_SEED"]
 
@@ -57,41 +57,6 @@ class FineTuningResult:
         return f"FineTuningResult(task={self.task!r}, dev {self.dev['main']:.4f}{test}, {self.output_dir}{warning})"
 
 
-def _encoder_inputs(method: str, run, progress: bool, wanted: bool = True):
-    """The provider of the extra encoder inputs a method reads at fine-tuning (``None`` for none, or when
-    not ``wanted``: the encoder then runs on the text alone)."""
-    from kgplm.exceptions import MissingFileError
-    from kgplm.methods import get
-
-    spec = get(method)
-    if spec.finetuning_inputs is None or not wanted:
-        return None
-    if run is None:
-        raise MissingFileError(
-            "<model>",
-            f"pre-training run next to the model: a {method!r} encoder reads inputs "
-            f"built from its pre-training run's artefacts",
-        )
-    return spec.finetuning_inputs(run, progress)
-
-
-def _span_inputs(method: str, run, knowledge, progress: bool):
-    """The span-indicator inputs (:mod:`kgplm.training.span_indicator`) of a pre-training run."""
-    from kgplm.exceptions import MissingFileError
-    from kgplm.training.span_indicator import span_lookup
-
-    if knowledge is not None:
-        raise ConfigurationError(
-            f"mention_spans=True: a {method!r} encoder already reads the linked mentions; "
-            f"pass encoder_inputs=False to give it the span indicator instead"
-        )
-    if run is None:
-        raise MissingFileError(
-            "<model>", "pre-training run next to the model: mention_spans links the task text with the run's graph"
-        )
-    return span_lookup(run, progress)
-
-
 #: The seed of dev and test subsets (``max_eval_examples``): fixed, so that every training seed and every
 #: model is scored on the same examples (``evaluate``'s default ``seed`` draws the same subset).
 EVALUATION_SUBSET_SEED = 0
@@ -122,7 +87,8 @@ def finetune(
     max_eval_examples: int | None = None,
     seed: int = 0,
     encoder_inputs: bool = True,
-    mention_spans: bool = False,
+    mention_spans: bool | str = False,
+    kg_embeddings: str | os.PathLike | None = None,
     device: str = "auto",
     mixed_precision: str = "no",
     report_to: tuple[str, ...] | list[str] = (),
@@ -153,11 +119,21 @@ def finetune(
         encoder_inputs: ``False`` fine-tunes a method whose encoder reads extra inputs (SMedBERT's
             linked mentions and neighbours) on the text alone — the "no knowledge at fine-tuning"
             ablation; ``evaluate`` then does the same.
-        mention_spans: give the encoder the linked mention spans SMedBERT receives (the linker of the
-            pre-training run's graph), as a learned "inside a mention" vector added to the token
-            embeddings (:class:`~kgplm.models.finetuning.MentionSpanIndicator`; saved in the model's
-            config, so ``evaluate`` feeds it too): the "control + the same mention spans" row. Not
-            with a method that already reads the mentions (SMedBERT) unless ``encoder_inputs=False``.
+        mention_spans: give the encoder the linked mentions SMedBERT receives (the linker of the
+            pre-training run's graph: the same spans, the same entity ids;
+            :mod:`kgplm.training.span_indicator`). ``True``: the spans alone, as a learned "inside a
+            mention" vector added to the token embeddings
+            (:class:`~kgplm.models.finetuning.MentionSpanIndicator`). ``"typed"``: a typed gazetteer —
+            per mention a begin/inside marker (adjacent mentions stay apart), a learned embedding of
+            the entity's KG type and the entity's own vector from ``kg_embeddings``, projected to the
+            hidden size; no neighbours (:class:`~kgplm.models.finetuning.TypedMentionGazetteer`; its
+            tables are saved with the model). Either is recorded in the model's config, so
+            ``evaluate`` feeds it too. Not with a method that already reads the mentions (SMedBERT)
+            unless ``encoder_inputs=False``.
+        kg_embeddings: the TransE or TransR directory of the pre-training run's graph whose entity
+            vectors the typed gazetteer reads (``mention_spans="typed"`` only); default: the run's own
+            (given to or computed by ``kgplm.train``). A text-only run (a control) has none: pass
+            the table its knowledge method was trained with. The directory used is recorded.
         mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (training and scoring under autocast).
         device: ``"auto"`` (CUDA when available, else CPU; logged, and recorded resolved in
             ``finetune_config.json``), ``"cpu"`` or ``"cuda"``; see ``kgplm.train``.
@@ -181,9 +157,11 @@ def finetune(
 
     # the task's name and the model's path are checked before torch loads, so a refused call answers at once
     spec = get_task(task)
+    if not (isinstance(mention_spans, bool) or mention_spans == "typed"):
+        raise ConfigurationError(f"mention_spans must be False, True or 'typed', got {mention_spans!r}")
+    if kg_embeddings is not None and mention_spans != "typed":
+        raise ConfigurationError("kg_embeddings is read by the typed gazetteer only (mention_spans='typed')")
     if not Path(model).exists():
-        from kgplm.exceptions import MissingFileError
-
         raise MissingFileError(model, "kgplm model (a train/finetune output directory or a save_pretrained directory)")
     from kgplm.models import KgplmConfig, KgplmForFineTuning
     from kgplm.models.card import write_model_card
@@ -202,6 +180,7 @@ def finetune(
     from kgplm.training.precision import autocast
     from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import locate_model
+    from kgplm.training.span_indicator import fine_tuning_knowledge, gazetteer_tables
 
     arguments["device"] = device = distributed.auto_device(device)
     report_to = check_report_to(report_to)
@@ -257,10 +236,18 @@ def finetune(
             )
         label_names = label_names_for(spec, train_examples, tagging)
         config.set_task(spec.kind, spec.name, label_names, tagging)
-        config.mention_span_indicator = mention_spans
-        knowledge = _encoder_inputs(config.method, run, progress and main, encoder_inputs)
-        if mention_spans:
-            knowledge = _span_inputs(config.method, run, knowledge, progress and main)
+        config.mention_span_indicator = mention_spans is True
+        tables = None
+        if mention_spans == "typed":
+            if run is None:
+                raise MissingFileError(
+                    "<model>",
+                    "pre-training run next to the model: the typed gazetteer links the task text with its graph",
+                )
+            tables = gazetteer_tables(run, kg_embeddings, progress and main)
+            config.mention_gazetteer = tables.sizes
+            arguments["kg_embeddings"] = str(tables.directory.resolve())
+        knowledge = fine_tuning_knowledge(config, run, encoder_inputs=encoder_inputs, progress=progress and main)
         encoder = TaskEncoder(
             spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging, knowledge=knowledge
         )
@@ -268,6 +255,8 @@ def finetune(
 
         torch.manual_seed(seed)  # the head's initial weights
         network = load_under_task_head(KgplmForFineTuning, model_dir, config=config)
+        if tables is not None:
+            network.gazetteer.load_tables(tables.kg_vectors, tables.type_ids)
         train_features = encoder.encode(train_examples)
         encoding = {"train": dict(encoder.last_statistics)}
         dev_features = encoder.encode(dev_examples)
@@ -383,6 +372,7 @@ def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed
     from kgplm.text.tokenization import load_tokenizer
     from kgplm.training.finetuning import TaskEncoder, predict
     from kgplm.training.run import locate_model
+    from kgplm.training.span_indicator import fine_tuning_knowledge
 
     from kgplm.training.distributed import auto_device
 
@@ -407,9 +397,7 @@ def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed
         max_length = recorded["max_length"]
         encoder_inputs = recorded.get("encoder_inputs", True) if encoder_inputs is None else encoder_inputs
     max_length = max_length or min(config.max_position_embeddings, 512)
-    knowledge = _encoder_inputs(config.method, run, progress, encoder_inputs is not False)
-    if getattr(config, "mention_span_indicator", False):
-        knowledge = _span_inputs(config.method, run, knowledge, progress)
+    knowledge = fine_tuning_knowledge(config, run, encoder_inputs=encoder_inputs is not False, progress=progress)
     encoder = TaskEncoder(
         spec,
         load_tokenizer(tokenizer_dir),
