@@ -81,6 +81,11 @@ def test_linking_without_fusion_trains_the_entity_table_and_leaves_the_text_stat
         first = full(**batch).last_hidden_state
         full.entity_memory.weight.mul_(-3.0).add_(0.5)
         assert not torch.allclose(full(**batch).last_hidden_state, first)
+    # outside pre-training's linking loss nothing reads the retrieval: it is not run, the detections still are
+    with torch.no_grad():
+        extras = KEBIOLM_ENCODING.encode(model, batch["input_ids"], batch["attention_mask"]).extras
+    assert extras["mention_vectors"] is None and extras["retrieved_ids"] is None
+    assert extras["mention_spans"] is not None and extras["detection_logits"].shape == (2, 8, 3)
     model.train()
     model(**batch, labels=labels, detection_labels=detection).loss.backward()
     assert (

@@ -240,6 +240,8 @@ class KebiolmEncoding(Encoding):
         ``extras``: ``detection_logits`` (batch, length, 3), ``mention_batch`` (m,), ``mention_spans``
         (m, 2), ``mention_vectors`` h'_m (m, d_e), ``retrieved_ids`` and ``retrieval_weights`` (m, k),
         ``logsumexp`` (m,) over every entity when ``with_logsumexp`` (the pre-training model's L_EL).
+        Without linking (``entity_linking=False``), and without fusion unless ``with_logsumexp``, the
+        entity extras are ``None``: nothing is retrieved.
         """
         config = host.config
         if attention_mask is None:
@@ -250,7 +252,7 @@ class KebiolmEncoding(Encoding):
         layers = host.bert.encoder.layer
         hidden = run_encoder_layers(layers[:text_only], embeddings, mask)
         detection_logits = host.entity_detection(hidden)  # (batch, length, 3)
-        if mention_spans is None and config.entity_linking:
+        if mention_spans is None:
             with torch.no_grad():
                 mention_batch, mention_spans = decode_spans(
                     detection_logits.argmax(-1), candidate_positions(attention_mask, token_type_ids)
@@ -264,7 +266,10 @@ class KebiolmEncoding(Encoding):
             "retrieval_weights": None,
             "logsumexp": None,
         }
-        if config.entity_linking and len(mention_spans):
+        # without fusion the retrieval feeds L_EL only, which asks for the normaliser (``with_logsumexp``):
+        # elsewhere (fine-tuning, inference) its result would change nothing, so it is not run
+        retrieve = config.entity_linking and (config.entity_fusion or with_logsumexp)
+        if retrieve and len(mention_spans):
             mention_vectors = host.mention_projection(hidden, mention_batch, mention_spans)  # (m, d_e)
             retrieved, weights, entity_vectors, normaliser = host.entity_memory.attend(
                 mention_vectors, with_logsumexp=with_logsumexp
