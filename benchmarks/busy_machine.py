@@ -74,7 +74,7 @@ def timed_run(corpus: Path, prepared: Path, work: Path, steps: int, setting: str
         str(prepared / "tokenizer"),
         "--kg-embeddings",
         str(prepared / "kg" / "embeddings"),
-        "--pepr",
+        "--neighbor-table",
         str(prepared / "kg" / "neighbors.npz"),
     ]
     started = time.monotonic()

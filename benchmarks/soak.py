@@ -68,7 +68,7 @@ def command(corpus: Path, output_dir: Path, steps: int, checkpoint_every: int) -
         str(TOY_GRAPH),
         "--corpus",
         str(corpus),
-        "--out",
+        "--output-dir",
         str(output_dir),
         "--text-model",
         json.dumps(TEXT_MODEL),

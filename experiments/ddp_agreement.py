@@ -83,7 +83,7 @@ def cli_arguments(store_dir: Path, corpus: Path, output_dir: Path, steps: int) -
         str(store_dir),
         "--corpus",
         str(corpus),
-        "--out",
+        "--output-dir",
         str(output_dir),
         "--text-model",
         json.dumps(TEXT_MODEL),

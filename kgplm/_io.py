@@ -20,6 +20,7 @@ __all__ = [
     "iter_lines",
     "atomic_directory",
     "atomic_file",
+    "AppendFile",
     "unfinished_directories",
     "load_array",
 ]
@@ -131,6 +132,44 @@ def atomic_file(target: str | os.PathLike, mode: str = "w", **open_kwargs) -> It
         if written is not None:
             raise _disk_full_error(target, written) from error
         raise
+
+
+class AppendFile:
+    """A log that grows by whole records (``metrics.jsonl``): :meth:`append` writes one record unbuffered, and
+    when the disk fills part-way cuts the file back to what it held before and raises :class:`DiskFullError`
+    naming the path and the record's size, so the file never ends in half a record."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._handle = open(self.path, "ab", buffering=0)
+
+    def append(self, text: str) -> None:
+        data = memoryview(text.encode("utf-8"))
+        descriptor = self._handle.fileno()
+        before = os.fstat(descriptor).st_size
+        written = 0
+        try:
+            while written < len(data):  # an unbuffered write may take part of the bytes
+                written += self._handle.write(data[written:])
+        except OSError as error:
+            if not _disk_full(error):
+                raise
+            with contextlib.suppress(OSError):
+                os.ftruncate(descriptor, before)
+            try:
+                free = shutil.disk_usage(self.path.parent).free
+            except OSError:
+                free = None
+            raise DiskFullError(self.path, needed=len(data), written=written, free=free) from error
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> "AppendFile":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
 
 def _disk_full(error: BaseException) -> bool:

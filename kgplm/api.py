@@ -11,14 +11,16 @@ describes). Nothing here names a method: everything method-specific comes from
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from kgplm._io import atomic_directory, json_safe
+from kgplm.arguments import PretrainingArguments, resolve, signature
 from kgplm.exceptions import ConfigurationError
 
 __all__ = ["train", "train_from_config", "TrainingResult", "finetune", "evaluate", "predict", "FineTuningResult"]
@@ -69,143 +71,15 @@ class TrainingResult:
         return f"TrainingResult(method={self.method!r}, steps={self.steps}, final loss {last:.4f}, {self.output_dir})"
 
 
-def train(
-    method: str,
-    *,
-    graph=None,
-    corpus: str | os.PathLike,
-    output_dir: str | os.PathLike,
-    text_model: str | os.PathLike | dict | None = None,
-    tokenizer: str | os.PathLike | None = None,
-    init_from: str | os.PathLike | None = None,
-    kg_embeddings: str | os.PathLike | None = None,
-    neighbor_table: str | os.PathLike | None = None,
-    knowledge_graph=None,
-    corpus_options: dict | None = None,
-    vocab_size: int = 8000,
-    max_length: int = 128,
-    num_neighbors: int = 10,
-    pepr_mode: str = "auto",
-    pepr_budget_seconds: float = 120.0,
-    kg_method: str | None = None,
-    entity_dim: int = 100,
-    kg_epochs: int = 5,
-    kg_seed: int | None = None,
-    model_options: dict | None = None,
-    method_data: dict | None = None,
-    exclude_triples: str | os.PathLike | None = None,
-    linking: dict | None = None,
-    masking: str | None = None,
-    max_steps: int = 1000,
-    batch_size: int = 16,
-    gradient_accumulation_steps: int = 1,
-    learning_rate: float = 5e-4,
-    warmup_steps: int | None = None,
-    weight_decay: float = 0.01,
-    checkpoint_every: int = 200,
-    log_every: int = 10,
-    seed: int = 0,
-    device: str = "auto",
-    mixed_precision: str = "no",
-    num_workers: int = 0,
-    num_threads: int | None = None,
-    report_to: tuple[str, ...] | list[str] = (),
-    stop_signals: tuple[str, ...] | list[str] = ("SIGTERM", "SIGUSR1"),
-    resume_with_new_schedule: bool = False,
-    progress: bool = True,
-) -> TrainingResult:
-    """Pre-train ``method`` (a name from :func:`kgplm.methods.available`) on ``corpus`` with ``graph``.
+def train(method: str, *, args: PretrainingArguments | None = None, **kwargs: Any) -> TrainingResult:
+    """Pre-train ``method`` (a name from :func:`kgplm.methods.available`): its arguments are the fields of
+    :class:`~kgplm.arguments.PretrainingArguments`, given as keywords (``corpus=``, ``output_dir=`` …), as
+    ``args=``, or both (the keywords replace fields of ``args``).
 
     Every argument and input is checked before anything is written
     (:mod:`kgplm.training.preflight`), so a call that fails leaves ``output_dir`` free for its
     corrected call; a directory whose run completed no step is taken over by a call with other
     settings (logged as a warning).
-
-    Args:
-        graph: a :class:`~kgplm.KGStore` or anything :func:`kgplm.kg.open_store` accepts
-            (``"cmekg"``, a saved store, an RDF/OBO/TSV file, a UMLS directory). Required when the
-            method or its masking reads a graph (:meth:`kgplm.methods.MethodSpec.needs_graph`);
-            ``None`` for the text-only methods (``mlm``, ``electra``, ``ehealth`` with their own
-            masking), which then link nothing and load no graph.
-        corpus: a corpus file (text lines, CSV, JSON lines); ``corpus_options`` go to
-            :func:`kgplm.text.read_corpus` (e.g. ``{"columns": ["ask", "answer"]}``).
-        text_model: ``None`` (a small CPU encoder, :data:`kgplm.models.CPU_TEXT_ENCODER`), a Hugging
-            Face hub id (``"org/name"`` or ``"org/name@revision"``, fetched through
-            ``huggingface_hub`` into its cache; ``HF_HUB_OFFLINE=1`` reads the cache only), a local
-            directory holding a BERT checkpoint (``config.json`` + weights — every weight it has is
-            loaded, the MLM head and an NSP head (as SOP's) included — and its tokenizer unless
-            ``tokenizer`` is given) or a dict of BERT config fields.
-        tokenizer: a tokenizer directory, ``vocab.txt`` or hub id; default: the text model's, else a
-            WordPiece vocabulary of ``vocab_size`` trained on the corpus.
-        init_from: continued pre-training from a kgplm pre-training run (its directory, or its
-            ``model/``): the run's encoder sizes and tokenizer are used and every tensor this
-            method's model shares with it by name and shape is loaded (embeddings, encoder, the MLM
-            and SOP heads; for the ELECTRA family the generator and the replaced-token head); the
-            method's own modules start fresh from ``seed``. ``text_model`` must then be ``None``.
-            The source and its weights' SHA-256 are recorded under ``stages.init_from``. This is how
-            the papers train (continuing from BERT, PubMedBERT or ELECTRA), and how
-            ``experiments/replicate.py`` continues every row from one base per family.
-        kg_embeddings, neighbor_table: cached artefacts (a :class:`KGEmbeddings` directory, a PEPR
-            ``.npz``); by default computed when the method needs them: PEPR top-``num_neighbors``
-            of every mentioned entity (``pepr_mode``: ``"auto"`` computes it exactly when exact mode's
-            cost, modelled from the graph, the number of mentioned entities and the settings (never
-            timed: :func:`kgplm.kg.pepr.exact_cost`), fits ``pepr_budget_seconds``, and in fast mode
-            otherwise, so the same call builds the same table on any machine; the mode used and why
-            are recorded in ``run_config.json`` under ``stages.pepr_mode_used`` and
-            ``stages.pepr_mode_reason``),
-            ``kg_method`` embeddings (default: the
-            method's; TransR starts from TransE) of size ``entity_dim`` for ``kg_epochs``, seeded by
-            ``kg_seed`` (default: ``seed``). The PEPR table and the embeddings are kept in the KG artefact
-            cache (:mod:`kgplm.artefact_cache`), so a later run on the same graph and settings takes them
-            from there; a fixed ``kg_seed`` lets runs with other ``seed`` values share the embeddings.
-        knowledge_graph: the store whose links the PEPR table and the KG embeddings are built from,
-            when it is not ``graph`` (a :class:`~kgplm.KGStore` or a saved store's directory): it holds
-            ``graph``'s entities and relations in the same order with other triples, e.g. made by
-            :meth:`KGStore.with_triples <kgplm.KGStore.with_triples>` to prune the graph or to attach its
-            links to other entities. Text is linked with ``graph``, which the run saves for
-            fine-tuning; a store object is saved into the run's ``knowledge_store/``, and
-            ``stages.knowledge_graph`` records its size and ``derived_from``. Cannot be combined with
-            a given ``kg_embeddings``, ``neighbor_table`` or ``exclude_triples``.
-        model_options: the method's own config fields (``kgplm.methods.get(method).config_class.option_names()``:
-            ablations, loss weights, ``use_sop`` …).
-        method_data: inputs of the method's own stages that are not model fields (files such as a
-            product-attribute table); JSON-safe, recorded in ``run_config.json``. Each method's
-            docstring says which keys it reads.
-        exclude_triples: a file of triples kept out of pre-training (a probe file's
-            ``exclude_from_training`` list, or a TSV of labelled triples): the sentences stating them
-            leave the corpus, the KG embeddings and PEPR table are built without them
-            (:mod:`kgplm.training.heldout`).
-        linking: which names the corpus links (:mod:`kgplm.text.linking_filters`): ``stop_words``
-            (default ``"english"``), ``min_length``, ``exclude_numeric``, ``hyphen_variants``,
-            ``entity_types``, ``roots`` (e.g. ``["HP:0000118"]``), ``common_word_share``. Every
-            option, defaults included, is recorded in ``run_config.json``; the names the common-word
-            filter dropped under ``stages.linking``.
-        masking: the MLM masking scheme (default: the method's, e.g. ``whole_entity`` for SMedBERT).
-        batch_size: examples per optimiser step, split into ``gradient_accumulation_steps``
-            micro-batches (the loss is the mean over the whole batch either way).
-        max_steps, learning_rate, warmup_steps (default 6% of the steps), weight_decay,
-        checkpoint_every, log_every, seed, device: the loop's (:class:`kgplm.training.TrainerSettings`).
-        mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (autocast; fp16 with a gradient scaler).
-        num_workers: DataLoader processes that collate batches ahead of the loop (0: in this process);
-            it does not change the batches, so a run may resume with another value.
-        num_threads: threads of torch's and numba's pools together (:mod:`kgplm.training.threads`;
-            DataLoader workers use one each). Default: ``OMP_NUM_THREADS`` when set, else the cores
-            this process may run on (its CPU affinity) divided among the processes ``torchrun``
-            starts on the machine. The value used is recorded in ``run_config.json`` (and the pools'
-            sizes under ``stages.threads``): artefacts are byte-identical for the same code, thread
-            count and hardware kind. A run may resume with another value.
-        device: ``"auto"`` (CUDA when torch sees a GPU, else the CPU), ``"cpu"`` or ``"cuda"``. The
-            device used is logged and recorded in ``run_config.json`` as ``device`` (the resolved value,
-            so a replay runs where the run ran). On a machine without a GPU ``"auto"`` is ``"cpu"`` and the
-            artefacts are exactly those of ``device="cpu"``; pass ``device="cpu"`` for artefacts that do
-            not depend on the machine.
-        report_to: ``("tensorboard",)`` writes every logged loss, learning rate and metric to
-            ``output_dir/tensorboard`` (:mod:`kgplm.training.reporting`); ``TrainingResult.plot()`` and
-            ``kgplm plot`` draw the curves to a PNG.
-        stop_signals: the signals on which the loop finishes its step, writes a checkpoint and raises
-            :class:`~kgplm.exceptions.PreemptedError` (``kgplm train`` exits with status 75); the
-            same call resumes from it (:mod:`kgplm.training.interrupts`). It does not change the
-            result, so a run may resume with other signals.
 
     Under ``torchrun --nproc_per_node N`` (``WORLD_SIZE`` > 1) the run is data-parallel
     (:mod:`kgplm.training.distributed`): ``batch_size`` is the global batch, split over the
@@ -232,6 +106,64 @@ def train(
     where the earlier model went). To train further under a fresh schedule instead, start a new run
     with ``init_from=`` the finished run and another ``output_dir``.
     """
+    arguments = resolve(PretrainingArguments, args, kwargs, function="kgplm.train")
+    return _train(method, **{item.name: getattr(arguments, item.name) for item in fields(arguments)})
+
+
+train.__signature__ = signature(
+    PretrainingArguments,
+    leading=[inspect.Parameter("method", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str")],
+    returns="TrainingResult",
+)
+
+
+def _train(
+    method: str,
+    *,
+    graph,
+    corpus,
+    output_dir,
+    text_model,
+    tokenizer,
+    init_from,
+    kg_embeddings,
+    neighbor_table,
+    knowledge_graph,
+    corpus_options,
+    vocab_size,
+    max_length,
+    num_neighbors,
+    pepr_mode,
+    pepr_budget_seconds,
+    kg_method,
+    entity_dim,
+    kg_epochs,
+    kg_seed,
+    model_options,
+    method_data,
+    exclude_triples,
+    linking,
+    masking,
+    max_steps,
+    batch_size,
+    gradient_accumulation_steps,
+    learning_rate,
+    warmup_steps,
+    weight_decay,
+    checkpoint_every,
+    log_every,
+    seed,
+    device,
+    mixed_precision,
+    num_workers,
+    num_threads,
+    report_to,
+    stop_signals,
+    resume_with_new_schedule,
+    progress,
+) -> TrainingResult:
+    """The body of :func:`train` over resolved arguments (the same names, in the same order, as
+    :class:`~kgplm.arguments.PretrainingArguments`, so ``run_config.json`` records them in that order)."""
     arguments = {name: value for name, value in locals().items()}
     # the checks that need no model code run before torch and the methods load, so a refused call answers at once
     _check_call(
@@ -349,13 +281,14 @@ def train(
                     run.record_stage("hub", prepared.hub)
                 if schedule_change is not None:
                     _record_schedule_change(run, schedule_change)
-            store = linking_store = stages.prepare_store(run, prepared.store, graph, save=main)
-            if knowledge_graph is not None:  # the saved store stays the linking one: text is linked with it
-                store = stages.prepare_knowledge_store(run, knowledge_graph, store, save=main)
-            # the stages read local paths (a hub id resolved to its snapshot)
-            stage_arguments = {**arguments, "text_model": prepared.text_model, "tokenizer": prepared.tokenizer}
             from kgplm.artefact_cache import default_cache
 
+            cache = default_cache() if main else None
+            store = linking_store = stages.prepare_store(run, prepared.store, graph, save=main, cache=cache)
+            if knowledge_graph is not None:  # the saved store stays the linking one: text is linked with it
+                store = stages.prepare_knowledge_store(run, knowledge_graph, store, save=main, cache=cache)
+            # the stages read local paths (a hub id resolved to its snapshot)
+            stage_arguments = {**arguments, "text_model": prepared.text_model, "tokenizer": prepared.tokenizer}
             inputs = stages.StageInputs(
                 arguments=stage_arguments,
                 store=store,
@@ -364,7 +297,8 @@ def train(
                 corpus_options=dict(corpus_options or {}),
                 progress=progress and main,
                 held_out=_held_out(run, exclude_triples, store, record=main),
-                cache=default_cache() if main else None,
+                cache=cache,
+                run=run,
             )
             tokenizer_object = stages.prepare_tokenizer(run, inputs)
             stages.run_artefact_stages(spec.artefacts, run, inputs)

@@ -7,10 +7,16 @@ record of everything that changes the artefact:
 
 * the graph's content hash (:func:`graph_content_hash`: its entity and relation IRIs in id order and
   its triples), so a graph that changed in any link gets new entries;
-* the artefact's kind (``neighbor_table``, ``transe``, ``transr``) and its format version;
+* for the entity linker, also the hash of the names it indexes (:func:`graph_names_hash`: every
+  label and alias of every entity, the display names, the entity types) and, when its build reads
+  the corpus (``linking={"common_word_share": …}`` drops the names common in it), the hash of the
+  corpus texts as the run reads them;
+* the artefact's kind (``neighbor_table``, ``transe``, ``transr``, ``linker``) and its format version;
 * every setting the artefact was computed with, defaults included (for PEPR: ``k``, the mode asked
   for and its budget, the corpus' mention counts it starts from; for the embeddings: dimension,
-  epochs, seed, the TransE table TransR starts from, the held-out triples left out …).
+  epochs, seed, the TransE table TransR starts from, the held-out triples left out …; for the linker:
+  every linking option, defaults included, and the versions of its saved format and of jieba, whose
+  dictionary the ``jieba`` word boundaries read).
 
 A run takes an entry by hard-linking its files into the run directory (copying them where the cache
 lies on another file system), so a run directory stays complete on its own while the data exist once
@@ -41,7 +47,16 @@ from kgplm.exceptions import ConfigurationError
 if TYPE_CHECKING:  # pragma: no cover
     from kgplm.kg.store import KGStore
 
-__all__ = ["ArtefactCache", "CacheEntry", "cache_dir", "default_cache", "graph_content_hash", "CACHE_ENVIRONMENT"]
+__all__ = [
+    "ArtefactCache",
+    "CacheEntry",
+    "cache_dir",
+    "default_cache",
+    "graph_content_hash",
+    "graph_names_hash",
+    "texts_hash",
+    "CACHE_ENVIRONMENT",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +95,50 @@ def graph_content_hash(store: "KGStore") -> str:
     triples = np.ascontiguousarray(np.asarray(store.triples), dtype=np.int64)
     digest.update(f"{store.num_entities} {store.num_relations} {triples.shape}".encode("ascii"))
     digest.update(triples.tobytes())
+    return digest.hexdigest()
+
+
+def graph_names_hash(store: "KGStore") -> str:
+    """SHA-256 of what an entity linker reads of a graph besides :func:`graph_content_hash`: every label and
+    alias of every entity (their strings, in entity order), which of them is the display name, the
+    entities' types and type names, the relation names (``roots`` follows ``is_a`` edges by name) and the
+    IRIs merged into entities (``roots`` may name one)."""
+    import numpy as np
+
+    from kgplm._csr import row_subset
+
+    arrays = store.arrays
+    digest = hashlib.sha256()
+
+    def add(name: str, array) -> None:
+        array = np.ascontiguousarray(np.asarray(array))
+        digest.update(f"{name} {array.dtype.str} {array.shape}\n".encode("ascii"))
+        digest.update(array.tobytes())
+
+    label_strings = np.asarray(arrays["label_strings"], dtype=np.int64)
+    blob, offsets = store.strings.buffers()
+    bounds, positions = row_subset(offsets, label_strings)  # the labels' UTF-8 bytes, in label order
+    add("label_indptr", np.asarray(arrays["label_indptr"], dtype=np.int64))
+    add("label_lengths", np.diff(bounds))
+    add("label_bytes", np.asarray(blob)[positions])
+    add("name_label", np.asarray(arrays["name_label"], dtype=np.int64))
+    add("type_indptr", np.asarray(arrays["type_indptr"], dtype=np.int64))
+    add("type_ids", np.asarray(arrays["type_ids"], dtype=np.int64))
+    names = {"types": store.type_names, "relations": store.relation_names, "merged": store.merged_iris()}
+    digest.update(_canonical(names).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def texts_hash(texts) -> str:
+    """SHA-256 of a sequence of texts (each one's UTF-8 length and bytes, in order): a corpus as a run read it."""
+    digest = hashlib.sha256()
+    count = 0
+    for text in texts:
+        data = text.encode("utf-8", "surrogatepass")
+        digest.update(f"{len(data)}:".encode("ascii"))
+        digest.update(data)
+        count += 1
+    digest.update(f"#{count}".encode("ascii"))
     return digest.hexdigest()
 
 

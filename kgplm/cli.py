@@ -7,10 +7,21 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
+from kgplm.api import BUILT_IN_METHODS
+from kgplm.arguments import (
+    DeprecatedFlag,
+    EvaluationArguments,
+    FineTuningArguments,
+    PredictionArguments,
+    PretrainingArguments,
+    add_arguments,
+    from_namespace,
+)
 from kgplm.exceptions import ConfigurationError, KgplmError
 
 logger = logging.getLogger("kgplm.cli")
@@ -59,9 +70,9 @@ def _cmd_kg_import(args: argparse.Namespace) -> int:
         flags = ", ".join("--" + key.replace("_", "-") for key in refused)
         raise ConfigurationError(f"the {importer.name} importer takes no {flags}")
     store = importer.load(source, **options)
-    store.save(args.out)
+    store.save(args.output_dir)
     print(store.summary())
-    print(f"saved to {args.out}")
+    print(f"saved to {args.output_dir}")
     return 0
 
 
@@ -110,10 +121,10 @@ def _cmd_kg_pepr(args: argparse.Namespace) -> int:
         num_hubs=args.num_hubs,
         **budget,
     )
-    table.save(args.out)
+    table.save(args.output)
     filled = (table.neighbors >= 0).sum(axis=1)
     print(
-        f"wrote top-{args.k} PEPR neighbours of {len(table):,} entities to {args.out} "
+        f"wrote top-{args.k} PEPR neighbours of {len(table):,} entities to {args.output} "
         f"({int((filled > 0).sum()):,} with at least one neighbour, mean {filled.mean():.2f} per entity); "
         f"{table.config.get('mode_reason')}"
     )
@@ -147,14 +158,14 @@ def _cmd_kg_embed(args: argparse.Namespace) -> int:
         device=args.device,
     )
     if args.format == "openke":
-        embeddings.to_openke(args.out, store)
+        embeddings.to_openke(args.output_dir, store)
     elif args.format == "dglke":
-        embeddings.to_dglke(args.out, store)
+        embeddings.to_dglke(args.output_dir, store)
     else:
-        embeddings.save(args.out)
+        embeddings.save(args.output_dir)
     print(
         f"{embeddings!r}: {embeddings.timings['triples_per_second']:,.0f} triples/s, final mean loss "
-        f"{embeddings.history[-1]['loss']:.4f}; saved ({args.format}) to {args.out}"
+        f"{embeddings.history[-1]['loss']:.4f}; saved ({args.format}) to {args.output_dir}"
     )
     if test is not None and len(test):
         sample = test[np.random.default_rng(args.seed).permutation(len(test))[: args.max_eval]]
@@ -170,7 +181,7 @@ def _cmd_kg_embed(args: argparse.Namespace) -> int:
 
 def _cmd_kg_export(args: argparse.Namespace) -> int:
     store = _store(args.store)
-    path = store.to_rdf(args.out, format=args.format)
+    path = store.to_rdf(args.output, format=args.format)
     print(f"wrote {store.num_triples:,} triples of {store!r} to {path}")
     return 0
 
@@ -181,8 +192,8 @@ def _cmd_text_vocab(args: argparse.Namespace) -> int:
     from kgplm.text import build_vocab
 
     corpus = [Path(path) for path in args.corpus]
-    tokenizer = build_vocab(corpus, args.vocab_size, min_frequency=args.min_frequency, output_dir=args.out)
-    print(f"trained a WordPiece vocabulary of {len(tokenizer):,} pieces; saved to {args.out}")
+    tokenizer = build_vocab(corpus, args.vocab_size, min_frequency=args.min_frequency, output_dir=args.output_dir)
+    print(f"trained a WordPiece vocabulary of {len(tokenizer):,} pieces; saved to {args.output_dir}")
     return 0
 
 
@@ -270,91 +281,47 @@ def _cmd_text_build_corpus(args: argparse.Namespace) -> int:
         args.corpus,
         store=store,
         tokenizer=tokenizer,
-        output_dir=args.out,
-        neighbor_table=args.pepr,
+        output_dir=args.output_dir,
+        neighbor_table=args.neighbor_table,
         max_length=args.max_length,
         stride=args.stride,
         whole_word=not args.no_whole_word,
         shard_size=args.shard_size,
         **options,
     )
-    statistics = corpus_manifest(args.out)["statistics"]
+    statistics = corpus_manifest(args.output_dir)["statistics"]
     print(
         f"{len(dataset):,} examples from {statistics['documents']:,} documents; "
         f"{statistics['mentions_in_examples']:,} of {statistics['mentions_in_text']:,} mentions kept; "
-        f"written to {args.out}"
+        f"written to {args.output_dir}"
     )
     return 0
 
 
 def _is_main_process() -> bool:
     """Rank 0 of a ``torchrun`` launch (or the only process) prints; the others stay quiet."""
-    from kgplm.training.distributed import launched_rank
+    from kgplm.training.launch import launched_rank
 
     return launched_rank() == 0
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    import json
-
     import kgplm
 
     if args.config is not None:
-        result = kgplm.train_from_config(args.config, progress=not args.no_progress)
+        result = kgplm.train_from_config(args.config, progress=args.progress)
     else:
-        if args.method is None or args.corpus is None or args.out is None:
-            raise ConfigurationError("kgplm train needs --method, --corpus and --out (or --config run_config.json)")
-        text_model = args.text_model
-        if text_model is not None and text_model.lstrip().startswith("{"):
-            text_model = json.loads(text_model)
-        corpus_options = {"columns": args.columns} if args.columns else {}
+        if args.method is None or args.corpus is None or args.output_dir is None:
+            raise ConfigurationError(
+                "kgplm train needs --method, --corpus and --output-dir (or --config run_config.json)"
+            )
+        corpus_options = dict(args.corpus_options or {})
+        if args.columns:
+            corpus_options["columns"] = args.columns
         if args.encoding is not None:
             corpus_options["encoding"] = args.encoding
-        corpus_options = corpus_options or None
-        result = kgplm.train(
-            args.method,
-            graph=args.graph,
-            corpus=args.corpus,
-            output_dir=args.out,
-            text_model=text_model,
-            tokenizer=args.tokenizer,
-            init_from=args.init_from,
-            kg_embeddings=args.kg_embeddings,
-            neighbor_table=args.pepr,
-            pepr_mode=args.pepr_mode,
-            pepr_budget_seconds=args.pepr_budget_seconds,
-            corpus_options=corpus_options,
-            vocab_size=args.vocab_size,
-            max_length=args.max_length,
-            num_neighbors=args.num_neighbors,
-            kg_method=args.kg_method,
-            entity_dim=args.entity_dim,
-            kg_epochs=args.kg_epochs,
-            kg_seed=args.kg_seed,
-            masking=args.masking,
-            max_steps=args.max_steps,
-            batch_size=args.batch_size,
-            gradient_accumulation_steps=args.gradient_accumulation_steps,
-            learning_rate=args.learning_rate,
-            warmup_steps=args.warmup_steps,
-            weight_decay=args.weight_decay,
-            checkpoint_every=args.checkpoint_every,
-            log_every=args.log_every,
-            seed=args.seed,
-            device=args.device,
-            mixed_precision=args.mixed_precision,
-            num_workers=args.num_workers,
-            report_to=tuple(args.report_to),
-            stop_signals=tuple(args.stop_signals),
-            num_threads=args.num_threads,
-            model_options=json.loads(args.model_options) if args.model_options else None,
-            method_data=json.loads(args.method_data) if args.method_data else None,
-            exclude_triples=args.exclude_triples,
-            knowledge_graph=args.knowledge_graph,
-            linking=json.loads(args.linking) if args.linking else None,
-            resume_with_new_schedule=args.resume_with_new_schedule,
-            progress=not args.no_progress,
-        )
+        arguments = from_namespace(PretrainingArguments, args, corpus_options=corpus_options or None)
+        result = kgplm.train(args.method, args=arguments)
     if not _is_main_process():
         return 0
     first, last = result.metrics[0], result.metrics[-1]
@@ -412,27 +379,7 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 def _cmd_finetune(args: argparse.Namespace) -> int:
     import kgplm
 
-    result = kgplm.finetune(
-        model=args.model,
-        task=args.task,
-        data_dir=args.data_dir,
-        output_dir=args.out,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        patience=args.patience,
-        max_length=args.max_length,
-        tagging=args.tagging,
-        max_train_examples=args.max_train_examples,
-        max_eval_examples=args.max_eval_examples,
-        seed=args.seed,
-        encoder_inputs=not args.no_encoder_inputs,
-        mention_spans=args.mention_spans,
-        device=args.device,
-        report_to=tuple(args.report_to),
-        mixed_precision=args.mixed_precision,
-        progress=not args.no_progress,
-    )
+    result = kgplm.finetune(args=from_namespace(FineTuningArguments, args))
     if not _is_main_process():
         return 0
     test = "unlabelled" if result.test is None else f"{result.test['main']:.4f}"
@@ -444,22 +391,11 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    import json
-
     import kgplm
 
     from kgplm.evaluation.probing import PROBE_TASK, probe_table, result_rows
 
-    scores = kgplm.evaluate(
-        model=args.model,
-        task=args.task,
-        data_dir=args.data_dir,
-        split=args.split,
-        max_examples=args.max_examples,
-        encoder_inputs=False if args.no_encoder_inputs else None,
-        device=args.device,
-        progress=not args.no_progress,
-    )
+    scores = dict(kgplm.evaluate(args=from_namespace(EvaluationArguments, args)))
     if _is_main_process():
         if args.task == PROBE_TASK:  # the probe's table always shows the baseline and chance beside the model
             print(probe_table(result_rows(scores, name=str(args.model))))
@@ -478,13 +414,13 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         held_out_fraction=args.held_out_fraction,
         seed=args.seed,
     )
-    probe.save(args.out)
+    probe.save(args.output)
     held_out = sum(query.held_out for query in probe.queries)
     print(
         f"{len(probe.queries):,} queries over {len({q.relation for q in probe.queries})} relations "
         f"({held_out:,} held out; {len(probe.exclude_from_training):,} triples to exclude from training) "
-        f"written to {args.out}; train with --exclude-triples {args.out}, score with "
-        f"kgplm evaluate --task probe --data-dir {args.out}"
+        f"written to {args.output}; train with --exclude-triples {args.output}, score with "
+        f"kgplm evaluate --task probe --data-dir {args.output}"
     )
     return 0
 
@@ -492,25 +428,15 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 def _cmd_predict(args: argparse.Namespace) -> int:
     import kgplm
 
-    written = kgplm.predict(
-        model=args.model,
-        task=args.task,
-        data_dir=args.data_dir,
-        split=args.split,
-        output=args.out,
-        format=args.format,
-        max_examples=args.max_examples,
-        device=args.device,
-        progress=not args.no_progress,
-    )
-    print(f"predictions written to {written}")
+    result = kgplm.predict(args=from_namespace(PredictionArguments, args))
+    print(f"{result.examples} predictions written to {result.path}")
     return 0
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from kgplm.training.reporting import plot_run
 
-    print(f"curves written to {plot_run(args.run_dir, args.out)}")
+    print(f"curves written to {plot_run(args.run_dir, args.output)}")
     return 0
 
 
@@ -520,48 +446,17 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(work_dir=args.work_dir)
 
 
-def _number_or_auto(kind):
-    """An argparse type: ``auto`` or a number of ``kind``."""
-
-    def parse(text: str):
-        return "auto" if text == "auto" else kind(text)
-
-    parse.__name__ = kind.__name__
-    return parse
-
-
-class _Choices:
-    """An argparse ``choices`` read from a registry on first use, so that ``kgplm --help`` and the commands
-    that need no model do not import torch (the registries' modules do)."""
-
-    def __init__(self, module: str, name: str) -> None:
-        self._module, self._name, self._values = module, name, None
-
-    def __call__(self):
-        return self
-
-    def _load(self) -> tuple:
-        if self._values is None:
-            import importlib
-
-            value = getattr(importlib.import_module(self._module), self._name)
-            self._values = tuple(value() if callable(value) else value)
-        return self._values
-
-    def __contains__(self, item) -> bool:
-        return item in self._load()
-
-    def __iter__(self):
-        return iter(self._load())
-
-    def __len__(self) -> int:
-        return len(self._load())
-
-
-#: --device of the commands that train (train, finetune)
-TRAINING_DEVICE_HELP = (
-    "auto (cuda when a GPU is visible, else cpu), cpu or cuda (under torchrun: each process's own GPU)"
-)
+def _output(parser: argparse.ArgumentParser, *, directory: bool, required: bool = True, help: str) -> None:
+    """The output flag of a command: ``--output-dir`` for a directory, ``--output`` for a file; ``--out``, the
+    earlier spelling of both, still works with a warning."""
+    name = "--output-dir" if directory else "--output"
+    dest = "output_dir" if directory else "output"
+    parser.add_argument(name, dest=dest, required=False, default=None, help=help)
+    parser.add_argument(
+        "--out", dest=dest, action=DeprecatedFlag, replacement=name, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
+    if required:
+        parser.set_defaults(**{f"_required_{dest}": name})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -607,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--query-file", default=None, help="sparql: read the query from this file")
     p.add_argument("--page-size", type=int, default=None, help="sparql: rows per request (default 10000)")
     p.add_argument("--timeout", type=float, default=None, help="sparql: seconds to wait for each answer (default 60)")
-    p.add_argument("--out", required=True, help="directory to write the store to")
+    _output(p, directory=True, help="directory to write the store to")
     p.set_defaults(handler=_cmd_kg_import)
 
     p = kg.add_parser("stats", help="counts per type and relation")
@@ -631,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = kg.add_parser("pepr", help="top-K PEPR neighbour table for every entity (or --seeds)")
     p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
-    p.add_argument("--out", required=True, help="output .npz")
+    _output(p, directory=False, help="the neighbour table file to write (.npz)")
     p.add_argument("--k", type=int, default=10)
     p.add_argument(
         "--mode",
@@ -657,7 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = kg.add_parser("embed", help="train TransE / TransR embeddings of a store")
     p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
-    p.add_argument("--out", required=True, help="output directory")
+    _output(p, directory=True, help="the directory the embeddings are written to")
     p.add_argument("--method", choices=["transe", "transr"], default="transe")
     p.add_argument("--dim", type=int, default=100, help="entity embedding size")
     p.add_argument("--relation-dim", type=int, default=None, help="TransR relation size (default: --dim)")
@@ -686,9 +581,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = kg.add_parser("export", help="export a store as RDF")
     p.add_argument("store", help=store_help)
-    p.add_argument(
-        "--out",
-        required=True,
+    _output(
+        p,
+        directory=False,
         help="output file; its extension names the format (.ttl .nt .nq .trig .rdf .xml .jsonld .n3, optionally .gz)",
     )
     p.add_argument(
@@ -701,7 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("corpus", nargs="+", help="corpus files (text lines, CSV, JSON lines)")
     p.add_argument("--vocab-size", type=int, default=21128)
     p.add_argument("--min-frequency", type=int, default=5)
-    p.add_argument("--out", required=True, help="tokenizer directory (save_pretrained + vocab.txt)")
+    _output(p, directory=True, help="tokenizer directory (save_pretrained + vocab.txt)")
     p.set_defaults(handler=_cmd_text_vocab)
 
     p = text.add_parser("link", help="link KG mentions in text; prints one JSON object per mention")
@@ -736,18 +631,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("corpus", help="corpus file (text lines, CSV, JSON lines)")
     p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
     p.add_argument("--tokenizer", required=True, help="tokenizer directory or vocab.txt")
-    p.add_argument("--out", required=True)
-    p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to attach")
+    _output(p, directory=True, help="the directory the Arrow shards are written to")
+    p.add_argument("--neighbor-table", default=None, help="a PEPR neighbour table (.npz) to attach")
+    p.add_argument(
+        "--pepr",
+        dest="neighbor_table",
+        action=DeprecatedFlag,
+        replacement="--neighbor-table",
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )
     p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use")
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--stride", type=int, default=0)
     p.add_argument("--shard-size", type=int, default=5000)
     p.add_argument("--no-whole-word", action="store_true", help="skip jieba segmentation")
     p.set_defaults(handler=_cmd_text_build_corpus)
-
-    available = _Choices("kgplm.methods", "available")
-    SCHEMES = _Choices("kgplm.text.masking", "SCHEMES")
-    MIXED_PRECISION = _Choices("kgplm.training.precision", "MIXED_PRECISION")
 
     cache = commands.add_parser(
         "cache", help="the KG artefact cache (PEPR tables, TransE/TransR embeddings)"
@@ -767,231 +666,48 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("methods", help="list the registered pre-training methods")
     p.set_defaults(handler=_cmd_methods)
 
-    p = commands.add_parser("train", help="pre-train a model (kgplm.train); rerun to resume")
+    p = commands.add_parser(
+        "train",
+        help="pre-train a model (kgplm.train); rerun to resume",
+        description="Pre-train a model with one of the registered methods (kgplm.train): one flag per field of "
+        "kgplm.arguments.PretrainingArguments. Rerun the same command to resume.",
+    )
     p.add_argument(
         "--method",
         default=None,
-        choices=available(),
         metavar="METHOD",
-        help="a registered method: %(choices)s (see `kgplm methods`); mlm is the plain baseline; required unless --config",
+        help=f"a registered method ({', '.join(BUILT_IN_METHODS)}, or one an installed package registers; "
+        "`kgplm methods` lists them); mlm is the plain baseline; required unless --config",
     )
-    p.add_argument(
-        "--graph",
-        default=None,
-        help=store_help + "; required by the knowledge methods, not read by mlm/electra/ehealth "
-        "(`make demo` uses cmekg)",
-    )
-    p.add_argument("--corpus", default=None, help="corpus file (text lines, CSV, JSON lines)")
-    p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use")
-    p.add_argument("--encoding", default=None, help="the corpus file's text encoding (default utf-8; e.g. gbk)")
-    p.add_argument("--out", default=None, help="output directory")
     p.add_argument("--config", default=None, help="replay or resume a run_config.json instead")
+    p.add_argument("--columns", nargs="*", default=None, help="CSV columns to use (fills --corpus-options)")
     p.add_argument(
-        "--text-model",
-        default=None,
-        help="a Hugging Face hub id (org/name[@revision]), a local BERT directory, or a JSON dict of config fields",
+        "--encoding", default=None, help="the corpus file's text encoding, e.g. gbk (fills --corpus-options)"
     )
-    p.add_argument("--tokenizer", default=None)
-    p.add_argument(
-        "--init-from",
-        default=None,
-        help="continued pre-training: a kgplm pre-training run directory whose encoder, heads and "
-        "tokenizer this run starts from (instead of --text-model)",
-    )
-    p.add_argument("--kg-embeddings", default=None, help="KGEmbeddings directory to reuse")
-    p.add_argument("--pepr", default=None, help="PEPR neighbour table (.npz) to reuse")
-    p.add_argument(
-        "--pepr-mode",
-        default="auto",
-        choices=["auto", "exact", "fast"],
-        help="PEPR of the mentioned entities: exact, fast, or exact when it fits --pepr-budget-seconds",
-    )
-    p.add_argument(
-        "--pepr-budget-seconds",
-        type=float,
-        default=120.0,
-        help="time exact PEPR may take under --pepr-mode auto (modelled from the graph, never timed: "
-        "kgplm.kg.pepr.exact_cost)",
-    )
-    p.add_argument("--model-options", default=None, help="JSON dict of the method's config fields (ablations, weights)")
-    p.add_argument("--method-data", default=None, help="JSON dict of inputs for the method's own stages (files …)")
-    p.add_argument(
-        "--knowledge-graph",
-        default=None,
-        help="a saved store with the same entities as --graph whose links PEPR and the KG embeddings are "
-        "built from (linking and fine-tuning use --graph)",
-    )
-    p.add_argument(
-        "--linking",
-        default=None,
-        help='JSON dict of linking options, e.g. \'{"roots": ["HP:0000118"], "common_word_share": 0.2}\'',
-    )
-    p.add_argument(
-        "--exclude-triples",
-        default=None,
-        help="keep these triples out of pre-training (a probe file, or a TSV of head/relation/tail)",
-    )
-    p.add_argument(
-        "--masking",
-        default=None,
-        choices=SCHEMES,
-        metavar="SCHEME",
-        help="MLM masking scheme: %(choices)s (default: the method's)",
-    )
-    p.add_argument(
-        "--gradient-accumulation-steps",
-        type=int,
-        default=1,
-        help="split each process's share of --batch-size into this many micro-batches",
-    )
-    p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--max-length", type=int, default=128)
-    p.add_argument("--num-neighbors", type=int, default=10, help="PEPR neighbours per entity (methods that use them)")
-    p.add_argument(
-        "--kg-method", choices=["transe", "transr"], default=None, help="KG embeddings (default: the method's)"
-    )
-    p.add_argument("--entity-dim", type=int, default=100, help="KG embedding size")
-    p.add_argument("--kg-epochs", type=int, default=5, help="KG embedding training epochs")
-    p.add_argument(
-        "--kg-seed",
-        type=int,
-        default=None,
-        help="seed of the KG embeddings (default: --seed); fixed, runs with other seeds share them",
-    )
-    p.add_argument("--max-steps", type=int, default=1000)
-    p.add_argument(
-        "--resume-with-new-schedule",
-        action="store_true",
-        help="continue a run of --out that trained under another --max-steps, with the learning-rate "
-        "schedule recomputed for this one (its finished model/ is kept as model-step-N/)",
-    )
-    p.add_argument(
-        "--batch-size", type=int, default=16, help="examples per optimiser step over all processes (torchrun splits it)"
-    )
-    p.add_argument("--learning-rate", type=float, default=5e-4)
-    p.add_argument("--warmup-steps", type=int, default=None, help="default: 6%% of --max-steps")
-    p.add_argument("--weight-decay", type=float, default=0.01)
-    p.add_argument("--checkpoint-every", type=int, default=200)
-    p.add_argument("--log-every", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto", help=TRAINING_DEVICE_HELP)
-    p.add_argument(
-        "--report-to",
-        nargs="*",
-        default=[],
-        metavar="REPORTER",
-        help="tensorboard: write the losses, learning rate and metrics to OUT/tensorboard",
-    )
-    p.add_argument(
-        "--mixed-precision",
-        choices=MIXED_PRECISION,
-        default="no",
-        metavar="PRECISION",
-        help="%(choices)s: autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler)",
-    )
-    p.add_argument(
-        "--num-workers",
-        type=int,
-        default=0,
-        help="DataLoader processes collating batches ahead of the loop (0: in the main process)",
-    )
-    p.add_argument(
-        "--num-threads",
-        type=int,
-        default=None,
-        help="threads of torch's and numba's pools together (default: OMP_NUM_THREADS if set, else the "
-        "cores this process may use, shared among torchrun's processes)",
-    )
-    p.add_argument(
-        "--stop-signals",
-        nargs="+",
-        default=["SIGTERM", "SIGUSR1"],
-        metavar="SIGNAL",
-        help="signals on which the run finishes its step, writes a checkpoint and exits with status 75 "
-        "(rerun the same command to resume); default: %(default)s",
-    )
-    p.add_argument("--no-progress", action="store_true")
+    add_arguments(p, PretrainingArguments, optional=("corpus", "output_dir"))
     p.set_defaults(handler=_cmd_train)
 
-    p = commands.add_parser("finetune", help="fine-tune a pre-trained model on a task (kgplm.finetune)")
-    p.add_argument("--model", required=True, help="a kgplm train output directory")
-    p.add_argument("--task", required=True, help="task name, e.g. cmedqaner, cmedqq, cmedic (see kgplm.evaluation)")
-    p.add_argument("--data-dir", required=True, help="tasks root (official layout) or the task's own directory")
-    p.add_argument("--out", required=True, help="output directory")
-    p.add_argument(
-        "--epochs",
-        type=_number_or_auto(int),
-        default="auto",
-        help="default auto: by the encoder's width (3 for BERT-base and larger, 10 for small encoders)",
+    p = commands.add_parser(
+        "finetune",
+        help="fine-tune a pre-trained model on a task (kgplm.finetune)",
+        description="Fine-tune a pre-trained model on a task (kgplm.finetune): one flag per field of "
+        "kgplm.arguments.FineTuningArguments.",
     )
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument(
-        "--learning-rate",
-        type=_number_or_auto(float),
-        default="auto",
-        help="default auto: by the encoder's width (5e-5 for BERT-base, 2e-5 from BERT-large, 1e-3 to "
-        "3e-3 for small encoders; kgplm.training.finetuning.FINE_TUNING_DEFAULTS)",
-    )
-    p.add_argument(
-        "--patience",
-        type=_number_or_auto(int),
-        default="auto",
-        help="epochs without dev improvement before stopping (default auto: 2, or 4 for small encoders)",
-    )
-    p.add_argument(
-        "--max-length", type=int, default=None, help="tokens per window (default: the model's positions, at most 512)"
-    )
-    p.add_argument("--tagging", default="bio", help="bio or bioes (NER tasks)")
-    p.add_argument("--max-train-examples", type=int, default=None)
-    p.add_argument("--max-eval-examples", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--no-encoder-inputs",
-        action="store_true",
-        help="fine-tune on the text alone (no linked mentions for a SMedBERT-like encoder)",
-    )
-    p.add_argument(
-        "--mention-spans",
-        action="store_true",
-        help="give the encoder the linked mention spans SMedBERT sees, as a learned span indicator",
-    )
-    p.add_argument("--device", default="auto", help=TRAINING_DEVICE_HELP)
-    p.add_argument(
-        "--report-to",
-        nargs="*",
-        default=[],
-        metavar="REPORTER",
-        help="tensorboard: write each epoch's loss, learning rate and dev scores to OUT/tensorboard",
-    )
-    p.add_argument(
-        "--mixed-precision", choices=MIXED_PRECISION, default="no", metavar="PRECISION", help="%(choices)s (autocast)"
-    )
-    p.add_argument("--no-progress", action="store_true")
+    add_arguments(p, FineTuningArguments)
     p.set_defaults(handler=_cmd_finetune)
 
-    p = commands.add_parser("evaluate", help="score a fine-tuned model on a split (kgplm.evaluate); prints JSON")
-    p.add_argument("--model", required=True, help="a kgplm finetune output directory")
-    p.add_argument(
-        "--task",
-        default=None,
-        help="default: the task the model was fine-tuned on; 'probe': the KG "
-        "cloze probe of a pre-trained model (--data-dir: the probe file)",
+    p = commands.add_parser(
+        "evaluate",
+        help="score a fine-tuned model on a split (kgplm.evaluate); prints JSON",
+        description="Score a fine-tuned model on a split (kgplm.evaluate): one flag per field of "
+        "kgplm.arguments.EvaluationArguments.",
     )
-    p.add_argument("--data-dir", required=True)
-    p.add_argument("--split", default="test", help="train, dev or test")
-    p.add_argument("--max-examples", type=int, default=None)
-    p.add_argument(
-        "--no-encoder-inputs",
-        action="store_true",
-        help="score on the text alone (default: as the model was fine-tuned)",
-    )
-    p.add_argument("--device", default="auto", help="auto (cuda when a GPU is visible), cpu or cuda")
-    p.add_argument("--no-progress", action="store_true")
+    add_arguments(p, EvaluationArguments)
     p.set_defaults(handler=_cmd_evaluate)
 
     p = commands.add_parser("probe", help="build a KG cloze probe with held-out facts (kgplm.evaluation.probing)")
     p.add_argument("--store", default=None, help=store_help + " (default: cmekg, said on stderr)")
-    p.add_argument("--out", required=True, help="probe file to write (JSON)")
+    _output(p, directory=False, help="probe file to write (JSON)")
     p.add_argument("--queries-per-relation", type=int, default=100)
     p.add_argument("--max-answer-tokens", type=int, default=10)
     p.add_argument(
@@ -1003,26 +719,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(handler=_cmd_probe)
 
-    p = commands.add_parser("predict", help="write a fine-tuned model's predictions (kgplm.predict)")
-    p.add_argument("--model", required=True, help="a kgplm finetune output directory")
-    p.add_argument("--task", default=None, help="default: the task the model was fine-tuned on")
-    p.add_argument("--data-dir", required=True)
-    p.add_argument("--split", default="test", help="train, dev or test")
-    p.add_argument("--out", required=True, help="a .jsonl file (--format jsonl) or a directory (--format cblue)")
-    p.add_argument(
-        "--format",
-        default="jsonl",
-        choices=["jsonl", "cblue"],
-        help="one JSON line per example, or the CBLUE submission file of a CBLUE task",
+    p = commands.add_parser(
+        "predict",
+        help="write a fine-tuned model's predictions (kgplm.predict)",
+        description="Write a fine-tuned model's predictions (kgplm.predict): one flag per field of "
+        "kgplm.arguments.PredictionArguments.",
     )
-    p.add_argument("--max-examples", type=int, default=None)
-    p.add_argument("--device", default="auto", help="auto (cuda when a GPU is visible), cpu or cuda")
-    p.add_argument("--no-progress", action="store_true")
+    add_arguments(p, PredictionArguments)
     p.set_defaults(handler=_cmd_predict)
 
     p = commands.add_parser("plot", help="draw a run's loss curves (per objective) and metrics to a PNG")
     p.add_argument("run_dir", help="a kgplm train output directory (or a kgplm finetune output)")
-    p.add_argument("--out", default=None, help="PNG file (default: RUN_DIR/curves.png)")
+    _output(p, directory=False, required=False, help="PNG file (default: RUN_DIR/curves.png)")
     p.set_defaults(handler=_cmd_plot)
 
     p = commands.add_parser("demo", help="run the demo on the embedded CMeKG graph (about 15 min on 2 busy cores)")
@@ -1035,7 +743,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # idle OpenMP threads (torch's and numba's pools) sleep instead of spinning against other processes; read
     # when the OpenMP runtime loads, which no kgplm command has done yet
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    with warnings.catch_warnings():
+        # an earlier flag's FutureWarning reads as a command-line message, without a source line
+        warnings.showwarning = _show_warning
+        args = parser.parse_args(argv)
+    missing = [
+        flag for name, flag in vars(args).items() if name.startswith("_required_") and getattr(args, name[10:]) is None
+    ]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
     level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.WARNING
     if not _is_main_process():  # under torchrun rank 0 logs for the run
         level = logging.ERROR
@@ -1062,16 +779,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return INTERRUPTED_EXIT_STATUS
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"kgplm: {category.__name__}: {message}", file=sys.stderr)
+
+
 def _resume_hint(args: argparse.Namespace) -> str:
-    """Where an interrupted command can pick up: the last checkpoint of ``kgplm train``."""
-    if args.command != "train":
+    """Where an interrupted command can pick up: the last checkpoint of ``kgplm train`` or ``kgplm finetune``."""
+    if args.command not in ("train", "finetune"):
         return "nothing of this command is half-written; run it again to redo it"
     from pathlib import Path
 
     from kgplm.training.checkpoints import latest_checkpoint
 
-    out = args.out
-    if out is None and args.config is not None:
+    out = args.output_dir
+    if out is None and getattr(args, "config", None) is not None:
         config = Path(args.config)
         out = config if config.is_dir() else config.parent
     checkpoint = latest_checkpoint(out) if out is not None else None

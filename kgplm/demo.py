@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from kgplm._io import atomic_file
+
 DEMO_ENTITIES = ("糖尿病", "高血压", "阿司匹林", "感冒")
 
 
@@ -135,7 +137,8 @@ def pretrain_smedbert(store, work_dir: Path, table_path: Path, *, num_texts: int
 
     corpus = work_dir / "cmekg_sentences.txt"
     if not corpus.is_file():
-        corpus.write_text("\n".join(verbalize_triples(store, num_texts)), encoding="utf-8")
+        with atomic_file(corpus, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(verbalize_triples(store, num_texts)))
     print(
         f"\n== SMedBERT pre-training: {max_steps} steps on {num_texts:,} CMeKG entity descriptions "
         f"(hidden 128, 4 layers; the PEPR table and TransE embeddings above) =="

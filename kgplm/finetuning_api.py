@@ -9,16 +9,35 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kgplm._io import atomic_directory, atomic_file, json_safe
+from kgplm.arguments import (
+    DEPRECATED_REMOVAL,
+    EVALUATION_SUBSET_SEED,
+    EvaluationArguments,
+    FineTuningArguments,
+    PredictionArguments,
+    resolve,
+    signature,
+)
 from kgplm.exceptions import ConfigurationError, MissingFileError
 
-__all__ = ["finetune", "evaluate", "predict", "FineTuningResult", "EVALUATION_SUBSET_SEED"]
+__all__ = [
+    "finetune",
+    "evaluate",
+    "predict",
+    "FineTuningResult",
+    "EvaluationResult",
+    "PredictionResult",
+    "EVALUATION_SUBSET_SEED",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +76,6 @@ class FineTuningResult:
         return f"FineTuningResult(task={self.task!r}, dev {self.dev['main']:.4f}{test}, {self.output_dir}{warning})"
 
 
-#: The seed of dev and test subsets (``max_eval_examples``): fixed, so that every training seed and every
-#: model is scored on the same examples (``evaluate``'s default ``seed`` draws the same subset).
-EVALUATION_SUBSET_SEED = 0
-
-
 def _subset(examples: list, limit: int | None, seed: int) -> list:
     if limit is None or len(examples) <= limit:
         return examples
@@ -69,76 +83,12 @@ def _subset(examples: list, limit: int | None, seed: int) -> list:
     return [examples[i] for i in order]
 
 
-def finetune(
-    *,
-    model: str | os.PathLike,
-    task: str,
-    data_dir: str | os.PathLike,
-    output_dir: str | os.PathLike,
-    epochs: int | str = "auto",
-    batch_size: int = 32,
-    learning_rate: float | str | None = "auto",
-    warmup_ratio: float = 0.1,
-    weight_decay: float = 0.01,
-    patience: int | str = "auto",
-    max_length: int | None = None,
-    tagging: str = "bio",
-    max_train_examples: int | None = None,
-    max_eval_examples: int | None = None,
-    seed: int = 0,
-    encoder_inputs: bool = True,
-    mention_spans: bool | str = False,
-    kg_embeddings: str | os.PathLike | None = None,
-    device: str = "auto",
-    mixed_precision: str = "no",
-    report_to: tuple[str, ...] | list[str] = (),
-    progress: bool = True,
-) -> FineTuningResult:
-    """Fine-tune a pre-trained kgplm model on ``task`` and score the best-on-dev epoch on dev and test.
+def finetune(*, args: FineTuningArguments | None = None, **kwargs: Any) -> FineTuningResult:
+    """Fine-tune a pre-trained kgplm model on a task and score the best-on-dev epoch on dev and test.
 
-    Args:
-        model: a ``kgplm.train`` output directory (or its ``model/``); a method whose encoder reads
-            more than text (SMedBERT) rebuilds those inputs from that run's artefacts.
-        task: a name from :func:`kgplm.evaluation.task_names` (``"cmedqaner"``, ``"cmedqq"`` …).
-        data_dir: a tasks root laid out like the official releases or the task's own directory.
-        epochs, batch_size, learning_rate, warmup_ratio, weight_decay: AdamW with linear decay;
-            ``patience``: epochs without dev improvement before stopping. ``"auto"`` (the default of
-            ``learning_rate``, ``epochs`` and ``patience``; ``learning_rate=None`` means the same) follows
-            the encoder's width by the table :data:`kgplm.training.finetuning.FINE_TUNING_DEFAULTS`:
-            BERT-large and larger 2e-5, BERT-base 5e-5 (3 epochs, patience 2); narrower encoders, such
-            as the ones ``kgplm.train`` builds by default, more (1e-3 from 256 wide, 3e-3 below; 10
-            epochs, patience 4). A value given always wins. The values used are logged and saved in
-            ``finetune_config.json``, with what each ``"auto"`` resolved to under ``"auto"``.
-        max_length: tokens per window (``None``: as many as the model has positions, at most 512);
-            longer NER documents are read in overlapping windows, see
-            :class:`kgplm.training.finetuning.TaskEncoder`.
-        tagging: ``"bio"`` or ``"bioes"`` for NER tasks.
-        max_train_examples, max_eval_examples: subsets for quick runs (``None``: all); the training
-            subset follows ``seed``, the dev and test subsets do not (:data:`EVALUATION_SUBSET_SEED`),
-            so runs with different seeds are scored on the same examples.
-        encoder_inputs: ``False`` fine-tunes a method whose encoder reads extra inputs (SMedBERT's
-            linked mentions and neighbours) on the text alone — the "no knowledge at fine-tuning"
-            ablation; ``evaluate`` then does the same.
-        mention_spans: give the encoder the linked mentions SMedBERT receives (the linker of the
-            pre-training run's graph: the same spans, the same entity ids;
-            :mod:`kgplm.training.span_indicator`). ``True``: the spans alone, as a learned "inside a
-            mention" vector added to the token embeddings
-            (:class:`~kgplm.models.finetuning.MentionSpanIndicator`). ``"typed"``: a typed gazetteer —
-            per mention a begin/inside marker (adjacent mentions stay apart), a learned embedding of
-            the entity's KG type and the entity's own vector from ``kg_embeddings``, projected to the
-            hidden size; no neighbours (:class:`~kgplm.models.finetuning.TypedMentionGazetteer`; its
-            tables are saved with the model). Either is recorded in the model's config, so
-            ``evaluate`` feeds it too. Not with a method that already reads the mentions (SMedBERT)
-            unless ``encoder_inputs=False``.
-        kg_embeddings: the TransE or TransR directory of the pre-training run's graph whose entity
-            vectors the typed gazetteer reads (``mention_spans="typed"`` only); default: the run's own
-            (given to or computed by ``kgplm.train``). A text-only run (a control) has none: pass
-            the table its knowledge method was trained with. The directory used is recorded.
-        mixed_precision: ``"no"``, ``"bf16"`` or ``"fp16"`` (training and scoring under autocast).
-        device: ``"auto"`` (CUDA when available, else CPU; logged, and recorded resolved in
-            ``finetune_config.json``), ``"cpu"`` or ``"cuda"``; see ``kgplm.train``.
-        report_to: ``("tensorboard",)`` writes each epoch's training loss, learning rate and dev scores
-            to ``output_dir/tensorboard``; ``FineTuningResult.plot()`` draws them.
+    The arguments are the fields of :class:`~kgplm.arguments.FineTuningArguments`, given as keywords
+    (``model=``, ``task=``, ``data_dir=``, ``output_dir=`` …), as ``args=``, or both (the keywords replace
+    fields of ``args``).
 
     A model whose dev predictions are constant (no entity at all for NER, one class for all examples)
     learned nothing: the log and ``FineTuningResult.warnings`` (and ``results.json``) say so and
@@ -147,13 +97,58 @@ def finetune(
     Under ``torchrun`` each batch is split over the processes (DDP; the loss stays the mean over
     the whole batch); rank 0 scores dev and test and writes the outputs.
 
+    Preemption: on ``SIGTERM`` or ``SIGUSR1`` (:data:`kgplm.training.interrupts.DEFAULT_STOP_SIGNALS`)
+    fine-tuning finishes its optimiser step, writes a checkpoint to ``output_dir/checkpoints`` and raises
+    :class:`~kgplm.exceptions.PreemptedError` (``kgplm finetune`` exits with status 75); the same call run
+    again resumes from it and ends with the results of an uninterrupted run
+    (:mod:`kgplm.training.finetune_checkpoints`). A call with other arguments refuses that checkpoint.
+
     Writes ``output_dir/model`` (the best epoch), ``tokenizer/``, ``finetune_config.json`` (the
     arguments, which replay the run) and ``results.json`` (history, dev and test scores, the splits
     that were derived rather than read from an official file, what the encoding counted per split).
     A test split without labels (the CBLUE test files) is not scored: ``test`` is ``None``.
     """
+    arguments = resolve(FineTuningArguments, args, kwargs, function="kgplm.finetune")
+    return _finetune(**{item.name: getattr(arguments, item.name) for item in fields(arguments)})
+
+
+finetune.__signature__ = signature(FineTuningArguments, returns="FineTuningResult")
+
+
+def _finetune(
+    *,
+    model,
+    task,
+    data_dir,
+    output_dir,
+    epochs,
+    batch_size,
+    learning_rate,
+    warmup_ratio,
+    weight_decay,
+    patience,
+    max_length,
+    tagging,
+    max_train_examples,
+    max_eval_examples,
+    seed,
+    encoder_inputs,
+    mention_spans,
+    kg_embeddings,
+    device,
+    mixed_precision,
+    report_to,
+    progress,
+    stop_signals,
+) -> FineTuningResult:
+    """The body of :func:`finetune` over resolved arguments (in the order of
+    :class:`~kgplm.arguments.FineTuningArguments`, which ``finetune_config.json`` keeps)."""
     arguments = json_safe({name: value for name, value in locals().items()})
     from kgplm.evaluation.tasks import get_task, load_task_splits
+    from kgplm.training.interrupts import check_stop_signals
+
+    stop_signals = check_stop_signals(stop_signals)
+    arguments["stop_signals"] = list(stop_signals)
 
     # the task's name and the model's path are checked before torch loads, so a refused call answers at once
     spec = get_task(task)
@@ -273,6 +268,10 @@ def finetune(
                 progress=progress,
                 distributed=context,
                 report=report,
+                output_dir=output_dir,
+                # a checkpoint is resumed by the same call only; where its progress is shown and reported may change
+                identity={k: v for k, v in arguments.items() if k not in ("progress", "report_to", "stop_signals")},
+                stop_signals=stop_signals,
             )
         warnings = []
         if main:
@@ -361,12 +360,15 @@ def _learned_nothing(
     return [message]
 
 
-def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs, device, progress):
+def _run_fine_tuned(arguments: EvaluationArguments):
     """Load a fine-tuned model and its task's split; run it. Returns (encoder, examples, features, outputs).
 
     ``max_examples`` draws a subset with ``seed`` (by default the subset ``finetune`` scored);
     ``encoder_inputs`` (default: as the model was fine-tuned) feeds the method's extra encoder inputs.
     """
+    model, task, data_dir, split = arguments.model, arguments.task, arguments.data_dir, arguments.split
+    batch_size, max_examples, seed = arguments.batch_size, arguments.max_examples, arguments.seed
+    encoder_inputs, device, progress = arguments.encoder_inputs, arguments.device, arguments.progress
     from kgplm.evaluation.tasks import get_task, load_task
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
@@ -412,71 +414,142 @@ def _run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed
     return encoder, examples, features, outputs
 
 
-def evaluate(
-    *,
-    model: str | os.PathLike,
-    task: str | None = None,
-    data_dir: str | os.PathLike,
-    split: str = "test",
-    batch_size: int = 64,
-    max_examples: int | None = None,
-    seed: int = EVALUATION_SUBSET_SEED,
-    encoder_inputs: bool | None = None,
-    device: str = "auto",
-    progress: bool = True,
-) -> dict[str, float]:
+@dataclass
+class EvaluationResult(Mapping):
+    """What :func:`kgplm.evaluate` scored: the scores (the result reads as their mapping, so
+    ``result["main"]`` is the task's main metric), the task and split, and the arguments that replay it
+    (``kgplm.evaluate(args=result.arguments)``)."""
+
+    scores: dict[str, Any]
+    task: str
+    split: str
+    examples: int | None
+    arguments: EvaluationArguments
+
+    def __getitem__(self, name: str) -> Any:
+        return self.scores[name]
+
+    def __iter__(self):
+        return iter(self.scores)
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def __repr__(self) -> str:
+        main = self.scores.get("main")
+        shown = f"main {main:.4f}" if isinstance(main, (int, float)) else f"{len(self.scores)} scores"
+        return f"EvaluationResult(task={self.task!r}, split={self.split!r}, {shown}, model {self.arguments.model})"
+
+
+@dataclass
+class PredictionResult:
+    """What :func:`kgplm.predict` wrote: the file (``path``; the result is path-like, so ``open(result)``
+    reads it), how many examples it holds, and the arguments that replay it."""
+
+    path: Path
+    task: str
+    split: str
+    format: str
+    examples: int
+    arguments: PredictionArguments
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The predictions, one dict per example (``format="jsonl"``)."""
+        if self.format != "jsonl":
+            raise ConfigurationError(f"{self.path} is a {self.format} submission file; read it with json")
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def __repr__(self) -> str:
+        return f"PredictionResult({self.examples} {self.task} {self.split} predictions in {self.path})"
+
+
+def evaluate(*, args: EvaluationArguments | None = None, **kwargs: Any) -> EvaluationResult:
     """Score a fine-tuned model (a ``kgplm.finetune`` output) on one split; ``task`` defaults to its own.
 
-    ``max_examples`` draws a subset with ``seed`` (by default the subset ``finetune`` scored);
-    ``encoder_inputs`` (default: as the model was fine-tuned) feeds the method's extra encoder inputs.
-    ``task="probe"``: the KG cloze probe of a pre-trained model (a ``kgplm.train`` output);
-    ``data_dir`` is then the probe file (:func:`kgplm.evaluation.probing.probe_model`).
+    The arguments are the fields of :class:`~kgplm.arguments.EvaluationArguments` (keywords, ``args=``, or
+    both). ``task="probe"``: the KG cloze probe of a pre-trained model (a ``kgplm.train`` output);
+    ``data_dir`` is then the probe file (:func:`kgplm.evaluation.probing.probe_model`). Returns an
+    :class:`EvaluationResult`, which reads as the mapping of the scores.
     """
+    arguments = resolve(EvaluationArguments, args, kwargs, function="kgplm.evaluate")
     from kgplm.evaluation.probing import PROBE_TASK
     from kgplm.training.finetuning import score
 
-    if task == PROBE_TASK:
+    if arguments.task == PROBE_TASK:
         from kgplm.evaluation.probing import probe_model
         from kgplm.training.distributed import auto_device
 
-        device = auto_device(device)
-        return probe_model(model, data_dir, batch_size=batch_size, device=device, progress=progress)
-    return score(
-        *_run_fine_tuned(model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs, device, progress)
+        scores = probe_model(
+            arguments.model,
+            arguments.data_dir,
+            batch_size=arguments.batch_size,
+            device=auto_device(arguments.device),
+            progress=arguments.progress,
+        )
+        return EvaluationResult(scores=scores, task=PROBE_TASK, split="probe", examples=None, arguments=arguments)
+    encoder, examples, features, outputs = _run_fine_tuned(arguments)
+    return EvaluationResult(
+        scores=score(encoder, examples, features, outputs),
+        task=encoder.spec.name,
+        split=arguments.split,
+        examples=len(examples),
+        arguments=arguments,
     )
 
 
-def predict(
-    *,
-    model: str | os.PathLike,
-    data_dir: str | os.PathLike,
-    output: str | os.PathLike,
-    task: str | None = None,
-    split: str = "test",
-    format: str = "jsonl",
-    batch_size: int = 64,
-    max_examples: int | None = None,
-    seed: int = EVALUATION_SUBSET_SEED,
-    encoder_inputs: bool | None = None,
-    device: str = "auto",
-    progress: bool = True,
-) -> Path:
+evaluate.__signature__ = signature(EvaluationArguments, returns="EvaluationResult")
+
+
+def predict(*, args: PredictionArguments | None = None, **kwargs: Any) -> PredictionResult:
     """Write a fine-tuned model's predictions on one split (:mod:`kgplm.evaluation.predictions`).
 
-    ``format="jsonl"``: one JSON line per example in the file ``output`` — the text, the gold
-    annotation where the split has labels, the prediction (NER spans with character offsets,
+    The arguments are the fields of :class:`~kgplm.arguments.PredictionArguments` (keywords, ``args=``, or
+    both). ``format="jsonl"``: one JSON line per example in ``output_dir/<task>-<split>.jsonl`` — the text,
+    the gold annotation where the split has labels, the prediction (NER spans with character offsets,
     ``text[start:end] == mention``; labels; triples; candidate scores). ``format="cblue"``: the CBLUE
-    submission file of the task (CMeEE, CMeIE, CHIP-STS, KUAKE-QIC) in the directory ``output``, so
-    the hidden-label CBLUE test sets can be scored. Returns the file written.
+    submission file of the task (CMeEE, CMeIE, CHIP-STS, KUAKE-QIC) in ``output_dir``, so the
+    hidden-label CBLUE test sets can be scored. Returns a :class:`PredictionResult` naming the file.
+
+    ``output=`` (the file itself) is the earlier spelling: it still works, with a ``FutureWarning``, until
+    kgplm 0.3.
     """
+    kwargs = dict(kwargs)
+    legacy_file = kwargs.pop("output", None)
+    if legacy_file is not None:
+        if "output_dir" in kwargs:
+            raise ConfigurationError("kgplm.predict() got both output (deprecated) and output_dir; pass output_dir")
+        warnings.warn(
+            f"kgplm.predict(output=...) is deprecated and will be removed in kgplm {DEPRECATED_REMOVAL}; pass "
+            "output_dir= (the predictions go to output_dir/<task>-<split>.jsonl)",
+            FutureWarning,
+            stacklevel=2,
+        )
+        kwargs["output_dir"] = Path(legacy_file).parent if kwargs.get("format", "jsonl") == "jsonl" else legacy_file
+    arguments = resolve(PredictionArguments, args, kwargs, function="kgplm.predict")
     from kgplm.evaluation.predictions import PREDICTION_FORMATS, example_predictions, write_predictions
 
-    if format not in PREDICTION_FORMATS:
-        raise ConfigurationError(f"format must be one of {PREDICTION_FORMATS}, got {format!r}")
-    encoder, examples, features, outputs = _run_fine_tuned(
-        model, task, data_dir, split, batch_size, max_examples, seed, encoder_inputs, device, progress
-    )
+    if arguments.format not in PREDICTION_FORMATS:
+        raise ConfigurationError(f"format must be one of {PREDICTION_FORMATS}, got {arguments.format!r}")
+    encoder, examples, features, outputs = _run_fine_tuned(arguments)
     records = example_predictions(encoder, examples, features, outputs)
-    written = write_predictions(records, output, task=encoder.spec.name, format=format)
-    logger.info("wrote %d %s predictions to %s", len(records), encoder.spec.name, written)
-    return written
+    task = encoder.spec.name
+    target = Path(arguments.output_dir)
+    if arguments.format == "jsonl":
+        target = Path(legacy_file) if legacy_file is not None else target / f"{task}-{arguments.split}.jsonl"
+    written = write_predictions(records, target, task=task, format=arguments.format)
+    logger.info("wrote %d %s predictions to %s", len(records), task, written)
+    return PredictionResult(
+        path=written,
+        task=task,
+        split=arguments.split,
+        format=arguments.format,
+        examples=len(records),
+        arguments=arguments,
+    )
+
+
+predict.__signature__ = signature(PredictionArguments, returns="PredictionResult")

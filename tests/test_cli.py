@@ -14,7 +14,7 @@ from kgplm.kg.pepr import top_k_neighbors
 
 def test_kg_import_stats_neighbors_export(tmp_path: Path, toy_turtle: Path, capsys) -> None:
     out = tmp_path / "store"
-    assert main(["kg", "import", str(toy_turtle), "--out", str(out)]) == 0
+    assert main(["kg", "import", str(toy_turtle), "--output-dir", str(out)]) == 0
     assert "6 entities" in capsys.readouterr().out
     assert KGStore.load(out).num_triples == 4
 
@@ -26,7 +26,7 @@ def test_kg_import_stats_neighbors_export(tmp_path: Path, toy_turtle: Path, caps
     assert "多尿" in text and "二甲双胍" in text and "常见症状" in text
 
     ttl = tmp_path / "export.ttl"
-    assert main(["kg", "export", str(out), "--out", str(ttl)]) == 0
+    assert main(["kg", "export", str(out), "--output", str(ttl)]) == 0
     assert KGStore.from_rdf(ttl, show_progress=False).num_triples == 4
 
 
@@ -35,7 +35,7 @@ def test_kg_import_formats_and_export_by_extension(tmp_path: Path, toy_turtle: P
 
     relative = tmp_path / "relative.ttl"
     relative.write_text("<a> <linked-to> <b> .\n", encoding="utf-8")
-    assert main(["kg", "import", "rdf", str(relative), "--out", str(tmp_path / "rel")]) == 2
+    assert main(["kg", "import", "rdf", str(relative), "--output-dir", str(tmp_path / "rel")]) == 2
     assert "--base-iri" in capsys.readouterr().err
     assert (
         main(
@@ -46,7 +46,7 @@ def test_kg_import_formats_and_export_by_extension(tmp_path: Path, toy_turtle: P
                 str(relative),
                 "--base-iri",
                 "http://example.org/kg/",
-                "--out",
+                "--output-dir",
                 str(tmp_path / "rel"),
             ]
         )
@@ -56,13 +56,15 @@ def test_kg_import_formats_and_export_by_extension(tmp_path: Path, toy_turtle: P
     # the legacy --kind spelling and the importer aliases still work; options an importer lacks are refused
     tsv = tmp_path / "edges.tsv"
     tsv.write_text("a\tr\tb\n", encoding="utf-8")
-    assert main(["kg", "import", str(tsv), "--kind", "tsv", "--out", str(tmp_path / "tsv")]) == 0
-    assert main(["kg", "import", "triples", str(tsv), "--base-iri", "http://x/", "--out", str(tmp_path / "x")]) == 2
+    assert main(["kg", "import", str(tsv), "--kind", "tsv", "--output-dir", str(tmp_path / "tsv")]) == 0
+    assert (
+        main(["kg", "import", "triples", str(tsv), "--base-iri", "http://x/", "--output-dir", str(tmp_path / "x")]) == 2
+    )
     assert "the triples importer takes no --base-iri" in capsys.readouterr().err
     # export: the extension names the format
-    assert main(["kg", "import", str(toy_turtle), "--out", str(tmp_path / "toy")]) == 0
+    assert main(["kg", "import", str(toy_turtle), "--output-dir", str(tmp_path / "toy")]) == 0
     for name, rdflib_format in (("toy.nt", "nt"), ("toy.rdf", "xml"), ("toy.jsonld", "json-ld")):
-        assert main(["kg", "export", str(tmp_path / "toy"), "--out", str(tmp_path / name)]) == 0
+        assert main(["kg", "export", str(tmp_path / "toy"), "--output", str(tmp_path / name)]) == 0
         assert len(rdflib.Graph().parse(tmp_path / name, format=rdflib_format)) > 0
 
 
@@ -79,12 +81,12 @@ def test_kg_pepr_and_ranked_neighbors(tmp_path: Path, capsys) -> None:
 
     toy = Path(__file__).resolve().parents[1] / "graphs" / "toy_medical.ttl"
     out = tmp_path / "table.npz"
-    assert main(["kg", "pepr", "--store", str(toy), "--out", str(out), "--k", "3", "--mode", "exact"]) == 0
+    assert main(["kg", "pepr", "--store", str(toy), "--output", str(out), "--k", "3", "--mode", "exact"]) == 0
     assert "29 entities" in capsys.readouterr().out
     table = NeighborTable.load(out)
     assert table.neighbors.shape == (29, 3)
     default_out = tmp_path / "default.npz"
-    assert main(["kg", "pepr", "--store", str(toy), "--out", str(default_out), "--k", "3"]) == 0
+    assert main(["kg", "pepr", "--store", str(toy), "--output", str(default_out), "--k", "3"]) == 0
     default = NeighborTable.load(default_out)
     # one default across API and CLI: auto with the default budget (exact on this graph)
     assert default.config["mode_requested"] == "auto" and default.mode == "exact"
@@ -99,7 +101,7 @@ def test_kg_pepr_and_ranked_neighbors(tmp_path: Path, capsys) -> None:
                 "pepr",
                 "--store",
                 str(toy),
-                "--out",
+                "--output",
                 str(fast_out),
                 "--k",
                 "3",
@@ -149,7 +151,7 @@ def test_kg_embed_trains_saves_and_evaluates(tmp_path: Path, capsys) -> None:
                 "embed",
                 "--store",
                 str(toy),
-                "--out",
+                "--output-dir",
                 str(out),
                 "--dim",
                 "8",
@@ -177,7 +179,7 @@ def test_kg_embed_trains_saves_and_evaluates(tmp_path: Path, capsys) -> None:
                 "embed",
                 "--store",
                 str(toy),
-                "--out",
+                "--output-dir",
                 str(transr),
                 "--method",
                 "transr",
@@ -217,7 +219,7 @@ def test_text_vocab_link_and_build_corpus(tmp_path: Path, capsys) -> None:
                 "200",
                 "--min-frequency",
                 "2",
-                "--out",
+                "--output-dir",
                 str(tmp_path / "tok"),
             ]
         )
@@ -242,7 +244,7 @@ def test_text_vocab_link_and_build_corpus(tmp_path: Path, capsys) -> None:
                 str(toy),
                 "--tokenizer",
                 str(tmp_path / "tok"),
-                "--out",
+                "--output-dir",
                 str(out),
                 "--max-length",
                 "16",
@@ -278,7 +280,7 @@ def test_train_then_replay_from_its_config(tmp_path: Path, capsys) -> None:
         str(TOY_GRAPH),
         "--corpus",
         str(corpus),
-        "--out",
+        "--output-dir",
         str(out),
         "--text-model",
         tiny,
@@ -306,7 +308,7 @@ def test_train_then_replay_from_its_config(tmp_path: Path, capsys) -> None:
     assert main(["train", "--config", str(out / "run_config.json"), "--no-progress"]) == 0  # finished: resumes, no work
     assert [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()] == records
     assert main(["train", "--graph", str(TOY_GRAPH)]) == 2
-    assert "needs --method, --corpus and --out" in capsys.readouterr().err
+    assert "needs --method, --corpus and --output-dir" in capsys.readouterr().err
 
 
 def test_text_link_stats_and_filters_on_an_english_ontology(tmp_path: Path, capsys) -> None:

@@ -232,7 +232,7 @@ def test_cli_finetune_then_evaluate(tiny_chinese_model, shared_data, tmp_path, c
                 "cmedic",
                 "--data-dir",
                 str(shared_data / "tasks"),
-                "--out",
+                "--output-dir",
                 str(out),
                 "--epochs",
                 "1",
@@ -303,7 +303,7 @@ def test_cli_predict_writes_one_line_per_document_with_exact_offsets(cmedqaner_r
     from kgplm.evaluation import metrics
     from kgplm.evaluation.tasks import load_task
 
-    output = tmp_path / "pred.jsonl"
+    output = tmp_path / "predictions"
     assert (
         main(
             [
@@ -312,14 +312,15 @@ def test_cli_predict_writes_one_line_per_document_with_exact_offsets(cmedqaner_r
                 str(cmedqaner_run.output_dir),
                 "--data-dir",
                 str(shared_data / "tasks"),
-                "--out",
+                "--output-dir",
                 str(output),
                 "--no-progress",
             ]
         )
         == 0
     )
-    records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    written = output / "cmedqaner-test.jsonl"  # <task>-<split>.jsonl in --output-dir
+    records = [json.loads(line) for line in written.read_text(encoding="utf-8").splitlines()]
     documents = load_task("cmedqaner", shared_data / "tasks", "test")
     assert len(records) == len(documents) == 215
     assert sum(len(r["predicted"]) for r in records) > 0
@@ -512,3 +513,38 @@ def test_a_fine_tune_that_learned_nothing_says_so(tiny_chinese_model, shared_dat
 
 def test_a_model_that_learned_says_nothing(cmedqaner_run):
     assert cmedqaner_run.warnings == []
+
+
+def test_evaluate_and_predict_return_result_objects_that_replay(cmedqaner_run, shared_data, tmp_path):
+    """evaluate's result reads as its scores and replays from its arguments; predict's names its file, and
+    predict(output=FILE), the earlier spelling, warns and still writes that file."""
+    evaluation = kgplm.evaluate(
+        model=cmedqaner_run.output_dir, data_dir=shared_data / "tasks", max_examples=20, progress=False
+    )
+    assert (evaluation.task, evaluation.split, evaluation.examples) == ("cmedqaner", "test", 20)
+    assert dict(evaluation) == evaluation.scores and evaluation["main"] == evaluation.scores["f1"]
+    assert kgplm.evaluate(args=evaluation.arguments).scores == evaluation.scores
+    assert kgplm.evaluate(args=evaluation.arguments, split="dev").split == "dev"
+
+    predicted = kgplm.predict(
+        model=cmedqaner_run.output_dir,
+        data_dir=shared_data / "tasks",
+        output_dir=tmp_path / "predictions",
+        max_examples=20,
+        progress=False,
+    )
+    assert predicted.path == tmp_path / "predictions" / "cmedqaner-test.jsonl"
+    assert predicted.examples == len(predicted.records()) == 20
+    with open(predicted, encoding="utf-8") as handle:  # the result is path-like
+        assert len(handle.read().splitlines()) == 20
+
+    with pytest.warns(FutureWarning, match=r"predict\(output=...\) is deprecated"):
+        legacy = kgplm.predict(
+            model=cmedqaner_run.output_dir,
+            data_dir=shared_data / "tasks",
+            output=tmp_path / "legacy.jsonl",
+            max_examples=20,
+            progress=False,
+        )
+    assert legacy.path == tmp_path / "legacy.jsonl"
+    assert legacy.path.read_bytes() == predicted.path.read_bytes()

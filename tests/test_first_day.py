@@ -166,7 +166,7 @@ def test_the_cli_train_requires_graph_for_knowledge_methods(corpus, tmp_path, ca
     from kgplm.cli import build_parser, main
 
     assert build_parser().parse_args(["train", "--method", "mlm"]).graph is None
-    assert main(["train", "--method", "kebiolm", "--corpus", str(corpus), "--out", str(tmp_path / "x")]) == 2
+    assert main(["train", "--method", "kebiolm", "--corpus", str(corpus), "--output-dir", str(tmp_path / "x")]) == 2
     assert "pass graph=" in capsys.readouterr().err
 
 
@@ -182,9 +182,9 @@ def test_device_defaults_to_auto_everywhere_and_is_recorded(corpus, tmp_path, mo
     parser = build_parser()
     for command in (
         ["train"],
-        ["finetune", "--model", "m", "--task", "t", "--data-dir", "d", "--out", "o"],
+        ["finetune", "--model", "m", "--task", "t", "--data-dir", "d", "--output-dir", "o"],
         ["evaluate", "--model", "m", "--data-dir", "d"],
-        ["predict", "--model", "m", "--data-dir", "d", "--out", "o"],
+        ["predict", "--model", "m", "--data-dir", "d", "--output-dir", "o"],
     ):
         assert parser.parse_args(command).device == "auto", command
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -217,7 +217,7 @@ def test_tensorboard_holds_every_logged_value_and_the_plot_is_a_png(corpus, tmp_
     png = result.plot()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     other = tmp_path / "curves" / "cli.png"
-    assert main(["plot", str(result.output_dir), "--out", str(other)]) == 0
+    assert main(["plot", str(result.output_dir), "--output", str(other)]) == 0
     assert other.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and str(other) in capsys.readouterr().out
     with pytest.raises(ConfigurationError, match="report_to"):
         kgplm.train("mlm", **mlm_arguments(corpus, tmp_path / "bad", report_to=("wandb",)))

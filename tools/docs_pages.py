@@ -58,7 +58,7 @@ def method_page(name: str) -> str:
         "or `kgplm train --method "
         + name
         + (" --graph GRAPH" if graph else "")
-        + " --corpus notes.txt --out runs/"
+        + " --corpus notes.txt --output-dir runs/"
         + name
         + "` on the command line. The options of the method are the fields of its config class.",
         "",

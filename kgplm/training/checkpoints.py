@@ -7,6 +7,9 @@ parallelism only rank 0 writes; every rank reads the same checkpoint (the optimi
 same on all ranks). A directory is written under a temporary name and renamed, so a run
 killed while writing leaves the previous checkpoint intact; only the last ``keep`` are kept.
 
+A caller may add files of its own (``extra_tensors``: fine-tuning keeps its best epoch's weights beside
+the model); they are written in the same temporary directory and covered by the same checksums.
+
 ``checksums.json`` holds the SHA-256 of each of those files. :func:`resume_checkpoint` verifies
 them and, when the newest checkpoint is damaged (a bit flipped on disk, a file truncated by a
 full disk or copied halfway), falls back to the one before it and logs why. Checkpoints written
@@ -86,7 +89,7 @@ def verify_checkpoint(path: str | os.PathLike) -> None:
     path = Path(path)
     recorded_path = path / "checksums.json"
     recorded = json.loads(recorded_path.read_text(encoding="utf-8")) if recorded_path.is_file() else None
-    for name in CHECKPOINT_FILES:
+    for name in dict.fromkeys([*CHECKPOINT_FILES, *(recorded or {})]):
         if not (path / name).is_file():
             raise ArtifactError(f"{path / name}: missing from the checkpoint")
         if recorded is not None and _sha256(path / name) != recorded.get(name):
@@ -147,14 +150,23 @@ def _model_tensors(model) -> dict[str, torch.Tensor]:
 
 
 def save_checkpoint(
-    output_dir: Path, model, optimizer, scheduler, state: dict[str, Any], keep: int, grad_scaler=None
+    output_dir: Path,
+    model,
+    optimizer,
+    scheduler,
+    state: dict[str, Any],
+    keep: int,
+    grad_scaler=None,
+    extra_tensors: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> Path:
+    """Write ``output_dir/checkpoints/step-NNNNNNN`` (``state["step"]``) atomically and keep the last ``keep``.
+    ``extra_tensors``: more safetensors files (file name → tensors), written and checksummed with the rest."""
     directory = output_dir / "checkpoints"
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"step-{state['step']:07d}"
     previous = latest_checkpoint(output_dir)
     try:
-        _write_checkpoint(target, model, optimizer, scheduler, state, grad_scaler)
+        _write_checkpoint(target, model, optimizer, scheduler, state, grad_scaler, extra_tensors or {})
     except DiskFullError as error:  # a checkpoint needs about as much as the one before it
         needed = max(error.needed, sum(p.stat().st_size for p in previous.iterdir()) if previous else 0)
         raise DiskFullError(error.path, needed, error.written, error.free) from error.__cause__
@@ -163,7 +175,9 @@ def save_checkpoint(
     return target
 
 
-def _write_checkpoint(target: Path, model, optimizer, scheduler, state: dict[str, Any], grad_scaler) -> None:
+def _write_checkpoint(
+    target: Path, model, optimizer, scheduler, state: dict[str, Any], grad_scaler, extra_tensors: dict
+) -> None:
     with atomic_directory(target) as temporary:
         save_file(_model_tensors(model), str(temporary / "model.safetensors"), metadata={"format": "pt"})
         optimizer_state = optimizer.state_dict()
@@ -178,7 +192,11 @@ def _write_checkpoint(target: Path, model, optimizer, scheduler, state: dict[str
         if grad_scaler is not None:
             state["grad_scaler"] = grad_scaler.state_dict()
         (temporary / "trainer_state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
-        checksums = {name: _sha256(temporary / name) for name in CHECKPOINT_FILES}
+        for name, extra in extra_tensors.items():
+            if name in CHECKPOINT_FILES or name == "checksums.json":
+                raise ValueError(f"extra checkpoint file {name!r} would replace one of the checkpoint's own")
+            save_file({key: value.contiguous() for key, value in extra.items()}, str(temporary / name))
+        checksums = {name: _sha256(temporary / name) for name in [*CHECKPOINT_FILES, *extra_tensors]}
         (temporary / "checksums.json").write_text(json.dumps(checksums, indent=1), encoding="utf-8")
 
 

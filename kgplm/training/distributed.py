@@ -35,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from kgplm.exceptions import ConfigurationError, KgplmError
+from kgplm.training.launch import launched_rank
 
 __all__ = ["DistributedContext", "auto_device", "initialize", "current", "launched_rank", "PREPARATION_TIMEOUT"]
 
@@ -42,11 +43,6 @@ logger = logging.getLogger(__name__)
 
 #: How long the other ranks wait for rank 0 to build a run's artefacts.
 PREPARATION_TIMEOUT = datetime.timedelta(hours=24)
-
-
-def launched_rank() -> int:
-    """This process's global rank as ``torchrun`` set it (0 without ``torchrun``)."""
-    return int(os.environ.get("RANK", "0"))
 
 
 @dataclass

@@ -21,8 +21,10 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,10 +32,19 @@ import torch
 from tqdm.auto import tqdm
 
 from kgplm.evaluation import metrics
+from kgplm._io import json_safe
 from kgplm.evaluation.tasks import TaskSpec
-from kgplm.exceptions import ConfigurationError
+from kgplm.exceptions import ConfigurationError, PreemptedError
 from kgplm.text.alignment import char_spans_to_token_spans
+from kgplm.training.checkpoints import remove_unfinished
 from kgplm.training.distributed import DistributedContext, current
+from kgplm.training.finetune_checkpoints import (
+    FineTuneProgress,
+    remove_checkpoints,
+    resume_fine_tuning,
+    save_fine_tuning_checkpoint,
+)
+from kgplm.training.interrupts import DEFAULT_STOP_SIGNALS, StopRequest
 from kgplm.training.precision import autocast, check_mixed_precision, grad_scaler
 from kgplm.training.scoring import score
 from kgplm.training.trainer import build_optimizer, optimizer_step, wrap_data_parallel, zero_objective
@@ -701,8 +712,18 @@ def finetune_loop(
     progress: bool = True,
     distributed: DistributedContext | None = None,
     report: Callable[[dict[str, Any]], None] | None = None,
+    output_dir: str | os.PathLike | None = None,
+    stop_signals: Sequence[str] = DEFAULT_STOP_SIGNALS,
+    identity: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Train, score dev after each epoch, restore the best epoch's weights. Returns (history, best dev scores).
+
+    Preemption (with an ``output_dir``): on one of ``stop_signals`` (:mod:`kgplm.training.interrupts`) the
+    loop finishes the optimiser step it is in, writes a checkpoint to ``output_dir/checkpoints``
+    (:mod:`kgplm.training.finetune_checkpoints`) and raises :class:`~kgplm.exceptions.PreemptedError`, on
+    every rank after the same step; called again with the same arguments and ``identity`` (what
+    determines the result: a checkpoint of another identity is refused), the loop resumes from it and
+    ends as the uninterrupted loop would, bit for bit. A finished loop removes its checkpoints.
 
     Each epoch's history record (training loss, the learning rate at the epoch's end, dev scores) goes to
     ``report`` on rank 0 (TensorBoard, :mod:`kgplm.training.reporting`).
@@ -744,69 +765,165 @@ def finetune_loop(
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / max(warmup, 1), max(0.0, (total - step) / max(total - warmup, 1)))
     )
-    history, best, best_state, waited = [], None, None, 0
-    bar = tqdm(total=total, desc=f"fine-tune {encoder.spec.name}", disable=not progress or not context.is_main)
-    for epoch in range(settings.epochs):
-        model.train()
-        order = torch.randperm(len(units), generator=generator).tolist()
-        losses = []
-        for start in range(0, len(order), units_per_batch):
-            shares = np.array_split(np.asarray(order[start : start + units_per_batch]), context.world_size)
-            mine = shares[context.rank]
-            # a rank left without units runs the first unit with weight 0, so DDP's all-reduce still meets
-            stand_in = len(mine) == 0
-            indices = np.concatenate([units[i] for i in (shares[0][:1] if stand_in else mine)])
-            cpu_batch = encoder.collate([train_features[i] for i in indices])
-            items = 0 if stand_in else loss_items(cpu_batch, encoder.kind)
-            all_items = sum(context.gather(items))
-            batch = {k: v.to(device, non_blocking=True) for k, v in cpu_batch.items()}
-            with autocast(device, settings.mixed_precision):
-                output = network(**batch)
-            if items:  # each rank's mean weighted by its share; DDP averages over the ranks
-                objective = output.loss * (items * context.world_size / all_items)
-            else:
-                objective = zero_objective(output)
-            optimizer.zero_grad(set_to_none=True)
-            (scaler.scale(objective) if scaler is not None else objective).backward()
-            optimizer_step(optimizer, trainable, settings.max_grad_norm, scaler, len(losses))
-            scheduler.step()
-            local = float(output.loss.detach()) * items if items else 0.0
-            loss = sum(context.gather(local)) / max(all_items, 1)
-            losses.append(loss)
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.4f}")
-        dev_scores = None
+    checkpoints = None if output_dir is None else Path(output_dir)
+    identity = dict(identity or {}, settings=asdict(settings), training_features=len(train_features))
+    state = FineTuneProgress()
+    if checkpoints is not None:
         if context.is_main:
-            with autocast(device, settings.mixed_precision):
-                outputs = predict(model, encoder, dev_features, batch_size=settings.batch_size * 2, device=device)
-            dev_scores = score(encoder, dev_examples, dev_features, outputs)
-        dev_scores = context.broadcast(dev_scores)
-        history.append(
-            {
-                "epoch": epoch + 1,
-                "train_loss": float(np.mean(losses)),
-                "learning_rate": float(optimizer.param_groups[0]["lr"]),
-                **{f"dev_{k}": v for k, v in dev_scores.items()},
-            }
+            for unfinished in remove_unfinished(checkpoints):
+                logger.info("removed %s, a checkpoint an earlier run did not finish writing", unfinished)
+        context.barrier()
+        resumed = resume_fine_tuning(
+            checkpoints, model, optimizer, scheduler, scaler, identity=json_safe(identity), context=context
         )
-        if context.is_main and report is not None:
-            report(history[-1])
+        state = resumed if resumed is not None else state
+    history, best, best_state, waited = state.history, state.best, state.best_state, state.waited
+    bar = tqdm(
+        total=total,
+        initial=scheduler.last_epoch,
+        desc=f"fine-tune {encoder.spec.name}",
+        disable=not progress or not context.is_main,
+    )
+
+    def stop_here(stop_request, epoch: int, batch: int, losses: list[float]) -> None:
+        """After a step (or an epoch): when any rank got a stop signal, checkpoint and raise PreemptedError."""
+        stop = context.gather(stop_request.signal_name) if context.enabled else [stop_request.signal_name]
+        received = next((name for name in stop if name is not None), None)
+        if received is None:
+            return
+        done = int(scheduler.last_epoch)
+        progress_now = FineTuneProgress(epoch, batch, list(losses), list(history), best, waited, best_state)
+        path = save_fine_tuning_checkpoint(
+            checkpoints,
+            model,
+            optimizer,
+            scheduler,
+            scaler,
+            progress_now,
+            step=done,
+            settings=settings,
+            identity=json_safe(identity),
+            context=context,
+        )
+        bar.close()
+        context.barrier()  # rank 0 has written the checkpoint
+        path = context.broadcast(None if path is None else str(path))
         if context.is_main:
-            logger.info(
-                "epoch %d: train loss %.4f, dev %s %.4f",
-                epoch + 1,
-                history[-1]["train_loss"],
-                encoder.spec.metric,
-                dev_scores["main"],
+            logger.warning(
+                "%s: fine-tuning stopped after step %d of %d; checkpoint %s; run the same call again to resume",
+                received,
+                done,
+                total,
+                path,
             )
-        if best is None or dev_scores["main"] > best["main"]:
-            best, best_state, waited = dev_scores, copy.deepcopy(model.state_dict()), 0
-        elif best["main"] > 0:  # a model that has scored nothing on dev yet (no entity found) is not waiting
-            waited += 1
-            if waited >= settings.patience:
-                if context.is_main:
-                    logger.info("early stop after epoch %d (no dev improvement for %d epochs)", epoch + 1, waited)
-                break
+        raise PreemptedError(received, done, path)
+
+    batch_starts = list(range(0, len(units), units_per_batch))
+    for _ in range(state.epoch):  # the data order of the epochs already done
+        torch.randperm(len(units), generator=generator)
+    with StopRequest(stop_signals if checkpoints is not None else ()) as stop_request:
+        for epoch in range(state.epoch, settings.epochs):
+            model.train()
+            order = torch.randperm(len(units), generator=generator).tolist()
+            resuming = epoch == state.epoch
+            losses = list(state.losses) if resuming else []
+            for batch_number in range(state.batch if resuming else 0, len(batch_starts)):
+                start = batch_starts[batch_number]
+                losses.append(
+                    _fine_tuning_step(
+                        network,
+                        encoder,
+                        train_features,
+                        units,
+                        order[start : start + units_per_batch],
+                        context,
+                        settings,
+                        optimizer,
+                        scheduler,
+                        scaler,
+                        trainable,
+                        device,
+                        len(losses),
+                    )
+                )
+                bar.update(1)
+                bar.set_postfix(loss=f"{losses[-1]:.4f}")
+                stop_here(stop_request, epoch, batch_number + 1, losses)
+            dev_scores = None
+            if context.is_main:
+                with autocast(device, settings.mixed_precision):
+                    outputs = predict(model, encoder, dev_features, batch_size=settings.batch_size * 2, device=device)
+                dev_scores = score(encoder, dev_examples, dev_features, outputs)
+            dev_scores = context.broadcast(dev_scores)
+            history.append(
+                {
+                    "epoch": epoch + 1,
+                    "train_loss": float(np.mean(losses)),
+                    "learning_rate": float(optimizer.param_groups[0]["lr"]),
+                    **{f"dev_{k}": v for k, v in dev_scores.items()},
+                }
+            )
+            if context.is_main and report is not None:
+                report(history[-1])
+            if context.is_main:
+                logger.info(
+                    "epoch %d: train loss %.4f, dev %s %.4f",
+                    epoch + 1,
+                    history[-1]["train_loss"],
+                    encoder.spec.metric,
+                    dev_scores["main"],
+                )
+            if best is None or dev_scores["main"] > best["main"]:
+                best, best_state, waited = dev_scores, copy.deepcopy(model.state_dict()), 0
+            elif best["main"] > 0:  # a model that has scored nothing on dev yet (no entity found) is not waiting
+                waited += 1
+                if waited >= settings.patience:
+                    if context.is_main:
+                        logger.info("early stop after epoch %d (no dev improvement for %d epochs)", epoch + 1, waited)
+                    break
+            if epoch + 1 < settings.epochs:
+                stop_here(stop_request, epoch + 1, 0, [])
     bar.close()
     model.load_state_dict(best_state)
+    if checkpoints is not None and context.is_main:
+        remove_checkpoints(checkpoints)
     return history, best
+
+
+def _fine_tuning_step(
+    network,
+    encoder: TaskEncoder,
+    train_features: list[dict],
+    units: list[np.ndarray],
+    batch_units: list[int],
+    context: DistributedContext,
+    settings: FineTuneSettings,
+    optimizer,
+    scheduler,
+    scaler,
+    trainable,
+    device,
+    step_in_epoch: int,
+) -> float:
+    """One optimiser step on the units ``batch_units``, split over the ranks; the step's mean loss over all ranks."""
+    shares = np.array_split(np.asarray(batch_units), context.world_size)
+    mine = shares[context.rank]
+    # a rank left without units runs the first unit with weight 0, so DDP's all-reduce still meets
+    stand_in = len(mine) == 0
+    indices = np.concatenate([units[i] for i in (shares[0][:1] if stand_in else mine)])
+    cpu_batch = encoder.collate([train_features[i] for i in indices])
+    items = 0 if stand_in else loss_items(cpu_batch, encoder.kind)
+    all_items = sum(context.gather(items))
+    batch = {k: v.to(device, non_blocking=True) for k, v in cpu_batch.items()}
+    with autocast(device, settings.mixed_precision):
+        output = network(**batch)
+    if items:  # each rank's mean weighted by its share; DDP averages over the ranks
+        objective = output.loss * (items * context.world_size / all_items)
+    else:
+        objective = zero_objective(output)
+    optimizer.zero_grad(set_to_none=True)
+    (scaler.scale(objective) if scaler is not None else objective).backward()
+    optimizer_step(optimizer, trainable, settings.max_grad_norm, scaler, step_in_epoch)
+    scheduler.step()
+    local = float(output.loss.detach()) * items if items else 0.0
+    return sum(context.gather(local)) / max(all_items, 1)

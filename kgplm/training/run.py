@@ -4,7 +4,8 @@
 
     run_config.json          the arguments; kgplm.train_from_config(path) replays the run
     kg/                      store/ (when the graph was not a saved store), entity_frequencies.npy,
-                             neighbors.npz (PEPR table), transe/ and embeddings/ (KGEmbeddings)
+                             neighbors.npz (PEPR table), transe/ and embeddings/ (KGEmbeddings),
+                             linker/ (the entity linker, when the KG artefact cache is on)
     tokenizer/               the tokenizer (tokenizer.json, vocab.txt)
     corpus/                  the linked corpus (Arrow shards)
     checkpoints/             the last checkpoints (resume)
@@ -75,6 +76,11 @@ class RunDirectory:
     @property
     def neighbor_table_path(self) -> Path:
         return self.kg_dir / "neighbors.npz"
+
+    @property
+    def linker_dir(self) -> Path:
+        """The entity linker the run linked its corpus with, when the KG artefact cache is on."""
+        return self.kg_dir / "linker"
 
     def embeddings_dir(self, method: str) -> Path:
         """TransE lives in ``kg/transe`` (it also initialises TransR); TransR in ``kg/embeddings``."""

@@ -46,6 +46,8 @@ __all__ = [
     "cached_graph",
     "recorded_knowledge_graph",
     "prepare_knowledge_store",
+    "save_store",
+    "linker_settings",
     "KNOWLEDGE_STORE",
 ]
 
@@ -68,6 +70,8 @@ class StageInputs:
     cache: Any = None
     #: the store text is linked with, when the KG artefacts come from another (``kgplm.train(knowledge_graph=...)``)
     linking_store: Any = None
+    #: the run the stages write into; with a :attr:`cache`, the entity linker is kept in its ``kg/linker``
+    run: RunDirectory | None = None
 
     @cached_property
     def graph_hash(self) -> str:
@@ -78,13 +82,44 @@ class StageInputs:
 
     @cached_property
     def linker(self):
-        """The entity linker of ``kgplm.train(linking=...)``, built once and only when a stage still has to
-        link; what its corpus pass dropped (``common_word_share``) goes to ``artefacts["linking"]``."""
+        """The entity linker of ``kgplm.train(linking=...)``, made once and only when a stage still has to
+        link; what its corpus pass dropped (``common_word_share``) goes to ``artefacts["linking"]``.
+
+        With a :attr:`cache` and a :attr:`run`, the linker is a cached artefact (:func:`linker_settings`
+        names it): taken from the cache into the run's ``kg/linker`` when a run on the same graph, names,
+        options (and, for ``common_word_share``, corpus) built it, else built, saved there and added."""
         from kgplm.text.linking import build_linker
 
         store = self.store if self.linking_store is None else self.linking_store
+        cache, run = self.cache, self.run
+        settings = None
+        if cache is not None and run is not None:
+            settings = linker_settings(store, self.arguments.get("linking"), self.corpus_texts)
+            if cache.fetch("linker", settings, run.linker_dir):
+                return self._load_linker(run.linker_dir, store)
+        logger.info("linking stage: building the entity linker of %d entities' names and aliases", store.num_entities)
+        began = time.perf_counter()
         linker, report = build_linker(store, self.arguments.get("linking"), texts=self.corpus_texts)
+        logger.info(
+            "linking stage: the linker has %d names, built in %.1f s", linker.num_names, time.perf_counter() - began
+        )
         self.artefacts["linking"] = report
+        if settings is not None:
+            _save_linker(linker, report, run.linker_dir)
+            cache.put("linker", settings, run.linker_dir)
+            # what a run served by the cache reads: the saved arrays, so every run links with the same linker
+            return self._load_linker(run.linker_dir, store)
+        return linker
+
+    def _load_linker(self, directory: Path, store):
+        import json
+
+        from kgplm.text.linking import EntityLinker
+
+        self.artefacts["linking"] = json.loads((directory / LINKER_REPORT).read_text(encoding="utf-8"))
+        # the key holds the graph's content and names: a store of the same content read from elsewhere fits
+        linker = EntityLinker.load(directory / LINKER_ARRAYS)
+        linker.store = store
         return linker
 
     def documents(self):
@@ -238,6 +273,46 @@ def _defaults(function) -> dict[str, Any]:
     }
 
 
+#: the entity linker's files in ``kg/linker`` (and in its cache entry): its arrays and what its build dropped
+LINKER_ARRAYS = "entity_linker"
+LINKER_REPORT = "linking_report.json"
+
+
+def linker_settings(store, options: dict | None, texts: Callable[[], Any]) -> dict[str, Any]:
+    """What the cached entity linker of ``kgplm.train(linking=options)`` on ``store`` is keyed by: the graph's
+    content and names (:func:`~kgplm.artefact_cache.graph_names_hash`), every linking option with its
+    default, the linker's other defaults, its format, jieba's version (its dictionary segments the text)
+    and kgplm's; with ``common_word_share``, which reads the corpus, the hash of ``texts()`` too."""
+    import jieba
+
+    from kgplm.artefact_cache import graph_content_hash, graph_names_hash, texts_hash
+    from kgplm.text.linking import EntityLinker
+    from kgplm.text.linking_filters import linking_settings
+    from kgplm.text.linking_persistence import LINKER_FORMAT_VERSION
+
+    linking = linking_settings(options)
+    return {
+        "graph": graph_content_hash(store),
+        "names": graph_names_hash(store),
+        "linking": linking,
+        "corpus": None if linking["common_word_share"] is None else texts_hash(texts()),
+        "defaults": _defaults(EntityLinker),
+        "linker_format": LINKER_FORMAT_VERSION,
+        "jieba": jieba.__version__,
+        "kgplm": _kgplm_version(),
+    }
+
+
+def _save_linker(linker, report: dict, directory: Path) -> None:
+    import json
+
+    from kgplm._io import atomic_directory
+
+    with atomic_directory(directory) as temporary:
+        linker.save(temporary / LINKER_ARRAYS)
+        (temporary / LINKER_REPORT).write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
 def _kgplm_version() -> str:
     from kgplm import __version__
 
@@ -347,12 +422,13 @@ def recorded_knowledge_graph(run: RunDirectory, knowledge_graph):
     return str(run.path / KNOWLEDGE_STORE) if isinstance(knowledge_graph, KGStore) else knowledge_graph
 
 
-def prepare_knowledge_store(run: RunDirectory, knowledge_graph, store, *, save: bool = True):
+def prepare_knowledge_store(run: RunDirectory, knowledge_graph, store, *, save: bool = True, cache=None):
     """The store the KG artefacts are built from when it is not the linking store ``store``:
     ``knowledge_graph`` (a :class:`KGStore`, or a saved store's directory), which must hold exactly
     ``store``'s entities and relations, in the same order (text links to ``store``'s ids). A store object
-    is saved into the run's ``knowledge_store/`` (``save``), so the run replays from its
-    ``run_config.json``; the stage ``knowledge_graph`` records its size and ``derived_from``."""
+    is saved into the run's ``knowledge_store/`` (``save``; through ``cache`` when given,
+    :func:`save_store`), so the run replays from its ``run_config.json``; the stage ``knowledge_graph``
+    records its size and ``derived_from``."""
     from kgplm.kg import KGStore
 
     knowledge = knowledge_graph if isinstance(knowledge_graph, KGStore) else KGStore.load(knowledge_graph)
@@ -374,7 +450,7 @@ def prepare_knowledge_store(run: RunDirectory, knowledge_graph, store, *, save: 
     if save:
         target = run.path / KNOWLEDGE_STORE
         if isinstance(knowledge_graph, KGStore) and not (target / "manifest.json").is_file():
-            knowledge.save(target)
+            save_store(knowledge, target, cache)
         run.record_stage(
             "knowledge_graph", {"num_triples": knowledge.num_triples, "derived_from": knowledge.derived_from}
         )
@@ -393,16 +469,47 @@ def cached_graph(run: RunDirectory, graph):
     return graph
 
 
-def prepare_store(run: RunDirectory, store, graph, *, save: bool = True):
+def save_store(store, target: Path, cache=None) -> None:
+    """Save ``store`` at ``target``; with a ``cache`` (:class:`~kgplm.artefact_cache.ArtefactCache`) as a
+    ``store`` entry keyed by the SHA-256 of each saved file, its files hard-linked into ``target``, so the
+    runs that save the same store hold one copy of it on disk."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    if cache is None:
+        store.save(target)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        saved = store.save(temporary / "store")
+        files = {}
+        for path in sorted(Path(saved).iterdir()):
+            digest = hashlib.sha256()
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            files[path.name] = digest.hexdigest()
+        settings = {"files": files}
+        cache.put("store", settings, saved)  # kept as it is when the cache holds these bytes already
+        if not cache.fetch("store", settings, target):  # a read-only cache without the entry
+            os.replace(saved, target)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def prepare_store(run: RunDirectory, store, graph, *, save: bool = True, cache=None):
     """The run's store: ``store`` (opened by :func:`kgplm.training.preflight.check_train_inputs`), saved
-    into the run unless ``graph`` is a saved store already; an empty store when the method reads no
-    graph (``store`` is ``None``: no entity is linked, entity-sized tables are empty)."""
+    into the run unless ``graph`` is a saved store already (through ``cache`` when given,
+    :func:`save_store`); an empty store when the method reads no graph (``store`` is ``None``: no entity
+    is linked, entity-sized tables are empty)."""
     from kgplm.kg.collector import GraphCollector
 
     if store is None:
         return GraphCollector(source="no graph").build(allow_empty=True)
     if save and not _is_saved_store(graph) and not (run.store_dir / "manifest.json").is_file():
-        store.save(run.store_dir)
+        save_store(store, run.store_dir, cache)
     return store
 
 

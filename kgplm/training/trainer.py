@@ -58,7 +58,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from kgplm._io import atomic_file
+from kgplm._io import AppendFile, atomic_file
 from kgplm.exceptions import ArtifactError, ConfigurationError, PreemptedError
 from kgplm.training.checkpoints import (
     latest_checkpoint,
@@ -410,7 +410,8 @@ def train_loop(
         unit="step",
         disable=not progress or not context.is_main,
     )
-    metrics_file = open(metrics_path, "a", encoding="utf-8") if context.is_main else contextlib.nullcontext()
+    # each record lands whole or not at all: a full disk leaves the file as it was and names it (DiskFullError)
+    metrics_file = AppendFile(metrics_path) if context.is_main else contextlib.nullcontext()
     with StopRequest(stop_signals) as stop_request, metrics_file:
         for step, micro_batches in zip(range(start_step, settings.max_steps), loader):
             optimizer.zero_grad(set_to_none=True)
@@ -433,8 +434,7 @@ def train_loop(
             done = step + 1
             if context.is_main and (done % settings.log_every == 0 or done == settings.max_steps):
                 record = {"step": done, **window.means(), "learning_rate": learning_rate}
-                metrics_file.write(json.dumps(record) + "\n")
-                metrics_file.flush()
+                metrics_file.append(json.dumps(record) + "\n")
                 if report is not None:
                     report(record)
                 if "loss" in record and math.isfinite(record["loss"]):
@@ -443,7 +443,6 @@ def train_loop(
                 window = _Window()
             bar.update(1)
             if context.is_main and (done % settings.checkpoint_every == 0 or done == settings.max_steps):
-                metrics_file.flush()
                 save_checkpoint(
                     output_dir,
                     model,
@@ -458,7 +457,6 @@ def train_loop(
             received = next((name for name in stop if name is not None), None)
             if received is not None and done < settings.max_steps:
                 if context.is_main and done % settings.checkpoint_every:
-                    metrics_file.flush()
                     save_checkpoint(
                         output_dir,
                         model,

@@ -242,7 +242,7 @@ def test_cli_builds_a_probe(tmp_path, capsys):
                 "probe",
                 "--store",
                 str(TOY_GRAPH),
-                "--out",
+                "--output",
                 str(out),
                 "--queries-per-relation",
                 "2",

@@ -134,7 +134,7 @@ def test_cli_imports_from_an_endpoint(oxigraph, tmp_path: Path, capsys) -> None:
                 NAMED_GRAPH,
                 "--page-size",
                 "6",
-                "--out",
+                "--output-dir",
                 str(tmp_path / "store"),
             ]
         )

@@ -7,6 +7,7 @@ injected ``ENOSPC``.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -135,3 +136,69 @@ def test_a_store_saved_onto_a_full_disk_leaves_the_previous_store(small_filesyst
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before
     assert _leftovers(small_filesystem) == []
     assert KGStore.load(target).equals(toy)
+
+
+# -- metrics.jsonl: an append that meets a full disk ------------------------------------------------------------
+class _FillingFile:
+    """An unbuffered file whose ``after``-th write stores half its bytes (a short write, as ``write(2)`` makes
+    when the disk fills), after which every write fails with ``ENOSPC``."""
+
+    def __init__(self, real, after: int) -> None:
+        self.real, self.after, self.writes = real, after, 0
+
+    def write(self, data) -> int:
+        self.writes += 1
+        if self.writes > self.after:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if self.writes == self.after:
+            return self.real.write(bytes(data[: len(data) // 2]))
+        return self.real.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def _fill_at(monkeypatch, after: int) -> None:
+    import kgplm._io
+
+    def opening(path, mode="r", **options):
+        return _FillingFile(open(path, mode, **options), after)
+
+    monkeypatch.setattr(kgplm._io, "open", opening, raising=False)
+
+
+def test_a_metrics_record_that_meets_a_full_disk_leaves_the_log_as_it_was(tmp_path, monkeypatch):
+    from kgplm.training.trainer import TrainerSettings, train_loop
+    from tests.training.helpers import Fit, FitRows, fit_collate
+
+    settings = TrainerSettings(max_steps=6, batch_size=4, learning_rate=0.1, log_every=1, checkpoint_every=2)
+    _fill_at(monkeypatch, 3)  # the third record
+    with pytest.raises(DiskFullError) as full:
+        train_loop(Fit(), FitRows(), fit_collate, output_dir=tmp_path, settings=settings, progress=False)
+    path = tmp_path / "metrics.jsonl"
+    error = full.value
+    assert error.path == str(path) and str(path) in str(error)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert [json.loads(line)["step"] for line in lines] == [1, 2] and all(line.endswith("\n") for line in lines)
+    assert error.written == error.needed // 2 > 0 and f"{error.needed:,} bytes" in str(error)
+
+    monkeypatch.undo()  # the disk has room again: the rerun resumes from step 2's checkpoint and completes
+    metrics = train_loop(Fit(), FitRows(), fit_collate, output_dir=tmp_path, settings=settings, progress=False)
+    assert [record["step"] for record in metrics] == [1, 2, 3, 4, 5, 6]
+    third = path.read_bytes().splitlines(keepends=True)[2]
+    assert error.needed == len(third)  # the space needed: the record that did not fit, as the rerun wrote it
+
+
+def test_an_append_onto_a_full_file_system_keeps_the_file(small_filesystem):
+    from kgplm._io import AppendFile
+
+    path = small_filesystem / "metrics.jsonl"
+    with AppendFile(path) as log:
+        log.append('{"step": 1}\n')
+    free = shutil.disk_usage(small_filesystem).free
+    record = '{"step": 2, "pad": "' + "x" * (free + 65536) + '"}\n'
+    with pytest.raises(DiskFullError, match="metrics.jsonl") as full:
+        with AppendFile(path) as log:
+            log.append(record)
+    assert path.read_text() == '{"step": 1}\n'
+    assert full.value.needed == len(record) and full.value.written < len(record)
