@@ -35,11 +35,11 @@ def _gold(spec, examples) -> list:
 def scored_outcomes(finetuned: Path, task: str, data_dir: Path, *, device: str = "cpu") -> dict:
     """``{"ids", "metric", "counts" (examples × k), "score"}`` of the test examples ``finetuned`` scored."""
     from kgplm.evaluation.tasks import get_task, load_task
-    from kgplm.methods import get
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
     from kgplm.training.finetuning import TaskEncoder, predict
     from kgplm.training.run import locate_model
+    from kgplm.training.span_indicator import fine_tuning_knowledge
 
     spec = get_task(task)
     ids = json.loads((finetuned / "results.json").read_text(encoding="utf-8"))["example_ids"]["test"]
@@ -49,16 +49,8 @@ def scored_outcomes(finetuned: Path, task: str, data_dir: Path, *, device: str =
     model_dir, tokenizer_dir, run = locate_model(finetuned)
     network = load_pretrained(str(model_dir)).to(device)
     config = network.config
-    method = get(config.method)
-    knowledge = (
-        method.finetuning_inputs(run, False)
-        if method.finetuning_inputs is not None and settings["encoder_inputs"]
-        else None
-    )
-    if getattr(config, "mention_span_indicator", False):  # kgplm.finetune(mention_spans=True)
-        from kgplm.training.span_indicator import span_lookup
-
-        knowledge = span_lookup(run)
+    # the method's own inputs, or the span indicator's or typed gazetteer's (kgplm.finetune(mention_spans=...))
+    knowledge = fine_tuning_knowledge(config, run, encoder_inputs=settings["encoder_inputs"])
     encoder = TaskEncoder(
         spec,
         load_tokenizer(tokenizer_dir),

@@ -384,7 +384,11 @@ def attribution_rows(name: str, control_row: str, control_pretraining: Pretraini
     rows = []
     for label, declared in study(name).attribution_rows.items():
         base = Pretraining.of(name) if declared.base == "method" else control_pretraining
-        pretraining = dataclasses.replace(base, train_options=tuple(sorted(dict(declared.train_options).items())))
+        pretraining = dataclasses.replace(
+            base,
+            model_options=tuple(sorted({**dict(base.model_options), **dict(declared.model_options)}.items())),
+            train_options=tuple(sorted(dict(declared.train_options).items())),
+        )
         rows.append(
             Row(
                 f"{name}: {label}",
@@ -396,6 +400,21 @@ def attribution_rows(name: str, control_row: str, control_pretraining: Pretraini
             )
         )
     return rows
+
+
+def reads_gazetteer_table(row: Row) -> bool:
+    """Whether ``row`` fine-tunes with the typed gazetteer (``kgplm.finetune(mention_spans="typed")``), which
+    reads the KG embedding table its family's method is trained with (:func:`gazetteer_table`)."""
+    return dict(row.finetune_options).get("mention_spans") == "typed"
+
+
+def gazetteer_table(work: Path, budget: Budget, method: str, shared_name: str) -> str:
+    """The shared KG embeddings ``method`` (a row's family) reads, the directory :func:`prepopulate` gives its
+    runs: the typed gazetteer's entity vectors."""
+    from kgplm.methods import get
+    from kgplm.training.run import RunDirectory
+
+    return str(RunDirectory(work / shared_name).embeddings_dir(budget.kg_method or get(method).kg_embedding))
 
 
 def train_arguments(shared: Shared, options) -> dict:
@@ -471,6 +490,7 @@ def shared_inputs(work: Path, budget: Budget, rows: Sequence[Row]) -> Shared:
     key = shared_key(budget, corpus.name)
     kg = RunDirectory(work / f"shared-{key_hash(key)}")
     specs = [get(row.pretraining.method) for row in rows]
+    specs += [get(row.group) for row in rows if reads_gazetteer_table(row)]  # the table it reads
     own_kind = "transr" if any(spec.kg_embedding == "transr" for spec in specs) else "transe"
     arguments = {
         "tokenizer": None,
@@ -866,9 +886,19 @@ def pretrain(
 
 
 def finetune(
-    work: Path, budget: Budget, run: Path, task: str, seed: int, encoder_inputs: bool, device: str, options: tuple = ()
+    work: Path,
+    budget: Budget,
+    run: Path,
+    task: str,
+    seed: int,
+    encoder_inputs: bool,
+    device: str,
+    options: tuple = (),
+    kg_embeddings: str | None = None,
 ) -> tuple[dict, Path]:
-    """Fine-tune ``run`` on ``task``; its per-example test outcomes (cached with their key) and its directory."""
+    """Fine-tune ``run`` on ``task``; its per-example test outcomes (cached with their key) and its directory.
+    ``kg_embeddings``: the typed gazetteer's table (:func:`gazetteer_table`; fixed by the run and the budget,
+    so not a key of its own)."""
     import kgplm
     from _outcomes import scored_outcomes
 
@@ -899,6 +929,7 @@ def finetune(
         device=device,
         progress=False,
         **dict(options),
+        **({"kg_embeddings": kg_embeddings} if kg_embeddings else {}),
     )
     outcomes = scored_outcomes(directory, task, SHARED / "tasks", device=device)
     if abs(outcomes["score"] - result.test["main"]) > 1e-9:
@@ -1032,6 +1063,7 @@ def cell_job(
             "pretrained": None if pretrained is None else str(pretrained),
             "encoder_inputs": row.encoder_inputs,
             "finetune_options": list(row.finetune_options),
+            **({"gazetteer_of": [row.group, shared_name]} if reads_gazetteer_table(row) else {}),
         },
     )
 
@@ -1086,6 +1118,7 @@ def compute_cell(job) -> dict:
         job.inputs["encoder_inputs"],
         device,
         tuple(tuple(option) for option in job.inputs.get("finetune_options", ())),
+        gazetteer_table(work, budget, *job.inputs["gazetteer_of"]) if "gazetteer_of" in job.inputs else None,
     )
     results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
     splits = load_task(job.task, SHARED / "tasks")
@@ -1375,6 +1408,24 @@ def own_evaluations(
     return values
 
 
+def describe_rows(rows: Sequence[Row]) -> str:
+    """One line per row: its name, role, the row it is compared with, and what it pre-trains and fine-tunes with."""
+    lines = []
+    for row in rows:
+        pretraining = row.pretraining
+        options = ", ".join(f"{k}={v}" for k, v in pretraining.model_options + pretraining.train_options)
+        finetune = ", ".join(
+            [f"{k}={v}" for k, v in row.finetune_options] + ([] if row.encoder_inputs else ["the text only"])
+        )
+        lines.append(
+            f"{row.name} [{row.role}{f', vs {row.control}' if row.control else ''}]: {pretraining.method} "
+            f"({pretraining.masking} masking{'; ' + options if options else ''})"
+            + (f"; fine-tuned with {finetune}" if finetune else "")
+            + (f"; tasks {', '.join(row.tasks)}" if row.tasks is not None else "")
+        )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="the same pipeline at a tiny budget (checks the runner)")
@@ -1404,6 +1455,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--protocol",
         choices=PROTOCOLS,
         help="continued (default): every row continues from one base per family; scratch: from random weights",
+    )
+    parser.add_argument(
+        "--list-rows",
+        action="store_true",
+        help="print the planned rows (with --methods / --primary: those) — each with its role, what it is "
+        "compared with, its pre-training and fine-tuning options — and stop",
     )
     parser.add_argument("--base-steps", type=int, help="steps of each family's base (protocol continued)")
     parser.add_argument(
@@ -1438,6 +1495,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--readme", action="store_true", help="also write the table into README.md's 'Does the knowledge help?' section"
     )
     args = parser.parse_args(argv)
+    if args.list_rows:
+        print(describe_rows(plan_rows(args.methods, primary=args.primary)))
+        return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import torch
     from _table import aggregate, render_markdown

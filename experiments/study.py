@@ -96,13 +96,16 @@ class AttributionRow:
     """An extra row of the table that attributes a method's gain to one of its ingredients.
 
     A pre-training of the method (``base="method"``) or of its control (``base="control"``) with extra
-    options (``train_options``: ``kgplm.train`` arguments, or ``graph_shuffle_seed``, which the runner
-    turns into ``knowledge_graph=``:func:`graph_controls.shuffle_links`), fine-tuned with extra
-    ``kgplm.finetune`` options (``finetune_options``, e.g. ``mention_spans``), and compared, seed-paired,
-    with the method's row or its control's (``compare_with``). ``description`` says what it isolates.
+    ``model_options`` (the base's config fields, e.g. KeBioLM's ``entity_fusion``; they join the base's own
+    ``model_options``) and extra options (``train_options``: ``kgplm.train`` arguments, or
+    ``graph_shuffle_seed`` with ``graph_shuffle``, which the runner turns into ``knowledge_graph=`` a
+    shuffled copy of the graph, :mod:`graph_controls`), fine-tuned with extra ``kgplm.finetune`` options
+    (``finetune_options``, e.g. ``mention_spans``), and compared, seed-paired, with the method's row or
+    its control's (``compare_with``). ``description`` says what it isolates.
     """
 
     base: str
+    model_options: Mapping[str, Any] = field(default_factory=dict)
     train_options: Mapping[str, Any] = field(default_factory=dict)
     finetune_options: Mapping[str, Any] = field(default_factory=dict)
     compare_with: str = "method"
@@ -360,21 +363,33 @@ add(
             "no_hybrid_attention": {"use_hybrid_attention": False},
             "no_knowledge_losses": {"use_knowledge_losses": False},
         },
-        # which part of the gain is the graph, which the linked mention spans it sees at fine-tuning
+        # which part of the gain is the entity's identity and type (what a gazetteer of the linked mentions
+        # carries), which the graph's relational knowledge: the rows give the control the same information
         attribution_rows={
-            "control + linked mention spans at fine-tuning": AttributionRow(
+            "control + typed gazetteer": AttributionRow(
                 base="control",
-                finetune_options={"mention_spans": True},
+                finetune_options={"mention_spans": "typed"},
                 compare_with="method",
-                description="the control given exactly the mention boundaries SMedBERT sees (a span indicator); "
-                "the method's gain over it is what the graph adds beyond the spans",
+                description="the control fine-tuned with SMedBERT's linked mentions (the same linker, spans and "
+                "entity ids) as a typed gazetteer: begin/inside markers per mention, the entity's KG type and "
+                "its own KG vector (the KG embedding table SMedBERT's runs read), no neighbours; the method's gain "
+                "over it is what the neighbours and the pre-training add beyond identity and type",
             ),
             "shuffled graph": AttributionRow(
                 base="method",
                 train_options={"graph_shuffle_seed": 0},
                 compare_with="method",
                 description="SMedBERT whose PEPR neighbours and KG embeddings come from the graph with its links "
-                "attached to the wrong entities (same spans, same graph shape, wrong knowledge)",
+                "attached to the wrong entities across all types (same spans, same graph shape, wrong "
+                "knowledge; the neighbours still fingerprint the entity, its type is lost)",
+            ),
+            "type-preserving shuffled graph": AttributionRow(
+                base="method",
+                train_options={"graph_shuffle": "within_types", "graph_shuffle_seed": 0},
+                compare_with="method",
+                description="SMedBERT whose links move to another entity of the same type (a derangement within "
+                "each type): the entity's type survives, its relational knowledge does not, which separates "
+                "the two",
             ),
         },
     )
@@ -391,6 +406,25 @@ add(
             "no_fusion_layers": {"fusion_layers": 0},
             # §4.5 (a) −wem: "remove whole entity masking and retain whole word masking"
             "no_whole_entity_masking": Ablation(masking="whole_word"),
+        },
+        # "learned to find mentions" against "used the entities"
+        attribution_rows={
+            "control + silver NER": AttributionRow(
+                base="method",
+                model_options={"entity_linking": False, "entity_fusion": False},
+                compare_with="method",
+                description="the control's MLM pre-training plus KeBioLM's mention detection (BIO tags of the "
+                "dictionary's mentions, L_ED) with no entity linking and no fusion; the method's gain over it "
+                "is what the entities add beyond learning to find mentions",
+            ),
+            "linking without fusion": AttributionRow(
+                base="method",
+                model_options={"entity_fusion": False},
+                compare_with="method",
+                description="KeBioLM's detection and linking losses (L_ED + L_EL) with nothing fused into the "
+                "token states: the text representation does not read the entity table; the method's gain "
+                "over it is what fusing the linked entities adds",
+            ),
         },
     )
 )

@@ -77,6 +77,7 @@ def argument(
     choices: Iterable | LazyChoices | None = None,
     cli_type: Callable[[str], Any] | None = None,
     nargs: str | None = None,
+    const: Any = None,
     metavar: str | None = None,
     deprecated_flags: tuple[str, ...] = (),
     cli: bool = True,
@@ -84,7 +85,9 @@ def argument(
     """A dataclass field with what the docs and the command line need.
 
     ``help``: the field's documentation (reStructuredText; the command line shows it without markup).
-    ``cli_type``: how the command line parses the value (default: from the annotation). ``deprecated_flags``:
+    ``cli_type``: how the command line parses the value (default: from the annotation; a boolean field with
+    a ``cli_type`` takes a value instead of ``--x/--no-x``). ``const``: the value of the flag given without
+    one (with ``nargs="?"``). ``deprecated_flags``:
     earlier spellings the command line still reads, with a warning. ``cli=False``: no flag (a value only
     Python can pass, e.g. a callback).
     """
@@ -94,6 +97,7 @@ def argument(
         "choices": choices,
         "cli_type": cli_type,
         "nargs": nargs,
+        "const": const,
         "metavar": metavar,
         "deprecated_flags": deprecated_flags,
         "cli": cli,
@@ -127,6 +131,16 @@ def json_object(text: str) -> dict:
 def text_or_json_object(text: str) -> str | dict:
     """A command-line type: a JSON object when the text starts with ``{``, else the text."""
     return json_object(text) if text.lstrip().startswith("{") else text
+
+
+def mention_span_option(text: str) -> bool | str:
+    """A command-line type: ``typed``, or ``true`` / ``false`` (any case) for the span indicator's on and off."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "typed":
+        return "typed"
+    raise argparse.ArgumentTypeError(f"expected typed, true or false, got {text!r}")
 
 
 def flag(name: str) -> str:
@@ -466,13 +480,31 @@ class FineTuningArguments:
         "``False`` (``--no-encoder-inputs``): fine-tune on the text alone — the 'no knowledge at fine-tuning' "
         "ablation, which ``evaluate`` then repeats.",
     )
-    mention_spans: bool = argument(
+    mention_spans: bool | str = argument(
         False,
         group=ENCODING,
-        help="give the encoder the linked mention spans SMedBERT receives, as a learned 'inside a mention' "
-        "vector added to the token embeddings (:class:`~kgplm.models.finetuning.MentionSpanIndicator`): the "
-        "'control + the same mention spans' row. Not with a method that already reads the mentions unless "
-        "``encoder_inputs=False``.",
+        help="give the encoder the linked mentions SMedBERT receives (the linker of the pre-training run's "
+        "graph: the same spans and entity ids, :mod:`kgplm.training.span_indicator`). ``True`` "
+        "(``--mention-spans``): the spans alone, a learned 'inside a mention' vector added to the token "
+        "embeddings (:class:`~kgplm.models.finetuning.MentionSpanIndicator`). ``typed`` (``--mention-spans "
+        "typed``): a typed gazetteer — per mention a begin/inside marker (adjacent mentions stay apart), a "
+        "learned embedding of the entity's KG type and the entity's own vector from ``kg_embeddings``, "
+        "projected to the hidden size; no neighbours (:class:`~kgplm.models.finetuning.TypedMentionGazetteer`; "
+        "its tables are saved with the model). Either is recorded in the model's config, so ``evaluate`` feeds "
+        "it too. Not with a method that already reads the mentions (SMedBERT) unless ``encoder_inputs=False``.",
+        cli_type=mention_span_option,
+        choices=("typed", True, False),
+        nargs="?",
+        const=True,
+    )
+    kg_embeddings: str | os.PathLike | None = argument(
+        None,
+        group=ENCODING,
+        help="the TransE or TransR directory of the pre-training run's graph whose entity vectors the typed "
+        "gazetteer reads (``mention_spans='typed'`` only); default: the run's own (given to or computed by "
+        "``kgplm.train``). A text-only run (a control) has none: pass the table its knowledge method was "
+        "trained with. The directory used is recorded in ``finetune_config.json``.",
+        cli_type=str,
     )
     device: str = argument("auto", group=HARDWARE, help=DEVICE_HELP)
     mixed_precision: str = argument(
@@ -678,13 +710,15 @@ def add_arguments(
                 default = item.default if item.default_factory is MISSING else item.default_factory()
                 options["default"] = list(default) if isinstance(default, tuple) else default
             text = plain(helps.get(item.name, meta["help"]))
-            if kind is bool and not sequence:
+            if kind is bool and not sequence and meta["cli_type"] is None:
                 options["action"] = argparse.BooleanOptionalAction
             else:
                 parse = meta["cli_type"] or (json_object if kind is dict else kind)
                 options["type"] = parse
                 if sequence or meta["nargs"]:
                     options["nargs"] = meta["nargs"] or "*"
+                if meta["const"] is not None:
+                    options["const"] = meta["const"]
                 if meta["choices"] is not None:
                     options["choices"] = meta["choices"]
                     if meta["metavar"] is None and not isinstance(meta["choices"], LazyChoices):

@@ -27,7 +27,7 @@ from kgplm.arguments import (
     resolve,
     signature,
 )
-from kgplm.exceptions import ConfigurationError
+from kgplm.exceptions import ConfigurationError, MissingFileError
 
 __all__ = [
     "finetune",
@@ -74,41 +74,6 @@ class FineTuningResult:
         test = f", test {self.test['main']:.4f}" if self.test else ""
         warning = f"; WARNING: {'; '.join(self.warnings)}" if self.warnings else ""
         return f"FineTuningResult(task={self.task!r}, dev {self.dev['main']:.4f}{test}, {self.output_dir}{warning})"
-
-
-def _encoder_inputs(method: str, run, progress: bool, wanted: bool = True):
-    """The provider of the extra encoder inputs a method reads at fine-tuning (``None`` for none, or when
-    not ``wanted``: the encoder then runs on the text alone)."""
-    from kgplm.exceptions import MissingFileError
-    from kgplm.methods import get
-
-    spec = get(method)
-    if spec.finetuning_inputs is None or not wanted:
-        return None
-    if run is None:
-        raise MissingFileError(
-            "<model>",
-            f"pre-training run next to the model: a {method!r} encoder reads inputs "
-            f"built from its pre-training run's artefacts",
-        )
-    return spec.finetuning_inputs(run, progress)
-
-
-def _span_inputs(method: str, run, knowledge, progress: bool):
-    """The span-indicator inputs (:mod:`kgplm.training.span_indicator`) of a pre-training run."""
-    from kgplm.exceptions import MissingFileError
-    from kgplm.training.span_indicator import span_lookup
-
-    if knowledge is not None:
-        raise ConfigurationError(
-            f"mention_spans=True: a {method!r} encoder already reads the linked mentions; "
-            f"pass encoder_inputs=False to give it the span indicator instead"
-        )
-    if run is None:
-        raise MissingFileError(
-            "<model>", "pre-training run next to the model: mention_spans links the task text with the run's graph"
-        )
-    return span_lookup(run, progress)
 
 
 def _subset(examples: list, limit: int | None, seed: int) -> list:
@@ -169,6 +134,7 @@ def _finetune(
     seed,
     encoder_inputs,
     mention_spans,
+    kg_embeddings,
     device,
     mixed_precision,
     report_to,
@@ -186,9 +152,11 @@ def _finetune(
 
     # the task's name and the model's path are checked before torch loads, so a refused call answers at once
     spec = get_task(task)
+    if not (isinstance(mention_spans, bool) or mention_spans == "typed"):
+        raise ConfigurationError(f"mention_spans must be False, True or 'typed', got {mention_spans!r}")
+    if kg_embeddings is not None and mention_spans != "typed":
+        raise ConfigurationError("kg_embeddings is read by the typed gazetteer only (mention_spans='typed')")
     if not Path(model).exists():
-        from kgplm.exceptions import MissingFileError
-
         raise MissingFileError(model, "kgplm model (a train/finetune output directory or a save_pretrained directory)")
     from kgplm.models import KgplmConfig, KgplmForFineTuning
     from kgplm.models.card import write_model_card
@@ -207,6 +175,7 @@ def _finetune(
     from kgplm.training.precision import autocast
     from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import locate_model
+    from kgplm.training.span_indicator import fine_tuning_knowledge, gazetteer_tables
 
     arguments["device"] = device = distributed.auto_device(device)
     report_to = check_report_to(report_to)
@@ -262,10 +231,18 @@ def _finetune(
             )
         label_names = label_names_for(spec, train_examples, tagging)
         config.set_task(spec.kind, spec.name, label_names, tagging)
-        config.mention_span_indicator = mention_spans
-        knowledge = _encoder_inputs(config.method, run, progress and main, encoder_inputs)
-        if mention_spans:
-            knowledge = _span_inputs(config.method, run, knowledge, progress and main)
+        config.mention_span_indicator = mention_spans is True
+        tables = None
+        if mention_spans == "typed":
+            if run is None:
+                raise MissingFileError(
+                    "<model>",
+                    "pre-training run next to the model: the typed gazetteer links the task text with its graph",
+                )
+            tables = gazetteer_tables(run, kg_embeddings, progress and main)
+            config.mention_gazetteer = tables.sizes
+            arguments["kg_embeddings"] = str(tables.directory.resolve())
+        knowledge = fine_tuning_knowledge(config, run, encoder_inputs=encoder_inputs, progress=progress and main)
         encoder = TaskEncoder(
             spec, tokenizer, label_names=label_names, max_length=max_length, tagging=tagging, knowledge=knowledge
         )
@@ -273,6 +250,8 @@ def _finetune(
 
         torch.manual_seed(seed)  # the head's initial weights
         network = load_under_task_head(KgplmForFineTuning, model_dir, config=config)
+        if tables is not None:
+            network.gazetteer.load_tables(tables.kg_vectors, tables.type_ids)
         train_features = encoder.encode(train_examples)
         encoding = {"train": dict(encoder.last_statistics)}
         dev_features = encoder.encode(dev_examples)
@@ -395,6 +374,7 @@ def _run_fine_tuned(arguments: EvaluationArguments):
     from kgplm.text.tokenization import load_tokenizer
     from kgplm.training.finetuning import TaskEncoder, predict
     from kgplm.training.run import locate_model
+    from kgplm.training.span_indicator import fine_tuning_knowledge
 
     from kgplm.training.distributed import auto_device
 
@@ -419,9 +399,7 @@ def _run_fine_tuned(arguments: EvaluationArguments):
         max_length = recorded["max_length"]
         encoder_inputs = recorded.get("encoder_inputs", True) if encoder_inputs is None else encoder_inputs
     max_length = max_length or min(config.max_position_embeddings, 512)
-    knowledge = _encoder_inputs(config.method, run, progress, encoder_inputs is not False)
-    if getattr(config, "mention_span_indicator", False):
-        knowledge = _span_inputs(config.method, run, knowledge, progress)
+    knowledge = fine_tuning_knowledge(config, run, encoder_inputs=encoder_inputs is not False, progress=progress)
     encoder = TaskEncoder(
         spec,
         load_tokenizer(tokenizer_dir),

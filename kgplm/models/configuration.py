@@ -14,7 +14,8 @@ Shared fields:
 * ``entity_dim``, ``relation_dim``: KG embedding sizes (TransE/TransR's k and d).
 * Fine-tuning fields (:class:`kgplm.models.KgplmForFineTuning`): ``task_kind`` (a
   :mod:`kgplm.evaluation.tasks` kind), ``task_name``, ``label_names`` (labels, or tags for NER, in
-  class-index order) and ``tagging`` (``"bio"`` or ``"bioes"``).
+  class-index order), ``tagging`` (``"bio"`` or ``"bioes"``), and the attribution inputs
+  ``mention_span_indicator`` and ``mention_gazetteer`` (``kgplm.finetune(mention_spans=...)``).
 * ``config_version``: 2 since the method registry. Configs written before it (version 1) held
   every method's fields in one flat class; they load unchanged, with one conversion: a version-1
   ``mlm`` model had no SOP head whatever its ``use_sop`` said, so ``use_sop`` becomes False.
@@ -69,6 +70,7 @@ class KgplmConfig(BertConfig):
         label_names: list[str] | None = None,
         tagging: str = "bio",
         mention_span_indicator: bool = False,
+        mention_gazetteer: dict | None = None,
         config_version: int = CONFIG_VERSION,
         **kwargs,
     ) -> None:
@@ -86,6 +88,9 @@ class KgplmConfig(BertConfig):
         #: fine-tuning: a learned "inside a linked mention" embedding added to the token embeddings
         #: (``kgplm.finetune(mention_spans=True)``; :class:`~kgplm.models.finetuning.MentionSpanIndicator`)
         self.mention_span_indicator = mention_span_indicator
+        #: fine-tuning: the typed gazetteer's table sizes, ``{"num_entities", "num_types", "kg_dim"}``, or ``None``
+        #: (``kgplm.finetune(mention_spans="typed")``; :class:`~kgplm.models.finetuning.TypedMentionGazetteer`)
+        self.mention_gazetteer = dict(mention_gazetteer) if mention_gazetteer else None
         self.config_version = config_version
         if self.label_names:
             self.id2label = dict(enumerate(self.label_names))

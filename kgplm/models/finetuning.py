@@ -36,10 +36,17 @@ __all__ = [
     "build_head",
     "MentionSpanIndicator",
     "SPAN_INDICATOR_INPUT",
+    "TypedMentionGazetteer",
+    "GAZETTEER_TOKENS",
+    "GAZETTEER_ENTITIES",
 ]
 
 #: The batch key of the span indicator: (2, tokens) sequence and position of every token inside a linked mention.
 SPAN_INDICATOR_INPUT = "span_indicator_tokens"
+#: The batch keys of the typed gazetteer: (4, tokens) sequence, position, marker (0: the mention's first token,
+#: 1: a later one) and mention index of every token inside a linked mention; (mentions,) each mention's entity id.
+GAZETTEER_TOKENS = "gazetteer_tokens"
+GAZETTEER_ENTITIES = "gazetteer_entity_ids"
 
 
 TASK_KINDS = (
@@ -108,6 +115,65 @@ class MentionSpanIndicator(torch.nn.Module):
         return embeddings + inside.clamp(max=1).unsqueeze(-1) * self.inside.to(embeddings.dtype)
 
 
+class TypedMentionGazetteer(torch.nn.Module):
+    """What a typed gazetteer tells an encoder about each linked mention, added to its token embeddings.
+
+    The attribution control that gives a text encoder the information SMedBERT's fine-tuning inputs
+    fix for a mention, without the graph's neighbours: for every linked mention (the dictionary
+    linker's spans and entity ids, exactly SMedBERT's), each of its tokens gets
+
+        e_i + marker[B if i is the mention's first token else I] + type[τ(entity)] + W v_entity + b
+
+    where τ is the entity's primary KG type (the last row of ``type``: untyped) and v the entity's
+    vector in a KG embedding table (TransE or TransR) of the same graph. Each mention starts with
+    its own B marker, so two adjacent mentions stay two; a token inside two mentions (the linker
+    does not produce them) receives both. ``kg_vectors`` and ``entity_types`` are fixed tables
+    (buffers, saved with the model: :meth:`load_tables` fills them); ``marker``, ``type`` and the
+    projection (W, b) are learned and start at zero, so the pre-trained encoder's function is
+    unchanged at the first step and every term receives a gradient from it.
+    """
+
+    def __init__(self, hidden_size: int, num_entities: int, num_types: int, kg_dim: int) -> None:
+        super().__init__()
+        self.markers = torch.nn.Parameter(torch.zeros(2, hidden_size))  # B, I
+        self.types = torch.nn.Parameter(torch.zeros(num_types + 1, hidden_size))  # the last row: untyped
+        self.projection = torch.nn.Linear(kg_dim, hidden_size)
+        self.register_buffer("kg_vectors", torch.zeros(num_entities, kg_dim))
+        self.register_buffer("entity_types", torch.full((num_entities,), num_types, dtype=torch.long))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        for tensor in (self.markers, self.types, self.projection.weight, self.projection.bias):
+            tensor.zero_()
+
+    @torch.no_grad()
+    def load_tables(self, kg_vectors, type_ids) -> None:
+        """Copy an entity table (num_entities, kg_dim) and each entity's primary type id (−1: untyped)."""
+        vectors = torch.as_tensor(kg_vectors, dtype=torch.float32)
+        types = torch.as_tensor(type_ids, dtype=torch.long)
+        if tuple(vectors.shape) != tuple(self.kg_vectors.shape) or tuple(types.shape) != tuple(self.entity_types.shape):
+            raise ConfigurationError(
+                f"the typed gazetteer expects a KG table {tuple(self.kg_vectors.shape)} and "
+                f"{self.entity_types.shape[0]} type ids; got {tuple(vectors.shape)} and {tuple(types.shape)}"
+            )
+        untyped = self.types.shape[0] - 1
+        if bool(((types < -1) | (types >= untyped)).any()):
+            raise ConfigurationError(f"type ids must lie in [-1, {untyped}), got {types.min()}…{types.max()}")
+        self.kg_vectors.copy_(vectors)
+        self.entity_types.copy_(torch.where(types < 0, untyped, types))
+
+    def mention_vectors(self, entity_ids: torch.Tensor) -> torch.Tensor:
+        """type[τ(e)] + W v_e + b for each mention's entity, (mentions, d)."""
+        return self.types[self.entity_types[entity_ids]] + self.projection(self.kg_vectors[entity_ids])
+
+    def forward(self, embeddings: torch.Tensor, tokens: torch.Tensor, entity_ids: torch.Tensor) -> torch.Tensor:
+        """``embeddings`` (batch, length, d) plus, at each (row, position) of ``tokens`` (4, n), its marker and
+        its mention's vector (``entity_ids`` (mentions,))."""
+        delta = self.markers[tokens[2]] + self.mention_vectors(entity_ids)[tokens[3]]  # (n, d)
+        return embeddings.index_put((tokens[0], tokens[1]), delta.to(embeddings.dtype), accumulate=True)
+
+
 class KgplmForFineTuning(KgplmPreTrainedModel):
     """The encoder of ``config.method`` and the head of ``config.task_kind``."""
 
@@ -123,6 +189,14 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
         self.span_indicator = (
             MentionSpanIndicator(config.hidden_size) if getattr(config, "mention_span_indicator", False) else None
         )
+        gazetteer = getattr(config, "mention_gazetteer", None)
+        self.gazetteer = (
+            TypedMentionGazetteer(
+                config.hidden_size, gazetteer["num_entities"], gazetteer["num_types"], gazetteer["kg_dim"]
+            )
+            if gazetteer
+            else None
+        )
         self.head = build_head(config)
         self.post_init()
 
@@ -136,6 +210,11 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
             from transformers import initialization as init
 
             init.zeros_(module.inside)
+        if isinstance(module, TypedMentionGazetteer):  # absent from pre-trained checkpoints: starts at zero
+            from transformers import initialization as init
+
+            for tensor in (module.markers, module.types, module.projection.weight, module.projection.bias):
+                init.zeros_(tensor)
 
     def forward(
         self,
@@ -156,12 +235,18 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
         ``encoder_inputs``: the method's extra encoder inputs (``encoding.input_names``).
         """
         indicator_tokens = encoder_inputs.pop(SPAN_INDICATOR_INPUT, None)
-        if (indicator_tokens is None) != (self.span_indicator is None):
-            raise ConfigurationError(
-                f"a model {'with' if self.span_indicator is not None else 'without'} the mention "
-                f"span indicator needs {'' if self.span_indicator is not None else 'no '}"
-                f"{SPAN_INDICATOR_INPUT} input"
-            )
+        gazetteer_tokens = encoder_inputs.pop(GAZETTEER_TOKENS, None)
+        gazetteer_entities = encoder_inputs.pop(GAZETTEER_ENTITIES, None)
+        for given, module, what, names in (
+            (indicator_tokens, self.span_indicator, "mention span indicator", SPAN_INDICATOR_INPUT),
+            (gazetteer_tokens, self.gazetteer, "typed gazetteer", GAZETTEER_TOKENS),
+            (gazetteer_entities, self.gazetteer, "typed gazetteer", GAZETTEER_ENTITIES),
+        ):
+            if (given is None) != (module is None):
+                raise ConfigurationError(
+                    f"a model {'with' if module is not None else 'without'} the {what} needs "
+                    f"{'' if module is not None else 'no '}{names} input"
+                )
         unknown = set(encoder_inputs) - set(self.encoding.input_names)
         if unknown:
             raise ConfigurationError(
@@ -172,6 +257,10 @@ class KgplmForFineTuning(KgplmPreTrainedModel):
         if indicator_tokens is not None:  # added to the word embeddings, whatever the encoding does with them
             hook = self.encoding.word_embeddings(self).register_forward_hook(
                 lambda module, inputs, output: self.span_indicator(output, indicator_tokens)
+            )
+        elif gazetteer_tokens is not None:
+            hook = self.encoding.word_embeddings(self).register_forward_hook(
+                lambda module, inputs, output: self.gazetteer(output, gazetteer_tokens, gazetteer_entities)
             )
         try:
             hidden = self.encoding.encode(

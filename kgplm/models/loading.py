@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 #: the parameters of :class:`kgplm.models.KgplmForFineTuning` that a pre-trained checkpoint lacks
 TASK_HEAD_PREFIX = "head."
 #: fine-tuning-only inputs a pre-trained checkpoint lacks (``finetune(mention_spans=True)``'s indicator, from zero)
-FINE_TUNING_ONLY_PREFIXES = (TASK_HEAD_PREFIX, "span_indicator.")
+FINE_TUNING_ONLY_PREFIXES = (TASK_HEAD_PREFIX, "span_indicator.", "gazetteer.")
 #: encoder parts some pre-training models do not have (BERT's pooler: no MLM-only model trains it)
 OPTIONAL_ENCODER_PARTS = (".pooler.",)
 

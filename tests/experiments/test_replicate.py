@@ -29,8 +29,9 @@ from study import Control, MethodStudy  # noqa: E402
 from kgplm.methods import MethodEvaluation, register, unregister  # noqa: E402
 
 CONTROL = "smedbert control: mlm, use_sop=True (whole_entity masking)"
-SPANS = "smedbert: control + linked mention spans at fine-tuning"
+SPANS = "smedbert: control + typed gazetteer"
 SHUFFLED = "smedbert: shuffled graph"
+TYPE_PRESERVING = "smedbert: type-preserving shuffled graph"
 
 
 def test_an_ablation_that_changes_the_masking_pre_trains_with_it():
@@ -50,7 +51,7 @@ def test_rows_from_the_study_spec():
         "smedbert − no hybrid attention",
         "smedbert − no knowledge losses",
     ]
-    assert list(rows)[4:] == [SPANS, SHUFFLED, CONTROL, "mlm (token masking, no SOP)"]
+    assert list(rows)[4:] == [SPANS, SHUFFLED, TYPE_PRESERVING, CONTROL, "mlm (token masking, no SOP)"]
     method, text_only = rows["smedbert"], rows["smedbert − knowledge at fine-tuning"]
     assert method.pretraining == replicate.Pretraining("smedbert", "whole_entity")
     # the same pre-trained models, fine-tuned without SMedBERT's linked mentions
@@ -63,7 +64,7 @@ def test_rows_from_the_study_spec():
     assert rows[CONTROL].control is None and rows["mlm (token masking, no SOP)"].pretraining.masking == "bert"
     # the attribution rows the record declares (issue 26.5), both compared with the method
     assert rows[SPANS].pretraining == rows[CONTROL].pretraining and rows[SPANS].finetune_options == (
-        ("mention_spans", True),
+        ("mention_spans", "typed"),
     )
     assert rows[SHUFFLED].pretraining == replicate.Pretraining(
         "smedbert", "whole_entity", (), (("graph_shuffle_seed", 0),)

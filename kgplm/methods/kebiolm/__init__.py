@@ -31,8 +31,10 @@ def build_collator(context) -> KebiolmCollator:
 
 
 def prepare_model(model: KebiolmForPreTraining, context) -> None:
-    """Initialise the entity table from TransE (unless the random-init ablation is asked for)."""
-    if model.config.entity_init == "transe" and context.kg_embeddings is not None:
+    """Initialise the entity table from TransE (unless the random-init ablation is asked for, or the model has
+    no entity table: ``entity_linking=False``)."""
+    config = model.config
+    if config.entity_linking and config.entity_init == "transe" and context.kg_embeddings is not None:
         model.entity_memory.load_embeddings(context.kg_embeddings)
 
 

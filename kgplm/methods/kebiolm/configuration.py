@@ -31,6 +31,15 @@ class KebiolmConfig(KgplmConfig):
       updated row-wise by the pre-training optimiser.
     * ``max_mentions`` (50): linked mentions per sequence kept at pre-training, the first by position.
     * ``ed_weight``, ``el_weight``: weights of L_ED and L_EL (the paper sums them: 1 and 1).
+    * ``entity_linking`` (default ``True``): ``False`` keeps mention detection (L_ED, the silver NER
+      of the linker's mentions) and drops everything after it: no mention projection, no entity
+      table, no retrieval, no L_EL, no fusion. The model is then an MLM encoder with a detection
+      head after its l0 text-only layers ("control + silver NER").
+    * ``entity_fusion`` (default ``True``): ``False`` keeps detection and linking (L_ED and L_EL
+      train the mention projection and the entity table) but adds nothing to the token states: the
+      fusion layer W_e is not built and the l1 layers read the text-only states, so the text
+      representation does not depend on the entity table ("linking without fusion"). Needs
+      ``entity_linking``: the silver-NER model is ``entity_linking=False, entity_fusion=False``.
     """
 
     method_fields = (
@@ -45,6 +54,8 @@ class KebiolmConfig(KgplmConfig):
         "max_mentions",
         "ed_weight",
         "el_weight",
+        "entity_linking",
+        "entity_fusion",
     )
 
     def __init__(
@@ -61,6 +72,8 @@ class KebiolmConfig(KgplmConfig):
         max_mentions: int = 50,
         ed_weight: float = 1.0,
         el_weight: float = 1.0,
+        entity_linking: bool = True,
+        entity_fusion: bool = True,
         **kwargs,
     ) -> None:
         super().__init__(method=method, **kwargs)
@@ -75,6 +88,8 @@ class KebiolmConfig(KgplmConfig):
         self.max_mentions = max_mentions
         self.ed_weight = ed_weight
         self.el_weight = el_weight
+        self.entity_linking = entity_linking
+        self.entity_fusion = entity_fusion
 
     @property
     def layer_split(self) -> tuple[int, int]:
@@ -110,6 +125,13 @@ class KebiolmConfig(KgplmConfig):
         if self.linking_softmax not in LINKING_SOFTMAXES:
             raise ConfigurationError(
                 f"linking_softmax must be one of {LINKING_SOFTMAXES}, got {self.linking_softmax!r}"
+            )
+        for name in ("entity_linking", "entity_fusion"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigurationError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.entity_fusion and not self.entity_linking:
+            raise ConfigurationError(
+                "entity_fusion=True needs entity_linking=True: the fusion adds the linked entities' vectors"
             )
         for name in ("num_retrieved", "retrieval_chunk_size", "linking_negatives", "max_mentions"):
             value = getattr(self, name)

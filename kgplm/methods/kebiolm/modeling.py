@@ -70,6 +70,13 @@ Deviations and choices
   TransE's normalised entity vectors. Frozen ablation (``freeze_entity_embeddings=True``): the
   table is a saved buffer, so it stays fixed after loading too, also at fine-tuning.
 * The fine-tuning model's [CLS] pooler is newly initialised (pre-training has no sentence task).
+
+Attribution switches (not in the paper; they split its gain into "learned to find mentions" and
+"used the entities"): ``entity_linking=False, entity_fusion=False`` builds only ``bert`` and the
+detection head W_l — L = L_MLM + L_ED, the encoder's output is the plain text encoding;
+``entity_fusion=False`` builds everything but W_e — L = L_MLM + L_ED + L_EL with the mention
+projection and the entity table trained by L_EL, and Transformers¹ reads h_i unchanged, so the
+token states do not depend on the entity table.
 """
 
 from __future__ import annotations
@@ -200,8 +207,9 @@ class KebiolmEncoding(Encoding):
     """l0 text-only layers, mention detection, retrieval, fusion, l1 fusion layers.
 
     Builds ``bert``, ``entity_detection`` (W_l, b_l), ``mention_projection``, ``entity_memory`` and
-    ``entity_fusion`` on the host. At fine-tuning it reads nothing beyond the text: the mentions are
-    its own detections.
+    ``entity_fusion`` on the host (without the last three under ``entity_linking=False``, without
+    ``entity_fusion`` under ``entity_fusion=False``). At fine-tuning it reads nothing beyond the text:
+    the mentions are its own detections.
     """
 
     input_names = ()
@@ -210,9 +218,11 @@ class KebiolmEncoding(Encoding):
         config.validate_knowledge()
         host.bert = BertModel(config, add_pooling_layer=pooler)
         host.entity_detection = nn.Linear(config.hidden_size, len(TAG_NAMES))
-        host.mention_projection = MentionProjection(config)
-        host.entity_memory = EntityMemory(config)
-        host.entity_fusion = EntityFusion(config)
+        if config.entity_linking:
+            host.mention_projection = MentionProjection(config)
+            host.entity_memory = EntityMemory(config)
+        if config.entity_fusion:
+            host.entity_fusion = EntityFusion(config)
 
     def encode(
         self,
@@ -230,6 +240,8 @@ class KebiolmEncoding(Encoding):
         ``extras``: ``detection_logits`` (batch, length, 3), ``mention_batch`` (m,), ``mention_spans``
         (m, 2), ``mention_vectors`` h'_m (m, d_e), ``retrieved_ids`` and ``retrieval_weights`` (m, k),
         ``logsumexp`` (m,) over every entity when ``with_logsumexp`` (the pre-training model's L_EL).
+        Without linking (``entity_linking=False``), and without fusion unless ``with_logsumexp``, the
+        entity extras are ``None``: nothing is retrieved.
         """
         config = host.config
         if attention_mask is None:
@@ -254,12 +266,16 @@ class KebiolmEncoding(Encoding):
             "retrieval_weights": None,
             "logsumexp": None,
         }
-        if len(mention_spans):
+        # without fusion the retrieval feeds L_EL only, which asks for the normaliser (``with_logsumexp``):
+        # elsewhere (fine-tuning, inference) its result would change nothing, so it is not run
+        retrieve = config.entity_linking and (config.entity_fusion or with_logsumexp)
+        if retrieve and len(mention_spans):
             mention_vectors = host.mention_projection(hidden, mention_batch, mention_spans)  # (m, d_e)
             retrieved, weights, entity_vectors, normaliser = host.entity_memory.attend(
                 mention_vectors, with_logsumexp=with_logsumexp
             )
-            hidden = host.entity_fusion(hidden, entity_vectors, mention_batch, mention_spans)
+            if config.entity_fusion:
+                hidden = host.entity_fusion(hidden, entity_vectors, mention_batch, mention_spans)
             extras.update(
                 mention_vectors=mention_vectors,
                 retrieved_ids=retrieved,
@@ -290,7 +306,8 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
         KEBIOLM_ENCODING.build(self, config, pooler=False)
         # the approximate softmaxes touch a few rows of the table: their gradient is sparse, and the
         # trainer's RowwiseAdamW updates those rows only (pre-training only: fine-tuning stays dense)
-        self.entity_memory.sparse_gradients = config.linking_softmax != "full"
+        if config.entity_linking:
+            self.entity_memory.sparse_gradients = config.linking_softmax != "full"
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
 
@@ -315,7 +332,7 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
             token_type_ids,
             mention_batch,
             mention_spans,
-            with_logsumexp=mention_entity_ids is not None,
+            with_logsumexp=mention_entity_ids is not None and config.entity_linking,
         )
         hidden, extras = encoded.last_hidden_state, encoded.extras
         prediction_logits = self.cls(hidden)  # (batch, length, vocab)
@@ -335,7 +352,12 @@ class KebiolmForPreTraining(KgplmPreTrainedModel):
                 classification_objective(extras["detection_logits"].flatten(0, 1), detection_labels.flatten()),
                 config.ed_weight,
             )
-        if mention_entity_ids is not None and len(mention_entity_ids) and extras["mention_vectors"] is not None:
+        if (
+            config.entity_linking
+            and mention_entity_ids is not None
+            and len(mention_entity_ids)
+            and extras["mention_vectors"] is not None
+        ):
             output.add("el", self._linking_objective(extras, mention_entity_ids), config.el_weight)
             if config.linking_softmax != "full":
                 output.metrics["el_exact_loss"] = self._exact_linking_loss(extras, mention_entity_ids)

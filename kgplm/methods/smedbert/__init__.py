@@ -2,6 +2,13 @@
 
 The equations and every deviation from the paper are in :mod:`kgplm.methods.smedbert.modeling`;
 batches in :mod:`kgplm.methods.smedbert.batching`.
+
+At fine-tuning the encoder reads the dictionary linker's mentions of the task text and their PEPR
+neighbours (:class:`KnowledgeLookup`). Any other encoder can be given the same linked mentions — the
+same spans and entity ids — without the neighbours, to measure what the graph adds beyond them:
+``kgplm.finetune(mention_spans=True)`` (a learned "inside a mention" vector) or
+``kgplm.finetune(mention_spans="typed")`` (a typed gazetteer: begin/inside markers per mention, the
+entity's KG type and its own KG vector; :mod:`kgplm.training.span_indicator`).
 """
 
 from __future__ import annotations

@@ -278,7 +278,7 @@ class KnowledgeLookup:
         self.directions = np.asarray(table.directions)
 
     def features(self, text: str, offsets: np.ndarray) -> dict[str, np.ndarray]:
-        """Token spans (over ``offsets``' tokens) and neighbour rows of the linked mentions of ``text``."""
+        """Token spans (over ``offsets``' tokens), entity ids and neighbour rows of the linked mentions of ``text``."""
         spans, entity_ids = linked_token_spans(self.linker, text, offsets)  # the span indicator's spans too
         table_rows = self.row_of_entity[entity_ids]
         in_table = table_rows >= 0
@@ -291,6 +291,7 @@ class KnowledgeLookup:
         types = np.where(neighbors >= 0, self.primary_types[np.maximum(neighbors, 0)], -1)
         return {
             "mention_spans": spans,
+            "mention_entity_ids": entity_ids,  # what the neighbour rows are of (the typed gazetteer's input too)
             "neighbor_ids": neighbors,
             "neighbor_relations": relations,
             "neighbor_directions": directions,
