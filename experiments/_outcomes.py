@@ -21,7 +21,7 @@ __all__ = ["scored_outcomes", "baseline_counts"]
 
 def _predictions(encoder, examples, features, outputs) -> list:
     """Predicted spans (NER: windows merged back to the document) or labels (``None``: no prediction), one per
-    example, decoded as :func:`kgplm.training.scoring.score` decodes them."""
+    example, decoded as :func:`kgplm.finetuning.scoring.score` decodes them."""
     if encoder.kind in ("ner", "nested_ner"):
         return encoder.predicted_spans(examples, features, outputs)
     names = encoder.label_names
@@ -37,9 +37,10 @@ def scored_outcomes(finetuned: Path, task: str, data_dir: Path, *, device: str =
     from kgplm.evaluation.tasks import get_task, load_task
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
-    from kgplm.training.finetuning import TaskEncoder, predict
+    from kgplm.finetuning.encoding import TaskEncoder
+    from kgplm.finetuning.loop import predict
     from kgplm.training.run import locate_model
-    from kgplm.training.span_indicator import fine_tuning_knowledge
+    from kgplm.finetuning.mention_inputs import fine_tuning_knowledge
 
     spec = get_task(task)
     ids = json.loads((finetuned / "results.json").read_text(encoding="utf-8"))["example_ids"]["test"]

@@ -5,7 +5,7 @@ for (:mod:`kgplm.training.stages`), the linked corpus, the model, the training l
 stage whose artefact is already in ``output_dir`` (laid out as :class:`~kgplm.training.run.RunDirectory`
 describes). Nothing here names a method: everything method-specific comes from
 :func:`kgplm.methods.get`. ``finetune``, ``evaluate`` and ``predict`` live in
-:mod:`kgplm.finetuning_api` and are re-exported here.
+:mod:`kgplm.finetuning.api` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -489,8 +489,8 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     return config
 
 
-# fine-tuning, evaluation and prediction live in kgplm.finetuning_api; re-exported here
-from kgplm.finetuning_api import (  # noqa: E402
+# fine-tuning, evaluation and prediction live in kgplm.finetuning.api; re-exported here
+from kgplm.finetuning.api import (  # noqa: E402
     EVALUATION_SUBSET_SEED,  # noqa: F401  (re-exported for callers of kgplm.api)
     FineTuningResult,
     evaluate,

@@ -430,7 +430,7 @@ class FineTuningArguments:
         "auto",
         group=FINETUNE_OPTIMISATION,
         help="training epochs; ``auto``: by the encoder's width "
-        "(:data:`kgplm.training.finetuning.FINE_TUNING_DEFAULTS`: 3 for BERT-base and larger, 10 for small "
+        "(:data:`kgplm.finetuning.defaults.FINE_TUNING_DEFAULTS`: 3 for BERT-base and larger, 10 for small "
         "encoders).",
         cli_type=number_or_auto(int),
     )
@@ -457,7 +457,7 @@ class FineTuningArguments:
         None,
         group=ENCODING,
         help="tokens per window (default: as many as the model has positions, at most 512); longer NER "
-        "documents are read in overlapping windows (:class:`kgplm.training.finetuning.TaskEncoder`).",
+        "documents are read in overlapping windows (:class:`kgplm.finetuning.encoding.TaskEncoder`).",
     )
     tagging: str = argument("bio", group=ENCODING, help="``bio`` or ``bioes`` for NER tasks.", choices=("bio", "bioes"))
     max_train_examples: int | None = argument(
@@ -484,7 +484,7 @@ class FineTuningArguments:
         False,
         group=ENCODING,
         help="give the encoder the linked mentions SMedBERT receives (the linker of the pre-training run's "
-        "graph: the same spans and entity ids, :mod:`kgplm.training.span_indicator`). ``True`` "
+        "graph: the same spans and entity ids, :mod:`kgplm.finetuning.mention_inputs`). ``True`` "
         "(``--mention-spans``): the spans alone, a learned 'inside a mention' vector added to the token "
         "embeddings (:class:`~kgplm.models.finetuning.MentionSpanIndicator`). ``typed`` (``--mention-spans "
         "typed``): a typed gazetteer — per mention a begin/inside marker (adjacent mentions stay apart), a "

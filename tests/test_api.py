@@ -528,7 +528,7 @@ def test_fine_tuning_links_with_the_pre_training_runs_linker(toy_corpus, tmp_pat
     from kgplm.methods.smedbert.batching import knowledge_inputs
     from kgplm.text.linking import EntityLinker
     from kgplm.training.run import RunDirectory
-    from kgplm.training.span_indicator import span_lookup
+    from kgplm.finetuning.mention_inputs import span_lookup
 
     result = kgplm.train(
         "smedbert",

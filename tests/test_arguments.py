@@ -12,7 +12,8 @@ import warnings
 import pytest
 
 import kgplm
-from kgplm import api, finetuning_api
+from kgplm import api
+from kgplm.finetuning import api as finetuning_api
 from kgplm.arguments import (
     EvaluationArguments,
     FineTuningArguments,

@@ -117,7 +117,7 @@ def test_smedbert_is_fine_tuned_with_linked_mentions_and_neighbours(tmp_path):
     from kgplm import KGStore
     from kgplm.evaluation.tasks import get_task
     from kgplm.text.tokenization import load_tokenizer
-    from kgplm.training.finetuning import TaskEncoder
+    from kgplm.finetuning.encoding import TaskEncoder
     from tests.test_api import TOY_GRAPH
 
     corpus = write_toy_corpus(tmp_path / "notes.txt")
@@ -340,7 +340,7 @@ def test_cli_predict_writes_one_line_per_document_with_exact_offsets(cmedqaner_r
 
 
 def test_the_default_fine_tuning_rate_follows_the_encoder_size():
-    from kgplm.training.finetuning import FINE_TUNING_DEFAULTS, default_learning_rate, fine_tuning_defaults
+    from kgplm.finetuning.defaults import FINE_TUNING_DEFAULTS, default_learning_rate, fine_tuning_defaults
 
     assert default_learning_rate(768) == default_learning_rate(1023) == 5e-5  # BERT-base
     assert default_learning_rate(1024) == 2e-5  # BERT-large

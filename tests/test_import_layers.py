@@ -13,7 +13,15 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "kgplm"
 #: layers that sit below the methods: none of them may import kgplm.methods
-BELOW_METHODS = ("kgplm.kg", "kgplm.text", "kgplm.models", "kgplm.training", "kgplm.evaluation", "kgplm.registry")
+BELOW_METHODS = (
+    "kgplm.kg",
+    "kgplm.text",
+    "kgplm.models",
+    "kgplm.training",
+    "kgplm.finetuning",
+    "kgplm.evaluation",
+    "kgplm.registry",
+)
 
 
 def module_names(package: Path = PACKAGE) -> dict[str, Path]:

@@ -1,7 +1,7 @@
 """Predictions, not only scores: one record per example, as JSON lines or as CBLUE submission files.
 
 :func:`example_predictions` turns a fine-tuned model's outputs (decoded by the task's
-:class:`~kgplm.training.finetuning.TaskEncoder`, the same decoding the scores use) into one record per
+:class:`~kgplm.finetuning.encoding.TaskEncoder`, the same decoding the scores use) into one record per
 example: the input text, the gold annotation where the split has labels, and the prediction —
 NER spans with character offsets (end exclusive; ``text[start:end] == mention``), a label, relation
 triples, or candidate scores for ranking tasks.
@@ -58,8 +58,8 @@ def _triples(triples) -> list[dict[str, str]]:
 
 def example_predictions(encoder, examples: Sequence, features: list[dict], outputs: list) -> list[dict[str, Any]]:
     """One record per example (see the module docstring); ``outputs`` from
-    :func:`kgplm.training.finetuning.predict` over ``features`` of ``examples``."""
-    from kgplm.training.scoring import predicted_labels, predicted_triples
+    :func:`kgplm.finetuning.loop.predict` over ``features`` of ``examples``."""
+    from kgplm.finetuning.scoring import predicted_labels, predicted_triples
 
     kind = encoder.kind
     records: list[dict[str, Any]] = []

@@ -56,7 +56,7 @@ def test_ner_fine_tuning_uses_the_encoder_s_own_detections(kebiolm_run, shared_d
     from kgplm.evaluation.tasks import get_task, load_task
     from kgplm.methods.kebiolm.detection import candidate_positions, decode_spans
     from kgplm.models import load_pretrained
-    from kgplm.training.finetuning import TaskEncoder
+    from kgplm.finetuning.encoding import TaskEncoder
 
     result = kgplm.finetune(
         model=kebiolm_run.output_dir,

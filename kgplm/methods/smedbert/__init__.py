@@ -8,7 +8,7 @@ neighbours (:class:`KnowledgeLookup`). Any other encoder can be given the same l
 same spans and entity ids — without the neighbours, to measure what the graph adds beyond them:
 ``kgplm.finetune(mention_spans=True)`` (a learned "inside a mention" vector) or
 ``kgplm.finetune(mention_spans="typed")`` (a typed gazetteer: begin/inside markers per mention, the
-entity's KG type and its own KG vector; :mod:`kgplm.training.span_indicator`).
+entity's KG type and its own KG vector; :mod:`kgplm.finetuning.mention_inputs`).
 """
 
 from __future__ import annotations

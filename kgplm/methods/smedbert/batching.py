@@ -23,7 +23,7 @@ from kgplm.exceptions import ConfigurationError
 from kgplm.methods.smedbert.modeling import type_groups
 from kgplm.models.modules import mention_token_index, neighbor_graph
 from kgplm.training.collator import Batch, PretrainingCollator, PretrainingExample
-from kgplm.training.span_indicator import linked_token_spans
+from kgplm.finetuning.mention_inputs import linked_token_spans
 
 __all__ = ["TypeFrequencySampler", "SmedbertCollator", "KnowledgeLookup", "knowledge_inputs", "split_mentions"]
 

@@ -67,7 +67,7 @@ def _mention_tokens(spans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 class MentionSpanLookup:
-    """The :class:`~kgplm.training.finetuning.TaskEncoder` knowledge provider of the span indicator:
+    """The :class:`~kgplm.finetuning.encoding.TaskEncoder` knowledge provider of the span indicator:
     :meth:`features` per text, :meth:`collate` per batch (``span_indicator_tokens``, (2, tokens))."""
 
     def __init__(self, linker) -> None:

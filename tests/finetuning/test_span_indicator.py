@@ -9,7 +9,7 @@ import torch
 from kgplm.exceptions import ConfigurationError
 from kgplm.models import TINY_TEXT_ENCODER, KgplmConfig, KgplmForFineTuning, load_pretrained
 from kgplm.models.finetuning import SPAN_INDICATOR_INPUT
-from kgplm.training.span_indicator import MentionSpanLookup
+from kgplm.finetuning.mention_inputs import MentionSpanLookup
 
 
 def test_the_indicator_marks_exactly_the_spans_smedbert_receives(toy_turtle):

@@ -101,7 +101,7 @@ def finetune(*, args: FineTuningArguments | None = None, **kwargs: Any) -> FineT
     fine-tuning finishes its optimiser step, writes a checkpoint to ``output_dir/checkpoints`` and raises
     :class:`~kgplm.exceptions.PreemptedError` (``kgplm finetune`` exits with status 75); the same call run
     again resumes from it and ends with the results of an uninterrupted run
-    (:mod:`kgplm.training.finetune_checkpoints`). A call with other arguments refuses that checkpoint.
+    (:mod:`kgplm.finetuning.checkpoints`). A call with other arguments refuses that checkpoint.
 
     Writes ``output_dir/model`` (the best epoch), ``tokenizer/``, ``finetune_config.json`` (the
     arguments, which replay the run) and ``results.json`` (history, dev and test scores, the splits
@@ -162,20 +162,15 @@ def _finetune(
     from kgplm.models.card import write_model_card
     from kgplm.models.loading import load_under_task_head
     from kgplm.text.tokenization import load_tokenizer, save_tokenizer
-    from kgplm.training.finetuning import (
-        FineTuneSettings,
-        TaskEncoder,
-        fine_tuning_defaults,
-        finetune_loop,
-        label_names_for,
-        predict,
-        score,
-    )
+    from kgplm.finetuning.defaults import fine_tuning_defaults
+    from kgplm.finetuning.encoding import TaskEncoder, label_names_for
+    from kgplm.finetuning.loop import FineTuneSettings, finetune_loop, predict
+    from kgplm.finetuning.scoring import score
     from kgplm.training import distributed
     from kgplm.training.precision import autocast
     from kgplm.training.reporting import check_report_to, open_reporters
     from kgplm.training.run import locate_model
-    from kgplm.training.span_indicator import fine_tuning_knowledge, gazetteer_tables
+    from kgplm.finetuning.mention_inputs import fine_tuning_knowledge, gazetteer_tables
 
     arguments["device"] = device = distributed.auto_device(device)
     report_to = check_report_to(report_to)
@@ -347,7 +342,7 @@ def _learned_nothing(
     """A warning (logged and returned) when the model's dev predictions are constant."""
     from kgplm.evaluation.degenerate import constant_prediction, learned_nothing_message
     from kgplm.evaluation.predictions import example_predictions
-    from kgplm.training.finetuning import predict
+    from kgplm.finetuning.loop import predict
     from kgplm.training.precision import autocast
 
     with autocast(device, mixed_precision):
@@ -372,9 +367,10 @@ def _run_fine_tuned(arguments: EvaluationArguments):
     from kgplm.evaluation.tasks import get_task, load_task
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
-    from kgplm.training.finetuning import TaskEncoder, predict
+    from kgplm.finetuning.encoding import TaskEncoder
+    from kgplm.finetuning.loop import predict
     from kgplm.training.run import locate_model
-    from kgplm.training.span_indicator import fine_tuning_knowledge
+    from kgplm.finetuning.mention_inputs import fine_tuning_knowledge
 
     from kgplm.training.distributed import auto_device
 
@@ -477,7 +473,7 @@ def evaluate(*, args: EvaluationArguments | None = None, **kwargs: Any) -> Evalu
     """
     arguments = resolve(EvaluationArguments, args, kwargs, function="kgplm.evaluate")
     from kgplm.evaluation.probing import PROBE_TASK
-    from kgplm.training.finetuning import score
+    from kgplm.finetuning.scoring import score
 
     if arguments.task == PROBE_TASK:
         from kgplm.evaluation.probing import probe_model

@@ -1,6 +1,6 @@
 """Checkpoints of a fine-tuning run stopped by a signal, so that rerunning the same call resumes it exactly.
 
-:func:`~kgplm.training.finetuning.finetune_loop` given an ``output_dir`` turns its stop signals
+:func:`~kgplm.finetuning.loop.finetune_loop` given an ``output_dir`` turns its stop signals
 (:mod:`kgplm.training.interrupts`, ``SIGTERM`` and ``SIGUSR1`` by default) into a checkpoint after the
 optimiser step it is in: ``output_dir/checkpoints/step-NNNNNNN/`` in the pre-training layout
 (:mod:`kgplm.training.checkpoints`: model, optimiser, scheduler, fp16 gradient scaler, torch RNG,

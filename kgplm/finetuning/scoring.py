@@ -1,5 +1,5 @@
-"""Task scores from model outputs: what :func:`kgplm.training.finetuning.predict` returns, decoded by the
-task's :class:`~kgplm.training.finetuning.TaskEncoder` and scored with :mod:`kgplm.evaluation.metrics`.
+"""Task scores from model outputs: what :func:`kgplm.finetuning.loop.predict` returns, decoded by the
+task's :class:`~kgplm.finetuning.encoding.TaskEncoder` and scored with :mod:`kgplm.evaluation.metrics`.
 
 =====================  ===========================================================================
 kind                   scores (``main`` is the task's metric: early stopping and tables use it)

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 import kgplm
 from kgplm.exceptions import ConfigurationError, PreemptedError
 from kgplm.training.checkpoints import latest_checkpoint, verify_checkpoint
-from kgplm.training.finetuning import TaskEncoder
+from kgplm.finetuning.encoding import TaskEncoder
 from tests.test_finetune import tiny_chinese_model  # noqa: F401 (the fixture)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ ARGUMENTS = dict(
 def _signal_in_epoch(monkeypatch, number: int, epoch: int, step: int | None) -> None:
     """Send ``number`` to this process at the ``step``-th training batch of epoch ``epoch`` (counted from 1), or,
     with ``step=None``, while epoch ``epoch`` is scored on dev."""
-    import kgplm.training.finetuning as finetuning
+    import kgplm.finetuning.loop as finetuning
 
     real_collate, real_score = TaskEncoder.collate, finetuning.score
     scored, batches = [], []

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from kgplm.evaluation.tasks import RelationExample, SpanExample, get_task, load_task
-from kgplm.training.finetuning import TaskEncoder, label_names_for, score
+from kgplm.finetuning.encoding import TaskEncoder, label_names_for
+from kgplm.finetuning.scoring import score
 
 
 def gold_tag_outputs(encoder: TaskEncoder, features: list[dict]) -> list[np.ndarray]:
@@ -122,7 +123,7 @@ def test_loss_items_count_what_each_head_averages_over():
     """Data parallelism weights each rank's mean loss by its share of these counts (hand-counted)."""
     import torch
 
-    from kgplm.training.finetuning import loss_items
+    from kgplm.finetuning.loop import loss_items
 
     # graded ranking: ordered pairs of one query with a higher grade — query 0: (2>1), (2>0), (1>0); query 1: ties
     graded = {"labels": torch.tensor([2, 1, 0, 1, 1]), "candidate_group": torch.tensor([0, 0, 0, 1, 1])}

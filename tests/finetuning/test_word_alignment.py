@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kgplm.evaluation.tasks import get_task, load_task
-from kgplm.training.finetuning import TaskEncoder, label_names_for
+from kgplm.finetuning.encoding import TaskEncoder, label_names_for
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from kgplm.evaluation.tasks import TextExample, get_task, load_task
-from kgplm.training.finetuning import TaskEncoder, label_names_for, score
-from tests.training.test_finetuning import one_hot
+from kgplm.finetuning.encoding import TaskEncoder, label_names_for
+from kgplm.finetuning.scoring import score
+from tests.finetuning.test_loop import one_hot
 
 
 # -- item 2: macro-F1 over present labels --------------------------------------------------------------------

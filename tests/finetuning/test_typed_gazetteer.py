@@ -15,7 +15,7 @@ from kgplm.exceptions import ConfigurationError, MissingFileError
 from kgplm.models import TINY_TEXT_ENCODER, KgplmConfig, KgplmForFineTuning, load_pretrained
 from kgplm.models.finetuning import GAZETTEER_ENTITIES, GAZETTEER_TOKENS
 from kgplm.text.linking import EntityLinker
-from kgplm.training.span_indicator import TypedGazetteerLookup
+from kgplm.finetuning.mention_inputs import TypedGazetteerLookup
 from tests.test_api import TOY_GRAPH, toy_arguments, write_toy_corpus
 
 #: six toy names written back to back: six adjacent mentions
@@ -186,9 +186,9 @@ def test_a_control_is_fine_tuned_with_smedberts_mentions_as_a_typed_gazetteer(tm
     from kgplm.kg.embeddings import KGEmbeddings
     from kgplm.methods.smedbert import knowledge_inputs
     from kgplm.text.tokenization import load_tokenizer
-    from kgplm.training.finetuning import TaskEncoder
+    from kgplm.finetuning.encoding import TaskEncoder
     from kgplm.training.run import RunDirectory
-    from kgplm.training.span_indicator import gazetteer_lookup
+    from kgplm.finetuning.mention_inputs import gazetteer_lookup
 
     corpus = write_toy_corpus(tmp_path / "notes.txt", lines=40)
     smedbert = kgplm.train("smedbert", **toy_arguments(corpus, tmp_path / "smedbert", max_steps=1, kg_epochs=2))
