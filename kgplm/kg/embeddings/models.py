@@ -237,17 +237,9 @@ class KGEmbeddings:
         batch_size: int = 256,
         progress: bool = True,
     ) -> dict[str, float]:
-        """Filtered link prediction: rank every test triple's head and tail against all entities.
-
-        ``test_triples`` (and ``filter_triples``) are ``(n, 3)`` id arrays, or labelled triples — rows
-        of (head, relation, tail) strings as PyKEEN users read them from a TSV: IRIs, names or aliases
-        of entities and IRIs or names of relations, mapped through ``store`` (required for labels;
-        an unknown or ambiguous label raises a :class:`KgplmError` naming it).
-        ``filter_triples`` are the known true triples (usually train + valid + test); the other
-        true answers of a query are removed before ranking. Without it the ranks are *raw*.
-        Returns ``{"mrr", "hits@1", "hits@3", "hits@10", "mean_rank", "num_ranks"}`` over both sides
-        (:func:`~kgplm.kg.embeddings.evaluation.evaluate_link_prediction`).
-        """
+        """Filtered link prediction of these embeddings:
+        :func:`~kgplm.kg.embeddings.evaluation.evaluate_link_prediction`, whose docstring describes the
+        arguments. Returns ``{"mrr", "hits@1", "hits@3", "hits@10", "mean_rank", "num_ranks"}``."""
         return evaluation.evaluate_link_prediction(
             self,
             test_triples,
