@@ -182,7 +182,7 @@ def _train(
     from kgplm.models.card import write_model_card
     from kgplm.text.masking import SCHEMES
     from kgplm.training import distributed, stages
-    from kgplm.training.interrupts import check_stop_signals
+    from kgplm.training.interrupts import StopRequest, check_stop_signals
     from kgplm.training.locking import RunDirectoryLock
     from kgplm.training.preflight import check_init_from, check_train_inputs
     from kgplm.training.reporting import check_report_to, open_reporters
@@ -333,23 +333,28 @@ def _train(
         if spec.prepare_model is not None:
             spec.prepare_model(model, method_context)
         collator = spec.build_collator(method_context)
-        with open_reporters(report_to, run.path, prefix="pretrain", step_key="step", enabled=main) as report:
-            metrics = train_loop(
-                model,
-                dataset,
-                collator,
-                output_dir=run.path,
-                settings=settings,
-                progress=progress,
-                distributed=context,
-                report=report,
-                stop_signals=stop_signals,
-            )
-        if main:
-            with atomic_directory(run.model_dir) as temporary:
-                model.save_pretrained(str(temporary))
-                write_model_card(temporary, model.config, arguments=run.read_run_config(), metrics=metrics)
-            logger.info("saved the model to %s", run.model_dir)
+        # a stop signal after the last step (while the model is written) is held until the call completes: the
+        # run is then finished, so the call ends normally (the loop installs its own handler for the steps)
+        with StopRequest(stop_signals) as late_stop:
+            with open_reporters(report_to, run.path, prefix="pretrain", step_key="step", enabled=main) as report:
+                metrics = train_loop(
+                    model,
+                    dataset,
+                    collator,
+                    output_dir=run.path,
+                    settings=settings,
+                    progress=progress,
+                    distributed=context,
+                    report=report,
+                    stop_signals=stop_signals,
+                )
+            if main:
+                with atomic_directory(run.model_dir) as temporary:
+                    model.save_pretrained(str(temporary))
+                    write_model_card(temporary, model.config, arguments=run.read_run_config(), metrics=metrics)
+                logger.info("saved the model to %s", run.model_dir)
+        if late_stop.requested:
+            logger.warning("%s arrived after the last step; the run completed first", late_stop.signal_name)
         context.barrier()
         return TrainingResult(
             output_dir=run.path, method=method, steps=max_steps, metrics=metrics, run_config=run.read_run_config()

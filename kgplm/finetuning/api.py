@@ -145,7 +145,7 @@ def _finetune(
     :class:`~kgplm.arguments.FineTuningArguments`, which ``finetune_config.json`` keeps)."""
     arguments = json_safe({name: value for name, value in locals().items()})
     from kgplm.evaluation.tasks import get_task, load_task_splits
-    from kgplm.training.interrupts import check_stop_signals
+    from kgplm.training.interrupts import StopRequest, check_stop_signals
 
     stop_signals = check_stop_signals(stop_signals)
     arguments["stop_signals"] = list(stop_signals)
@@ -252,76 +252,81 @@ def _finetune(
         dev_features = encoder.encode(dev_examples)
         encoding["dev"] = dict(encoder.last_statistics)
         logger.info("fine-tuning on %s", context.device)
-        with open_reporters(report_to, output_dir, prefix="finetune", step_key="epoch", enabled=main) as report:
-            history, dev_scores = finetune_loop(
-                network,
-                encoder,
-                train_features,
-                dev_examples,
-                dev_features,
-                settings,
-                progress=progress,
-                distributed=context,
-                report=report,
-                output_dir=output_dir,
-                # a checkpoint is resumed by the same call only; where its progress is shown and reported may change
-                identity={k: v for k, v in arguments.items() if k not in ("progress", "report_to", "stop_signals")},
-                stop_signals=stop_signals,
-            )
-        warnings = []
-        if main:
-            warnings = _learned_nothing(
-                network,
-                encoder,
-                dev_examples,
-                dev_features,
-                batch_size=2 * batch_size,
-                device=context.device,
-                learning_rate=learning_rate,
-                epochs=epochs,
-                mixed_precision=mixed_precision,
-            )
-        test_scores = None
-        if main and "test" not in loaded.unlabelled:
-            test_features = encoder.encode(test_examples)
-            encoding["test"] = dict(encoder.last_statistics)
-            with autocast(context.device, mixed_precision):
-                outputs = predict(network, encoder, test_features, batch_size=2 * batch_size, device=context.device)
-            test_scores = score(encoder, test_examples, test_features, outputs)
-        if main:
-            logger.info(
-                "%s: dev %s %.4f, test %s",
-                spec.name,
-                spec.metric,
-                dev_scores["main"],
-                "unlabelled" if test_scores is None else f"{test_scores['main']:.4f}",
-            )
-        test_scores = context.broadcast(test_scores)
-        finetune_config = {"kgplm_finetune": 1, **arguments}
-        if main:
-            output_dir.mkdir(parents=True, exist_ok=True)
-            results = {
-                "task": spec.name,
-                "metric": spec.metric,
-                "dev": dev_scores,
-                "test": test_scores,
-                "history": history,
-                "examples": {"train": len(train_examples), "dev": len(dev_examples), "test": len(test_examples)},
-                "example_ids": {"dev": [e.id for e in dev_examples], "test": [e.id for e in test_examples]},
-                "derived_splits": list(loaded.derived),
-                "unlabelled_splits": list(loaded.unlabelled),
-                "encoding": encoding,
-                "warnings": warnings,
-            }
-            with atomic_directory(output_dir / "model") as temporary:
-                network.save_pretrained(str(temporary))
-                write_model_card(temporary, network.config, arguments=finetune_config, results=results)
-            tokenizer.model_max_length = config.max_position_embeddings  # what the model can read
-            with atomic_directory(output_dir / "tokenizer") as temporary:
-                save_tokenizer(tokenizer, temporary)
-            for name, content in (("finetune_config.json", finetune_config), ("results.json", results)):
-                with atomic_file(output_dir / name, "w", encoding="utf-8") as handle:
-                    json.dump(content, handle, indent=1, ensure_ascii=False)
+        # a stop signal after the last epoch (while the model is scored and written) is held until the call
+        # completes: fine-tuning is then finished, so the call ends normally
+        with StopRequest(stop_signals) as late_stop:
+            with open_reporters(report_to, output_dir, prefix="finetune", step_key="epoch", enabled=main) as report:
+                history, dev_scores = finetune_loop(
+                    network,
+                    encoder,
+                    train_features,
+                    dev_examples,
+                    dev_features,
+                    settings,
+                    progress=progress,
+                    distributed=context,
+                    report=report,
+                    output_dir=output_dir,
+                    # a checkpoint is resumed by the same call only; where its progress is shown and reported may change
+                    identity={k: v for k, v in arguments.items() if k not in ("progress", "report_to", "stop_signals")},
+                    stop_signals=stop_signals,
+                )
+            warnings = []
+            if main:
+                warnings = _learned_nothing(
+                    network,
+                    encoder,
+                    dev_examples,
+                    dev_features,
+                    batch_size=2 * batch_size,
+                    device=context.device,
+                    learning_rate=learning_rate,
+                    epochs=epochs,
+                    mixed_precision=mixed_precision,
+                )
+            test_scores = None
+            if main and "test" not in loaded.unlabelled:
+                test_features = encoder.encode(test_examples)
+                encoding["test"] = dict(encoder.last_statistics)
+                with autocast(context.device, mixed_precision):
+                    outputs = predict(network, encoder, test_features, batch_size=2 * batch_size, device=context.device)
+                test_scores = score(encoder, test_examples, test_features, outputs)
+            if main:
+                logger.info(
+                    "%s: dev %s %.4f, test %s",
+                    spec.name,
+                    spec.metric,
+                    dev_scores["main"],
+                    "unlabelled" if test_scores is None else f"{test_scores['main']:.4f}",
+                )
+            test_scores = context.broadcast(test_scores)
+            finetune_config = {"kgplm_finetune": 1, **arguments}
+            if main:
+                output_dir.mkdir(parents=True, exist_ok=True)
+                results = {
+                    "task": spec.name,
+                    "metric": spec.metric,
+                    "dev": dev_scores,
+                    "test": test_scores,
+                    "history": history,
+                    "examples": {"train": len(train_examples), "dev": len(dev_examples), "test": len(test_examples)},
+                    "example_ids": {"dev": [e.id for e in dev_examples], "test": [e.id for e in test_examples]},
+                    "derived_splits": list(loaded.derived),
+                    "unlabelled_splits": list(loaded.unlabelled),
+                    "encoding": encoding,
+                    "warnings": warnings,
+                }
+                with atomic_directory(output_dir / "model") as temporary:
+                    network.save_pretrained(str(temporary))
+                    write_model_card(temporary, network.config, arguments=finetune_config, results=results)
+                tokenizer.model_max_length = config.max_position_embeddings  # what the model can read
+                with atomic_directory(output_dir / "tokenizer") as temporary:
+                    save_tokenizer(tokenizer, temporary)
+                for name, content in (("finetune_config.json", finetune_config), ("results.json", results)):
+                    with atomic_file(output_dir / name, "w", encoding="utf-8") as handle:
+                        json.dump(content, handle, indent=1, ensure_ascii=False)
+        if late_stop.requested:
+            logger.warning("%s arrived after the last epoch; fine-tuning completed first", late_stop.signal_name)
         context.barrier()
         return FineTuningResult(
             output_dir=output_dir,

@@ -224,3 +224,32 @@ def test_ctrl_c_during_fine_tuning_ends_with_one_line(tiny_chinese_model, shared
     assert lines == [
         "kgplm: interrupted; no checkpoint was written yet; running the same command again starts the run over"
     ], stderr[-3000:]
+
+
+def test_a_stop_signal_while_the_fine_tuned_model_is_saved_ends_the_call_normally(
+    tiny_chinese_model,  # noqa: F811
+    shared_data,
+    tmp_path,
+    monkeypatch,
+):
+    """A preemption signal after the last epoch, while the model is written, is held until the call
+    completes: the process lives on and the model directory is whole."""
+    from kgplm.finetuning import api
+
+    delivered = []  # where a stop signal lands when no kgplm handler holds it (instead of ending pytest)
+    previous = signal.signal(signal.SIGUSR1, lambda number, frame: delivered.append(number))
+    saving = api.atomic_directory
+
+    def signalled_while_saving(path):
+        os.kill(os.getpid(), signal.SIGUSR1)
+        return saving(path)
+
+    monkeypatch.setattr(api, "atomic_directory", signalled_while_saving)
+    try:
+        result = kgplm.finetune(
+            model=tiny_chinese_model, data_dir=shared_data / "tasks", output_dir=tmp_path / "run", **ARGUMENTS
+        )
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert delivered == []
+    assert (result.model_dir / "model.safetensors").is_file() and (tmp_path / "run" / "results.json").is_file()
