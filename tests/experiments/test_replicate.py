@@ -163,6 +163,7 @@ CHANGED = {
     "steps": 800,
     "batch_size": 32,
     "learning_rate": 5e-4,
+    "warmup_steps": 40,
     "encoder": {"hidden_size": 64},
     "max_length": 64,
     "vocab_size": 4000,
@@ -225,6 +226,104 @@ def test_every_setting_that_changes_a_result_changes_a_cache_or_cell_key():
     shorter = dataclasses.replace(budget, max_length=64)
     assert replicate.corpus_key(shorter, True, False) != replicate.corpus_key(budget, True, False)
     assert "max_length" in replicate.corpus_key(budget, False, False)
+
+
+DATA = {"task": {"train": "1" * 64, "dev": "2" * 64, "test": "3" * 64}, "kg": "4" * 64, "corpus": "5" * 64}
+
+
+def test_cell_keys_change_with_each_newly_keyed_setting_and_not_with_a_cosmetic_one(monkeypatch):
+    import kgplm
+    from kgplm.methods.smedbert.configuration import SmedbertConfig
+    from kgplm.text import linking
+    from kgplm.training import finetuning, trainer
+
+    budget = replicate.Budget()
+    row = replicate.Row("smedbert", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
+
+    def key(*, sha="a" * 64, data=DATA, pretrained=None):
+        job = replicate.cell_job(budget, row, 0, "cmedqaner", 0, "s", pretrained, base_weights_sha256=sha, data=data)
+        return replicate.key_hash(job.key)
+
+    original = key()
+    assert key(sha="b" * 64) != original  # the base's weights
+    for name in ("kg", "corpus"):  # the data's content
+        assert key(data={**DATA, name: "9" * 64}) != original
+    assert key(data={**DATA, "task": {**DATA["task"], "dev": "9" * 64}}) != original
+    assert key(pretrained=Path("/elsewhere")) == original  # where the model lies is no part of what it is
+    true_train = kgplm.train
+
+    def changed(monkeypatched) -> bool:
+        with monkeypatch.context() as patch:
+            monkeypatched(patch)
+            return key() != original
+
+    assert changed(lambda patch: patch.setitem(replicate.PEPR_SETTINGS, "num_neighbors", 5))
+    assert changed(lambda patch: patch.setitem(replicate.PEPR_SETTINGS, "pepr_mode", "exact"))
+
+    class Linker(linking.EntityLinker):
+        def __init__(self, store=None, *, min_length: int = 3, **options):
+            super().__init__(store, min_length=min_length, **options)
+
+    assert changed(lambda patch: patch.setattr(linking, "EntityLinker", Linker))
+
+    @dataclasses.dataclass(frozen=True)
+    class Clipped(trainer.TrainerSettings):
+        max_grad_norm: float = 0.5
+
+    @dataclasses.dataclass
+    class FineClipped(finetuning.FineTuneSettings):
+        max_grad_norm: float = 0.5
+
+    assert changed(lambda patch: patch.setattr(trainer, "TrainerSettings", Clipped))
+    assert changed(lambda patch: patch.setattr(finetuning, "FineTuneSettings", FineClipped))
+
+    def train(method, *, warmup_steps=None, weight_decay=0.1, gradient_accumulation_steps=1, log_every=10):
+        return true_train
+
+    def cosmetic_train(method, *, warmup_steps=None, weight_decay=0.01, gradient_accumulation_steps=1, log_every=99):
+        return true_train
+
+    def finetune(*, warmup_ratio=0.2, weight_decay=0.01, patience="auto"):
+        return None
+
+    assert changed(lambda patch: patch.setattr(kgplm, "train", train))  # weight decay
+    assert changed(lambda patch: patch.setattr(kgplm, "finetune", finetune))  # warm-up ratio
+    assert not changed(lambda patch: patch.setattr(kgplm, "train", cosmetic_train))  # how often it logs
+
+    def weighted(self, mnem_weight: float = 3.0, mmem_weight: float = 4.0, **options):
+        pass
+
+    assert changed(lambda patch: patch.setattr(SmedbertConfig, "__init__", weighted))  # a loss weight
+    keyed = replicate.cell_job(budget, row, 0, "cmedqaner", 0, "s", base_weights_sha256="a" * 64, data=DATA).key
+    assert keyed["optimisation"]["pretraining"]["loss_weights"] == {"mnem_weight": 2.0, "mmem_weight": 4.0}
+    assert keyed["optimisation"]["finetuning"]["max_grad_norm"] == 1.0 and keyed["linker"]["min_length"] == 2
+    json.dumps(keyed)  # a cell's key is written as JSON
+
+
+def test_a_graph_shuffle_option_picks_the_graph_control():
+    from graph_controls import derangement_within_types
+
+    from kgplm import KGStore
+
+    store = KGStore.from_rdf(Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl", show_progress=False)
+    shared = SimpleNamespace(store=store)
+    within = replicate.train_arguments(shared, (("graph_shuffle", "within_types"), ("graph_shuffle_seed", 2)))
+    assert within["knowledge_graph"].derived_from["shuffled_links_within_types"]["seed"] == 2
+    permutation = derangement_within_types(store.primary_type_ids(), 2)
+    triples = np.asarray(store.triples)
+    expected = {(int(permutation[h]), int(r), int(permutation[t])) for h, r, t in triples}
+    assert set(map(tuple, np.asarray(within["knowledge_graph"].triples).tolist())) == expected
+    assert (
+        "shuffled_links"
+        in replicate.train_arguments(shared, (("graph_shuffle_seed", 2),))["knowledge_graph"].derived_from
+    )
+    assert replicate.train_arguments(shared, (("mention_spans", True),)) == {"mention_spans": True}
+    from kgplm.exceptions import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="graph_shuffle='types'"):
+        replicate.train_arguments(shared, (("graph_shuffle", "types"), ("graph_shuffle_seed", 2)))
+    with pytest.raises(ConfigurationError, match="needs a graph_shuffle_seed"):
+        replicate.train_arguments(shared, (("graph_shuffle", "within_types"),))
 
 
 def test_a_task_may_have_its_own_fine_tuning_learning_rate():
