@@ -108,10 +108,12 @@ class Budget:
     #: (2026-11-25, fine-tuning seed 0 on the two bases: cMedQQ 2000 × 3 at 2e-3 reached dev 55.7 vs constant 50.4,
     #: at 5e-4 and 5e-3 it stayed constant; cMedQANER 800 × 4 reached 11.0 at 5e-4 and 0.0 at 2e-3; CHIP-STS
     #: learnt on the MLM base at 2000 × 3, 2e-3 (dev 46.9 vs 33.6) and on the ELECTRA base at none of 2000–4000 ×
-    #: 2–3, 1e-3–5e-3: experiments/results/finetune_budget.jsonl)
+    #: 2–3, 1e-3–5e-3: experiments/results/finetune_budget.jsonl). NER fine-tunes on its full training split
+    #: (cMedQANER: 1,673 documents); its epochs and rate are read off the base's dev curve by
+    #: ``experiments/finetune_protocol.py`` and recorded in the study's protocol file before any row runs.
     tasks: dict = field(
         default_factory=lambda: {
-            "cmedqaner": [800, 4],
+            "cmedqaner": [None, 4],
             "cehrner": [None, 4],
             "cmedqq": [2000, 3, 2e-3],
             "chip-sts": [2000, 3, 2e-3],
@@ -1199,7 +1201,7 @@ def _init_cell_worker(work: str, budget: dict, device: str, threads: int | None)
 def compute_cell(job) -> dict:
     """Fine-tune the job's pre-trained model and return the cell's measurements: test outcomes and the dev
     score beside the best constant predictor's (a run that does not beat it is ``degenerate``)."""
-    from _outcomes import best_constant
+    from _outcomes import best_constant, chance_score, dev_kappa
 
     from kgplm.evaluation.tasks import load_task
 
@@ -1217,21 +1219,40 @@ def compute_cell(job) -> dict:
     results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
     splits = load_task(job.task, SHARED / "tasks")
     by_id = {example.id: example for example in splits["dev"]}
-    constant = best_constant(job.task, splits["train"], [by_id[i] for i in results["example_ids"]["dev"]])
-    return {"outcomes": outcomes, "dev": dev_record(float(results["dev"]["main"]), constant)}
+    dev = [by_id[i] for i in results["example_ids"]["dev"]]
+    constant = best_constant(job.task, splits["train"], dev)
+    return {
+        "outcomes": outcomes,
+        "dev": dev_record(
+            float(results["dev"]["main"]),
+            constant,
+            chance=chance_score(job.task, splits["train"], dev),
+            kappa=dev_kappa(directory, job.task, SHARED / "tasks", device=device),
+        ),
+    }
 
 
-#: a dev score within this of the best constant predictor's does not beat it
+#: a dev score within this of the best constant predictor's (or chance) does not beat it
 DEGENERATE_TOLERANCE = 1e-9
 
 
-def dev_record(dev_score: float, constant: dict) -> dict:
-    """A run's dev score beside the best constant predictor's; ``degenerate`` when it does not beat it."""
+def dev_record(dev_score: float, constant: dict, *, chance: float | None = None, kappa: float | None = None) -> dict:
+    """A run's dev score beside the best constant predictor's, chance and its dev Cohen's κ; ``degenerate``
+    by :func:`kgplm.evaluation.degenerate.degenerate_reasons` (it does not beat the constant or chance, or
+    its κ ≤ 0), ``reasons`` saying why."""
+    from kgplm.evaluation.degenerate import degenerate_reasons
+
+    reasons = degenerate_reasons(
+        dev_score, constant=constant["score"], chance=chance, kappa=kappa, tolerance=DEGENERATE_TOLERANCE
+    )
     return {
         "score": dev_score,
         "constant": constant["score"],
         "constant_prediction": constant["prediction"],
-        "degenerate": bool(dev_score <= constant["score"] + DEGENERATE_TOLERANCE),
+        "chance": chance,
+        "kappa": kappa,
+        "degenerate": bool(reasons),
+        "reasons": reasons,
     }
 
 
