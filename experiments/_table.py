@@ -122,7 +122,7 @@ def _cells_by_task(rows, budget, cells) -> dict[str, dict[str, list[dict]]]:
                 continue
             ordered = []
             for seed in budget.seeds:
-                for finetune_seed in budget.finetune_seeds:
+                for finetune_seed in budget.finetune_seeds_of(seed):
                     found = index.get((row.name, seed, task, finetune_seed))
                     if found is None:
                         raise RuntimeError(
@@ -169,7 +169,12 @@ def population(budget) -> str:
     )
     return (
         f"the p-values generalise over continued-pre-training seeds (here {list(budget.seeds)}) from {start}, at "
-        f"fine-tuning seed(s) {list(budget.finetune_seeds)} on fixed training subsets ({subsets}) and one "
+        + (
+            "fine-tuning seed equal to the pre-training seed"
+            if budget.paired_finetune_seeds
+            else f"fine-tuning seed(s) {list(budget.finetune_seeds)}"
+        )
+        + f" on fixed training subsets ({subsets}) and one "
         "test set each; not over bases, fine-tuning seeds, training subsets or the papers' full-scale models"
     )
 

@@ -103,6 +103,9 @@ class Budget:
     kg_epochs: int = 2
     seeds: tuple[int, ...] = (0, 1, 2)
     finetune_seeds: tuple[int, ...] = (0, 1)
+    #: True: pre-training seed s is fine-tuned once, with fine-tuning seed s (``finetune_seeds`` unused), so
+    #: a row without pre-training (the base fine-tuned) still varies with the seed it is paired by
+    paired_finetune_seeds: bool = False
     #: task: [max train examples, epochs] or [max train examples, epochs, learning rate] (without one: the
     #: ``finetune_learning_rate``); measured on the bases with ``experiments/finetune_budget.py``
     #: (2026-11-25, fine-tuning seed 0 on the two bases: cMedQQ 2000 × 3 at 2e-3 reached dev 55.7 vs constant 50.4,
@@ -136,6 +139,10 @@ class Budget:
     base_batch_size: int = 32
     base_learning_rate: float = 5e-4
 
+    def finetune_seeds_of(self, seed: int) -> tuple[int, ...]:
+        """The fine-tuning seeds of pre-training seed ``seed``: ``(seed,)`` when paired, else ``finetune_seeds``."""
+        return (seed,) if self.paired_finetune_seeds else tuple(self.finetune_seeds)
+
     def task_budget(self, task: str) -> tuple[int | None, int, float]:
         """(max train examples, epochs, learning rate) of fine-tuning on ``task``."""
         limit, epochs, *rate = self.tasks[task]
@@ -164,8 +171,9 @@ class Budget:
             f"{self.max_length}, an in-domain WordPiece vocabulary of {self.vocab_size}, on {self.facts} CMeKG "
             f"facts written as sentences + {self.dialogues} medical dialogues; KG embeddings "
             f"{self.kg_method or 'of each method'} (dim {self.entity_dim}, {self.kg_epochs} epochs); "
-            f"pre-training seeds {list(self.seeds)}, fine-tuning seeds {list(self.finetune_seeds)} "
-            f"(lr {self.finetune_learning_rate:g}, batch {self.finetune_batch_size}, max length "
+            f"pre-training seeds {list(self.seeds)}, fine-tuning seeds "
+            + ("equal to the pre-training seed " if self.paired_finetune_seeds else f"{list(self.finetune_seeds)} ")
+            + f"(lr {self.finetune_learning_rate:g}, batch {self.finetune_batch_size}, max length "
             f"{self.finetune_max_length}; "
             + ", ".join(
                 f"{task} {limit or 'all'} train examples × {epochs} epochs"
@@ -1010,7 +1018,7 @@ def similarity_sets_for(work: Path, shared: Shared, budget: Budget, corpus_lines
 
 # -- cells ------------------------------------------------------------------------------------------------
 #: Budget fields that change no cached run or cell, only which cells are read or how they are summarised.
-TABLE_FIELDS = ("seeds", "finetune_seeds", "bootstrap_resamples", "smoke")
+TABLE_FIELDS = ("seeds", "finetune_seeds", "paired_finetune_seeds", "bootstrap_resamples", "smoke")
 #: Budget fields of the pre-trained models' own measurements (similarity sets, probe), cached in ``--work``.
 INTRINSIC_FIELDS = ("similarity_queries", "similarity_pool", "probes")
 
@@ -1415,7 +1423,7 @@ def run_all(
             for row in rows
             for task in budget.tasks
             if row.fine_tunes(task)
-            for finetune_seed in budget.finetune_seeds
+            for finetune_seed in budget.finetune_seeds_of(seed)
         ]
         missing = sum(not job.path(cells_root).is_file() for job in seed_jobs)
         cells += run_cells(
@@ -1543,6 +1551,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int)
     parser.add_argument("--seeds", type=int, nargs="+", help="pre-training seeds (≥ 3 for a table that counts)")
     parser.add_argument("--finetune-seeds", type=int, nargs="+")
+    parser.add_argument(
+        "--paired-finetune-seeds",
+        action="store_true",
+        help="fine-tune pre-training seed s once, with fine-tuning seed s (--finetune-seeds unused)",
+    )
     parser.add_argument("--facts", type=int)
     parser.add_argument("--dialogues", type=int)
     parser.add_argument(
@@ -1613,6 +1626,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         overrides["seeds"] = tuple(args.seeds)
     if args.finetune_seeds:
         overrides["finetune_seeds"] = tuple(args.finetune_seeds)
+    if args.paired_finetune_seeds:
+        overrides["paired_finetune_seeds"] = True
     if args.protocol:
         overrides["protocol"] = args.protocol
     if args.base_steps:

@@ -174,6 +174,7 @@ CHANGED = {
     "kg_epochs": 3,
     "seeds": (5,),
     "finetune_seeds": (5,),
+    "paired_finetune_seeds": True,
     "tasks": {"cmedqq": [100, 2]},
     "max_eval_examples": 50,
     "finetune_learning_rate": 1e-4,
@@ -571,6 +572,38 @@ def test_a_t_test_alone_is_not_detected_and_prints_its_minimal_detectable_effect
     # five seeds: below the pre-registered minimum, not tested at all
     _, five = _primary(method[:5], control[:5], seeds[:5])
     assert five["status"].startswith("not tested: 5 pre-training seeds")
+
+
+def test_paired_fine_tuning_seeds_read_seed_s_fine_tuned_with_seed_s():
+    seeds = (0, 1, 2, 3, 4, 5)
+    budget = dataclasses.replace(
+        replicate.Budget(),
+        seeds=seeds,
+        finetune_seeds=(0, 1),
+        paired_finetune_seeds=True,
+        tasks={"cmedqq": [None, 1]},
+        bootstrap_resamples=20,
+    )
+    assert budget.finetune_seeds_of(3) == (3,) and "fine-tuning seeds equal to the pre-training seed" in (
+        budget.describe()
+    )
+    row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
+    cells = _cells("r", "cmedqq", [[1, 0, 0, 0]] * 6, seeds, (0,))
+    for cell in cells:
+        cell["finetune_seed"] = cell["seed"]
+    test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
+    result = aggregate([row], budget, _measured(cells, test, test), commit="abc", device="cpu", seconds=0.0)
+    assert result["tables"]["secondary"]["cells"]["r"]["cMedQQ acc"]["per_seed"] == [0.25] * 6
+    assert "fine-tuning seed equal to the pre-training seed" in result["population"]
+    with pytest.raises(RuntimeError, match="fine-tuning seed 0"):  # unpaired, the table wants seed 0 for every s
+        aggregate(
+            [row],
+            dataclasses.replace(budget, paired_finetune_seeds=False, finetune_seeds=(0,)),
+            _measured(cells, test, test),
+            commit="abc",
+            device="cpu",
+            seconds=0.0,
+        )
 
 
 def test_holm_over_two_primary_endpoints_needs_both_tests_below_alpha_after_adjustment():
