@@ -80,13 +80,13 @@ def choose(runs: Sequence[dict], tolerance: float = TOLERANCE) -> dict:
     }
 
 
-def _read(path: Path) -> list[dict]:
+def read_records(path: Path) -> list[dict]:
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _append(path: Path, record: dict) -> None:
+def append_record(path: Path, record: dict) -> None:
     """Append one line: the whole file is rewritten under a temporary name and renamed over it."""
     lines = path.read_text(encoding="utf-8") if path.is_file() else ""
     temporary = path.with_suffix(path.suffix + ".tmp")
@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for learning_rate in args.learning_rates:
         done = [
             run
-            for run in _read(grid_path)
+            for run in read_records(grid_path)
             if (run["model_sha256"], run["task"], run["learning_rate"], run["epochs"])
             == (digest, args.task, learning_rate, args.epochs)
         ]
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             logger.info("lr %g: already in %s", learning_rate, grid_path)
             continue
         record = grid_run(args.work, base, args.task, learning_rate, args.epochs, args.device)
-        _append(grid_path, record)
+        append_record(grid_path, record)
         logger.info(
             "lr %g: dev %s (best epoch %d) in %.0f s",
             learning_rate,
@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     runs = [
         run
-        for run in _read(grid_path)
+        for run in read_records(grid_path)
         if run["model_sha256"] == digest
         and run["task"] == args.task
         and run["epochs"] == args.epochs

@@ -38,8 +38,8 @@ def test_the_rule_by_hand():
 
 def test_runs_are_appended_and_read_back(tmp_path):
     path = tmp_path / "grid.jsonl"
-    finetune_protocol._append(path, {"a": 1})
-    finetune_protocol._append(path, {"a": 2})
-    assert finetune_protocol._read(path) == [{"a": 1}, {"a": 2}]
+    finetune_protocol.append_record(path, {"a": 1})
+    finetune_protocol.append_record(path, {"a": 2})
+    assert finetune_protocol.read_records(path) == [{"a": 1}, {"a": 2}]
     assert not list(tmp_path.glob("*.tmp"))
-    assert finetune_protocol._read(tmp_path / "absent.jsonl") == []
+    assert finetune_protocol.read_records(tmp_path / "absent.jsonl") == []
