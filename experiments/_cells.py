@@ -12,6 +12,10 @@ an old one.
 and writes each atomically (a temporary name renamed) the moment it is finished, so a killed run
 loses only the cells in flight and the next run resumes where it stopped. :func:`check_versions`
 refuses a set of cells whose results versions differ (for one method, or from the study's).
+
+:func:`file_sha256` and :func:`tree_sha256` digest the data a cell reads (task files, the corpus and
+graph sources, the base encoder's weights), so a cell key that holds them changes when a file's
+content does, not only when a setting does.
 """
 
 from __future__ import annotations
@@ -28,7 +32,18 @@ from pathlib import Path
 
 from kgplm.exceptions import ArtifactError, ConfigurationError
 
-__all__ = ["CELL_FORMAT", "CellJob", "key_hash", "write_cell", "read_cell", "run_cells", "check_versions", "load_cells"]
+__all__ = [
+    "CELL_FORMAT",
+    "CellJob",
+    "key_hash",
+    "file_sha256",
+    "tree_sha256",
+    "write_cell",
+    "read_cell",
+    "run_cells",
+    "check_versions",
+    "load_cells",
+]
 
 logger = logging.getLogger("replicate")
 CELL_FORMAT = 1
@@ -36,6 +51,35 @@ CELL_FORMAT = 1
 
 def key_hash(key: dict) -> str:
     return hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's content (remembered per path, size and modification time in this process)."""
+    path = Path(path)
+    stat = path.stat()
+    signature = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if signature not in _DIGESTS:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        _DIGESTS[signature] = digest.hexdigest()
+    return _DIGESTS[signature]
+
+
+def tree_sha256(directory: Path) -> str:
+    """One SHA-256 over every file under ``directory``: each file's path relative to it and content digest,
+    in sorted order (a renamed, added, removed or edited file changes it)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ArtifactError(f"{directory}: not a directory to digest")
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(directory).as_posix()}\0{file_sha256(path)}\n".encode())
+    return digest.hexdigest()
 
 
 def _slug(name: str) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 from kgplm.evaluation.statistics import example_counts, metric_from_counts
 
-__all__ = ["scored_outcomes", "baseline_counts"]
+__all__ = ["scored_outcomes", "dev_kappa", "chance_score", "baseline_counts", "best_constant"]
 
 
 def _predictions(encoder, examples, features, outputs) -> list:
@@ -32,8 +32,9 @@ def _gold(spec, examples) -> list:
     return [example.spans if spec.kind in ("ner", "nested_ner") else example.label for example in examples]
 
 
-def scored_outcomes(finetuned: Path, task: str, data_dir: Path, *, device: str = "cpu") -> dict:
-    """``{"ids", "metric", "counts" (examples × k), "score"}`` of the test examples ``finetuned`` scored."""
+def _predicted(finetuned: Path, task: str, data_dir: Path, split: str, device: str) -> tuple[list, list, list]:
+    """(ids, examples, predictions) of the ``split`` examples ``finetuned`` scored, re-predicted as
+    ``kgplm.evaluate`` predicts them."""
     from kgplm.evaluation.tasks import get_task, load_task
     from kgplm.models import load_pretrained
     from kgplm.text.tokenization import load_tokenizer
@@ -43,9 +44,9 @@ def scored_outcomes(finetuned: Path, task: str, data_dir: Path, *, device: str =
     from kgplm.finetuning.mention_inputs import fine_tuning_knowledge
 
     spec = get_task(task)
-    ids = json.loads((finetuned / "results.json").read_text(encoding="utf-8"))["example_ids"]["test"]
+    ids = json.loads((finetuned / "results.json").read_text(encoding="utf-8"))["example_ids"][split]
     settings = json.loads((finetuned / "finetune_config.json").read_text(encoding="utf-8"))
-    by_id = {example.id: example for example in load_task(task, data_dir, "test")}
+    by_id = {example.id: example for example in load_task(task, data_dir, split)}
     examples = [by_id[i] for i in ids]
     model_dir, tokenizer_dir, run = locate_model(finetuned)
     network = load_pretrained(str(model_dir)).to(device)
@@ -61,7 +62,15 @@ def scored_outcomes(finetuned: Path, task: str, data_dir: Path, *, device: str =
         knowledge=knowledge,
     )
     features = encoder.encode(examples)
-    predicted = _predictions(encoder, examples, features, predict(network, encoder, features, device=device))
+    return ids, examples, _predictions(encoder, examples, features, predict(network, encoder, features, device=device))
+
+
+def scored_outcomes(finetuned: Path, task: str, data_dir: Path, *, device: str = "cpu") -> dict:
+    """``{"ids", "metric", "counts" (examples × k), "score"}`` of the test examples ``finetuned`` scored."""
+    from kgplm.evaluation.tasks import get_task
+
+    spec = get_task(task)
+    ids, examples, predicted = _predicted(finetuned, task, data_dir, "test", device)
     counts = example_counts(spec.metric, _gold(spec, examples), predicted)
     return {
         "ids": ids,
@@ -69,6 +78,30 @@ def scored_outcomes(finetuned: Path, task: str, data_dir: Path, *, device: str =
         "counts": counts.tolist(),
         "score": float(metric_from_counts(spec.metric, counts.sum(0))),
     }
+
+
+def dev_kappa(finetuned: Path, task: str, data_dir: Path, *, device: str = "cpu") -> float | None:
+    """Cohen's κ of ``finetuned``'s dev predictions against the gold labels
+    (:func:`kgplm.evaluation.degenerate.cohen_kappa`); ``None`` for a task that is not classification (NER)."""
+    from kgplm.evaluation.degenerate import cohen_kappa
+    from kgplm.evaluation.tasks import get_task
+
+    spec = get_task(task)
+    if spec.kind in ("ner", "nested_ner"):
+        return None
+    _, examples, predicted = _predicted(finetuned, task, data_dir, "dev", device)
+    return cohen_kappa(_gold(spec, examples), predicted)
+
+
+def chance_score(task: str, train_examples, examples) -> float | None:
+    """The expected score on ``examples`` of a uniformly random training label per example (the mean over
+    :func:`baseline_counts`' seeded draws); ``None`` for NER, which has no chance predictor."""
+    chance = baseline_counts(task, train_examples, examples)["chance"]
+    if chance is None:
+        return None
+    from kgplm.evaluation.tasks import get_task
+
+    return float(metric_from_counts(get_task(task).metric, chance.sum(1)).mean())
 
 
 def baseline_counts(

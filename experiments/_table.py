@@ -14,14 +14,23 @@ models' measurements into
   another test set for these same runs — not a test of the claim). Comparisons are grouped in
   **families**, one per knowledge method: the method vs its control on every column, each ablation
   and "− knowledge at fine-tuning" vs the method, any extra row vs the row it names. The method's
-  pre-registered primary endpoints (``study.MethodStudy.primary_endpoints``) are tested unadjusted, only
-  with at least :data:`MIN_PRIMARY_SEEDS` seeds and without degenerate runs, and decided by the
-  t-test at :data:`PRIMARY_ALPHA` in the claimed direction (the exact permutation p beside it
-  needs no normality but cannot fall below 2/2ⁿ: 0.0625 with 5 seeds); every other comparison of the family is
-  secondary and carries Holm-adjusted p-values (over the family's secondary comparisons) beside
-  the raw ones;
-* **baseline rows**: the best constant predictor (all-O for NER), chance, the probe's model-free
-  baseline, each method evaluation's chance.
+  pre-registered primary endpoints (``study.MethodStudy.primary_endpoints``) are tested only with at
+  least :data:`MIN_PRIMARY_SEEDS` seeds and without degenerate runs; an endpoint is *supported* when the
+  paired t-test and the two-sided sign-flip test both fall below :data:`PRIMARY_ALPHA` after Holm's
+  adjustment over the method's primary endpoints in the table, in the claimed direction; otherwise it is
+  "not detected", printed with its minimal detectable effect at 80 % power
+  (:func:`kgplm.evaluation.statistics.minimal_detectable_effect`, from the observed SD of the per-seed
+  differences, at level α/m, Holm's first step). Every other comparison of the family is secondary:
+  its t-test p carries a Holm-adjusted value (over the family's secondary comparisons) beside it, its
+  sign-flip p is printed raw;
+* **baseline rows**: the best constant predictor (all-O for NER), chance, the linker used as NER, the
+  memorisation baseline (:mod:`kgplm.evaluation.baselines`: the training split's mention strings with
+  their majority type, longest match; for pair tasks the nearest training pair's label), the probe's
+  model-free baseline, each method evaluation's chance.
+
+The header names the protocol file (:data:`PROTOCOL_FILE`) and the population the p-values
+generalise over (the continued-pre-training seeds of one base, at the stated fine-tuning seeds and
+training subsets).
 
 Scores are fractions in the JSON and ×100 in the Markdown.
 """
@@ -40,6 +49,7 @@ from study import study
 from kgplm.evaluation.statistics import (
     holm,
     metric_from_counts,
+    minimal_detectable_effect,
     paired_bootstrap,
     paired_t_test,
     seed_interval,
@@ -56,13 +66,22 @@ TASK_LABELS = {
     "cmedic": "cMedIC acc",
 }
 SIMILARITY_CANDIDATES = 20  # the positive and 19 hard negatives (kgplm.evaluation.similarity)
-#: pre-registered: a primary endpoint is tested only with at least this many pre-training seeds
-MIN_PRIMARY_SEEDS = 5
-#: the pre-registered decision rule of a primary endpoint: the seed-level paired t-test at this level (the
-#: exact permutation p is printed beside it; with 5 seeds it cannot fall below 2/32 = 0.0625)
+#: the study's pre-registered protocol (rows, endpoints, tests, seeds, budgets), named in every table's header
+PROTOCOL_FILE = "experiments/protocols/v5.md"
+#: pre-registered: a primary endpoint is tested only with at least this many pre-training seeds (with 6 the
+#: two-sided sign-flip p can reach 2/64 = 0.031)
+MIN_PRIMARY_SEEDS = 6
+#: the pre-registered level: a primary endpoint is supported when its paired t-test and its two-sided sign-flip
+#: test are both below it after Holm's adjustment over the method's primary endpoints
 PRIMARY_ALPHA = 0.05
+#: the power at which a "not detected" endpoint's minimal detectable effect is stated
+MDE_POWER = 0.8
 LINKER_AS_NER = "linker as NER (the linker's spans, KG type → label fitted on train)"
 BEST_CONSTANT = "best constant predictor (best single label on dev; all-O for NER)"
+MEMORISATION = (
+    "memorisation (the training split: its mention strings with their majority type, leftmost-longest match; "
+    "pairs: the nearest training pair's label by bigram Jaccard)"
+)
 
 
 def cell(counts: np.ndarray, metric: str, seeds: int, degenerate: list[bool] | None = None) -> dict:
@@ -103,7 +122,7 @@ def _cells_by_task(rows, budget, cells) -> dict[str, dict[str, list[dict]]]:
                 continue
             ordered = []
             for seed in budget.seeds:
-                for finetune_seed in budget.finetune_seeds:
+                for finetune_seed in budget.finetune_seeds_of(seed):
                     found = index.get((row.name, seed, task, finetune_seed))
                     if found is None:
                         raise RuntimeError(
@@ -119,6 +138,45 @@ def _cells_by_task(rows, budget, cells) -> dict[str, dict[str, list[dict]]]:
                     ordered.append(found)
             tasks.setdefault(task, {})[row.name] = ordered
     return tasks
+
+
+def _memorisation(spec, train, test_examples) -> float | None:
+    """The memorisation baseline's test score (:mod:`kgplm.evaluation.baselines`); ``None`` for a task kind
+    it does not cover."""
+    from kgplm.evaluation.baselines import memorisation_ner, nearest_pair_labels
+    from kgplm.evaluation.statistics import example_counts
+
+    if spec.kind == "ner":
+        return float(memorisation_ner(train, test_examples)["f1"])
+    if spec.kind != "pair" or spec.metric not in ("accuracy", "macro_f1"):
+        return None
+    gold = [example.label for example in test_examples]
+    labels = sorted({e.label for e in train} | set(gold)) if spec.metric == "macro_f1" else None
+    predicted = nearest_pair_labels(train, test_examples)
+    return float(metric_from_counts(spec.metric, example_counts(spec.metric, gold, predicted, labels=labels).sum(0)))
+
+
+def population(budget) -> str:
+    """What the table's seed-level p-values generalise over: the continued-pre-training seeds, at one base,
+    one set of fine-tuning seeds and the stated training subsets — and what they do not."""
+    subsets = ", ".join(
+        f"{task} {'all' if limit is None else limit} training examples" for task, (limit, *_) in budget.tasks.items()
+    )
+    start = (
+        "one base encoder per family (trained once, seed 0)"
+        if budget.protocol == "continued"
+        else "random initialisation"
+    )
+    return (
+        f"the p-values generalise over continued-pre-training seeds (here {list(budget.seeds)}) from {start}, at "
+        + (
+            "fine-tuning seed equal to the pre-training seed"
+            if budget.paired_finetune_seeds
+            else f"fine-tuning seed(s) {list(budget.finetune_seeds)}"
+        )
+        + f" on fixed training subsets ({subsets}) and one "
+        "test set each; not over bases, fine-tuning seeds, training subsets or the papers' full-scale models"
+    )
 
 
 def _check_versions(rows, cells) -> None:
@@ -215,6 +273,7 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
                     "finetune_seed": c["finetune_seed"],
                     "dev": c["dev"]["score"],
                     "constant": c["dev"]["constant"],
+                    "reasons": c["dev"].get("reasons") or ["dev does not beat the best constant predictor's"],
                 }
                 for c in row_cells
                 if c["dev"]["degenerate"]
@@ -241,10 +300,11 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
             baselines[table].setdefault("chance (uniform random training label)", {})[column] = float(
                 metric_from_counts(metric, reference["chance"].sum(1)).mean()
             )
-        if measured.get("link") is not None and spec.kind == "ner":  # issue 26.5: the linked spans alone
+        if measured.get("link") is not None and spec.kind == "ner":  # the linked spans alone
             baselines[table].setdefault(LINKER_AS_NER, {})[column] = float(
                 linker_as_ner(splits["train"], test_examples, measured["link"])["f1"]
             )
+        baselines[table].setdefault(MEMORISATION, {})[column] = _memorisation(spec, splits["train"], test_examples)
 
     if measured["probe"] is not None:
         _intrinsic(measured, tables, baselines, notes, add)
@@ -262,6 +322,8 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
     commits = sorted({c["commit"] for c in measured["cells"]})
     return {
         "title": "Does the knowledge help? The replication table",
+        "protocol_file": PROTOCOL_FILE,
+        "population": population(budget),
         "smoke": budget.smoke,
         "commit": commit,
         "cell_commits": commits,
@@ -301,9 +363,11 @@ def _seed_tests(row_cell: dict, against_cell: dict) -> dict:
     method, comparator = row_cell["per_seed"], against_cell["per_seed"]
     if len(method) != len(comparator):
         raise RuntimeError(f"paired seed-level test: {len(method)} seeds against {len(comparator)}")
+    differences = np.subtract(method, comparator)
     entry = {
-        "difference": float(np.mean(np.subtract(method, comparator))),
+        "difference": float(np.mean(differences)),
         "n": len(method),
+        "sd_differences": float(np.std(differences, ddof=1)) if len(method) >= 2 else None,
         "p_t": None,
         "p_permutation": None,
         "t": None,
@@ -354,11 +418,7 @@ def compare(rows, tables, column_tasks, counts_by_column, metric_by_column, resa
                 entry["test_sampling_interval"] = [bootstrap.low, bootstrap.high]
             endpoint = endpoints.get(column_tasks.get(column)) if row.role == "method" else None
             if endpoint is not None:
-                entry.update(
-                    endpoint=f"{endpoint.task} {endpoint.metric}",
-                    direction=endpoint.direction,
-                    status=_primary_status(entry, endpoint.direction),
-                )
+                entry.update(endpoint=f"{endpoint.task} {endpoint.metric}", direction=endpoint.direction)
                 family["primary"].append(entry)
             else:
                 family["secondary"].append(entry)
@@ -367,12 +427,31 @@ def compare(rows, tables, column_tasks, counts_by_column, metric_by_column, resa
         family["missing_endpoints"] = sorted(
             f"{e.task} {e.metric}" for e in study(method).primary_endpoints if e.task not in measured
         )
+        _decide_primary(family["primary"])
         secondary = family["secondary"]
-        for name in ("p_t", "p_permutation"):
-            tested = [entry for entry in secondary if entry[name] is not None]
-            for entry, adjusted in zip(tested, holm([entry[name] for entry in tested])):
-                entry[f"{name}_holm"] = adjusted
+        tested = [entry for entry in secondary if entry["p_t"] is not None]
+        for entry, adjusted in zip(tested, holm([entry["p_t"] for entry in tested])):
+            entry["p_t_holm"] = adjusted
     return families
+
+
+def _decide_primary(entries: list[dict]) -> None:
+    """Holm-adjust each test's p over the method's tested primary endpoints, then each endpoint's status."""
+    tested = [
+        entry
+        for entry in entries
+        if entry["n"] >= MIN_PRIMARY_SEEDS and not entry["degenerate"] and entry["p_t"] is not None
+    ]
+    for name in ("p_t", "p_permutation"):
+        for entry, adjusted in zip(tested, holm([entry[name] for entry in tested]) if tested else []):
+            entry[f"{name}_holm"] = adjusted
+    for entry in entries:
+        entry["corrected_over"] = len(tested)
+        if entry in tested and entry["sd_differences"] is not None:
+            entry["minimal_detectable_effect"] = minimal_detectable_effect(
+                entry["sd_differences"], entry["n"], alpha=PRIMARY_ALPHA / len(tested), power=MDE_POWER
+            )
+        entry["status"] = _primary_status(entry, entry["direction"])
 
 
 def _primary_status(entry: dict, direction: str) -> str:
@@ -381,13 +460,14 @@ def _primary_status(entry: dict, direction: str) -> str:
     if entry["degenerate"]:
         return f"not tested: {entry['degenerate']} degenerate runs (†) in the method or its control"
     favourable = entry["difference"] > 0 if direction == "higher" else entry["difference"] < 0
-    if entry["p_t"] < PRIMARY_ALPHA:
-        return (
-            f"supported (p (t) < {PRIMARY_ALPHA}, in the claimed direction)"
-            if favourable
-            else f"contradicted (p (t) < {PRIMARY_ALPHA}, against the claimed direction)"
-        )
-    return f"not supported (p (t) ≥ {PRIMARY_ALPHA})"
+    both = entry["p_t_holm"] < PRIMARY_ALPHA and entry["p_permutation_holm"] < PRIMARY_ALPHA
+    rule = f"p (t) and p (sign-flip) both < {PRIMARY_ALPHA} after Holm over {entry['corrected_over']} endpoint(s)"
+    if both:
+        return f"supported ({rule}, in the claimed direction)" if favourable else f"contradicted ({rule}, against it)"
+    effect = entry.get("minimal_detectable_effect")
+    return f"not detected (not {rule}); minimal detectable effect at {MDE_POWER:.0%} power: " + (
+        "—" if effect is None else f"{100 * effect:.1f}"
+    )
 
 
 # -- Markdown ------------------------------------------------------------------------------------------------
@@ -427,18 +507,21 @@ TABLE_TITLES = {
 
 PROTOCOL = (
     "Cells: mean ± half-width of the 95% Student-t interval over the pre-training seeds (fine-tuning seeds "
-    "averaged within each). † k/N: k of the cell's N fine-tuned runs do not beat the best constant predictor on "
-    "dev (degenerate: they learnt nothing the label distribution does not give). Comparisons are paired by "
-    "pre-training seed: δ is the mean per-seed difference (row − the row it is compared with); p (t) is a paired "
-    "t-test and p (perm) an exact sign-flip permutation test over the per-seed differences (with n seeds the "
-    "smallest p (perm) is 2/2ⁿ: 0.25 for 3 seeds, 0.0625 for 5). These p-values count training variance; they "
-    "say nothing about the papers' full-scale numbers. The test-sampling interval is the 95% paired-bootstrap "
-    "interval of δ over test examples for these runs (test-set noise only, not evidence across seeds). Primary "
-    "endpoints are pre-registered in the registry (the method vs its control), tested unadjusted and only with "
-    f"≥ {MIN_PRIMARY_SEEDS} seeds, decided by p (t) < {PRIMARY_ALPHA} in the claimed direction (p (perm) beside it "
-    "checks the t-test's normality assumption: with 5 seeds it cannot go below 0.0625); every other comparison of a method's family (the method vs its control on "
-    "other columns; each ablation and “− knowledge at fine-tuning” vs the method) is secondary, with Holm-adjusted "
-    "p-values over the family beside the raw ones (`kgplm/evaluation/statistics.py`). Baseline rows are in italics."
+    "averaged within each). † k/N: k of the cell's N fine-tuned runs are degenerate on dev: they do not beat the "
+    "best constant predictor, or chance, or (classification) their Cohen's κ is ≤ 0 "
+    "(`kgplm/evaluation/degenerate.py`). Comparisons are paired by pre-training seed: δ is the mean per-seed "
+    "difference (row − the row it is compared with); p (t) is a two-sided paired t-test and p (sign-flip) an exact "
+    "two-sided sign-flip permutation test over the per-seed differences — a second test that needs no normality, "
+    "whose smallest value with n seeds is 2/2ⁿ (0.031 for 6 seeds). The test-sampling interval is the 95% "
+    "paired-bootstrap interval of δ over test examples for these runs (test-set noise only, not evidence across "
+    f"seeds). Primary endpoints are pre-registered (the method vs its control), tested only with ≥ "
+    f"{MIN_PRIMARY_SEEDS} seeds and no degenerate run; both p-values are Holm-adjusted over the method's primary "
+    f"endpoints, and an endpoint is supported only when both adjusted p-values are < {PRIMARY_ALPHA} in the claimed "
+    "direction. Otherwise it is “not detected”, with its minimal detectable effect: the δ the t-test would detect "
+    f"with {MDE_POWER:.0%} power at level α/m given the observed SD of the per-seed differences — a smaller "
+    "effect is not ruled out. Every other comparison of a method's family (the method vs its control on other "
+    "columns; each ablation, attribution row and “− knowledge at fine-tuning” vs the row it names) is secondary, its "
+    "p (t) Holm-adjusted over the family (`kgplm/evaluation/statistics.py`). Baseline rows are in italics."
 )
 
 
@@ -467,6 +550,11 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
         f"Budget: {result['budget_text']}.",
         "",
     ]
+    if result.get("protocol_file"):
+        lines += [
+            f"Protocol: `{result['protocol_file']}` (committed before the study's first cell); {result['population']}.",
+            "",
+        ]
     if result.get("bases"):
         lines += [
             "Bases (protocol continued): " + ", ".join(sorted(result["bases"])) + "; each base's recipe, the "
@@ -498,13 +586,15 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
         lines.append("")
     degenerate = result["degenerate_runs"]
     lines += [
-        f"† {len(degenerate)} of {result['fine_tuned_runs']} fine-tuned runs do not beat the best constant "
-        "predictor on dev"
+        f"† {len(degenerate)} of {result['fine_tuned_runs']} fine-tuned runs are degenerate on dev (they do not "
+        "beat the best constant predictor or chance, or their κ ≤ 0)"
         + (
             ": "
             + "; ".join(
                 f"{d['row']} / {d['column']} (seed {d['seed']}, fine-tuning seed {d['finetune_seed']}: dev "
-                f"{_value(d['dev'])} ≤ {_value(d['constant'])})"
+                f"{_value(d['dev'])}, constant {_value(d['constant'])}; "
+                + ", ".join(d.get("reasons") or ["does not beat the constant"])
+                + ")"
                 for d in degenerate[:30]
             )
             + ("; …" if len(degenerate) > 30 else "")
@@ -519,25 +609,30 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
         lines += [
             "Primary endpoints (pre-registered; the method vs its fair control):",
             "",
-            "| endpoint | δ | n seeds | p (t) | p (perm) | test-sampling interval of δ | status |",
-            "|---|---:|---:|---:|---:|---:|---|",
+            "| endpoint | δ | n seeds | p (t) | p (sign-flip) | Holm p (t) | Holm p (sign-flip) | minimal detectable "
+            "effect | test-sampling interval of δ | status |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for entry in family["primary"]:
             interval = entry.get("test_sampling_interval")
+            effect = entry.get("minimal_detectable_effect")
             lines.append(
                 f"| {entry['endpoint']} ({entry['direction']} is better) | {_signed(entry['difference'])} | "
-                f"{entry['n']} | {_p(entry['p_t'])} | {_p(entry['p_permutation'])} | "
+                f"{entry['n']} | {_p(entry['p_t'])} | {_p(entry['p_permutation'])} | {_p(entry.get('p_t_holm'))} | "
+                f"{_p(entry.get('p_permutation_holm'))} | {'—' if effect is None else f'{100 * effect:.1f}'} | "
                 + (f"[{_signed(interval[0])}, {_signed(interval[1])}]" if interval else "—")
                 + f" | {entry['status']} |"
             )
         for missing in family.get("missing_endpoints", []):
-            lines.append(f"| {missing} | — | — | — | — | — | not measured: the task is not among this run's |")
+            lines.append(
+                f"| {missing} | — | — | — | — | — | — | — | — | not measured: the task is not among this run's |"
+            )
         lines += [
             "",
-            f"Secondary comparisons ({len(family['secondary'])} in the family; Holm-adjusted within it):",
+            f"Secondary comparisons ({len(family['secondary'])} in the family; p (t) Holm-adjusted within it):",
             "",
-            "| row | compared with | column | δ | n | p (t) | Holm | p (perm) | Holm | † |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+            "| row | compared with | column | δ | n | p (t) | Holm | p (sign-flip) | † |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|",
         ]
         for entry in family["secondary"]:
             against = (
@@ -548,8 +643,7 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
             lines.append(
                 f"| {entry['row']} | {against} | {entry['column']} | {_signed(entry['difference'])} | "
                 f"{entry['n']} | {_p(entry['p_t'])} | {_p(entry.get('p_t_holm'))} | "
-                f"{_p(entry['p_permutation'])} | {_p(entry.get('p_permutation_holm'))} | "
-                f"{entry['degenerate'] or ''} |"
+                f"{_p(entry['p_permutation'])} | {entry['degenerate'] or ''} |"
             )
         lines.append("")
     notes = result["notes"]

@@ -65,8 +65,10 @@ from pathlib import Path
 import _shared  # noqa: E402,F401  (puts benchmarks/ on the path: _data, _runs)
 from _data import SHARED, cmekg_store, mixed_corpus  # noqa: E402
 from _table import MIN_PRIMARY_SEEDS  # noqa: E402
-from graph_controls import shuffle_links  # noqa: E402
+from graph_controls import shuffle_links, shuffle_links_within_types  # noqa: E402
 from study import study, studied  # noqa: E402
+
+from kgplm.exceptions import ConfigurationError  # noqa: E402
 
 logger = logging.getLogger("replicate")
 ROOT = Path(__file__).resolve().parent
@@ -81,6 +83,8 @@ class Budget:
     steps: int = 400
     batch_size: int = 16
     learning_rate: float = 1e-3
+    #: continued pre-training's warm-up (``kgplm.train(warmup_steps=)``; ``None``: kgplm's default)
+    warmup_steps: int | None = None
     encoder: dict = field(
         default_factory=lambda: {
             "hidden_size": 128,
@@ -99,15 +103,20 @@ class Budget:
     kg_epochs: int = 2
     seeds: tuple[int, ...] = (0, 1, 2)
     finetune_seeds: tuple[int, ...] = (0, 1)
+    #: True: pre-training seed s is fine-tuned once, with fine-tuning seed s (``finetune_seeds`` unused), so
+    #: a row without pre-training (the base fine-tuned) still varies with the seed it is paired by
+    paired_finetune_seeds: bool = False
     #: task: [max train examples, epochs] or [max train examples, epochs, learning rate] (without one: the
     #: ``finetune_learning_rate``); measured on the bases with ``experiments/finetune_budget.py``
     #: (2026-11-25, fine-tuning seed 0 on the two bases: cMedQQ 2000 × 3 at 2e-3 reached dev 55.7 vs constant 50.4,
     #: at 5e-4 and 5e-3 it stayed constant; cMedQANER 800 × 4 reached 11.0 at 5e-4 and 0.0 at 2e-3; CHIP-STS
     #: learnt on the MLM base at 2000 × 3, 2e-3 (dev 46.9 vs 33.6) and on the ELECTRA base at none of 2000–4000 ×
-    #: 2–3, 1e-3–5e-3: experiments/results/finetune_budget.jsonl)
+    #: 2–3, 1e-3–5e-3: experiments/results/finetune_budget.jsonl). NER fine-tunes on its full training split
+    #: (cMedQANER: 1,673 documents); its epochs and rate are read off the base's dev curve by
+    #: ``experiments/finetune_protocol.py`` and recorded in the study's protocol file before any row runs.
     tasks: dict = field(
         default_factory=lambda: {
-            "cmedqaner": [800, 4],
+            "cmedqaner": [None, 4],
             "cehrner": [None, 4],
             "cmedqq": [2000, 3, 2e-3],
             "chip-sts": [2000, 3, 2e-3],
@@ -129,6 +138,10 @@ class Budget:
     base_steps: int = 2000
     base_batch_size: int = 32
     base_learning_rate: float = 5e-4
+
+    def finetune_seeds_of(self, seed: int) -> tuple[int, ...]:
+        """The fine-tuning seeds of pre-training seed ``seed``: ``(seed,)`` when paired, else ``finetune_seeds``."""
+        return (seed,) if self.paired_finetune_seeds else tuple(self.finetune_seeds)
 
     def task_budget(self, task: str) -> tuple[int | None, int, float]:
         """(max train examples, epochs, learning rate) of fine-tuning on ``task``."""
@@ -158,8 +171,9 @@ class Budget:
             f"{self.max_length}, an in-domain WordPiece vocabulary of {self.vocab_size}, on {self.facts} CMeKG "
             f"facts written as sentences + {self.dialogues} medical dialogues; KG embeddings "
             f"{self.kg_method or 'of each method'} (dim {self.entity_dim}, {self.kg_epochs} epochs); "
-            f"pre-training seeds {list(self.seeds)}, fine-tuning seeds {list(self.finetune_seeds)} "
-            f"(lr {self.finetune_learning_rate:g}, batch {self.finetune_batch_size}, max length "
+            f"pre-training seeds {list(self.seeds)}, fine-tuning seeds "
+            + ("equal to the pre-training seed " if self.paired_finetune_seeds else f"{list(self.finetune_seeds)} ")
+            + f"(lr {self.finetune_learning_rate:g}, batch {self.finetune_batch_size}, max length "
             f"{self.finetune_max_length}; "
             + ", ".join(
                 f"{task} {limit or 'all'} train examples × {epochs} epochs"
@@ -417,14 +431,25 @@ def gazetteer_table(work: Path, budget: Budget, method: str, shared_name: str) -
     return str(RunDirectory(work / shared_name).embeddings_dir(budget.kg_method or get(method).kg_embedding))
 
 
+#: ``graph_shuffle`` → the graph control that builds a row's ``knowledge_graph`` (:mod:`graph_controls`)
+GRAPH_SHUFFLES = {"all": shuffle_links, "within_types": shuffle_links_within_types}
+
+
 def train_arguments(shared: Shared, options) -> dict:
     """The ``kgplm.train`` arguments of a row's ``train_options``: ``graph_shuffle_seed`` becomes
-    ``knowledge_graph``, the shared store with its links shuffled (:func:`graph_controls.shuffle_links`);
-    every other option is passed as it is."""
+    ``knowledge_graph``, the shared store with its links shuffled by the control ``graph_shuffle`` names
+    (:data:`GRAPH_SHUFFLES`: ``"all"``, the default, a derangement across all entities,
+    :func:`graph_controls.shuffle_links`; ``"within_types"``, a derangement within each entity type,
+    :func:`graph_controls.shuffle_links_within_types`); every other option is passed as it is."""
     arguments = dict(options)
     seed = arguments.pop("graph_shuffle_seed", None)
+    kind = arguments.pop("graph_shuffle", None)
+    if kind is not None and kind not in GRAPH_SHUFFLES:
+        raise ConfigurationError(f"train option graph_shuffle={kind!r}: expected one of {sorted(GRAPH_SHUFFLES)}")
+    if kind is not None and seed is None:
+        raise ConfigurationError(f"train option graph_shuffle={kind!r} needs a graph_shuffle_seed beside it")
     if seed is not None:
-        arguments["knowledge_graph"] = shuffle_links(shared.store, seed)
+        arguments["knowledge_graph"] = GRAPH_SHUFFLES[kind or "all"](shared.store, seed)
     return arguments
 
 
@@ -459,8 +484,13 @@ class Shared:
 
 
 #: The shared KG artefacts' settings beside the corpus file, which is named by facts and dialogues (PEPR's
-#: neighbours, mode and seed are fixed in :func:`shared_inputs`).
+#: neighbours, mode and seed are :data:`PEPR_SETTINGS`, keyed in every cell).
 SHARED_FIELDS = ("vocab_size", "kg_method", "entity_dim", "kg_epochs")
+
+
+#: PEPR's settings for the shared neighbour table (and a shuffled-graph row's own); ``seed`` is the shared
+#: stages' seed (PEPR's sampling and the KG embeddings)
+PEPR_SETTINGS = {"num_neighbors": 10, "pepr_mode": "fast", "seed": 0}
 
 
 def shared_key(budget: Budget, corpus_name: str | None = None) -> dict:
@@ -498,9 +528,7 @@ def shared_inputs(work: Path, budget: Budget, rows: Sequence[Row]) -> Shared:
         "vocab_size": budget.vocab_size,
         "neighbor_table": None,
         "kg_embeddings": None,
-        "num_neighbors": 10,
-        "pepr_mode": "fast",
-        "seed": 0,
+        **PEPR_SETTINGS,
         "kg_method": budget.kg_method or own_kind,
         "entity_dim": budget.entity_dim,
         "kg_epochs": budget.kg_epochs,
@@ -586,7 +614,7 @@ def prepopulate(shared: Shared, budget: Budget, pretraining: Pretraining, run_di
 
     spec, run = get(pretraining.method), RunDirectory(run_dir)
     if pretraining.train_options:  # e.g. a shuffled graph: the run builds its own KG artefacts and corpus
-        return {"pepr_mode": "fast", "num_neighbors": 10}  # as shared_inputs builds the shared table
+        return {name: PEPR_SETTINGS[name] for name in ("pepr_mode", "num_neighbors")}  # as the shared table
     arguments = {}
     if spec.needs("neighbor_table"):
         arguments["neighbor_table"] = str(shared.kg.neighbor_table_path)
@@ -607,6 +635,7 @@ PRETRAINING_FIELDS = (
     "steps",
     "batch_size",
     "learning_rate",
+    "warmup_steps",
     "encoder",
     "max_length",
     "vocab_size",
@@ -862,6 +891,7 @@ def pretrain(
         max_steps=budget.steps,
         batch_size=budget.batch_size,
         learning_rate=budget.learning_rate,
+        warmup_steps=budget.warmup_steps,
         log_every=max(1, budget.steps // 20),
         checkpoint_every=budget.steps,
         max_length=budget.max_length,
@@ -1019,7 +1049,7 @@ def similarity_sets_for(work: Path, shared: Shared, budget: Budget, corpus_lines
 
 # -- cells ------------------------------------------------------------------------------------------------
 #: Budget fields that change no cached run or cell, only which cells are read or how they are summarised.
-TABLE_FIELDS = ("seeds", "finetune_seeds", "bootstrap_resamples", "smoke")
+TABLE_FIELDS = ("seeds", "finetune_seeds", "paired_finetune_seeds", "bootstrap_resamples", "smoke")
 #: Budget fields of the pre-trained models' own measurements (similarity sets, probe), cached in ``--work``.
 INTRINSIC_FIELDS = ("similarity_queries", "similarity_pool", "probes")
 
@@ -1036,10 +1066,112 @@ def run_directory_name(budget: Budget) -> str:
     return f"{'smoke' if budget.smoke else 'run'}-{key_hash(run_key(budget))}"
 
 
+def _plain(value):
+    """A JSON value for a cell key: numbers, strings, booleans and ``None`` as they are, anything else its repr."""
+    return value if value is None or isinstance(value, (str, int, float, bool)) else repr(value)
+
+
+def linker_settings() -> dict:
+    """The entity linker's configuration (its constructor's defaults, which every linked corpus and fine-tuning
+    lookup of the study uses: no row passes ``linking=``), read from the code so a changed default changes
+    every cell key."""
+    import inspect
+
+    from kgplm.text.linking import EntityLinker
+
+    return {
+        name: _plain(parameter.default)
+        for name, parameter in inspect.signature(EntityLinker.__init__).parameters.items()
+        if name not in ("self", "store") and parameter.default is not inspect.Parameter.empty
+    }
+
+
+def _field_default(settings_class, name: str):
+    return next(field.default for field in dataclasses.fields(settings_class) if field.name == name)
+
+
+def optimisation_settings(budget: Budget, pretraining: Pretraining, task: str) -> dict:
+    """Every optimisation setting a cell's numbers depend on, the budget's and kgplm's defaults the runner does
+    not pass (read from the code): pre-training's learning rate, warm-up, weight decay, gradient clipping,
+    accumulation, the method's loss weights (its configuration's ``*_weight`` defaults, overridden by the
+    row's ``model_options``), batch and steps, the base's; fine-tuning's learning rate, warm-up ratio,
+    weight decay, clipping, patience, batch and epochs."""
+    import inspect
+
+    import kgplm
+    from kgplm.methods import get
+    from kgplm.finetuning.loop import FineTuneSettings
+    from kgplm.training.trainer import TrainerSettings
+
+    train = inspect.signature(kgplm.train).parameters
+    fine = inspect.signature(kgplm.finetune).parameters
+    configuration = inspect.signature(get(pretraining.method).config_class.__init__).parameters
+    loss_weights = {
+        name: _plain(parameter.default) for name, parameter in configuration.items() if name.endswith("_weight")
+    }
+    loss_weights.update({name: _plain(v) for name, v in pretraining.model_options if name.endswith("_weight")})
+    _, epochs, learning_rate = budget.task_budget(task)
+    return {
+        "pretraining": {
+            "learning_rate": budget.learning_rate,
+            "warmup_steps": budget.warmup_steps if budget.warmup_steps is not None else train["warmup_steps"].default,
+            "weight_decay": train["weight_decay"].default,
+            "max_grad_norm": _field_default(TrainerSettings, "max_grad_norm"),
+            "gradient_accumulation_steps": train["gradient_accumulation_steps"].default,
+            "loss_weights": loss_weights,
+            "batch_size": budget.batch_size,
+            "steps": budget.steps,
+        },
+        "base": {
+            "learning_rate": budget.base_learning_rate,
+            "batch_size": budget.base_batch_size,
+            "steps": budget.base_steps,
+        },
+        "finetuning": {
+            "learning_rate": learning_rate,
+            "warmup_ratio": fine["warmup_ratio"].default,
+            "weight_decay": fine["weight_decay"].default,
+            "max_grad_norm": _field_default(FineTuneSettings, "max_grad_norm"),
+            "patience": _plain(fine["patience"].default),
+            "batch_size": budget.finetune_batch_size,
+            "epochs": epochs,
+        },
+    }
+
+
+def data_digests(task: str) -> dict:
+    """SHA-256 of the data a cell reads: the task's files (those present under the shared tasks root), the
+    CMeKG source and the pre-training corpus source (:func:`_cells.tree_sha256`)."""
+    from _cells import file_sha256, tree_sha256
+
+    from kgplm.evaluation.tasks import get_task
+
+    root = SHARED / "tasks"
+    files = {
+        split: file_sha256(root / relative)
+        for split, relative in sorted(get_task(task).files.items())
+        if (root / relative).is_file()
+    }
+    trees = {"kg": SHARED / "kg" / "cmekg", "corpus": SHARED / "corpus"}
+    return {"task": files, **{name: tree_sha256(path) if path.is_dir() else None for name, path in trees.items()}}
+
+
 def cell_job(
-    budget: Budget, row: Row, seed: int, task: str, finetune_seed: int, shared_name: str, pretrained: Path | None = None
+    budget: Budget,
+    row: Row,
+    seed: int,
+    task: str,
+    finetune_seed: int,
+    shared_name: str,
+    pretrained: Path | None = None,
+    *,
+    base_weights_sha256: str | None = None,
+    data: dict | None = None,
 ) -> "CellJob":  # noqa: F821  (imported below, from experiments/_cells.py)
-    """The cell (row, pre-training seed, task, fine-tuning seed): its key holds every setting it depends on."""
+    """The cell (row, pre-training seed, task, fine-tuning seed): its key holds every setting it depends on —
+    the pre-training and fine-tuning keys, PEPR's settings (:data:`PEPR_SETTINGS`), the linker's
+    (:func:`linker_settings`), the optimisation settings (:func:`optimisation_settings`), the data's digests
+    (``data``, default :func:`data_digests`) and the base encoder's weights' SHA-256 (protocol continued)."""
     from _cells import CellJob
 
     versions = results_versions(row)
@@ -1051,6 +1183,11 @@ def cell_job(
         "pretraining": pretraining_key(budget, row.pretraining, seed, shared_name),
         "finetuning": fine,
         "results_versions": versions,
+        "pepr": dict(PEPR_SETTINGS),
+        "linker": linker_settings(),
+        "optimisation": optimisation_settings(budget, row.pretraining, task),
+        "data": data_digests(task) if data is None else data,
+        "base_weights_sha256": base_weights_sha256,
     }
     return CellJob(
         row.name,
@@ -1104,7 +1241,7 @@ def _init_cell_worker(work: str, budget: dict, device: str, threads: int | None)
 def compute_cell(job) -> dict:
     """Fine-tune the job's pre-trained model and return the cell's measurements: test outcomes and the dev
     score beside the best constant predictor's (a run that does not beat it is ``degenerate``)."""
-    from _outcomes import best_constant
+    from _outcomes import best_constant, chance_score, dev_kappa
 
     from kgplm.evaluation.tasks import load_task
 
@@ -1123,21 +1260,40 @@ def compute_cell(job) -> dict:
     results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
     splits = load_task(job.task, SHARED / "tasks")
     by_id = {example.id: example for example in splits["dev"]}
-    constant = best_constant(job.task, splits["train"], [by_id[i] for i in results["example_ids"]["dev"]])
-    return {"outcomes": outcomes, "dev": dev_record(float(results["dev"]["main"]), constant)}
+    dev = [by_id[i] for i in results["example_ids"]["dev"]]
+    constant = best_constant(job.task, splits["train"], dev)
+    return {
+        "outcomes": outcomes,
+        "dev": dev_record(
+            float(results["dev"]["main"]),
+            constant,
+            chance=chance_score(job.task, splits["train"], dev),
+            kappa=dev_kappa(directory, job.task, SHARED / "tasks", device=device),
+        ),
+    }
 
 
-#: a dev score within this of the best constant predictor's does not beat it
+#: a dev score within this of the best constant predictor's (or chance) does not beat it
 DEGENERATE_TOLERANCE = 1e-9
 
 
-def dev_record(dev_score: float, constant: dict) -> dict:
-    """A run's dev score beside the best constant predictor's; ``degenerate`` when it does not beat it."""
+def dev_record(dev_score: float, constant: dict, *, chance: float | None = None, kappa: float | None = None) -> dict:
+    """A run's dev score beside the best constant predictor's, chance and its dev Cohen's κ; ``degenerate``
+    by :func:`kgplm.evaluation.degenerate.degenerate_reasons` (it does not beat the constant or chance, or
+    its κ ≤ 0), ``reasons`` saying why."""
+    from kgplm.evaluation.degenerate import degenerate_reasons
+
+    reasons = degenerate_reasons(
+        dev_score, constant=constant["score"], chance=chance, kappa=kappa, tolerance=DEGENERATE_TOLERANCE
+    )
     return {
         "score": dev_score,
         "constant": constant["score"],
         "constant_prediction": constant["prediction"],
-        "degenerate": bool(dev_score <= constant["score"] + DEGENERATE_TOLERANCE),
+        "chance": chance,
+        "kappa": kappa,
+        "degenerate": bool(reasons),
+        "reasons": reasons,
     }
 
 
@@ -1268,6 +1424,10 @@ def run_all(
     timings = {"shared inputs": time.perf_counter() - started}
     bases = pretrain_bases(work, shared, budget, rows, device, jobs, threads)
     timings["bases"] = time.perf_counter() - started - sum(timings.values())
+    from _cells import file_sha256
+
+    base_digests = {family: file_sha256(path / "model" / "model.safetensors") for family, path in bases.items()}
+    digests = {task: data_digests(task) for task in budget.tasks}
 
     runs: dict[Pretraining, list[Path]] = {}
     cells, own = [], {}
@@ -1282,11 +1442,21 @@ def run_all(
         timings["pre-training"] += time.perf_counter() - mark
         mark = time.perf_counter()
         seed_jobs = [
-            cell_job(budget, row, seed, task, finetune_seed, shared.kg.path.name, runs[row.pretraining][-1])
+            cell_job(
+                budget,
+                row,
+                seed,
+                task,
+                finetune_seed,
+                shared.kg.path.name,
+                runs[row.pretraining][-1],
+                base_weights_sha256=base_digests.get(base_family(row.pretraining.method)),
+                data=digests[task],
+            )
             for row in rows
             for task in budget.tasks
             if row.fine_tunes(task)
-            for finetune_seed in budget.finetune_seeds
+            for finetune_seed in budget.finetune_seeds_of(seed)
         ]
         missing = sum(not job.path(cells_root).is_file() for job in seed_jobs)
         cells += run_cells(
@@ -1432,6 +1602,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int)
     parser.add_argument("--seeds", type=int, nargs="+", help="pre-training seeds (≥ 3 for a table that counts)")
     parser.add_argument("--finetune-seeds", type=int, nargs="+")
+    parser.add_argument(
+        "--paired-finetune-seeds",
+        action="store_true",
+        help="fine-tune pre-training seed s once, with fine-tuning seed s (--finetune-seeds unused)",
+    )
     parser.add_argument("--facts", type=int)
     parser.add_argument("--dialogues", type=int)
     parser.add_argument(
@@ -1511,6 +1686,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         overrides["seeds"] = tuple(args.seeds)
     if args.finetune_seeds:
         overrides["finetune_seeds"] = tuple(args.finetune_seeds)
+    if args.paired_finetune_seeds:
+        overrides["paired_finetune_seeds"] = True
     if args.protocol:
         overrides["protocol"] = args.protocol
     if args.base_steps:

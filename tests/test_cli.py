@@ -211,7 +211,7 @@ def test_kg_embed_takes_learning_rate_and_the_deprecated_lr_warns_and_trains_ali
     common = ["kg", "embed", "--store", str(toy), "--dim", "8", "--epochs", "2", "--batch-size", "8"]
 
     def trained(name: str, *rate: str) -> KGEmbeddings:
-        assert main([*common, "--out", str(tmp_path / name), *rate]) == 0
+        assert main([*common, "--output-dir", str(tmp_path / name), *rate]) == 0
         return KGEmbeddings.load(tmp_path / name)
 
     default, new = trained("default"), trained("new", "--learning-rate", "0.05")
@@ -221,7 +221,7 @@ def test_kg_embed_takes_learning_rate_and_the_deprecated_lr_warns_and_trains_ali
     assert torch.equal(old.entity_embeddings, new.entity_embeddings) and old.config == new.config
     assert not torch.equal(new.entity_embeddings, default.entity_embeddings)
     capsys.readouterr()
-    assert main([*common, "--out", str(tmp_path / "both"), "--lr", "0.05", "--learning-rate", "0.05"]) == 2
+    assert main([*common, "--output-dir", str(tmp_path / "both"), "--lr", "0.05", "--learning-rate", "0.05"]) == 2
     assert "'--lr' (deprecated) and '--learning-rate'" in capsys.readouterr().err
     assert not (tmp_path / "both").exists()
     with pytest.raises(SystemExit):

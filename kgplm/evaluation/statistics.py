@@ -18,6 +18,15 @@ Seed-level tests (:func:`paired_t_test`, :func:`sign_flip_test`)
       the smallest two-sided p is 2 / 2^n (n = 5: 0.0625, n = 3: 0.25), so fewer than 6 seeds can
       never reach p < 0.05 with it.
 
+Minimal detectable effect (:func:`minimal_detectable_effect`)
+    The smallest true mean difference δ that the two-sided paired t-test at level α detects with
+    probability ``power`` (80 % by default), given n seeds and the standard deviation s of the
+    per-seed differences: the δ solving P(|T| > t_{1−α/2, n−1}) = power, where T follows the
+    non-central t distribution with n − 1 degrees of freedom and non-centrality δ√n / s (Cohen
+    1988, *Statistical Power Analysis*, ch. 2; the computation of G*Power's and statsmodels'
+    ``TTestPower``). With the observed s in place of the true one it is an estimate: it says how
+    large a gain this design could have seen, not that a smaller one is absent.
+
 Holm's step-down adjustment (:func:`holm`)
     Holm (1979), *A simple sequentially rejective multiple test procedure*: sort the m p-values,
     p_(1) ≤ … ≤ p_(m); adjusted p_(i) = min(1, max_{j ≤ i} (m − j + 1) · p_(j)). Rejecting where
@@ -83,6 +92,7 @@ __all__ = [
     "paired_t_test",
     "sign_flip_test",
     "holm",
+    "minimal_detectable_effect",
     "MAX_EXACT_FLIPS",
 ]
 
@@ -322,3 +332,35 @@ def holm(p_values: Sequence[float]) -> list[float]:
     adjusted = np.empty(m)
     adjusted[order] = adjusted_sorted
     return adjusted.tolist()
+
+
+def minimal_detectable_effect(sd: float, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest mean per-seed difference the two-sided paired t-test at level ``alpha`` detects with
+    probability ``power``, for ``n`` seeds whose differences have standard deviation ``sd`` (module
+    docstring). ``sd`` 0 gives 0 (every non-zero constant difference is detected)."""
+    from scipy.optimize import brentq
+    from scipy.stats import nct
+    from scipy.stats import t as student_t
+
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        raise ConfigurationError(f"minimal_detectable_effect: n must be an integer number of seeds ≥ 2, got {n!r}")
+    if not (math.isfinite(sd) and sd >= 0):
+        raise ConfigurationError(f"minimal_detectable_effect: sd must be a finite number ≥ 0, got {sd!r}")
+    if not (0 < alpha < 1 and alpha < power < 1):
+        raise ConfigurationError(
+            f"minimal_detectable_effect: need 0 < alpha < power < 1, got alpha {alpha!r}, power {power!r}"
+        )
+    if sd == 0:
+        return 0.0
+    freedom = n - 1
+    critical = float(student_t.ppf(1 - alpha / 2, freedom))
+
+    def shortfall(standardised: float) -> float:
+        noncentrality = standardised * math.sqrt(n)
+        detected = nct.sf(critical, freedom, noncentrality) + nct.cdf(-critical, freedom, noncentrality)
+        return float(detected) - power
+
+    upper = 1.0
+    while shortfall(upper) < 0:
+        upper *= 2
+    return float(brentq(shortfall, 0.0, upper, xtol=1e-12)) * sd

@@ -155,3 +155,35 @@ def test_holm_equals_a_hand_computation():
     assert holm([0.6, 0.7]) == [1.0, 1.0] and holm([]) == []
     with pytest.raises(ConfigurationError, match="p-values"):
         holm([0.5, 1.5])
+
+
+def test_minimal_detectable_effect_has_80_percent_power_by_simulation():
+    # independent of the non-central t: simulate the paired t-test at the computed effect and count rejections
+    from scipy.stats import ttest_1samp
+
+    from kgplm.evaluation.statistics import minimal_detectable_effect
+
+    rng = np.random.default_rng(0)
+    for n, sd in ((6, 0.04), (10, 2.5)):
+        effect = minimal_detectable_effect(sd, n)
+        draws = rng.normal(effect, sd, size=(200_000, n))
+        rejected = ttest_1samp(draws, 0.0, axis=1).pvalue < 0.05
+        assert abs(rejected.mean() - 0.8) < 0.005, (n, rejected.mean())
+
+
+def test_minimal_detectable_effect_against_hand_values():
+    from scipy.stats import norm
+
+    from kgplm.evaluation.statistics import minimal_detectable_effect
+
+    # G*Power / statsmodels TTestPower, two-sided α 0.05, power 0.8: dz = 0.996 at n = 10, 0.660 at n = 20
+    assert minimal_detectable_effect(1.0, 10) == pytest.approx(0.9960, abs=5e-4)
+    assert minimal_detectable_effect(1.0, 20) == pytest.approx(0.6604, abs=5e-4)
+    # linear in the SD; above the normal approximation (z_{0.975} + z_{0.8}) s / √n, which ignores t's tails
+    assert minimal_detectable_effect(3.0, 6) == pytest.approx(3 * minimal_detectable_effect(1.0, 6))
+    assert minimal_detectable_effect(1.0, 6) > (norm.ppf(0.975) + norm.ppf(0.8)) / np.sqrt(6)
+    assert minimal_detectable_effect(0.0, 6) == 0.0
+    with pytest.raises(ConfigurationError, match="n must be"):
+        minimal_detectable_effect(1.0, 1)
+    with pytest.raises(ConfigurationError, match="sd must be"):
+        minimal_detectable_effect(float("nan"), 6)

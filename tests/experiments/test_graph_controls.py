@@ -54,3 +54,41 @@ def test_shuffled_links_are_seeded(tmp_path):
     assert _triples(reloaded) == _triples(shuffle_links(store, 1)) and reloaded.derived_from == {
         "shuffled_links": {"seed": 1}
     }
+
+
+def test_type_preserving_shuffle_keeps_every_type_and_moves_every_link():
+    from graph_controls import derangement_within_types, shuffle_links_within_types
+
+    store = KGStore.from_rdf(TOY_GRAPH, show_progress=False)
+    types = store.primary_type_ids()
+    permutation = derangement_within_types(types, 3)
+    assert sorted(permutation.tolist()) == list(range(store.num_entities))
+    assert (types[permutation] == types).all()  # every entity's links go to an entity of its own type
+    group_sizes = {int(t): int((types == t).sum()) for t in np.unique(types)}
+    alone = np.asarray([group_sizes[int(t)] == 1 for t in types])
+    assert alone.sum() == 1  # the toy graph's one untyped entity: documented to keep its links
+    assert (permutation[~alone] != np.flatnonzero(~alone)).all() and (permutation[alone] == np.flatnonzero(alone)).all()
+
+    shuffled = shuffle_links_within_types(store, 3)
+    assert _triples(shuffled) == {(int(permutation[h]), r, int(permutation[t])) for h, r, t in _triples(store)}
+    for h, _, t in _triples(store):  # every endpoint of every link moved, unless it is alone in its type
+        assert alone[h] or permutation[h] != h
+        assert alone[t] or permutation[t] != t
+        assert store.entity_type(int(permutation[h])) == store.entity_type(h)
+        assert store.entity_type(int(permutation[t])) == store.entity_type(t)
+    assert (shuffled.primary_type_ids() == types).all()
+    assert shuffled.derived_from == {"shuffled_links_within_types": {"seed": 3, "fixed_entities": 1}}
+    # seeded: the same seed gives the same store, another seed another
+    assert _triples(shuffle_links_within_types(store, 3)) == _triples(shuffled)
+    assert _triples(shuffle_links_within_types(store, 4)) != _triples(shuffled)
+
+
+def test_within_type_derangement_on_a_hand_made_typing():
+    from graph_controls import derangement_within_types
+
+    types = np.asarray([0, 1, 0, 1, 0, 2, -1, -1])
+    permutation = derangement_within_types(types, 0)
+    assert (types[permutation] == types).all()
+    assert permutation[5] == 5  # type 2 has one member
+    assert all(permutation[i] != i for i in (0, 1, 2, 3, 4, 6, 7))
+    assert (derangement_within_types(types, 0) == permutation).all()

@@ -164,6 +164,7 @@ CHANGED = {
     "steps": 800,
     "batch_size": 32,
     "learning_rate": 5e-4,
+    "warmup_steps": 40,
     "encoder": {"hidden_size": 64},
     "max_length": 64,
     "vocab_size": 4000,
@@ -174,6 +175,7 @@ CHANGED = {
     "kg_epochs": 3,
     "seeds": (5,),
     "finetune_seeds": (5,),
+    "paired_finetune_seeds": True,
     "tasks": {"cmedqq": [100, 2]},
     "max_eval_examples": 50,
     "finetune_learning_rate": 1e-4,
@@ -226,6 +228,104 @@ def test_every_setting_that_changes_a_result_changes_a_cache_or_cell_key():
     shorter = dataclasses.replace(budget, max_length=64)
     assert replicate.corpus_key(shorter, True, False) != replicate.corpus_key(budget, True, False)
     assert "max_length" in replicate.corpus_key(budget, False, False)
+
+
+DATA = {"task": {"train": "1" * 64, "dev": "2" * 64, "test": "3" * 64}, "kg": "4" * 64, "corpus": "5" * 64}
+
+
+def test_cell_keys_change_with_each_newly_keyed_setting_and_not_with_a_cosmetic_one(monkeypatch):
+    import kgplm
+    from kgplm.methods.smedbert.configuration import SmedbertConfig
+    from kgplm.text import linking
+    from kgplm.training import finetuning, trainer
+
+    budget = replicate.Budget()
+    row = replicate.Row("smedbert", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
+
+    def key(*, sha="a" * 64, data=DATA, pretrained=None):
+        job = replicate.cell_job(budget, row, 0, "cmedqaner", 0, "s", pretrained, base_weights_sha256=sha, data=data)
+        return replicate.key_hash(job.key)
+
+    original = key()
+    assert key(sha="b" * 64) != original  # the base's weights
+    for name in ("kg", "corpus"):  # the data's content
+        assert key(data={**DATA, name: "9" * 64}) != original
+    assert key(data={**DATA, "task": {**DATA["task"], "dev": "9" * 64}}) != original
+    assert key(pretrained=Path("/elsewhere")) == original  # where the model lies is no part of what it is
+    true_train = kgplm.train
+
+    def changed(monkeypatched) -> bool:
+        with monkeypatch.context() as patch:
+            monkeypatched(patch)
+            return key() != original
+
+    assert changed(lambda patch: patch.setitem(replicate.PEPR_SETTINGS, "num_neighbors", 5))
+    assert changed(lambda patch: patch.setitem(replicate.PEPR_SETTINGS, "pepr_mode", "exact"))
+
+    class Linker(linking.EntityLinker):
+        def __init__(self, store=None, *, min_length: int = 3, **options):
+            super().__init__(store, min_length=min_length, **options)
+
+    assert changed(lambda patch: patch.setattr(linking, "EntityLinker", Linker))
+
+    @dataclasses.dataclass(frozen=True)
+    class Clipped(trainer.TrainerSettings):
+        max_grad_norm: float = 0.5
+
+    @dataclasses.dataclass
+    class FineClipped(finetuning.FineTuneSettings):
+        max_grad_norm: float = 0.5
+
+    assert changed(lambda patch: patch.setattr(trainer, "TrainerSettings", Clipped))
+    assert changed(lambda patch: patch.setattr(finetuning, "FineTuneSettings", FineClipped))
+
+    def train(method, *, warmup_steps=None, weight_decay=0.1, gradient_accumulation_steps=1, log_every=10):
+        return true_train
+
+    def cosmetic_train(method, *, warmup_steps=None, weight_decay=0.01, gradient_accumulation_steps=1, log_every=99):
+        return true_train
+
+    def finetune(*, warmup_ratio=0.2, weight_decay=0.01, patience="auto"):
+        return None
+
+    assert changed(lambda patch: patch.setattr(kgplm, "train", train))  # weight decay
+    assert changed(lambda patch: patch.setattr(kgplm, "finetune", finetune))  # warm-up ratio
+    assert not changed(lambda patch: patch.setattr(kgplm, "train", cosmetic_train))  # how often it logs
+
+    def weighted(self, mnem_weight: float = 3.0, mmem_weight: float = 4.0, **options):
+        pass
+
+    assert changed(lambda patch: patch.setattr(SmedbertConfig, "__init__", weighted))  # a loss weight
+    keyed = replicate.cell_job(budget, row, 0, "cmedqaner", 0, "s", base_weights_sha256="a" * 64, data=DATA).key
+    assert keyed["optimisation"]["pretraining"]["loss_weights"] == {"mnem_weight": 2.0, "mmem_weight": 4.0}
+    assert keyed["optimisation"]["finetuning"]["max_grad_norm"] == 1.0 and keyed["linker"]["min_length"] == 2
+    json.dumps(keyed)  # a cell's key is written as JSON
+
+
+def test_a_graph_shuffle_option_picks_the_graph_control():
+    from graph_controls import derangement_within_types
+
+    from kgplm import KGStore
+
+    store = KGStore.from_rdf(Path(__file__).resolve().parents[2] / "graphs" / "toy_medical.ttl", show_progress=False)
+    shared = SimpleNamespace(store=store)
+    within = replicate.train_arguments(shared, (("graph_shuffle", "within_types"), ("graph_shuffle_seed", 2)))
+    assert within["knowledge_graph"].derived_from["shuffled_links_within_types"]["seed"] == 2
+    permutation = derangement_within_types(store.primary_type_ids(), 2)
+    triples = np.asarray(store.triples)
+    expected = {(int(permutation[h]), int(r), int(permutation[t])) for h, r, t in triples}
+    assert set(map(tuple, np.asarray(within["knowledge_graph"].triples).tolist())) == expected
+    assert (
+        "shuffled_links"
+        in replicate.train_arguments(shared, (("graph_shuffle_seed", 2),))["knowledge_graph"].derived_from
+    )
+    assert replicate.train_arguments(shared, (("mention_spans", True),)) == {"mention_spans": True}
+    from kgplm.exceptions import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="graph_shuffle='types'"):
+        replicate.train_arguments(shared, (("graph_shuffle", "types"), ("graph_shuffle_seed", 2)))
+    with pytest.raises(ConfigurationError, match="needs a graph_shuffle_seed"):
+        replicate.train_arguments(shared, (("graph_shuffle", "within_types"),))
 
 
 def test_a_task_may_have_its_own_fine_tuning_learning_rate():
@@ -389,11 +489,13 @@ def test_aggregation_by_hand():
     assert varied_entry["p_t_holm"] == pytest.approx(min(1.0, 5 * reference.pvalue))
     assert secondary[("m − twin", "cMedQQ acc")]["p_t_holm"] == 0.0
     assert secondary[("m", "similarity D1 Acc@1")]["p_t_holm"] == 1.0
-    assert varied_entry["p_permutation_holm"] == 1.0  # permutation p 0.25, 0.25, 1, 1, 1, 1: 6·0.25 > 1
+    assert "p_permutation_holm" not in varied_entry  # the secondary sign-flip p is printed raw
 
     baselines = result["baselines"]["secondary"]
     assert baselines[_table.BEST_CONSTANT]["cMedQQ acc"] == 0.75  # "1" for every test pair
     assert baselines["chance (uniform random training label)"]["cMedQQ acc"] == pytest.approx(0.5, abs=0.05)
+    # every pair reads ("a", "b"): all training pairs overlap equally, the first ("1") is the nearest
+    assert baselines[_table.MEMORISATION]["cMedQQ acc"] == 0.75
     pretrained = result["tables"]["pre-trained"]["cells"]
     assert pretrained["m"]["probe hard seen"]["mean"] == 1.0 and pretrained["m"]["probe hard unseen"]["mean"] == 0.0
     assert pretrained["m"]["probe easy"]["mean"] == 0.5
@@ -406,12 +508,11 @@ def test_aggregation_by_hand():
     markdown = render_markdown(result)
     assert "| **m** | 100.0 ± 0.0 |" in markdown
     assert "| c | 0.0 ± 0.0 †1/6 |" in markdown  # the degenerate run is flagged in its cell
-    assert (
-        "† 1 of 30 fine-tuned runs do not beat the best constant predictor on dev: c / cMedQQ acc (seed 1" in markdown
-    )
+    assert "† 1 of 30 fine-tuned runs are degenerate on dev" in markdown and "c / cMedQQ acc (seed 1" in markdown
     assert f"| *{_table.BEST_CONSTANT}* | 75.0 |" in markdown
     assert (
-        "| cmedqq accuracy (higher is better) | +100.0 | 3 | <0.001 | 0.250 | [+100.0, +100.0] | not tested" in markdown
+        "| cmedqq accuracy (higher is better) | +100.0 | 3 | <0.001 | 0.250 | — | — | — | [+100.0, +100.0] | not tested"
+        in markdown
     )
     assert "### Evidence: smedbert" in markdown and "`commit-0`, `commit-1`, `commit-2`" in markdown
     assert markdown.startswith("## ") and "\n### Secondary table" in markdown
@@ -421,25 +522,120 @@ def test_aggregation_by_hand():
     assert updated == f"intro\n{replicate.README_MARKERS[0]}\n| new |\n{replicate.README_MARKERS[1]}\nrest\n"
 
 
-def test_a_primary_endpoint_with_five_seeds_is_tested():
-    seeds = (0, 1, 2, 3, 4)
+def _primary(method, control, seeds):
     budget = dataclasses.replace(
         replicate.Budget(), seeds=seeds, finetune_seeds=(0,), tasks={"cmedqq": [None, 1]}, bootstrap_resamples=50
     )
     method_row = replicate.Row("m", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
     control_row = replicate.Row("c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert")
-    method = [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 0]]  # 1, .75, 1, 1, .75
-    control = [[0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]]  # 0, .25, 0, .25, 0
     cells = _cells("m", "cmedqq", method, seeds, (0,)) + _cells("c", "cmedqq", control, seeds, (0,))
     test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
     result = aggregate(
         [method_row, control_row], budget, _measured(cells, test, test), commit="abc", device="cpu", seconds=0.0
     )
     [primary] = result["families"]["smedbert"]["primary"]
-    assert primary["n"] == 5 and primary["p_permutation"] == 2 / 32  # exact: the smallest two-sided p with 5 seeds
-    assert primary["p_t"] < 0.05 and primary["status"].startswith("supported")
+    return result, primary
+
+
+def test_a_primary_endpoint_is_supported_when_the_t_test_and_the_sign_flip_agree():
+    seeds = (0, 1, 2, 3, 4, 5)
+    method = [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 1]]
+    control = [[0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0]]
+    result, primary = _primary(method, control, seeds)
+    assert primary["n"] == 6 and primary["p_permutation"] == 2 / 64  # exact: the smallest two-sided p with 6 seeds
+    assert primary["p_t"] < 0.05 and primary["corrected_over"] == 1  # one endpoint in the table: Holm is identity
+    assert primary["p_t_holm"] == primary["p_t"] and primary["status"].startswith("supported")
     assert result["families"]["smedbert"]["missing_endpoints"] == ["cmedqaner entity_f1"]  # not among the tasks run
-    assert "| cmedqaner entity_f1 | — |" in render_markdown(result)
+    markdown = render_markdown(result)
+    assert "| cmedqaner entity_f1 | — |" in markdown
+    assert f"Protocol: `{_table.PROTOCOL_FILE}`" in markdown and "continued-pre-training seeds" in markdown
+    assert "generalise over continued-pre-training seeds (here [0, 1, 2, 3, 4, 5])" in result["population"]
+    assert "fine-tuning seed(s) [0]" in result["population"] and "cmedqq all training examples" in result["population"]
+
+
+def test_a_t_test_alone_is_not_detected_and_prints_its_minimal_detectable_effect():
+    from scipy.stats import ttest_rel
+
+    from kgplm.evaluation.statistics import minimal_detectable_effect
+
+    seeds = (0, 1, 2, 3, 4, 5)
+    # per-seed differences +0.5 five times and −0.25 once: t-test p ≈ 0.03, sign-flip 4/64 = 0.0625
+    method = [[1, 1, 1, 0]] * 5 + [[1, 0, 0, 0]]
+    control = [[1, 0, 0, 0]] * 5 + [[1, 1, 0, 0]]
+    result, primary = _primary(method, control, seeds)
+    differences = [0.5] * 5 + [-0.25]
+    assert primary["p_t"] == pytest.approx(ttest_rel([0.75] * 5 + [0.25], [0.25] * 5 + [0.5]).pvalue)
+    assert primary["p_t"] < 0.05 and primary["p_permutation"] == 4 / 64
+    effect = minimal_detectable_effect(float(np.std(differences, ddof=1)), 6)
+    assert primary["minimal_detectable_effect"] == pytest.approx(effect)
+    assert primary["status"].startswith("not detected") and f"{100 * effect:.1f}" in primary["status"]
+    assert f"| {100 * effect:.1f} |" in render_markdown(result)
+    # five seeds: below the pre-registered minimum, not tested at all
+    _, five = _primary(method[:5], control[:5], seeds[:5])
+    assert five["status"].startswith("not tested: 5 pre-training seeds")
+
+
+def test_paired_fine_tuning_seeds_read_seed_s_fine_tuned_with_seed_s():
+    seeds = (0, 1, 2, 3, 4, 5)
+    budget = dataclasses.replace(
+        replicate.Budget(),
+        seeds=seeds,
+        finetune_seeds=(0, 1),
+        paired_finetune_seeds=True,
+        tasks={"cmedqq": [None, 1]},
+        bootstrap_resamples=20,
+    )
+    assert budget.finetune_seeds_of(3) == (3,) and "fine-tuning seeds equal to the pre-training seed" in (
+        budget.describe()
+    )
+    row = replicate.Row("r", "reference", replicate.Pretraining("mlm", "bert"))
+    cells = _cells("r", "cmedqq", [[1, 0, 0, 0]] * 6, seeds, (0,))
+    for cell in cells:
+        cell["finetune_seed"] = cell["seed"]
+    test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
+    result = aggregate([row], budget, _measured(cells, test, test), commit="abc", device="cpu", seconds=0.0)
+    assert result["tables"]["secondary"]["cells"]["r"]["cMedQQ acc"]["per_seed"] == [0.25] * 6
+    assert "fine-tuning seed equal to the pre-training seed" in result["population"]
+    with pytest.raises(RuntimeError, match="fine-tuning seed 0"):  # unpaired, the table wants seed 0 for every s
+        aggregate(
+            [row],
+            dataclasses.replace(budget, paired_finetune_seeds=False, finetune_seeds=(0,)),
+            _measured(cells, test, test),
+            commit="abc",
+            device="cpu",
+            seconds=0.0,
+        )
+
+
+def test_holm_over_two_primary_endpoints_needs_both_tests_below_alpha_after_adjustment():
+    entries = [
+        {
+            "n": 6,
+            "degenerate": 0,
+            "p_t": 0.01,
+            "p_permutation": 2 / 64,
+            "sd_differences": 0.1,
+            "difference": 0.3,
+            "direction": "higher",
+        },
+        {
+            "n": 6,
+            "degenerate": 0,
+            "p_t": 0.02,
+            "p_permutation": 2 / 64,
+            "sd_differences": 0.1,
+            "difference": 0.3,
+            "direction": "higher",
+        },
+    ]
+    _table._decide_primary(entries)
+    # Holm over 2: sign-flip 2/64 → 0.0625 for both; t 0.02, 0.02 — the sign-flip blocks "supported"
+    assert [e["p_permutation_holm"] for e in entries] == pytest.approx([0.0625, 0.0625])
+    assert [e["p_t_holm"] for e in entries] == pytest.approx([0.02, 0.02])
+    assert all(e["status"].startswith("not detected") for e in entries)
+    from kgplm.evaluation.statistics import minimal_detectable_effect
+
+    assert entries[0]["minimal_detectable_effect"] == pytest.approx(minimal_detectable_effect(0.1, 6, alpha=0.025))
 
 
 def test_a_constant_prediction_run_is_flagged():
@@ -459,6 +655,12 @@ def test_a_constant_prediction_run_is_flagged():
     assert replicate.dev_record(dev_score(["1"] * 5), constant)["degenerate"] is True  # one class for every pair
     assert replicate.dev_record(dev_score(["0"] * 5), constant)["degenerate"] is True
     assert replicate.dev_record(dev_score(["1", "0", "1", "1", "1"]), constant)["degenerate"] is False
+    # above the constant, but not above chance, or with κ ≤ 0: degenerate too, saying why
+    record = replicate.dev_record(0.62, constant, chance=0.65, kappa=0.1)
+    assert record["degenerate"] and record["reasons"] == ["dev 0.6200 does not beat chance 0.6500"]
+    record = replicate.dev_record(0.7, constant, chance=0.5, kappa=-0.02)
+    assert record["degenerate"] and record["reasons"] == ["dev Cohen's kappa -0.0200 <= 0"]
+    assert not replicate.dev_record(0.7, constant, chance=0.5, kappa=0.2)["degenerate"]
     ner = [SpanExample("n0", "糖尿病患者", ((0, 3, "dis"),))]
     assert best_constant("cmedqaner", ner, ner) == {"score": 0.0, "prediction": "no entity (all-O)"}
     assert replicate.dev_record(0.0, best_constant("cmedqaner", ner, ner))["degenerate"] is True

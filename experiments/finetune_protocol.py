@@ -1,0 +1,222 @@
+"""The fine-tuning budget of a study version, measured on a family's base before any row runs.
+
+For a family's base encoder (``--family mlm``: the MLM + SOP base every SMedBERT/KeBioLM/EMBERT row
+continues from, found as ``experiments/replicate.py`` finds it) and one task (``--task``, default
+cMedQANER on its full training split), one fine-tuning per learning rate of a small grid
+(``--learning-rates``), each for ``--epochs`` epochs without early stopping (patience = epochs), so
+each run's history is the base's learning curve at that rate: the dev score after every epoch.
+Every run is written to ``experiments/results/protocol/<family>-<task>-grid.jsonl`` the moment it
+finishes (model, its weights' SHA-256, rate, curve, best epoch, its test score, CPU and wall
+seconds, commit); a run already there is skipped, so a stopped grid resumes.
+
+:func:`choose` then reads the protocol's rule off the runs: the learning rate whose curve reaches the
+highest dev score (ties: the smaller rate), and the budget, the first epoch of that curve whose dev
+score is within ``tolerance`` (0.5 points ×100) of the curve's best — where dev stops improving. The
+choice goes to ``<family>-<task>-choice.json`` and is what the protocol file records; the same
+budget and rate then serve every row of the family.
+
+    .venv/bin/python experiments/finetune_protocol.py [--family mlm --task cmedqaner \\
+        --learning-rates 2e-4 5e-4 1e-3 2e-3 --epochs 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import _shared  # noqa: E402,F401  (puts benchmarks/ on the path: _data, _runs)
+from _runs import code_version  # noqa: E402
+
+from kgplm.exceptions import ArtifactError, ConfigurationError  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+logger = logging.getLogger("replicate")
+#: a family's knowledge methods whose rows continue from its base (which rows' shared inputs find it)
+FAMILY_METHOD = {"mlm": "smedbert", "electra": "ehealth"}
+#: an epoch whose dev score is within this of its curve's best counts as "no longer improving" (F1 as a fraction)
+TOLERANCE = 0.005
+
+
+def base_directory(work: Path, family: str) -> Path:
+    """The family's base as ``replicate.py`` caches it under ``work`` (built by ``replicate.py --bases-only``);
+    a base not built yet raises :class:`ArtifactError` saying how to build it."""
+    import replicate
+
+    if family not in FAMILY_METHOD:
+        raise ConfigurationError(f"family {family!r}: expected one of {sorted(FAMILY_METHOD)}")
+    budget = replicate.Budget()
+    rows = replicate.plan_rows([FAMILY_METHOD[family]], primary=True)
+    shared = replicate.shared_inputs(work, budget, rows)
+    key = replicate.base_key(budget, family, shared.kg.path.name)
+    directory, done = replicate.cached_directory(work / "base", family, key)
+    if not done:
+        raise ArtifactError(
+            f"{directory}: the {family} base is not built; run experiments/replicate.py --bases-only "
+            f"--methods {FAMILY_METHOD[family]} --primary first"
+        )
+    return directory
+
+
+def choose(runs: Sequence[dict], tolerance: float = TOLERANCE) -> dict:
+    """The learning rate and epoch budget the runs give (module docstring): ``{"learning_rate", "epochs",
+    "best_dev", "dev_at_budget", "curve"}``; ``curve``: the chosen rate's dev score per epoch."""
+    if not runs:
+        raise ConfigurationError("choose: no grid runs to choose from")
+    best = min(runs, key=lambda run: (-max(point["dev"] for point in run["curve"]), run["learning_rate"]))
+    curve = [point["dev"] for point in best["curve"]]
+    peak = max(curve)
+    epochs = next(index + 1 for index, dev in enumerate(curve) if dev >= peak - tolerance)
+    return {
+        "learning_rate": best["learning_rate"],
+        "epochs": epochs,
+        "best_dev": peak,
+        "dev_at_budget": curve[epochs - 1],
+        "curve": curve,
+        "tolerance": tolerance,
+    }
+
+
+def read_records(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def append_record(path: Path, record: dict) -> None:
+    """Append one line: the whole file is rewritten under a temporary name and renamed over it."""
+    lines = path.read_text(encoding="utf-8") if path.is_file() else ""
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(lines + json.dumps(record) + "\n", encoding="utf-8")
+    temporary.replace(path)
+
+
+def grid_run(work: Path, base: Path, task: str, learning_rate: float, epochs: int, device: str) -> dict:
+    """One fine-tuning of ``base`` at ``learning_rate`` for ``epochs`` epochs, no early stop; its curve."""
+    import replicate
+    from _cells import file_sha256
+    from _outcomes import best_constant
+
+    import kgplm
+    from kgplm.evaluation.tasks import load_task
+
+    budget = replicate.Budget()
+    output = work / "protocol" / f"{base.name}-{task}-lr{learning_rate:g}-e{epochs}"
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = kgplm.finetune(
+        model=base,
+        task=task,
+        data_dir=replicate.SHARED / "tasks",
+        output_dir=output,
+        epochs=epochs,
+        batch_size=budget.finetune_batch_size,
+        learning_rate=learning_rate,
+        patience=epochs,
+        max_length=budget.finetune_max_length,
+        max_train_examples=None,
+        seed=0,
+        device=device,
+        progress=False,
+    )
+    splits = load_task(task, replicate.SHARED / "tasks")
+    results = json.loads((output / "results.json").read_text(encoding="utf-8"))
+    by_id = {example.id: example for example in splits["dev"]}
+    constant = best_constant(task, splits["train"], [by_id[i] for i in results["example_ids"]["dev"]])
+    curve = [
+        {"epoch": point["epoch"], "dev": float(point["dev_main"]), "train_loss": float(point["train_loss"])}
+        for point in result.history
+    ]
+    return {
+        "model": str(base),
+        "model_sha256": file_sha256(base / "model" / "model.safetensors"),
+        "task": task,
+        "train_examples": len(splits["train"]),
+        "learning_rate": learning_rate,
+        "epochs": epochs,
+        "batch_size": budget.finetune_batch_size,
+        "max_length": budget.finetune_max_length,
+        "finetune_seed": 0,
+        "curve": curve,
+        "best_epoch": max(curve, key=lambda point: point["dev"])["epoch"],
+        "test_at_best_epoch": float(result.test["main"]),
+        "dev_constant": constant["score"],
+        "wall_s": round(time.perf_counter() - wall, 1),
+        "cpu_s": round(time.process_time() - cpu, 1),
+        "commit": code_version(),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--family", default="mlm", choices=sorted(FAMILY_METHOD))
+    parser.add_argument("--task", default="cmedqaner")
+    parser.add_argument("--learning-rates", type=float, nargs="+", default=[2e-4, 5e-4, 1e-3, 2e-3])
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument(
+        "--model", type=Path, help="a base directory (default: the family's, as replicate.py builds it)"
+    )
+    parser.add_argument("--work", type=Path, default=HERE / ".cache" / "replicate")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "protocol")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    import torch
+
+    from _cells import file_sha256
+
+    torch.set_num_threads(args.threads)
+    base = args.model or base_directory(args.work, args.family)
+    digest = file_sha256(base / "model" / "model.safetensors")
+    args.out.mkdir(parents=True, exist_ok=True)
+    grid_path = args.out / f"{args.family}-{args.task}-grid.jsonl"
+    started = time.perf_counter()
+    for learning_rate in args.learning_rates:
+        done = [
+            run
+            for run in read_records(grid_path)
+            if (run["model_sha256"], run["task"], run["learning_rate"], run["epochs"])
+            == (digest, args.task, learning_rate, args.epochs)
+        ]
+        if done:
+            logger.info("lr %g: already in %s", learning_rate, grid_path)
+            continue
+        record = grid_run(args.work, base, args.task, learning_rate, args.epochs, args.device)
+        append_record(grid_path, record)
+        logger.info(
+            "lr %g: dev %s (best epoch %d) in %.0f s",
+            learning_rate,
+            " ".join(f"{100 * point['dev']:.1f}" for point in record["curve"]),
+            record["best_epoch"],
+            record["wall_s"],
+        )
+    runs = [
+        run
+        for run in read_records(grid_path)
+        if run["model_sha256"] == digest
+        and run["task"] == args.task
+        and run["epochs"] == args.epochs
+        and run["learning_rate"] in args.learning_rates
+    ]
+    choice = {
+        **choose(runs),
+        "family": args.family,
+        "task": args.task,
+        "model_sha256": digest,
+        "grid": sorted(run["learning_rate"] for run in runs),
+        "grid_epochs": args.epochs,
+        "wall_s_this_invocation": round(time.perf_counter() - started),
+        "commit": code_version(),
+    }
+    choice_path = args.out / f"{args.family}-{args.task}-choice.json"
+    temporary = choice_path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(choice, indent=1), encoding="utf-8")
+    temporary.replace(choice_path)
+    print(json.dumps(choice, indent=1))
+
+
+if __name__ == "__main__":
+    main()

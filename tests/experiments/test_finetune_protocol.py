@@ -1,0 +1,45 @@
+"""The fine-tuning protocol's rule: the rate whose curve peaks highest, the first epoch within tolerance of the peak."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
+
+import finetune_protocol  # noqa: E402
+
+from kgplm.exceptions import ConfigurationError  # noqa: E402
+
+
+def _run(rate, devs):
+    return {"learning_rate": rate, "curve": [{"epoch": i + 1, "dev": d} for i, d in enumerate(devs)]}
+
+
+def test_the_rule_by_hand():
+    runs = [
+        _run(5e-4, [0.10, 0.30, 0.40, 0.45, 0.46]),
+        _run(1e-3, [0.20, 0.50, 0.600, 0.612, 0.614, 0.615]),  # the highest peak
+        _run(2e-3, [0.0, 0.0, 0.0, 0.0, 0.0]),
+    ]
+    choice = finetune_protocol.choose(runs)
+    # peak 0.615; within 0.005 of it: 0.612 at epoch 4 is the first (0.600 at epoch 3 is 0.015 short)
+    assert (choice["learning_rate"], choice["epochs"]) == (1e-3, 4)
+    assert choice["best_dev"] == 0.615 and choice["dev_at_budget"] == 0.612
+    # a tie on the peak goes to the smaller rate; a wider tolerance stops earlier
+    tie = finetune_protocol.choose([_run(2e-3, [0.5, 0.6]), _run(1e-3, [0.6, 0.6])])
+    assert (tie["learning_rate"], tie["epochs"]) == (1e-3, 1)
+    assert finetune_protocol.choose(runs, tolerance=0.02)["epochs"] == 3
+    with pytest.raises(ConfigurationError, match="no grid runs"):
+        finetune_protocol.choose([])
+
+
+def test_runs_are_appended_and_read_back(tmp_path):
+    path = tmp_path / "grid.jsonl"
+    finetune_protocol.append_record(path, {"a": 1})
+    finetune_protocol.append_record(path, {"a": 2})
+    assert finetune_protocol.read_records(path) == [{"a": 1}, {"a": 2}]
+    assert not list(tmp_path.glob("*.tmp"))
+    assert finetune_protocol.read_records(tmp_path / "absent.jsonl") == []
