@@ -12,7 +12,8 @@ from kgplm.evaluation.tasks import get_task, load_task
 from kgplm.methods import get
 from kgplm.models import load_pretrained
 from kgplm.text.tokenization import load_tokenizer
-from kgplm.training.finetuning import TaskEncoder, predict
+from kgplm.finetuning.encoding import TaskEncoder
+from kgplm.finetuning.loop import predict
 from kgplm.training.run import locate_model
 from tests.test_api import toy_arguments, write_toy_corpus
 
