@@ -780,16 +780,3 @@ def documented(cls: type[Arguments]) -> type[Arguments]:
 
 for _arguments_class in (PretrainingArguments, FineTuningArguments, EvaluationArguments, PredictionArguments):
     documented(_arguments_class)
-
-
-def describe(cls: type) -> str:
-    """A Markdown table of ``cls``'s fields by group (name, default, documentation) for the docs."""
-    lines = []
-    for title, items in groups(cls).items():
-        lines += [f"**{title}**", "", "| field | flag | default | |", "|---|---|---|---|"]
-        for item in items:
-            default = "required" if _required(item) else repr(item.default)
-            text = item.metadata["help"].replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| `{item.name}` | `{flag(item.name)}` | `{default}` | {text} |")
-        lines.append("")
-    return "\n".join(lines)
