@@ -237,7 +237,8 @@ def test_cell_keys_change_with_each_newly_keyed_setting_and_not_with_a_cosmetic_
     import kgplm
     from kgplm.methods.smedbert.configuration import SmedbertConfig
     from kgplm.text import linking
-    from kgplm.training import finetuning, trainer
+    from kgplm.finetuning import loop as finetuning
+    from kgplm.training import trainer
 
     budget = replicate.Budget()
     row = replicate.Row("smedbert", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
