@@ -22,7 +22,7 @@ import os
 import time
 from pathlib import Path
 
-import _shared  # noqa: E402,F401  (puts benchmarks/ on the path: _data, _runs)
+from _shared import write_json  # noqa: E402
 from _runs import code_version  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -84,10 +84,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     record = measure(args.work, args.steps, args.device)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = args.out.with_suffix(".tmp")
-    temporary.write_text(json.dumps(record, indent=1), encoding="utf-8")
-    temporary.replace(args.out)
+    write_json(args.out, record)
     print(json.dumps(record, indent=1))
 
 

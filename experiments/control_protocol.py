@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import _shared  # noqa: E402,F401  (puts benchmarks/ on the path: _data, _runs)
+from _shared import write_json  # noqa: E402
 from _runs import code_version  # noqa: E402
 from finetune_protocol import append_record, read_records  # noqa: E402
 
@@ -130,10 +130,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "control": control.name,
         "commit": code_version(),
     }
-    out = args.out / f"{args.method}-control-choice.json"
-    temporary = out.with_suffix(".tmp")
-    temporary.write_text(json.dumps(choice, indent=1), encoding="utf-8")
-    temporary.replace(out)
+    write_json(args.out / f"{args.method}-control-choice.json", choice)
     print(json.dumps(choice, indent=1))
 
 

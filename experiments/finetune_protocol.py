@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import _shared  # noqa: E402,F401  (puts benchmarks/ on the path: _data, _runs)
+from _shared import write_json  # noqa: E402
 from _runs import code_version  # noqa: E402
 
 from kgplm.exceptions import ArtifactError, ConfigurationError  # noqa: E402
@@ -211,10 +211,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "wall_s_this_invocation": round(time.perf_counter() - started),
         "commit": code_version(),
     }
-    choice_path = args.out / f"{args.family}-{args.task}-choice.json"
-    temporary = choice_path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(choice, indent=1), encoding="utf-8")
-    temporary.replace(choice_path)
+    write_json(args.out / f"{args.family}-{args.task}-choice.json", choice)
     print(json.dumps(choice, indent=1))
 
 
