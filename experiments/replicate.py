@@ -68,7 +68,7 @@ from _table import MIN_PRIMARY_SEEDS  # noqa: E402
 from graph_controls import shuffle_links, shuffle_links_within_types  # noqa: E402
 from study import study, studied  # noqa: E402
 
-from kgplm.exceptions import ConfigurationError  # noqa: E402
+from kgplm.exceptions import ArtifactError, ConfigurationError  # noqa: E402
 
 logger = logging.getLogger("replicate")
 ROOT = Path(__file__).resolve().parent
@@ -663,6 +663,9 @@ BASE_FIELDS = (
 #: The base encoder of each family (protocol "continued"): what every row of the family continues from.
 BASE_RECIPES = {"mlm": ("mlm", None, {"use_sop": True}), "electra": ("electra", None, {})}
 BASE_SEED = 0
+#: torch and numba threads of every base's training: float sums depend on the thread count, so a base rebuilds
+#: bit for bit (its record's weights_sha256) only with the count it was first trained with
+BASE_THREADS = 2
 
 
 def base_family(method: str) -> str:
@@ -734,7 +737,8 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
     tokenizer, metrics; the weights are git-ignored) to the directory of that name, so a machine that has
     them continues from that base instead of training it again (its weights' SHA-256 is checked against
     the record).
-    The same recipe on the same code and CPU rebuilds the same weights."""
+    The same recipe on the same code and CPU rebuilds the same weights (always trained with
+    :data:`BASE_THREADS` threads, whatever ``--threads`` or ``OMP_NUM_THREADS`` say)."""
     import kgplm
 
     key = base_key(budget, family, shared.kg.path.name)
@@ -775,6 +779,7 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
         max_length=budget.max_length,
         seed=BASE_SEED,
         device=device,
+        num_threads=BASE_THREADS,
         progress=False,
         **cached,
     )
@@ -790,12 +795,10 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
         "resumed_from_step": resumed_from_step,
         "rebuild": "experiments/replicate.py builds it (pretrain_base) from this recipe; the same code on the same "
         "CPU gives the same weights_sha256",
+        "num_threads": BASE_THREADS,
         "curve": result.metrics,
     }
-    records.mkdir(parents=True, exist_ok=True)
-    temporary = record_path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
-    temporary.replace(record_path)
+    write_base_record(record_path, record)
     logger.info("base %s: %d steps in %.0f s, weights %s…", family, budget.base_steps, record["seconds"], digest[:12])
     mark_done(directory, key)
     _export_base(directory, committed)
@@ -816,6 +819,25 @@ def resumed_step(directory: Path) -> int:
 
 #: what a base directory needs to be continued from (``kgplm.train(init_from=...)``) and read back
 BASE_FILES = ("model", "tokenizer", "run_config.json", "metrics.jsonl")
+
+
+def write_base_record(record_path: Path, record: dict) -> None:
+    """Write a freshly trained base's record; a record already there for the same recipe is the registered
+    base every cell continues from, so weights that differ from it are refused (:class:`ArtifactError`)
+    rather than silently registered in its place."""
+    if record_path.is_file():
+        registered = json.loads(record_path.read_text(encoding="utf-8"))
+        if registered["weights_sha256"] != record["weights_sha256"]:
+            raise ArtifactError(
+                f"{record_path}: the rebuilt {record['family']} base has weights SHA-256 "
+                f"{record['weights_sha256']}, but the registered base's are {registered['weights_sha256']} "
+                f"(trained at commit {registered.get('commit')} with {registered.get('num_threads', 2)} threads); "
+                "rebuild with that code and thread count, or delete the record to register a new base"
+            )
+    record_path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = record_path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+    temporary.replace(record_path)
 
 
 def _sha256(path: Path) -> str:

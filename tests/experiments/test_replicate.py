@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from kgplm.exceptions import ArtifactError
 from kgplm.methods import get
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
@@ -865,6 +866,20 @@ def test_a_committed_base_is_restored_only_when_its_weights_match_the_record(tmp
     (committed / "model" / "model.safetensors").write_bytes(b"other weights")
     with pytest.raises(RuntimeError, match="SHA-256"):
         replicate._restore_base(committed, tmp_path / "third" / "base" / "mlm-x", record)
+
+
+def test_a_rebuilt_base_with_other_weights_does_not_replace_the_registered_record(tmp_path):
+    """A base rebuilt with another thread count (or code) has other weights: its record is refused, the
+    registered one stays as it was; the same weights write their record."""
+    record_path = tmp_path / "bases" / "mlm-x.json"
+    registered = {"family": "mlm", "weights_sha256": "a" * 64, "commit": "c0", "num_threads": 2}
+    replicate.write_base_record(record_path, registered)
+    before = record_path.read_bytes()
+    with pytest.raises(ArtifactError, match="registered base's are a{64}.*2 threads"):
+        replicate.write_base_record(record_path, {**registered, "weights_sha256": "b" * 64, "num_threads": 1})
+    assert record_path.read_bytes() == before
+    replicate.write_base_record(record_path, {**registered, "seconds": 5})
+    assert json.loads(record_path.read_text(encoding="utf-8"))["seconds"] == 5
 
 
 def test_a_base_records_the_step_it_resumed_from(tmp_path):
