@@ -798,10 +798,13 @@ def pretrain_base(work: Path, shared: Shared, budget: Budget, family: str, devic
         "num_threads": BASE_THREADS,
         "curve": result.metrics,
     }
-    write_base_record(record_path, record)
+    registered = write_base_record(record_path, record)
     logger.info("base %s: %d steps in %.0f s, weights %s…", family, budget.base_steps, record["seconds"], digest[:12])
     mark_done(directory, key)
-    _export_base(directory, committed)
+    if registered:
+        _export_base(directory, committed)
+    else:  # rebuilt bit for bit: the registered files stay; only the (git-ignored) weights join them
+        shutil.copy2(directory / "model" / "model.safetensors", committed / "model" / "model.safetensors")
     return directory
 
 
@@ -821,23 +824,27 @@ def resumed_step(directory: Path) -> int:
 BASE_FILES = ("model", "tokenizer", "run_config.json", "metrics.jsonl")
 
 
-def write_base_record(record_path: Path, record: dict) -> None:
-    """Write a freshly trained base's record; a record already there for the same recipe is the registered
-    base every cell continues from, so weights that differ from it are refused (:class:`ArtifactError`)
-    rather than silently registered in its place."""
+def write_base_record(record_path: Path, record: dict) -> bool:
+    """Register a freshly trained base: write its record and return True. A record already there for the
+    same recipe is the registered base every cell continues from: weights equal to it leave it as it is
+    (False: a rebuild), weights that differ are refused (:class:`ArtifactError`) rather than silently
+    registered in its place."""
     if record_path.is_file():
         registered = json.loads(record_path.read_text(encoding="utf-8"))
-        if registered["weights_sha256"] != record["weights_sha256"]:
-            raise ArtifactError(
-                f"{record_path}: the rebuilt {record['family']} base has weights SHA-256 "
-                f"{record['weights_sha256']}, but the registered base's are {registered['weights_sha256']} "
-                f"(trained at commit {registered.get('commit')} with {registered.get('num_threads', 2)} threads); "
-                "rebuild with that code and thread count, or delete the record to register a new base"
-            )
+        if registered["weights_sha256"] == record["weights_sha256"]:
+            logger.info("%s: rebuilt bit for bit; the registered record stays", record_path)
+            return False
+        raise ArtifactError(
+            f"{record_path}: the rebuilt {record['family']} base has weights SHA-256 "
+            f"{record['weights_sha256']}, but the registered base's are {registered['weights_sha256']} "
+            f"(trained at commit {registered.get('commit')} with {registered.get('num_threads', 2)} threads); "
+            "rebuild with that code and thread count, or delete the record to register a new base"
+        )
     record_path.parent.mkdir(parents=True, exist_ok=True)
     temporary = record_path.with_suffix(".tmp")
     temporary.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
     temporary.replace(record_path)
+    return True
 
 
 def _sha256(path: Path) -> str:

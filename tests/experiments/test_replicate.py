@@ -869,8 +869,8 @@ def test_a_committed_base_is_restored_only_when_its_weights_match_the_record(tmp
 
 
 def test_a_rebuilt_base_with_other_weights_does_not_replace_the_registered_record(tmp_path):
-    """A base rebuilt with another thread count (or code) has other weights: its record is refused, the
-    registered one stays as it was; the same weights write their record."""
+    """A base rebuilt with another thread count (or code) has other weights: they are refused and the
+    registered record stays as it was; a rebuild with the same weights leaves the record too."""
     record_path = tmp_path / "bases" / "mlm-x.json"
     registered = {"family": "mlm", "weights_sha256": "a" * 64, "commit": "c0", "num_threads": 2}
     replicate.write_base_record(record_path, registered)
@@ -878,8 +878,9 @@ def test_a_rebuilt_base_with_other_weights_does_not_replace_the_registered_recor
     with pytest.raises(ArtifactError, match="registered base's are a{64}.*2 threads"):
         replicate.write_base_record(record_path, {**registered, "weights_sha256": "b" * 64, "num_threads": 1})
     assert record_path.read_bytes() == before
-    replicate.write_base_record(record_path, {**registered, "seconds": 5})
-    assert json.loads(record_path.read_text(encoding="utf-8"))["seconds"] == 5
+    assert not replicate.write_base_record(record_path, {**registered, "seconds": 5, "commit": "c1"})
+    assert record_path.read_bytes() == before  # a rebuild bit for bit leaves the registration as it was
+    assert replicate.write_base_record(tmp_path / "bases" / "mlm-y.json", registered)
 
 
 def test_a_base_records_the_step_it_resumed_from(tmp_path):
