@@ -30,8 +30,10 @@ demo: $(VENV)/.installed-base
 	@echo "make demo: about 15 minutes on 2 busy CPU cores (CMeKG, PEPR, TransE, 300 SMedBERT steps)"
 	$(BIN)/kgplm demo
 
+# one pytest worker per core (at most 4: each loads the real graphs it tests), each test file whole in one worker
+TEST_WORKERS ?= auto
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
 
 docs: $(VENV)/.installed-dev
 	$(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html

@@ -22,12 +22,27 @@ def pytest_configure(config) -> None:
     global _SESSION_TEMP
     if _SESSION_TEMP is not None:
         return
+    _share_cores_among_workers()
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
     _SESSION_TEMP = Path(tempfile.mkdtemp(prefix="kgplm-tests-"))
     os.environ["TMPDIR"] = str(_SESSION_TEMP)
     tempfile.tempdir = str(_SESSION_TEMP)
     # the KG artefact cache of kgplm.train: never the user's own (each test gets its own below)
     os.environ["KGPLM_CACHE"] = str(_SESSION_TEMP / "kgplm-cache")
+
+
+def _share_cores_among_workers() -> None:
+    """In a pytest-xdist worker (``make test`` runs one per core), torch, numba and the subprocesses the tests
+    start use this worker's share of the cores (unless ``OMP_NUM_THREADS`` says otherwise): two workers of
+    two threads each on two cores wait on each other's threads and run several times slower. Runs before
+    torch or numba is imported, which read these variables when they load."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers <= 1 or "OMP_NUM_THREADS" in os.environ:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    share = str(max(1, cores // workers))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ[name] = share
 
 
 @pytest.fixture(autouse=True)

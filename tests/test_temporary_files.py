@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 _PROBE = """
@@ -21,9 +23,11 @@ def test_writes_where_tests_write(tmp_path, tmp_path_factory):
 """
 
 
-def test_a_passing_run_leaves_no_file_in_the_temp_folder(tmp_path):
-    """A test run with this suite's configuration and conftest, in a private temp folder: its tmp_path,
-    session folders and what code writes through ``tempfile`` are gone when the run passes."""
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "two workers"])
+def test_a_passing_run_leaves_no_file_in_the_temp_folder(tmp_path, workers):
+    """A test run with this suite's configuration and conftest, in a private temp folder, in one process
+    and in two pytest-xdist workers (as ``make test`` runs it): its tmp_path, session folders and what code
+    writes through ``tempfile`` are gone when the run passes."""
     temp = tmp_path / "temp"
     temp.mkdir()
     probe = tmp_path / "probe" / "test_probe.py"
@@ -45,6 +49,7 @@ def test_a_passing_run_leaves_no_file_in_the_temp_folder(tmp_path):
             str(REPO_ROOT),
             "-p",
             "tests.conftest",
+            *workers,
             str(probe),
         ],
         cwd=REPO_ROOT,
