@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import gzip
+import hashlib
 import io
 import os
 import shutil
@@ -23,7 +24,17 @@ __all__ = [
     "AppendFile",
     "unfinished_directories",
     "load_array",
+    "file_sha256",
 ]
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes as hex, read in blocks of 1 MiB."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def require_file(path: str | os.PathLike, what: str = "file") -> Path:

@@ -259,6 +259,8 @@ def _train(
             # every input is checked before anything is written (a failed call leaves nothing that blocks
             # its corrected call)
             init = None if init_from is None else check_init_from(init_from, text_model=text_model, tokenizer=tokenizer)
+            if init is not None:
+                stages.check_init_unchanged(run, init)
             prepared = check_train_inputs(
                 spec,
                 graph=stages.cached_graph(run, graph),

@@ -162,6 +162,7 @@ def _finetune(
     from kgplm.models.card import write_model_card
     from kgplm.models.loading import load_under_task_head
     from kgplm.text.tokenization import load_tokenizer, save_tokenizer
+    from kgplm.finetuning.checkpoints import starting_weights
     from kgplm.finetuning.defaults import fine_tuning_defaults
     from kgplm.finetuning.encoding import TaskEncoder, label_names_for
     from kgplm.finetuning.loop import FineTuneSettings, finetune_loop, predict
@@ -267,8 +268,12 @@ def _finetune(
                     distributed=context,
                     report=report,
                     output_dir=output_dir,
-                    # a checkpoint is resumed by the same call only; where its progress is shown and reported may change
-                    identity={k: v for k, v in arguments.items() if k not in ("progress", "report_to", "stop_signals")},
+                    # a checkpoint is resumed by the same call from the same weights only; where its progress is
+                    # shown and reported may change
+                    identity={
+                        **{k: v for k, v in arguments.items() if k not in ("progress", "report_to", "stop_signals")},
+                        "starting_weights": starting_weights(model_dir),
+                    },
                     stop_signals=stop_signals,
                 )
             warnings = []

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,15 +30,35 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
+from kgplm._io import file_sha256
 from kgplm.exceptions import ConfigurationError
 from kgplm.training.checkpoints import resume_checkpoint, save_checkpoint
 
-__all__ = ["FineTuneProgress", "save_fine_tuning_checkpoint", "resume_fine_tuning", "remove_checkpoints"]
+__all__ = [
+    "FineTuneProgress",
+    "save_fine_tuning_checkpoint",
+    "resume_fine_tuning",
+    "remove_checkpoints",
+    "starting_weights",
+]
 
 logger = logging.getLogger(__name__)
 
 #: the best epoch's weights in a fine-tuning checkpoint
 BEST_MODEL_FILE = "best_model.safetensors"
+
+
+#: the files a model directory keeps its weights in (safetensors, or a PyTorch state dict of a hub model)
+WEIGHT_FILE_PATTERNS = ("*.safetensors", "*.bin")
+
+
+def starting_weights(model_dir: str | os.PathLike) -> dict[str, str]:
+    """``{file name: SHA-256}`` of the weight files of the model a fine-tuning call starts from. Part of the
+    call's identity: the same path may hold another model (retrained, rebuilt) when the call is repeated,
+    and a checkpoint continues only the model it was made from."""
+    model_dir = Path(model_dir)
+    files = sorted({path for pattern in WEIGHT_FILE_PATTERNS for path in model_dir.glob(pattern)})
+    return {path.name: file_sha256(path) for path in files}
 
 
 @dataclass

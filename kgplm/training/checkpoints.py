@@ -18,7 +18,6 @@ before checksums were added have no ``checksums.json``; they are read as they ar
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -30,7 +29,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, load_model, save_file
 
-from kgplm._io import atomic_directory, unfinished_directories
+from kgplm._io import atomic_directory, file_sha256, unfinished_directories
 from kgplm.exceptions import ArtifactError, DiskFullError
 
 __all__ = [
@@ -75,14 +74,6 @@ def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
     return done[-1] if done else None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def verify_checkpoint(path: str | os.PathLike) -> None:
     """Raise :class:`ArtifactError` naming the file when a checkpoint file is missing or differs from its
     recorded SHA-256 (a checkpoint without ``checksums.json`` is only checked for its files)."""
@@ -92,7 +83,7 @@ def verify_checkpoint(path: str | os.PathLike) -> None:
     for name in dict.fromkeys([*CHECKPOINT_FILES, *(recorded or {})]):
         if not (path / name).is_file():
             raise ArtifactError(f"{path / name}: missing from the checkpoint")
-        if recorded is not None and _sha256(path / name) != recorded.get(name):
+        if recorded is not None and file_sha256(path / name) != recorded.get(name):
             raise ArtifactError(
                 f"{path / name}: its SHA-256 differs from the one in {recorded_path} (the file "
                 f"was changed or cut short after it was written)"
@@ -196,7 +187,7 @@ def _write_checkpoint(
             if name in CHECKPOINT_FILES or name == "checksums.json":
                 raise ValueError(f"extra checkpoint file {name!r} would replace one of the checkpoint's own")
             save_file({key: value.contiguous() for key, value in extra.items()}, str(temporary / name))
-        checksums = {name: _sha256(temporary / name) for name in [*CHECKPOINT_FILES, *extra_tensors]}
+        checksums = {name: file_sha256(temporary / name) for name in [*CHECKPOINT_FILES, *extra_tensors]}
         (temporary / "checksums.json").write_text(json.dumps(checksums, indent=1), encoding="utf-8")
 
 

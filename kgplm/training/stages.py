@@ -30,7 +30,7 @@ import jieba
 import numpy as np
 
 from kgplm import __version__
-from kgplm._io import atomic_directory, atomic_file
+from kgplm._io import atomic_directory, atomic_file, file_sha256
 from kgplm.artefact_cache import graph_content_hash, graph_names_hash, texts_hash
 from kgplm.exceptions import ArtifactError, ConfigurationError
 from kgplm.kg import KGStore
@@ -640,6 +640,26 @@ def build_model(
     return model, checkpoint
 
 
+def check_init_unchanged(run: RunDirectory, init) -> None:
+    """A run that continued a model (``init``, a :class:`kgplm.training.preflight.InitFrom`) resumes only
+    from the weights it started from: its checkpoints, loss curve and model descend from them. Raise
+    :class:`ArtifactError` when the run in ``run`` has trained and ``init``'s weights now differ from those
+    recorded under ``stages.init_from``: the same path holds another model (retrained, rebuilt)."""
+    if not run.run_config_path.is_file():
+        return
+    recorded = run.read_run_config().get("stages", {}).get("init_from")
+    trained = [path.name for path in (run.path / "checkpoints", run.metrics_path, run.model_dir) if path.exists()]
+    if recorded is None or not trained:
+        return
+    digest = file_sha256(init.weights)
+    if digest != recorded["sha256"]:
+        raise ArtifactError(
+            f"{run.path} continued {recorded['path']} from weights with SHA-256 {recorded['sha256']}, and its "
+            f"{', '.join(trained)} descend from them; {init.weights} now has SHA-256 {digest}. Put the "
+            "earlier weights back to resume, or choose another output_dir to continue the new ones"
+        )
+
+
 def load_init_weights(model, init) -> dict[str, Any]:
     """Continued pre-training: load every tensor of a kgplm model (``init``, a
     :class:`kgplm.training.preflight.InitFrom`) whose name and shape ``model`` shares — embeddings,
@@ -668,7 +688,7 @@ def load_init_weights(model, init) -> dict[str, Any]:
     loaded_storage = {tensors[name].data_ptr() for name in loaded}
     new = sorted(name for name in ours if name not in loaded and tensors[name].data_ptr() not in loaded_storage)
     unused = sorted(name for name in reference if name not in loaded)
-    digest = hashlib.sha256(init.weights.read_bytes()).hexdigest()
+    digest = file_sha256(init.weights)
     logger.info(
         "continued pre-training from %s: %d tensors loaded; newly initialised: %s; unused: %s",
         init.model_dir,

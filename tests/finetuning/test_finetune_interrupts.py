@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 import kgplm
 from kgplm.exceptions import ConfigurationError, PreemptedError
@@ -116,6 +117,35 @@ def test_a_signal_between_epochs_resumes_at_the_next_epoch(
     state = json.loads((latest_checkpoint(tmp_path / "run") / "trainer_state.json").read_text())
     assert (state["epoch"], state["batch"], state["losses"], len(state["history"])) == (1, 0, [], 1)
     assert stopped.value.step == state["step"]
+    resumed = kgplm.finetune(output_dir=tmp_path / "run", **common)
+    assert resumed.history == whole.history and resumed.test == whole.test
+    assert _weights(tmp_path / "run") == _weights(tmp_path / "whole")
+
+
+def test_a_checkpoint_resumes_only_from_the_weights_it_was_made_from(
+    tiny_chinese_model,  # noqa: F811
+    shared_data,
+    tmp_path,
+    monkeypatch,
+):
+    """The same call after the model at the same path was replaced (retrained, rebuilt) refuses the
+    checkpoint instead of continuing another model's fine-tuning; with the original weights back it resumes."""
+    model = tmp_path / "tiny"
+    shutil.copytree(tiny_chinese_model, model)
+    common = dict(model=model, data_dir=shared_data / "tasks", **{**ARGUMENTS, "epochs": 2})
+    whole = kgplm.finetune(output_dir=tmp_path / "whole", **common)
+    with monkeypatch.context() as patch:
+        _signal_in_epoch(patch, signal.SIGUSR1, epoch=1, step=2)
+        with pytest.raises(PreemptedError):
+            kgplm.finetune(output_dir=tmp_path / "run", **common)
+    weights = model / "model" / "model.safetensors"
+    original = weights.read_bytes()
+    tensors = load_file(str(weights))
+    name = sorted(tensors)[0]
+    save_file({**tensors, name: tensors[name] + 0.01}, str(weights), metadata={"format": "pt"})
+    with pytest.raises(ConfigurationError, match="starting_weights: .*model.safetensors"):
+        kgplm.finetune(output_dir=tmp_path / "run", **common)
+    weights.write_bytes(original)
     resumed = kgplm.finetune(output_dir=tmp_path / "run", **common)
     assert resumed.history == whole.history and resumed.test == whole.test
     assert _weights(tmp_path / "run") == _weights(tmp_path / "whole")

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 import kgplm
-from kgplm.exceptions import ConfigurationError, MissingFileError
+from kgplm.exceptions import ArtifactError, ConfigurationError, MissingFileError
 from tests.test_api import toy_arguments, write_toy_corpus
 
 
@@ -110,6 +111,26 @@ def test_continuing_then_training_moves_away_from_the_base(mlm_base, corpus, tmp
     base, ours, shared = _shared_tensors(mlm_base.output_dir, run.output_dir)
     assert set(base) == set(ours)
     assert any(not torch.allclose(ours[name], base[name]) for name in shared)
+
+
+def test_a_continued_run_resumes_only_from_the_weights_it_started_from(mlm_base, corpus, tmp_path):
+    """Called again after the model it continued was replaced at the same path, a run that has trained
+    refuses (its checkpoints and model descend from the earlier weights); with them back it goes on."""
+    base = tmp_path / "base"
+    shutil.copytree(mlm_base.output_dir, base)
+    arguments = dict(init_from=str(base), model_options={"use_sop": True}, max_steps=2, checkpoint_every=1)
+    first = _continued("mlm", mlm_base, corpus, tmp_path / "run", **arguments)
+    weights = base / "model" / "model.safetensors"
+    original = weights.read_bytes()
+    tensors = load_file(str(weights))
+    name = sorted(tensors)[0]
+    save_file({**tensors, name: tensors[name] + 0.01}, str(weights), metadata={"format": "pt"})
+    with pytest.raises(ArtifactError, match="Put the earlier weights back"):
+        _continued("mlm", mlm_base, corpus, tmp_path / "run", **arguments)
+    assert _continued("mlm", mlm_base, corpus, tmp_path / "other", **arguments).output_dir.is_dir()
+    weights.write_bytes(original)
+    again = _continued("mlm", mlm_base, corpus, tmp_path / "run", **arguments)
+    assert again.metrics == first.metrics
 
 
 def test_bad_init_from_fails_before_anything_is_written(mlm_base, corpus, tmp_path):
