@@ -3,7 +3,6 @@ and plots, a fine-tune that learned nothing."""
 
 from __future__ import annotations
 
-import os
 
 import inspect
 import json
@@ -327,22 +326,10 @@ def test_make_demo_says_how_long_it_takes():
 def test_a_stop_signal_while_the_finished_model_is_saved_ends_the_call_normally(corpus, tmp_path, monkeypatch):
     """A preemption signal that lands after the last step, while the model is written, neither kills the
     process nor leaves a half-written model: the call completes (the soak benchmark found the window)."""
-    import signal
-
     from kgplm import api
+    from tests.helpers import stop_signal_while_saving
 
-    delivered = []  # where a stop signal lands when no kgplm handler holds it (instead of ending pytest)
-    previous = signal.signal(signal.SIGUSR1, lambda number, frame: delivered.append(number))
-    saving = api.atomic_directory
-
-    def signalled_while_saving(path):
-        os.kill(os.getpid(), signal.SIGUSR1)
-        return saving(path)
-
-    monkeypatch.setattr(api, "atomic_directory", signalled_while_saving)
-    try:
+    with stop_signal_while_saving(monkeypatch, api) as delivered:
         result = kgplm.train("mlm", **mlm_arguments(corpus, tmp_path / "run"))
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
     assert delivered == []  # kgplm held the signal through the save
     assert result.steps == 4 and (result.model_dir / "model.safetensors").is_file()

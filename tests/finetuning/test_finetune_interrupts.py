@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 import kgplm
 from kgplm.exceptions import ConfigurationError, PreemptedError
 from kgplm.training.checkpoints import latest_checkpoint, verify_checkpoint
 from kgplm.finetuning.encoding import TaskEncoder
+from tests.helpers import replace_weights, stop_signal_while_saving
 from tests.test_finetune import tiny_chinese_model  # noqa: F401 (the fixture)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -139,10 +140,7 @@ def test_a_checkpoint_resumes_only_from_the_weights_it_was_made_from(
         with pytest.raises(PreemptedError):
             kgplm.finetune(output_dir=tmp_path / "run", **common)
     weights = model / "model" / "model.safetensors"
-    original = weights.read_bytes()
-    tensors = load_file(str(weights))
-    name = sorted(tensors)[0]
-    save_file({**tensors, name: tensors[name] + 0.01}, str(weights), metadata={"format": "pt"})
+    original = replace_weights(weights)
     with pytest.raises(ConfigurationError, match="starting_weights: .*model.safetensors"):
         kgplm.finetune(output_dir=tmp_path / "run", **common)
     weights.write_bytes(original)
@@ -266,20 +264,9 @@ def test_a_stop_signal_while_the_fine_tuned_model_is_saved_ends_the_call_normall
     completes: the process lives on and the model directory is whole."""
     from kgplm.finetuning import api
 
-    delivered = []  # where a stop signal lands when no kgplm handler holds it (instead of ending pytest)
-    previous = signal.signal(signal.SIGUSR1, lambda number, frame: delivered.append(number))
-    saving = api.atomic_directory
-
-    def signalled_while_saving(path):
-        os.kill(os.getpid(), signal.SIGUSR1)
-        return saving(path)
-
-    monkeypatch.setattr(api, "atomic_directory", signalled_while_saving)
-    try:
+    with stop_signal_while_saving(monkeypatch, api) as delivered:
         result = kgplm.finetune(
             model=tiny_chinese_model, data_dir=shared_data / "tasks", output_dir=tmp_path / "run", **ARGUMENTS
         )
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
     assert delivered == []
     assert (result.model_dir / "model.safetensors").is_file() and (tmp_path / "run" / "results.json").is_file()

@@ -9,10 +9,11 @@ import shutil
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 import kgplm
 from kgplm.exceptions import ArtifactError, ConfigurationError, MissingFileError
+from tests.helpers import replace_weights
 from tests.test_api import toy_arguments, write_toy_corpus
 
 
@@ -121,10 +122,7 @@ def test_a_continued_run_resumes_only_from_the_weights_it_started_from(mlm_base,
     arguments = dict(init_from=str(base), model_options={"use_sop": True}, max_steps=2, checkpoint_every=1)
     first = _continued("mlm", mlm_base, corpus, tmp_path / "run", **arguments)
     weights = base / "model" / "model.safetensors"
-    original = weights.read_bytes()
-    tensors = load_file(str(weights))
-    name = sorted(tensors)[0]
-    save_file({**tensors, name: tensors[name] + 0.01}, str(weights), metadata={"format": "pt"})
+    original = replace_weights(weights)
     with pytest.raises(ArtifactError, match="Put the earlier weights back"):
         _continued("mlm", mlm_base, corpus, tmp_path / "run", **arguments)
     assert _continued("mlm", mlm_base, corpus, tmp_path / "other", **arguments).output_dir.is_dir()
