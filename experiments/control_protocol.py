@@ -5,9 +5,11 @@ before any row runs, for one knowledge method's control (``--method``, e.g. smed
 from ``study.py``) and each learning rate of a grid (``--rates``, warm-up ``--warmup-steps``), the
 control is pre-trained from the family's base with a seed that is not a study seed (``--seed``, default
 100) and fine-tuned on cMedQANER with the fine-tuning budget :mod:`finetune_protocol` chose (its
-``<family>-cmedqaner-choice.json``), fine-tuning seed 0; the base is fine-tuned the same way. Each
-rate's dev score is written to ``experiments/results/protocol/<method>-control-rates.jsonl`` as it
-finishes (a rate already there is skipped).
+``<family>-cmedqaner-choice.json``), fine-tuning seed 0; the base is fine-tuned the same way. The rates
+run largest first (:func:`next_rate`), and stop at the first whose control keeps the base's dev score:
+no smaller rate can be chosen over it. Each rate's dev score is written to
+``experiments/results/protocol/<method>-control-rates.jsonl`` as it finishes (a rate already there is
+skipped).
 
 :func:`choose_rate` applies the protocol's rule: the **largest** rate whose control dev score is at
 least the base's; when none is, the smallest, flagged ``loses_ground``. The method's own dev score plays
@@ -55,6 +57,18 @@ def choose_rate(records: Sequence[dict], base_dev: float) -> dict:
     }
 
 
+def next_rate(rates: Sequence[float], done: dict[float, float], base_dev: float) -> float | None:
+    """The next rate to run, largest first (``done``: rate → control dev score so far), or None once the
+    rule's choice is settled: a rate already run keeps the control at or above the base (no smaller rate
+    can be chosen over it), or every rate has run."""
+    for rate in sorted(rates, reverse=True):
+        if rate not in done:
+            return rate
+        if done[rate] >= base_dev:
+            return None
+    return None
+
+
 def _dev(directory: Path) -> float:
     return float(json.loads((directory / "results.json").read_text(encoding="utf-8"))["dev"]["main"])
 
@@ -95,15 +109,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     _, base_directory = replicate.finetune(args.work, budget, base, "cmedqaner", 0, True, args.device)
     base_dev = _dev(base_directory)
     path = args.out / f"{args.method}-control-rates.jsonl"
-    for rate in args.rates:
-        done = [
-            r
+    setting = (args.warmup_steps, args.seed, [finetuning["epochs"], finetuning["learning_rate"]])
+
+    def done() -> dict[float, float]:
+        return {
+            r["learning_rate"]: r["dev"]
             for r in read_records(path)
-            if (r["learning_rate"], r["warmup_steps"], r["seed"], r["finetuning"])
-            == (rate, args.warmup_steps, args.seed, [finetuning["epochs"], finetuning["learning_rate"]])
-        ]
-        if done:
-            continue
+            if (r["warmup_steps"], r["seed"], r["finetuning"]) == setting and r["learning_rate"] in args.rates
+        }
+
+    while (rate := next_rate(args.rates, done(), base_dev)) is not None:
         started, cpu = time.perf_counter(), time.process_time()
         at_rate = dataclasses.replace(budget, learning_rate=rate)
         run = replicate.pretrain(args.work, shared, at_rate, control.pretraining, args.seed, args.device, base)
@@ -123,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         }
         append_record(path, record)
         logger.info("control at lr %g: dev %.1f (base %.1f)", rate, 100 * record["dev"], 100 * base_dev)
-    records = [r for r in read_records(path) if r["seed"] == args.seed and r["learning_rate"] in args.rates]
+    records = [{"learning_rate": rate, "warmup_steps": args.warmup_steps, "dev": dev} for rate, dev in done().items()]
     choice = {
         **choose_rate(records, base_dev),
         "method": args.method,

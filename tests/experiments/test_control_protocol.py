@@ -28,3 +28,21 @@ def test_the_largest_rate_that_keeps_the_bases_dev_score():
     assert (lost["learning_rate"], lost["loses_ground"]) == (1e-4, True)
     with pytest.raises(ConfigurationError, match="no control runs"):
         control_protocol.choose_rate([], 0.4)
+
+
+def test_rates_run_largest_first_and_stop_once_one_keeps_the_base():
+    rates = [1e-4, 1e-3, 5e-4, 2e-4]
+    assert control_protocol.next_rate(rates, {}, 0.40) == 1e-3
+    assert control_protocol.next_rate(rates, {1e-3: 0.30}, 0.40) == 5e-4  # 1e-3 lost ground: the next one down
+    assert control_protocol.next_rate(rates, {1e-3: 0.30, 5e-4: 0.41}, 0.40) is None  # 5e-4 is the choice
+    assert control_protocol.next_rate(rates, {1e-3: 0.40}, 0.40) is None  # "at least the base's" counts equal
+    lost = {1e-3: 0.1, 5e-4: 0.2, 2e-4: 0.3, 1e-4: 0.35}
+    assert control_protocol.next_rate(rates, lost, 0.40) is None  # all run, none kept it
+    # the rates a stopped run settles on give the rule's choice over every rate
+    ran = {1e-3: 0.30, 5e-4: 0.41}
+    everything = {**ran, 2e-4: 0.45, 1e-4: 0.40}
+    assert (
+        control_protocol.choose_rate(_records(ran.items()), 0.40)["learning_rate"]
+        == control_protocol.choose_rate(_records(everything.items()), 0.40)["learning_rate"]
+        == 5e-4
+    )
