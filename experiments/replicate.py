@@ -44,6 +44,9 @@ every setting that changes them and by the results version of the method (a test
 came from, the budget and the settings.
 
     .venv/bin/python experiments/replicate.py --smoke --jobs 1  # the runner at a tiny budget (checks it end to end)
+    # a registered study: its rows, seeds and the budgets its protocol measured (experiments/protocols/v5.md)
+    .venv/bin/python experiments/replicate.py --primary --methods smedbert kebiolm --seeds 0 1 2 3 4 5 6 \
+        --paired-finetune-seeds --choices experiments/results/protocol --jobs 2
     .venv/bin/python experiments/replicate.py [--steps 400 --seeds 0 1 2 3 4 --finetune-seeds 0 1 --jobs 4 --device cuda]
 """
 
@@ -666,6 +669,47 @@ BASE_SEED = 0
 #: torch and numba threads of every base's training: float sums depend on the thread count, so a base rebuilds
 #: bit for bit (its record's weights_sha256) only with the count it was first trained with
 BASE_THREADS = 2
+
+
+def registered_budget(budget: Budget, choices: Path, methods: Sequence[str]) -> Budget:
+    """``budget`` with what a study protocol measured before any row ran (its ``*-choice.json`` files in
+    ``choices``): each task's fine-tuning epochs and learning rate (``<family>-<task>-choice.json``,
+    written by ``finetune_protocol.py``) and the continued pre-training's learning rate and warm-up
+    (``<method>-control-choice.json``, written by ``control_protocol.py``), which must be one for all of
+    ``methods``: a budget holds one pre-training rate, so methods whose controls chose different rates
+    run in separate invocations."""
+
+    def read(name: str, made_by: str) -> dict:
+        path = choices / name
+        if not path.is_file():
+            raise ArtifactError(f"{path}: no such choice; run experiments/{made_by} first")
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    tasks = {}
+    families = {base_family(method) for method in methods}
+    for task, (limit, *_) in budget.tasks.items():
+        picked = {
+            (choice["epochs"], choice["learning_rate"])
+            for choice in (read(f"{family}-{task}-choice.json", "finetune_protocol.py") for family in families)
+        }
+        if len(picked) > 1:
+            raise ConfigurationError(
+                f"{task}: the families {sorted(families)} chose different budgets {sorted(picked)}"
+            )
+        [(epochs, learning_rate)] = picked
+        tasks[task] = [limit, epochs, learning_rate]
+    rates = {method: read(f"{method}-control-choice.json", "control_protocol.py") for method in methods}
+    settings = {(choice["learning_rate"], choice["warmup_steps"]) for choice in rates.values()}
+    if len(settings) > 1:
+        raise ConfigurationError(
+            "the controls chose different pre-training rates ("
+            + ", ".join(
+                f"{method}: lr {c['learning_rate']:g}, warm-up {c['warmup_steps']}" for method, c in rates.items()
+            )
+            + "); run one --methods at a time"
+        )
+    [(learning_rate, warmup_steps)] = settings
+    return dataclasses.replace(budget, tasks=tasks, learning_rate=learning_rate, warmup_steps=warmup_steps)
 
 
 def base_family(method: str) -> str:
@@ -1694,6 +1738,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--max-new-cells", type=int, help="compute at most this many new cells, then stop (resume by running again)"
     )
+    parser.add_argument(
+        "--choices",
+        type=Path,
+        help="a study protocol's measured choices (e.g. experiments/results/protocol): each task's fine-tuning "
+        "epochs and rate and the controls' pre-training rate and warm-up (needs --methods)",
+    )
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument(
         "--readme", action="store_true", help="also write the table into README.md's 'Does the knowledge help?' section"
@@ -1734,6 +1784,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         budget = dataclasses.replace(
             budget, tasks={task: limits for task, limits in budget.tasks.items() if task in needed}
         )
+    if args.choices:
+        if not args.methods:
+            raise ConfigurationError("--choices: name the studied methods with --methods")
+        budget = registered_budget(budget, args.choices, args.methods)
     cells_root = (args.cells or (work / "cells" if budget.smoke else ROOT / "results" / "cells")) / run_directory_name(
         budget
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -11,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 
 import control_protocol  # noqa: E402
 
-from kgplm.exceptions import ConfigurationError  # noqa: E402
+from kgplm.exceptions import ArtifactError, ConfigurationError  # noqa: E402
 
 
 def _records(devs):
@@ -46,3 +48,33 @@ def test_rates_run_largest_first_and_stop_once_one_keeps_the_base():
         == control_protocol.choose_rate(_records(everything.items()), 0.40)["learning_rate"]
         == 5e-4
     )
+
+
+def _write(directory: Path, name: str, record: dict) -> None:
+    (directory / name).write_text(json.dumps(record), encoding="utf-8")
+
+
+def test_a_run_takes_the_budgets_the_protocol_chose(tmp_path):
+    import replicate
+
+    budget = dataclasses.replace(replicate.Budget(), tasks={"cmedqaner": [None, 4], "cehrner": [None, 4]})
+    _write(tmp_path, "mlm-cmedqaner-choice.json", {"epochs": 15, "learning_rate": 5e-3})
+    _write(tmp_path, "mlm-cehrner-choice.json", {"epochs": 14, "learning_rate": 5e-3})
+    for method in ("smedbert", "kebiolm"):
+        _write(tmp_path, f"{method}-control-choice.json", {"learning_rate": 2e-4, "warmup_steps": 40})
+    chosen = replicate.registered_budget(budget, tmp_path, ["smedbert", "kebiolm"])
+    assert chosen.tasks == {"cmedqaner": [None, 15, 5e-3], "cehrner": [None, 14, 5e-3]}
+    assert (chosen.learning_rate, chosen.warmup_steps) == (2e-4, 40)
+    assert chosen.task_budget("cehrner") == (None, 14, 5e-3)
+    assert dataclasses.replace(chosen, tasks=budget.tasks, learning_rate=1e-3, warmup_steps=None) == budget
+
+    # one budget holds one pre-training rate: controls that chose differently run separately
+    _write(tmp_path, "kebiolm-control-choice.json", {"learning_rate": 1e-4, "warmup_steps": 40})
+    with pytest.raises(ConfigurationError, match="kebiolm: lr 0.0001.*one --methods at a time"):
+        replicate.registered_budget(budget, tmp_path, ["smedbert", "kebiolm"])
+    assert replicate.registered_budget(budget, tmp_path, ["kebiolm"]).learning_rate == 1e-4
+    (tmp_path / "mlm-cehrner-choice.json").unlink()
+    with pytest.raises(
+        ArtifactError, match="mlm-cehrner-choice.json: no such choice; run experiments/finetune_protocol"
+    ):
+        replicate.registered_budget(budget, tmp_path, ["kebiolm"])
