@@ -237,6 +237,7 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
     counts_by_column: dict[str, dict[str, np.ndarray]] = {}
     metric_by_column: dict[str, str] = {}
     degenerate_runs = []
+    curves: dict[str, dict[str, dict]] = {}
 
     def add(table: str, column: str, row: str, value: dict) -> None:
         tables[table]["cells"].setdefault(row, {})[column] = value
@@ -265,6 +266,8 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
             flags = [c["dev"]["degenerate"] for c in row_cells]
             counts_by_column[column][row] = counts
             add(table, column, row, cell(counts, metric, seeds, flags))
+            if all("curve" in c for c in row_cells):
+                curves.setdefault(column, {})[row] = learning_curve(row_cells)
             degenerate_runs += [
                 {
                     "row": row,
@@ -351,6 +354,8 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
         "tables": tables,
         "baselines": baselines,
         "families": families,
+        "shares": attribution_shares(rows, tables),
+        "curves": curves,
         "degenerate_runs": degenerate_runs,
         "bases": measured.get("bases", {}),
         "fine_tuned_runs": len(measured["cells"]),
@@ -359,6 +364,47 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
 
 
 # -- comparisons and families -----------------------------------------------------------------------------------
+def learning_curve(cells: list[dict]) -> dict:
+    """The mean dev score per fine-tuning epoch over ``cells``' runs (each cell's ``curve``); ``runs``: how
+    many runs reached each epoch (one stopped early by patience counts up to its last epoch)."""
+    longest = max(len(c["curve"]) for c in cells)
+    by_epoch = [[c["curve"][i]["dev"] for c in cells if len(c["curve"]) > i] for i in range(longest)]
+    return {"dev": [float(np.mean(values)) for values in by_epoch], "runs": [len(values) for values in by_epoch]}
+
+
+def attribution_shares(rows, tables) -> dict:
+    """Method → the share of its gain over its control that each of its family's other rows keeps, per column
+    where the method and its control have cells: (row − control) / (method − control), from seed means
+    (descriptive; whether the part a row removes is detectable is its paired comparison with the method)."""
+    cells = {}
+    for table in tables.values():
+        for row, columns in table["cells"].items():
+            cells.setdefault(row, {}).update(columns)
+    shares: dict[str, list[dict]] = {}
+    for method in (row for row in rows if row.role == "method"):
+        for column, method_cell in cells.get(method.name, {}).items():
+            control_cell = cells.get(method.control, {}).get(column)
+            if control_cell is None:
+                continue
+            gain = method_cell["mean"] - control_cell["mean"]
+            for row in rows:
+                if row.group != method.group or row.role in ("method", "control"):
+                    continue
+                row_cell = cells.get(row.name, {}).get(column)
+                if row_cell is None:
+                    continue
+                shares.setdefault(method.name, []).append(
+                    {
+                        "row": row.name,
+                        "column": column,
+                        "gain": gain,
+                        "row_minus_control": row_cell["mean"] - control_cell["mean"],
+                        "share": None if gain == 0 else (row_cell["mean"] - control_cell["mean"]) / gain,
+                    }
+                )
+    return shares
+
+
 def _seed_tests(row_cell: dict, against_cell: dict) -> dict:
     method, comparator = row_cell["per_seed"], against_cell["per_seed"]
     if len(method) != len(comparator):
@@ -525,6 +571,58 @@ PROTOCOL = (
 )
 
 
+def _render_shares(shares: dict, subtitle: str) -> list[str]:
+    lines = []
+    for method, entries in shares.items():
+        lines += [
+            f"{subtitle} Attribution: {method}",
+            "",
+            "The share of the method's gain over its control that each row keeps, (row − control) / (method − "
+            "control), from the seed means (descriptive; the row's paired comparison with the method above says "
+            "whether the part it removes is detectable). A share is not read when the gain itself is not "
+            "detected.",
+            "",
+            "| row | column | method − control | row − control | share kept |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for entry in entries:
+            share = "—" if entry["share"] is None else f"{entry['share']:.2f}"
+            lines.append(
+                f"| {entry['row']} | {entry['column']} | {_signed(entry['gain'])} | "
+                f"{_signed(entry['row_minus_control'])} | {share} |"
+            )
+        lines.append("")
+    return lines
+
+
+def _render_curves(curves: dict, rows: list[dict], subtitle: str) -> list[str]:
+    lines = []
+    for column, by_row in curves.items():
+        epochs = max(len(curve["dev"]) for curve in by_row.values())
+        lines += [
+            f"{subtitle} Learning curves: {column}",
+            "",
+            "Dev score ×100 after each fine-tuning epoch, the mean over the row's runs (a run stopped early by "
+            "patience counts up to its last epoch; the number of runs is shown where it drops).",
+            "",
+            "| row | " + " | ".join(str(epoch + 1) for epoch in range(epochs)) + " |",
+            "|---|" + "---:|" * epochs,
+        ]
+        for row in rows:
+            curve = by_row.get(row["name"])
+            if curve is None:
+                continue
+            full = curve["runs"][0]
+            values = [
+                f"{100 * dev:.1f}" + ("" if runs == full else f" ({runs})")
+                for dev, runs in zip(curve["dev"], curve["runs"])
+            ]
+            values += ["—"] * (epochs - len(values))
+            lines.append(f"| {row['name']} | " + " | ".join(values) + " |")
+        lines.append("")
+    return lines
+
+
 def render_markdown(result: dict, heading_level: int = 2) -> str:
     """The result as Markdown, its title a heading of ``heading_level`` and each table one level below."""
     title, subtitle = "#" * heading_level, "#" * (heading_level + 1)
@@ -646,6 +744,8 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
                 f"{_p(entry['p_permutation'])} | {entry['degenerate'] or ''} |"
             )
         lines.append("")
+    lines += _render_shares(result.get("shares", {}), subtitle)
+    lines += _render_curves(result.get("curves", {}), result["rows"], subtitle)
     notes = result["notes"]
     lines += ["Test sets: " + "; ".join(f"{column}: {text}" for column, text in notes["test units"].items()) + "."]
     if "similarity queries" not in notes:

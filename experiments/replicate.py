@@ -325,7 +325,7 @@ def control_row_name(name: str) -> str:
 EXTRA_ROWS: list = []
 
 
-def plan_rows(methods: Sequence[str] | None = None, *, primary: bool = False) -> list[Row]:
+def plan_rows(methods: Sequence[str] | None = None, *, primary: bool = False, base_rows: bool = False) -> list[Row]:
     """The table's rows from the registry (module docstring); ``methods`` restricts the knowledge methods.
 
     Per knowledge method: the method (compared with its control), "− knowledge at fine-tuning" when the
@@ -334,8 +334,12 @@ def plan_rows(methods: Sequence[str] | None = None, *, primary: bool = False) ->
 
     ``primary``: the primary table — per method its row, its control, "− knowledge at fine-tuning" and
     its attribution rows, each fine-tuned only on the method's primary-endpoint tasks; no ablations,
-    no extra rows, no reference row."""
-    rows = _all_rows(methods, primary=primary)
+    no extra rows, no reference row.
+
+    ``base_rows`` (protocol "continued"): per method also its family's base fine-tuned as it is, without
+    continued pre-training (role ``"base"``, :func:`base_row_name`), and the control compared with it
+    (does the continued pre-training lose ground?)."""
+    rows = _all_rows(methods, primary=primary, base_rows=base_rows)
     if not primary:
         return rows
     from kgplm.evaluation.tasks import task_names
@@ -347,7 +351,12 @@ def plan_rows(methods: Sequence[str] | None = None, *, primary: bool = False) ->
     ]
 
 
-def _all_rows(methods: Sequence[str] | None, *, primary: bool) -> list[Row]:
+def base_row_name(method: str) -> str:
+    """The row of ``method``'s family base fine-tuned without continued pre-training."""
+    return f"{method} family: the {base_family(method)} base, no continued pre-training"
+
+
+def _all_rows(methods: Sequence[str] | None, *, primary: bool, base_rows: bool = False) -> list[Row]:
     from kgplm.methods import available, get
 
     rows = []
@@ -386,7 +395,12 @@ def _all_rows(methods: Sequence[str] | None, *, primary: bool) -> list[Row]:
         rows.extend(attribution_rows(name, control_row, control_pretraining))
         for builder in () if primary else EXTRA_ROWS:
             rows.extend(builder(name, spec, method_row, control_row))
-        rows.append(Row(control_row, "control", control_pretraining, name))
+        if base_rows:
+            rows.append(Row(control_row, "control", control_pretraining, name, base_row_name(name)))
+            # the base's own recipe: it is never pre-trained again (run_all fine-tunes the base itself)
+            rows.append(Row(base_row_name(name), "base", base_pretraining(base_family(name)), name))
+        else:
+            rows.append(Row(control_row, "control", control_pretraining, name))
     if "mlm" in available() and not primary:
         rows.append(Row("mlm (token masking, no SOP)", "reference", Pretraining.of("mlm")))
     names = [row.name for row in rows]
@@ -1163,12 +1177,13 @@ def _field_default(settings_class, name: str):
     return next(field.default for field in dataclasses.fields(settings_class) if field.name == name)
 
 
-def optimisation_settings(budget: Budget, pretraining: Pretraining, task: str) -> dict:
+def optimisation_settings(budget: Budget, pretraining: Pretraining, task: str, *, continued: bool = True) -> dict:
     """Every optimisation setting a cell's numbers depend on, the budget's and kgplm's defaults the runner does
     not pass (read from the code): pre-training's learning rate, warm-up, weight decay, gradient clipping,
     accumulation, the method's loss weights (its configuration's ``*_weight`` defaults, overridden by the
     row's ``model_options``), batch and steps, the base's; fine-tuning's learning rate, warm-up ratio,
-    weight decay, clipping, patience, batch and epochs."""
+    weight decay, clipping, patience, batch and epochs. ``continued=False`` (a row fine-tuning the base
+    itself): no continued pre-training settings."""
     import inspect
 
     import kgplm
@@ -1194,7 +1209,9 @@ def optimisation_settings(budget: Budget, pretraining: Pretraining, task: str) -
             "loss_weights": loss_weights,
             "batch_size": budget.batch_size,
             "steps": budget.steps,
-        },
+        }
+        if continued
+        else None,
         "base": {
             "learning_rate": budget.base_learning_rate,
             "batch_size": budget.base_batch_size,
@@ -1250,15 +1267,19 @@ def cell_job(
     versions = results_versions(row)
     fine = finetuning_key(budget, "<pretrained>", task, finetune_seed, row.encoder_inputs, row.finetune_options)
     del fine["pretrained"]
+    if row.role == "base":  # no continued pre-training: the base's key is the whole of it
+        pretraining = {"base": base_key(budget, base_family(row.pretraining.method), shared_name)}
+    else:
+        pretraining = pretraining_key(budget, row.pretraining, seed, shared_name)
     key = {
         "row": row.name,
         "role": row.role,
-        "pretraining": pretraining_key(budget, row.pretraining, seed, shared_name),
+        "pretraining": pretraining,
         "finetuning": fine,
         "results_versions": versions,
         "pepr": dict(PEPR_SETTINGS),
         "linker": linker_settings(),
-        "optimisation": optimisation_settings(budget, row.pretraining, task),
+        "optimisation": optimisation_settings(budget, row.pretraining, task, continued=row.role != "base"),
         "data": data_digests(task) if data is None else data,
         "base_weights_sha256": base_weights_sha256,
     }
@@ -1312,8 +1333,9 @@ def _init_cell_worker(work: str, budget: dict, device: str, threads: int | None)
 
 
 def compute_cell(job) -> dict:
-    """Fine-tune the job's pre-trained model and return the cell's measurements: test outcomes and the dev
-    score beside the best constant predictor's (a run that does not beat it is ``degenerate``)."""
+    """Fine-tune the job's pre-trained model and return the cell's measurements: test outcomes, the dev
+    score per epoch (``curve``) and the kept dev score beside the best constant predictor's (a run that does
+    not beat it is ``degenerate``)."""
     from _outcomes import best_constant, chance_score, dev_kappa
 
     from kgplm.evaluation.tasks import load_task
@@ -1337,6 +1359,10 @@ def compute_cell(job) -> dict:
     constant = best_constant(job.task, splits["train"], dev)
     return {
         "outcomes": outcomes,
+        "curve": [  # the learning curve: dev score and training loss per epoch
+            {"epoch": point["epoch"], "dev": point["dev_main"], "train_loss": point["train_loss"]}
+            for point in results["history"]
+        ],
         "dev": dev_record(
             float(results["dev"]["main"]),
             constant,
@@ -1449,18 +1475,24 @@ def pretrain_all(
 ) -> dict[Pretraining, list[Path]]:
     """Every distinct pre-training configuration × seed (``seeds``, default the budget's), in ``jobs``
     processes (each run cached in ``--work``); under the continued protocol each starts from its family's
-    base in ``bases``."""
+    base in ``bases``. A ``"base"`` row is not pre-trained: its run is the base itself."""
     seeds = budget.seeds if seeds is None else seeds
     bases = bases or {}
     items = list(
         dict.fromkeys(
-            (row.pretraining, seed, bases.get(base_family(row.pretraining.method))) for row in rows for seed in seeds
+            (row.pretraining, seed, bases.get(base_family(row.pretraining.method)))
+            for row in rows
+            if row.role != "base"  # fine-tuned from the base itself
+            for seed in seeds
         )
     )
     paths = _run_pretraining(items, work, shared, budget, rows, device, jobs, threads)
     runs: dict[Pretraining, list[Path]] = {}
     for (pretraining, _, _), path in zip(items, paths):
         runs.setdefault(pretraining, []).append(path)
+    for row in rows:
+        if row.role == "base":
+            runs[row.pretraining] = [bases[base_family(row.pretraining.method)]] * len(seeds)
     return runs
 
 
@@ -1660,9 +1692,13 @@ def describe_rows(rows: Sequence[Row]) -> str:
         finetune = ", ".join(
             [f"{k}={v}" for k, v in row.finetune_options] + ([] if row.encoder_inputs else ["the text only"])
         )
+        trained = (
+            f"the {base_family(pretraining.method)} base itself"
+            if row.role == "base"
+            else f"{pretraining.method} ({pretraining.masking} masking{'; ' + options if options else ''})"
+        )
         lines.append(
-            f"{row.name} [{row.role}{f', vs {row.control}' if row.control else ''}]: {pretraining.method} "
-            f"({pretraining.masking} masking{'; ' + options if options else ''})"
+            f"{row.name} [{row.role}{f', vs {row.control}' if row.control else ''}]: {trained}"
             + (f"; fine-tuned with {finetune}" if finetune else "")
             + (f"; tasks {', '.join(row.tasks)}" if row.tasks is not None else "")
         )
@@ -1750,7 +1786,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.list_rows:
-        print(describe_rows(plan_rows(args.methods, primary=args.primary)))
+        print(describe_rows(plan_rows(args.methods, primary=args.primary, base_rows=args.protocol != "scratch")))
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import torch
@@ -1778,7 +1814,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     budget = dataclasses.replace(budget, **overrides)
     work = args.work or ROOT / ".cache" / ("replicate-smoke" if budget.smoke else "replicate")
     work.mkdir(parents=True, exist_ok=True)
-    rows = plan_rows(args.methods, primary=args.primary)
+    rows = plan_rows(args.methods, primary=args.primary, base_rows=budget.protocol == "continued")
     if args.primary and not args.tasks:  # the tasks of the rows' endpoints
         needed = {task for row in rows for task in row.tasks}
         budget = dataclasses.replace(

@@ -3,6 +3,7 @@ the typed gazetteer's table reaching the fine-tuning of its cells."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -140,7 +141,62 @@ def test_the_row_listing_names_each_rows_options(capsys):
         "kebiolm: control + silver NER [attribution, vs kebiolm]: kebiolm (word_entity masking; "
         "entity_fusion=False, entity_linking=False); tasks cmedqaner, cehrner"
     )
-    assert len(lines) == 4
+    assert lines[3:] == [
+        "kebiolm control: mlm (word_entity masking) [control, vs kebiolm family: the mlm base, no continued "
+        "pre-training]: mlm (word_entity masking); tasks cmedqaner, cehrner",
+        "kebiolm family: the mlm base, no continued pre-training [base]: the mlm base itself; tasks cmedqaner, cehrner",
+    ]
     listing = replicate.describe_rows(replicate.plan_rows(["smedbert"], primary=True))
     assert "smedbert − knowledge at fine-tuning [no knowledge at fine-tuning, vs smedbert]: smedbert " in listing
     assert "fine-tuned with the text only" in listing and "fine-tuned with mention_spans=typed" in listing
+
+
+def test_each_family_fine_tunes_its_base_itself_and_compares_the_control_with_it(monkeypatch, tmp_path):
+    rows = replicate.plan_rows(["smedbert", "kebiolm"], primary=True, base_rows=True)
+    by_name = {row.name: row for row in rows}
+    bases = [row for row in rows if row.role == "base"]
+    assert [(row.name, row.group) for row in bases] == [
+        ("smedbert family: the mlm base, no continued pre-training", "smedbert"),
+        ("kebiolm family: the mlm base, no continued pre-training", "kebiolm"),
+    ]
+    assert by_name[SMEDBERT_CONTROL].control == bases[0].name and by_name[KEBIOLM_CONTROL].control == bases[1].name
+    assert bases[1].tasks == ("cmedqaner", "cehrner")  # its family's primary endpoints
+    # without base rows the control is compared with nothing (the scratch protocol has no base)
+    assert {row.role for row in replicate.plan_rows(["smedbert"], primary=True)} == {
+        "method",
+        "no knowledge at fine-tuning",
+        "attribution",
+        "control",
+    }
+
+    # the base rows are never pre-trained: every seed's run is the base directory
+    planned = []
+
+    def fake_pretraining(items, *args):
+        planned.extend(items)
+        return [tmp_path / f"{pretraining.method}-{seed}" for pretraining, seed, _ in items]
+
+    monkeypatch.setattr(replicate, "_run_pretraining", fake_pretraining)
+    base = tmp_path / "base"
+    runs = replicate.pretrain_all(tmp_path, None, replicate.Budget(), rows, "cpu", 1, 1, [3, 4], {"mlm": base})
+    assert runs[bases[0].pretraining] == [base, base]
+    assert all(pretraining != bases[0].pretraining for pretraining, _, _ in planned)
+    assert len(planned) == 2 * len({row.pretraining for row in rows if row.role != "base"})
+    assert all(start == base for _, _, start in planned)  # every other row continues from the base
+
+
+def test_a_base_cell_is_keyed_by_the_base_not_by_continued_pre_training():
+    rows = {row.name: row for row in replicate.plan_rows(["kebiolm"], primary=True, base_rows=True)}
+    base_row = rows["kebiolm family: the mlm base, no continued pre-training"]
+    budget = replicate.Budget()
+    digests = {"task": "fixed"}
+
+    def key(row, budget, seed=0):
+        return replicate.cell_job(budget, row, seed, "cmedqaner", seed, "shared-x", data=digests).key
+
+    faster = dataclasses.replace(budget, learning_rate=2e-4, warmup_steps=40, steps=200)
+    assert key(base_row, faster) == key(base_row, budget)  # continued pre-training does not touch it
+    assert key(rows[KEBIOLM_CONTROL], faster) != key(rows[KEBIOLM_CONTROL], budget)
+    assert key(base_row, dataclasses.replace(budget, base_steps=1000)) != key(base_row, budget)
+    assert key(base_row, budget, seed=1) != key(base_row, budget)  # the fine-tuning seed is paired with it
+    assert key(base_row, budget)["optimisation"]["pretraining"] is None
