@@ -726,6 +726,19 @@ def registered_budget(budget: Budget, choices: Path, methods: Sequence[str]) -> 
     return dataclasses.replace(budget, tasks=tasks, learning_rate=learning_rate, warmup_steps=warmup_steps)
 
 
+def without_rows(rows: Sequence[Row], cut: Sequence[str]) -> list[Row]:
+    """``rows`` without the rows named in ``cut`` (a study protocol's cut, when its run does not fit its
+    budget); a name that is not a planned row, or a row another row is compared with, is refused."""
+    names = {row.name for row in rows}
+    unknown = sorted(set(cut) - names)
+    if unknown:
+        raise ConfigurationError(f"--cut-rows: {unknown} are not planned rows; the rows are {sorted(names)}")
+    needed = sorted({row.control for row in rows if row.name not in cut and row.control in cut})
+    if needed:
+        raise ConfigurationError(f"--cut-rows: {needed} cannot be cut, other rows are compared with them")
+    return [row for row in rows if row.name not in cut]
+
+
 def base_family(method: str) -> str:
     """``"electra"`` for the methods built on ELECTRA's generator/discriminator pair, else ``"mlm"``."""
     from kgplm.methods import get
@@ -1780,13 +1793,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="a study protocol's measured choices (e.g. experiments/results/protocol): each task's fine-tuning "
         "epochs and rate and the controls' pre-training rate and warm-up (needs --methods)",
     )
+    parser.add_argument(
+        "--cut-rows",
+        nargs="+",
+        default=[],
+        metavar="ROW",
+        help="leave out these planned rows (by name, as --list-rows prints them): a protocol's cut",
+    )
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument(
         "--readme", action="store_true", help="also write the table into README.md's 'Does the knowledge help?' section"
     )
     args = parser.parse_args(argv)
     if args.list_rows:
-        print(describe_rows(plan_rows(args.methods, primary=args.primary, base_rows=args.protocol != "scratch")))
+        planned = plan_rows(args.methods, primary=args.primary, base_rows=args.protocol != "scratch")
+        print(describe_rows(without_rows(planned, args.cut_rows)))
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import torch
@@ -1814,7 +1835,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     budget = dataclasses.replace(budget, **overrides)
     work = args.work or ROOT / ".cache" / ("replicate-smoke" if budget.smoke else "replicate")
     work.mkdir(parents=True, exist_ok=True)
-    rows = plan_rows(args.methods, primary=args.primary, base_rows=budget.protocol == "continued")
+    rows = without_rows(
+        plan_rows(args.methods, primary=args.primary, base_rows=budget.protocol == "continued"), args.cut_rows
+    )
     if args.primary and not args.tasks:  # the tasks of the rows' endpoints
         needed = {task for row in rows for task in row.tasks}
         budget = dataclasses.replace(

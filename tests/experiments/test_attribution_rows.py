@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kgplm.exceptions import ConfigurationError
 from kgplm.methods import get
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
@@ -200,3 +201,18 @@ def test_a_base_cell_is_keyed_by_the_base_not_by_continued_pre_training():
     assert key(base_row, dataclasses.replace(budget, base_steps=1000)) != key(base_row, budget)
     assert key(base_row, budget, seed=1) != key(base_row, budget)  # the fine-tuning seed is paired with it
     assert key(base_row, budget)["optimisation"]["pretraining"] is None
+
+
+def test_a_protocols_cut_leaves_out_the_rows_it_names_and_nothing_else(capsys):
+    rows = replicate.plan_rows(["smedbert", "kebiolm"], primary=True, base_rows=True)
+    cut = ["smedbert: shuffled graph", "kebiolm: linking without fusion"]
+    kept = replicate.without_rows(rows, cut)
+    assert [row.name for row in kept] == [row.name for row in rows if row.name not in cut]
+    assert len(kept) == len(rows) - 2
+    with pytest.raises(ConfigurationError, match=r"\['smedbert: shuffled'\] are not planned rows"):
+        replicate.without_rows(rows, ["smedbert: shuffled"])
+    with pytest.raises(ConfigurationError, match=r"\['smedbert'\] cannot be cut, other rows are compared with them"):
+        replicate.without_rows(rows, ["smedbert"])
+    replicate.main(["--list-rows", "--primary", "--methods", "kebiolm", "--cut-rows", *cut[1:]])
+    listed = capsys.readouterr().out
+    assert "kebiolm: linking without fusion" not in listed and "kebiolm: control + silver NER" in listed
