@@ -8,8 +8,9 @@ control is pre-trained from the family's base with a seed that is not a study se
 ``<family>-cmedqaner-choice.json``), fine-tuning seed 0; the base is fine-tuned the same way. The rates
 run largest first (:func:`next_rate`), and stop at the first whose control keeps the base's dev score:
 no smaller rate can be chosen over it. Each rate's dev score is written to
-``experiments/results/protocol/<method>-control-rates.jsonl`` as it finishes (a rate already there is
-skipped).
+``experiments/results/protocol/<method>-control-rates.jsonl`` as it finishes (a rate already there at the
+same fine-tuning budget is skipped). The fine-tuning budget is the method's own where the protocol gave its
+rows one (``<method>-cmedqaner-choice.json``), else its family's.
 
 :func:`choose_rate` applies the protocol's rule: the **largest** rate whose control dev score is at
 least the base's; when none is, the smallest, flagged ``loses_ground``. The method's own dev score plays
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from _shared import write_json  # noqa: E402
 from _runs import code_version  # noqa: E402
-from finetune_protocol import append_record, read_records  # noqa: E402
+from finetune_protocol import append_record, choice_path, read_records  # noqa: E402
 
 from kgplm.exceptions import ArtifactError, ConfigurationError  # noqa: E402
 
@@ -90,10 +91,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     torch.set_num_threads(args.threads)
     family = replicate.base_family(args.method)
-    choice_path = args.out / f"{family}-cmedqaner-choice.json"
-    if not choice_path.is_file():
-        raise ArtifactError(f"{choice_path}: no fine-tuning budget yet; run experiments/finetune_protocol.py first")
-    finetuning = json.loads(choice_path.read_text(encoding="utf-8"))
+    chosen = choice_path(args.out, "cmedqaner", args.method, family)
+    if not chosen.is_file():
+        raise ArtifactError(f"{chosen}: no fine-tuning budget yet; run experiments/finetune_protocol.py first")
+    finetuning = json.loads(chosen.read_text(encoding="utf-8"))
     rows = replicate.plan_rows([args.method], primary=True)
     [control] = [row for row in rows if row.role == "control"]
     budget = dataclasses.replace(

@@ -13,7 +13,10 @@ seconds, commit); a run already there is skipped, so a stopped grid resumes.
 highest dev score (ties: the smaller rate), and the budget, the first epoch of that curve whose dev
 score is within ``tolerance`` (0.5 points ×100) of the curve's best — where dev stops improving. The
 choice goes to ``<family>-<task>-choice.json`` and is what the protocol file records; the same
-budget and rate then serve every row of the family.
+budget and rate then serve every row of the family. ``--name`` writes the grid and the choice under
+another name (e.g. a method whose family the protocol gives a budget of its own, ``kebiolm``, read before
+the family's by :func:`choice_path`), and ``--model`` fine-tunes another directory than the base (e.g. a
+control, to see at which rates it learns at all).
 
     .venv/bin/python experiments/finetune_protocol.py [--family mlm --task cmedqaner \\
         --learning-rates 2e-4 5e-4 1e-3 2e-3 --epochs 10]
@@ -39,6 +42,13 @@ logger = logging.getLogger("replicate")
 FAMILY_METHOD = {"mlm": "smedbert", "electra": "ehealth"}
 #: an epoch whose dev score is within this of its curve's best counts as "no longer improving" (F1 as a fraction)
 TOLERANCE = 0.005
+
+
+def choice_path(directory: Path, task: str, method: str, family: str) -> Path:
+    """The fine-tuning choice that serves ``method`` on ``task``: ``<method>-<task>-choice.json`` where the
+    protocol gave the method's rows a budget of their own, else its family's ``<family>-<task>-choice.json``."""
+    own = directory / f"{method}-{task}-choice.json"
+    return own if own.is_file() else directory / f"{family}-{task}-choice.json"
 
 
 def base_directory(work: Path, family: str) -> Path:
@@ -162,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "protocol")
+    parser.add_argument("--name", help="the grid's and the choice's file name prefix (default: the family)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import torch
@@ -172,7 +183,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     base = args.model or base_directory(args.work, args.family)
     digest = file_sha256(base / "model" / "model.safetensors")
     args.out.mkdir(parents=True, exist_ok=True)
-    grid_path = args.out / f"{args.family}-{args.task}-grid.jsonl"
+    name = args.name or args.family
+    grid_path = args.out / f"{name}-{args.task}-grid.jsonl"
     started = time.perf_counter()
     for learning_rate in args.learning_rates:
         done = [
@@ -211,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "wall_s_this_invocation": round(time.perf_counter() - started),
         "commit": code_version(),
     }
-    write_json(args.out / f"{args.family}-{args.task}-choice.json", choice)
+    write_json(args.out / f"{name}-{args.task}-choice.json", choice)
     print(json.dumps(choice, indent=1))
 
 

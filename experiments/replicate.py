@@ -687,11 +687,12 @@ BASE_THREADS = 2
 
 def registered_budget(budget: Budget, choices: Path, methods: Sequence[str]) -> Budget:
     """``budget`` with what a study protocol measured before any row ran (its ``*-choice.json`` files in
-    ``choices``): each task's fine-tuning epochs and learning rate (``<family>-<task>-choice.json``,
-    written by ``finetune_protocol.py``) and the continued pre-training's learning rate and warm-up
+    ``choices``): each task's fine-tuning epochs and learning rate (``<method>-<task>-choice.json`` where the
+    protocol gave a method's rows their own, else ``<family>-<task>-choice.json``; written by
+    ``finetune_protocol.py``) and the continued pre-training's learning rate and warm-up
     (``<method>-control-choice.json``, written by ``control_protocol.py``), which must be one for all of
-    ``methods``: a budget holds one pre-training rate, so methods whose controls chose different rates
-    run in separate invocations."""
+    ``methods``: a budget holds one pre-training rate and one fine-tuning budget per task, so methods whose
+    choices differ run in separate invocations."""
 
     def read(name: str, made_by: str) -> dict:
         path = choices / name
@@ -699,16 +700,20 @@ def registered_budget(budget: Budget, choices: Path, methods: Sequence[str]) -> 
             raise ArtifactError(f"{path}: no such choice; run experiments/{made_by} first")
         return json.loads(path.read_text(encoding="utf-8"))
 
+    from finetune_protocol import choice_path
+
     tasks = {}
-    families = {base_family(method) for method in methods}
     for task, (limit, *_) in budget.tasks.items():
-        picked = {
-            (choice["epochs"], choice["learning_rate"])
-            for choice in (read(f"{family}-{task}-choice.json", "finetune_protocol.py") for family in families)
+        chosen = {
+            method: read(choice_path(choices, task, method, base_family(method)).name, "finetune_protocol.py")
+            for method in methods
         }
+        picked = {(choice["epochs"], choice["learning_rate"]) for choice in chosen.values()}
         if len(picked) > 1:
             raise ConfigurationError(
-                f"{task}: the families {sorted(families)} chose different budgets {sorted(picked)}"
+                f"{task}: the methods' fine-tuning budgets differ ("
+                + ", ".join(f"{m}: {c['epochs']} epochs at {c['learning_rate']:g}" for m, c in chosen.items())
+                + "); run one --methods at a time"
             )
         [(epochs, learning_rate)] = picked
         tasks[task] = [limit, epochs, learning_rate]
@@ -1802,6 +1807,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument(
+        "--results-name",
+        help="the results files' name (default: replicate, replicate-primary or replicate[-primary]-smoke)",
+    )
+    parser.add_argument(
         "--readme", action="store_true", help="also write the table into README.md's 'Does the knowledge help?' section"
     )
     args = parser.parse_args(argv)
@@ -1885,7 +1894,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         seconds=time.perf_counter() - started,
     )
     args.results.mkdir(parents=True, exist_ok=True)
-    stem = "replicate" + ("-primary" if args.primary else "") + ("-smoke" if budget.smoke else "")
+    stem = args.results_name or "replicate" + ("-primary" if args.primary else "") + ("-smoke" if budget.smoke else "")
     (args.results / f"{stem}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
     markdown = render_markdown(result)
     (args.results / f"{stem}.md").write_text(markdown, encoding="utf-8")

@@ -78,3 +78,21 @@ def test_a_run_takes_the_budgets_the_protocol_chose(tmp_path):
         ArtifactError, match="mlm-cehrner-choice.json: no such choice; run experiments/finetune_protocol"
     ):
         replicate.registered_budget(budget, tmp_path, ["kebiolm"])
+
+
+def test_a_method_given_its_own_fine_tuning_budget_reads_it_before_its_familys(tmp_path):
+    import replicate
+    from finetune_protocol import choice_path
+
+    budget = dataclasses.replace(replicate.Budget(), tasks={"cmedqaner": [None, 4]})
+    _write(tmp_path, "mlm-cmedqaner-choice.json", {"epochs": 15, "learning_rate": 5e-3})
+    for method in ("smedbert", "kebiolm"):
+        _write(tmp_path, f"{method}-control-choice.json", {"learning_rate": 2e-4, "warmup_steps": 40})
+    assert choice_path(tmp_path, "cmedqaner", "kebiolm", "mlm").name == "mlm-cmedqaner-choice.json"
+    _write(tmp_path, "kebiolm-cmedqaner-choice.json", {"epochs": 6, "learning_rate": 1e-3})
+    assert choice_path(tmp_path, "cmedqaner", "kebiolm", "mlm").name == "kebiolm-cmedqaner-choice.json"
+    assert choice_path(tmp_path, "cmedqaner", "smedbert", "mlm").name == "mlm-cmedqaner-choice.json"
+    assert replicate.registered_budget(budget, tmp_path, ["kebiolm"]).tasks == {"cmedqaner": [None, 6, 1e-3]}
+    assert replicate.registered_budget(budget, tmp_path, ["smedbert"]).tasks == {"cmedqaner": [None, 15, 5e-3]}
+    with pytest.raises(ConfigurationError, match="smedbert: 15 epochs at 0.005, kebiolm: 6 epochs at 0.001"):
+        replicate.registered_budget(budget, tmp_path, ["smedbert", "kebiolm"])
