@@ -96,3 +96,44 @@ def test_a_method_given_its_own_fine_tuning_budget_reads_it_before_its_familys(t
     assert replicate.registered_budget(budget, tmp_path, ["smedbert"]).tasks == {"cmedqaner": [None, 15, 5e-3]}
     with pytest.raises(ConfigurationError, match="smedbert: 15 epochs at 0.005, kebiolm: 6 epochs at 0.001"):
         replicate.registered_budget(budget, tmp_path, ["smedbert", "kebiolm"])
+
+
+def test_the_results_files_take_the_name_given(monkeypatch, tmp_path):
+    import _table
+    import replicate
+
+    seen = {}
+
+    def fake_run_all(work, budget, rows, device, **options):
+        seen.update(budget=budget, rows=[row.name for row in rows])
+        return {}
+
+    monkeypatch.setattr(replicate, "run_all", fake_run_all)
+    monkeypatch.setattr(_table, "aggregate", lambda *args, **options: {"table": 1})
+    monkeypatch.setattr(_table, "render_markdown", lambda result, *args: "the table")
+    _write(tmp_path, "mlm-cmedqaner-choice.json", {"epochs": 15, "learning_rate": 5e-3})
+    _write(tmp_path, "smedbert-control-choice.json", {"learning_rate": 2e-4, "warmup_steps": 40})
+    replicate.main(
+        [
+            "--primary",
+            "--methods",
+            "smedbert",
+            "--tasks",
+            "cmedqaner",
+            "--choices",
+            str(tmp_path),
+            "--cut-rows",
+            "smedbert: shuffled graph",
+            "--work",
+            str(tmp_path / "work"),
+            "--results",
+            str(tmp_path),
+            "--results-name",
+            "replicate-v5-smedbert",
+        ]
+    )
+    assert json.loads((tmp_path / "replicate-v5-smedbert.json").read_text(encoding="utf-8")) == {"table": 1}
+    assert (tmp_path / "replicate-v5-smedbert.md").read_text(encoding="utf-8") == "the table"
+    assert seen["budget"].tasks == {"cmedqaner": [None, 15, 5e-3]} and seen["budget"].learning_rate == 2e-4
+    assert "smedbert: shuffled graph" not in seen["rows"]
+    assert "smedbert family: the mlm base, no continued pre-training" in seen["rows"]
