@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -229,8 +230,10 @@ PROTOCOLS = ("continued", "scratch")
 from _cells import key_hash  # noqa: E402,F401  (one hash for cache directories and cells)
 
 
+@functools.cache
 def commit() -> str:
-    """The repository's commit, with ``+dirty`` when tracked files differ from it."""
+    """The repository's commit when this process first asks, with ``+dirty`` when tracked files then differ
+    from it: the code a run loaded, which commits made while it runs do not change."""
 
     def git(*args):
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()

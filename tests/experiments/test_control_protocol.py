@@ -137,3 +137,21 @@ def test_the_results_files_take_the_name_given(monkeypatch, tmp_path):
     assert seen["budget"].tasks == {"cmedqaner": [None, 15, 5e-3]} and seen["budget"].learning_rate == 2e-4
     assert "smedbert: shuffled graph" not in seen["rows"]
     assert "smedbert family: the mlm base, no continued pre-training" in seen["rows"]
+
+
+def test_a_run_records_the_commit_it_started_from(monkeypatch):
+    import replicate
+
+    answers = iter(["aaaaaaaaaaaa", "", "bbbbbbbbbbbb", ""])
+
+    def fake_git(*args, **options):
+        return type("Completed", (), {"stdout": next(answers)})()
+
+    forget = getattr(replicate.commit, "cache_clear", lambda: None)
+    forget()
+    monkeypatch.setattr(replicate.subprocess, "run", fake_git)
+    try:
+        assert replicate.commit() == "aaaaaaaaaaaa"
+        assert replicate.commit() == "aaaaaaaaaaaa"  # a commit made while the run goes on does not change it
+    finally:
+        forget()
