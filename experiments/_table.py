@@ -76,6 +76,8 @@ MIN_PRIMARY_SEEDS = 6
 PRIMARY_ALPHA = 0.05
 #: the power at which a "not detected" endpoint's minimal detectable effect is stated
 MDE_POWER = 0.8
+#: the rows whose share of their method's gain is read: those that remove or replace part of the method
+SHARE_ROLES = ("attribution", "ablation", "no knowledge at fine-tuning")
 LINKER_AS_NER = "linker as NER (the linker's spans, KG type → label fitted on train)"
 BEST_CONSTANT = "best constant predictor (best single label on dev; all-O for NER)"
 MEMORISATION = (
@@ -388,7 +390,7 @@ def attribution_shares(rows, tables) -> dict:
                 continue
             gain = method_cell["mean"] - control_cell["mean"]
             for row in rows:
-                if row.group != method.group or row.role in ("method", "control"):
+                if row.group != method.group or row.role not in SHARE_ROLES:
                     continue
                 row_cell = cells.get(row.name, {}).get(column)
                 if row_cell is None:

@@ -44,15 +44,18 @@ every setting that changes them and by the results version of the method (a test
 came from, the budget and the settings.
 
     .venv/bin/python experiments/replicate.py --smoke --jobs 1  # the runner at a tiny budget (checks it end to end)
-    # a registered study: its rows, seeds and the budgets its protocol measured (experiments/protocols/v5.md)
-    .venv/bin/python experiments/replicate.py --primary --methods smedbert kebiolm --seeds 0 1 2 3 4 5 6 \
-        --paired-finetune-seeds --choices experiments/results/protocol --jobs 2
+    # a registered study (experiments/protocols/v5.md): its rows, seeds, the budgets its protocol measured and
+    # its cut, one family per invocation (each family has its own budgets)
+    .venv/bin/python experiments/replicate.py --primary --methods smedbert --tasks cmedqaner \
+        --seeds 0 1 2 3 4 5 6 --paired-finetune-seeds --base-rows --choices experiments/results/protocol \
+        --cut-rows "smedbert: shuffled graph" ... --threads 1 --jobs 2 --results-name replicate-v5-smedbert
     .venv/bin/python experiments/replicate.py [--steps 400 --seeds 0 1 2 3 4 --finetune-seeds 0 1 --jobs 4 --device cuda]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import json
@@ -62,7 +65,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -230,10 +233,17 @@ PROTOCOLS = ("continued", "scratch")
 from _cells import key_hash  # noqa: E402,F401  (one hash for cache directories and cells)
 
 
+#: the environment variable through which a run hands its commit to the worker processes it starts
+RUN_COMMIT = "KGPLM_STUDY_RUN_COMMIT"
+
+
 @functools.cache
 def commit() -> str:
-    """The repository's commit when this process first asks, with ``+dirty`` when tracked files then differ
-    from it: the code a run loaded, which commits made while it runs do not change."""
+    """The commit of the code this run loaded: the repository's commit when the run (:func:`main`, which
+    hands it to its worker processes in :data:`RUN_COMMIT`) or this process first asks, with ``+dirty`` when
+    tracked files then differ from it; commits made while the run goes on do not change it."""
+    if os.environ.get(RUN_COMMIT):
+        return os.environ[RUN_COMMIT]
 
     def git(*args):
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -354,6 +364,13 @@ def plan_rows(methods: Sequence[str] | None = None, *, primary: bool = False, ba
     ]
 
 
+def base_itself(family: str) -> Pretraining:
+    """A base row's configuration: the family's base recipe, marked as not pre-trained again, so it never
+    equals a row that continues from the base with the same recipe (runs are shared by configuration)."""
+    recipe = base_pretraining(family)
+    return dataclasses.replace(recipe, train_options=(("continued_pretraining", False),))
+
+
 def base_row_name(method: str) -> str:
     """The row of ``method``'s family base fine-tuned without continued pre-training."""
     return f"{method} family: the {base_family(method)} base, no continued pre-training"
@@ -401,7 +418,7 @@ def _all_rows(methods: Sequence[str] | None, *, primary: bool, base_rows: bool =
         if base_rows:
             rows.append(Row(control_row, "control", control_pretraining, name, base_row_name(name)))
             # the base's own recipe: it is never pre-trained again (run_all fine-tunes the base itself)
-            rows.append(Row(base_row_name(name), "base", base_pretraining(base_family(name)), name))
+            rows.append(Row(base_row_name(name), "base", base_itself(base_family(name)), name))
         else:
             rows.append(Row(control_row, "control", control_pretraining, name))
     if "mlm" in available() and not primary:
@@ -705,6 +722,14 @@ def registered_budget(budget: Budget, choices: Path, methods: Sequence[str]) -> 
 
     from finetune_protocol import choice_path
 
+    for method in methods:  # a method given its own budget (the protocol's §4a) has it for every task
+        own = [task for task in budget.tasks if (choices / f"{method}-{task}-choice.json").is_file()]
+        if own and len(own) != len(budget.tasks):
+            missing = sorted(set(budget.tasks) - set(own))
+            raise ArtifactError(
+                f"{choices}: {method} has its own fine-tuning budget for {own} but not for {missing}; "
+                f"run experiments/finetune_protocol.py --name {method} for those first"
+            )
     tasks = {}
     for task, (limit, *_) in budget.tasks.items():
         chosen = {
@@ -786,6 +811,14 @@ def pretraining_key(budget: Budget, pretraining: Pretraining, seed: int, shared_
     if budget.protocol == "continued":  # the scratch protocol's keys stay what they were
         key.update(protocol="continued", base=base_key(budget, base_family(pretraining.method), shared_name))
     return key
+
+
+def row_pretraining_key(budget: Budget, row: Row, seed: int, shared_name: str) -> dict:
+    """What a row's model for ``seed`` depends on: its pre-training's key, or for a base row (no continued
+    pre-training) its base's key alone."""
+    if row.role == "base":
+        return {"base": base_key(budget, base_family(row.pretraining.method), shared_name)}
+    return pretraining_key(budget, row.pretraining, seed, shared_name)
 
 
 def finetuning_key(
@@ -1037,10 +1070,6 @@ def finetune(
     """Fine-tune ``run`` on ``task``; its per-example test outcomes (cached with their key) and its directory.
     ``kg_embeddings``: the typed gazetteer's table (:func:`gazetteer_table`; fixed by the run and the budget,
     so not a key of its own)."""
-    import kgplm
-    from _outcomes import scored_outcomes
-
-    limit, epochs, learning_rate = budget.task_budget(task)
     key = finetuning_key(budget, run.name, task, seed, encoder_inputs, options)
     directory, done = cached_directory(
         work / "finetune",
@@ -1051,6 +1080,44 @@ def finetune(
     outcomes_path = directory / "outcomes.json"
     if done:
         return json.loads(outcomes_path.read_text(encoding="utf-8")), directory
+    with exclusive(directory):  # two rows may ask for the same fine-tuning at once (each family's base row)
+        if (directory / "key.json").is_file():  # the other process finished it while this one waited
+            return json.loads(outcomes_path.read_text(encoding="utf-8")), directory
+        return _finetune_into(directory, key, budget, run, task, seed, encoder_inputs, device, options, kg_embeddings)
+
+
+@contextlib.contextmanager
+def exclusive(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock beside ``directory`` (``<name>.lock``, ``fcntl.flock``) for the block: a second
+    process that wants the same cached computation waits for the first, then finds it done."""
+    import fcntl
+
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.parent / f"{directory.name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _finetune_into(
+    directory: Path,
+    key: dict,
+    budget: Budget,
+    run: Path,
+    task: str,
+    seed: int,
+    encoder_inputs: bool,
+    device: str,
+    options: tuple,
+    kg_embeddings: str | None,
+) -> tuple[dict, Path]:
+    import kgplm
+    from _outcomes import scored_outcomes
+
+    limit, epochs, learning_rate = budget.task_budget(task)
+    outcomes_path = directory / "outcomes.json"
     result = kgplm.finetune(
         model=run,
         task=task,
@@ -1288,14 +1355,10 @@ def cell_job(
     versions = results_versions(row)
     fine = finetuning_key(budget, "<pretrained>", task, finetune_seed, row.encoder_inputs, row.finetune_options)
     del fine["pretrained"]
-    if row.role == "base":  # no continued pre-training: the base's key is the whole of it
-        pretraining = {"base": base_key(budget, base_family(row.pretraining.method), shared_name)}
-    else:
-        pretraining = pretraining_key(budget, row.pretraining, seed, shared_name)
     key = {
         "row": row.name,
         "role": row.role,
-        "pretraining": pretraining,
+        "pretraining": row_pretraining_key(budget, row, seed, shared_name),
         "finetuning": fine,
         "results_versions": versions,
         "pepr": dict(PEPR_SETTINGS),
@@ -1670,7 +1733,7 @@ def own_evaluations(
             key = {
                 "column": column,
                 "row": row.name,
-                "pretraining": pretraining_key(budget, row.pretraining, seed, shared_name),
+                "pretraining": row_pretraining_key(budget, row, seed, shared_name),
                 "method_pretraining": pretraining_key(budget, method_pretraining, seed, shared_name),
                 "results_versions": results_versions(row),
             }
@@ -1802,6 +1865,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "epochs and rate and the controls' pre-training rate and warm-up (needs --methods)",
     )
     parser.add_argument(
+        "--base-rows",
+        action="store_true",
+        help="per method also its family's base fine-tuned without continued pre-training, the control "
+        "compared with it (needs the continued protocol and --paired-finetune-seeds)",
+    )
+    parser.add_argument(
         "--cut-rows",
         nargs="+",
         default=[],
@@ -1817,8 +1886,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--readme", action="store_true", help="also write the table into README.md's 'Does the knowledge help?' section"
     )
     args = parser.parse_args(argv)
+    os.environ[RUN_COMMIT] = commit()  # before any work: the code this run loaded, for every worker too
     if args.list_rows:
-        planned = plan_rows(args.methods, primary=args.primary, base_rows=args.protocol != "scratch")
+        planned = plan_rows(args.methods, primary=args.primary, base_rows=args.base_rows)
         print(describe_rows(without_rows(planned, args.cut_rows)))
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -1847,13 +1917,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     budget = dataclasses.replace(budget, **overrides)
     work = args.work or ROOT / ".cache" / ("replicate-smoke" if budget.smoke else "replicate")
     work.mkdir(parents=True, exist_ok=True)
-    rows = without_rows(
-        plan_rows(args.methods, primary=args.primary, base_rows=budget.protocol == "continued"), args.cut_rows
-    )
+    rows = without_rows(plan_rows(args.methods, primary=args.primary, base_rows=args.base_rows), args.cut_rows)
     if args.primary and not args.tasks:  # the tasks of the rows' endpoints
         needed = {task for row in rows for task in row.tasks}
         budget = dataclasses.replace(
             budget, tasks={task: limits for task, limits in budget.tasks.items() if task in needed}
+        )
+    if args.base_rows and (budget.protocol != "continued" or not budget.paired_finetune_seeds):
+        raise ConfigurationError(
+            "--base-rows: the base rows need the continued protocol and --paired-finetune-seeds (the base is "
+            "one model; only a fine-tuning seed paired with each pre-training seed makes its runs differ)"
         )
     if args.choices:
         if not args.methods:

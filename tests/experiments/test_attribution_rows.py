@@ -135,8 +135,9 @@ def test_the_gazetteer_cells_fine_tune_with_the_table_the_methods_runs_read(tmp_
     assert seen == {"options": (("mention_spans", "typed"),), "kg_embeddings": str(expected)}
 
 
-def test_the_row_listing_names_each_rows_options(capsys):
-    replicate.main(["--list-rows", "--primary", "--methods", "kebiolm"])
+def test_the_row_listing_names_each_rows_options(capsys, monkeypatch):
+    monkeypatch.setenv(replicate.RUN_COMMIT, "test")
+    replicate.main(["--list-rows", "--primary", "--methods", "kebiolm", "--base-rows"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == (
         "kebiolm: control + silver NER [attribution, vs kebiolm]: kebiolm (word_entity masking; "
@@ -203,7 +204,8 @@ def test_a_base_cell_is_keyed_by_the_base_not_by_continued_pre_training():
     assert key(base_row, budget)["optimisation"]["pretraining"] is None
 
 
-def test_a_protocols_cut_leaves_out_the_rows_it_names_and_nothing_else(capsys):
+def test_a_protocols_cut_leaves_out_the_rows_it_names_and_nothing_else(capsys, monkeypatch):
+    monkeypatch.setenv(replicate.RUN_COMMIT, "test")
     rows = replicate.plan_rows(["smedbert", "kebiolm"], primary=True, base_rows=True)
     cut = ["smedbert: shuffled graph", "kebiolm: linking without fusion"]
     kept = replicate.without_rows(rows, cut)

@@ -108,6 +108,7 @@ def test_the_results_files_take_the_name_given(monkeypatch, tmp_path):
         seen.update(budget=budget, rows=[row.name for row in rows])
         return {}
 
+    monkeypatch.setenv(replicate.RUN_COMMIT, "test")
     monkeypatch.setattr(replicate, "run_all", fake_run_all)
     monkeypatch.setattr(_table, "aggregate", lambda *args, **options: {"table": 1})
     monkeypatch.setattr(_table, "render_markdown", lambda result, *args: "the table")
@@ -122,6 +123,8 @@ def test_the_results_files_take_the_name_given(monkeypatch, tmp_path):
             "cmedqaner",
             "--choices",
             str(tmp_path),
+            "--base-rows",
+            "--paired-finetune-seeds",
             "--cut-rows",
             "smedbert: shuffled graph",
             "--work",
@@ -147,6 +150,7 @@ def test_a_run_records_the_commit_it_started_from(monkeypatch):
     def fake_git(*args, **options):
         return type("Completed", (), {"stdout": next(answers)})()
 
+    monkeypatch.delenv(replicate.RUN_COMMIT, raising=False)
     forget = getattr(replicate.commit, "cache_clear", lambda: None)
     forget()
     monkeypatch.setattr(replicate.subprocess, "run", fake_git)
@@ -155,3 +159,21 @@ def test_a_run_records_the_commit_it_started_from(monkeypatch):
         assert replicate.commit() == "aaaaaaaaaaaa"  # a commit made while the run goes on does not change it
     finally:
         forget()
+
+
+def test_a_method_with_its_own_budget_for_one_task_needs_it_for_every_task(tmp_path):
+    import replicate
+
+    budget = dataclasses.replace(replicate.Budget(), tasks={"cmedqaner": [None, 4], "cehrner": [None, 4]})
+    _write(tmp_path, "mlm-cmedqaner-choice.json", {"epochs": 15, "learning_rate": 5e-3})
+    _write(tmp_path, "mlm-cehrner-choice.json", {"epochs": 14, "learning_rate": 5e-3})
+    _write(tmp_path, "kebiolm-control-choice.json", {"learning_rate": 2e-4, "warmup_steps": 40})
+    _write(tmp_path, "kebiolm-cmedqaner-choice.json", {"epochs": 6, "learning_rate": 1e-3})
+    # not the family's cEHRNER budget at another rate beside its own cMedQANER one
+    with pytest.raises(ArtifactError, match=r"kebiolm has its own fine-tuning budget for \['cmedqaner'\] but not for"):
+        replicate.registered_budget(budget, tmp_path, ["kebiolm"])
+    _write(tmp_path, "kebiolm-cehrner-choice.json", {"epochs": 12, "learning_rate": 1e-3})
+    assert replicate.registered_budget(budget, tmp_path, ["kebiolm"]).tasks == {
+        "cmedqaner": [None, 6, 1e-3],
+        "cehrner": [None, 12, 1e-3],
+    }
