@@ -1407,9 +1407,14 @@ def exit_with_parent(interval: float = 5.0) -> threading.Thread:
 
 
 def _init_cell_worker(work: str, budget: dict, device: str, threads: int | None) -> None:
+    """Set up the cell context; in a worker process (not the runner itself, which computes the cells with one
+    worker) also stop when the runner is gone."""
+    import multiprocessing
+
     import torch
 
-    exit_with_parent()
+    if multiprocessing.parent_process() is not None:  # the runner's own process has no runner to outlive
+        exit_with_parent()
     if threads:
         torch.set_num_threads(threads)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

@@ -902,3 +902,19 @@ def test_a_worker_stops_when_its_runner_is_gone(monkeypatch):
     thread = replicate.exit_with_parent(interval=0.01)
     thread.join(timeout=5)
     assert exits == [1] and not thread.is_alive()
+
+
+def test_a_runner_computing_its_own_cells_does_not_watch_its_own_parent(monkeypatch, tmp_path):
+    """With one worker the runner computes cells itself: a runner started from a shell that then exits is
+    re-parented, and must go on (a watcher would end the whole run)."""
+    import multiprocessing
+
+    watched = []
+    monkeypatch.setattr(replicate, "exit_with_parent", lambda: watched.append(True))
+    monkeypatch.setattr(replicate, "_CELL_CONTEXT", {})
+    budget = dataclasses.asdict(replicate.Budget())
+    replicate._init_cell_worker(str(tmp_path), budget, "cpu", None)
+    assert watched == []  # the runner's own process
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
+    replicate._init_cell_worker(str(tmp_path), budget, "cpu", None)
+    assert watched == [True]  # a pool worker
