@@ -90,6 +90,20 @@ def choose(runs: Sequence[dict], tolerance: float = TOLERANCE) -> dict:
     }
 
 
+def first_that_learns(rates: Sequence[float], runs: Sequence[dict]) -> float | None:
+    """The first of ``rates`` (in their order) whose run learned at all: its best dev score above the best
+    constant predictor's (``dev_constant``; the all-O tagger's 0 for NER); None when none did or a rate has no
+    run yet. The protocol's §4a reads a family's fine-tuning rate off its control this way, largest first."""
+    by_rate = {run["learning_rate"]: run for run in runs}
+    for rate in rates:
+        run = by_rate.get(rate)
+        if run is None:
+            return None
+        if max(point["dev"] for point in run["curve"]) > run["dev_constant"]:
+            return rate
+    return None
+
+
 def read_records(path: Path) -> list[dict]:
     if not path.is_file():
         return []
@@ -173,6 +187,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "protocol")
     parser.add_argument("--name", help="the grid's and the choice's file name prefix (default: the family)")
+    parser.add_argument(
+        "--first-that-learns",
+        action="store_true",
+        help="run the rates in the order given and stop at the first whose run beats the best constant "
+        "predictor on dev; the choice is that rate (the protocol's rule for a control, §4a)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import torch
@@ -186,7 +206,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     name = args.name or args.family
     grid_path = args.out / f"{name}-{args.task}-grid.jsonl"
     started = time.perf_counter()
+
+    def grid() -> list[dict]:
+        return [
+            run
+            for run in read_records(grid_path)
+            if run["model_sha256"] == digest
+            and run["task"] == args.task
+            and run["epochs"] == args.epochs
+            and run["learning_rate"] in args.learning_rates
+        ]
+
     for learning_rate in args.learning_rates:
+        if args.first_that_learns and first_that_learns(args.learning_rates, grid()) is not None:
+            break
         done = [
             run
             for run in read_records(grid_path)
@@ -205,16 +238,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             record["best_epoch"],
             record["wall_s"],
         )
-    runs = [
-        run
-        for run in read_records(grid_path)
-        if run["model_sha256"] == digest
-        and run["task"] == args.task
-        and run["epochs"] == args.epochs
-        and run["learning_rate"] in args.learning_rates
-    ]
+    runs = grid()
+    rule = (
+        {"learning_rate": first_that_learns(args.learning_rates, runs), "rule": "first rate that learns"}
+        if args.first_that_learns
+        else choose(runs)
+    )
     choice = {
-        **choose(runs),
+        **rule,
         "family": args.family,
         "task": args.task,
         "model_sha256": digest,

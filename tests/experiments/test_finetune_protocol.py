@@ -43,3 +43,16 @@ def test_runs_are_appended_and_read_back(tmp_path):
     assert finetune_protocol.read_records(path) == [{"a": 1}, {"a": 2}]
     assert not list(tmp_path.glob("*.tmp"))
     assert finetune_protocol.read_records(tmp_path / "absent.jsonl") == []
+
+
+def test_the_first_rate_that_learns_in_the_order_given():
+    def run(rate, devs, constant=0.0):
+        return {**_run(rate, devs), "dev_constant": constant}
+
+    runs = [run(2e-3, [0.0, 0.0, 0.0]), run(1e-3, [0.0, 0.18, 0.22]), run(5e-4, [0.04, 0.2, 0.21])]
+    assert finetune_protocol.first_that_learns([2e-3, 1e-3, 5e-4], runs) == 1e-3  # 2e-3 stays the all-O tagger
+    assert finetune_protocol.first_that_learns([5e-4, 1e-3], runs) == 5e-4  # the order given decides
+    assert finetune_protocol.first_that_learns([2e-3], runs) is None
+    assert finetune_protocol.first_that_learns([2e-3, 1e-4], runs) is None  # 1e-4 has not run yet
+    # a pair task's constant predictor scores above 0: matching it is not learning
+    assert finetune_protocol.first_that_learns([1e-3], [run(1e-3, [0.5, 0.5], constant=0.5)]) is None
