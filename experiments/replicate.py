@@ -1070,6 +1070,9 @@ def finetune(
     """Fine-tune ``run`` on ``task``; its per-example test outcomes (cached with their key) and its directory.
     ``kg_embeddings``: the typed gazetteer's table (:func:`gazetteer_table`; fixed by the run and the budget,
     so not a key of its own)."""
+    import kgplm
+    from _outcomes import scored_outcomes
+
     key = finetuning_key(budget, run.name, task, seed, encoder_inputs, options)
     directory, done = cached_directory(
         work / "finetune",
@@ -1083,7 +1086,34 @@ def finetune(
     with exclusive(directory):  # two rows may ask for the same fine-tuning at once (each family's base row)
         if (directory / "key.json").is_file():  # the other process finished it while this one waited
             return json.loads(outcomes_path.read_text(encoding="utf-8")), directory
-        return _finetune_into(directory, key, budget, run, task, seed, encoder_inputs, device, options, kg_embeddings)
+        limit, epochs, learning_rate = budget.task_budget(task)
+        result = kgplm.finetune(
+            model=run,
+            task=task,
+            data_dir=SHARED / "tasks",
+            output_dir=directory,
+            epochs=epochs,
+            batch_size=budget.finetune_batch_size,
+            learning_rate=learning_rate,
+            max_length=budget.finetune_max_length,
+            max_train_examples=limit,
+            max_eval_examples=budget.max_eval_examples,
+            seed=seed,
+            encoder_inputs=encoder_inputs,
+            device=device,
+            progress=False,
+            **dict(options),
+            **({"kg_embeddings": kg_embeddings} if kg_embeddings else {}),
+        )
+        outcomes = scored_outcomes(directory, task, SHARED / "tasks", device=device)
+        if abs(outcomes["score"] - result.test["main"]) > 1e-9:
+            raise RuntimeError(
+                f"{directory}: per-example outcomes give {outcomes['score']:.6f}, kgplm.finetune reported "
+                f"{result.test['main']:.6f}; the outcome decoding no longer matches kgplm's scoring"
+            )
+        outcomes_path.write_text(json.dumps(outcomes), encoding="utf-8")
+        mark_done(directory, key)
+        return outcomes, directory
 
 
 @contextlib.contextmanager
@@ -1099,52 +1129,6 @@ def exclusive(directory: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _finetune_into(
-    directory: Path,
-    key: dict,
-    budget: Budget,
-    run: Path,
-    task: str,
-    seed: int,
-    encoder_inputs: bool,
-    device: str,
-    options: tuple,
-    kg_embeddings: str | None,
-) -> tuple[dict, Path]:
-    import kgplm
-    from _outcomes import scored_outcomes
-
-    limit, epochs, learning_rate = budget.task_budget(task)
-    outcomes_path = directory / "outcomes.json"
-    result = kgplm.finetune(
-        model=run,
-        task=task,
-        data_dir=SHARED / "tasks",
-        output_dir=directory,
-        epochs=epochs,
-        batch_size=budget.finetune_batch_size,
-        learning_rate=learning_rate,
-        max_length=budget.finetune_max_length,
-        max_train_examples=limit,
-        max_eval_examples=budget.max_eval_examples,
-        seed=seed,
-        encoder_inputs=encoder_inputs,
-        device=device,
-        progress=False,
-        **dict(options),
-        **({"kg_embeddings": kg_embeddings} if kg_embeddings else {}),
-    )
-    outcomes = scored_outcomes(directory, task, SHARED / "tasks", device=device)
-    if abs(outcomes["score"] - result.test["main"]) > 1e-9:
-        raise RuntimeError(
-            f"{directory}: per-example outcomes give {outcomes['score']:.6f}, kgplm.finetune reported "
-            f"{result.test['main']:.6f}; the outcome decoding no longer matches kgplm's scoring"
-        )
-    outcomes_path.write_text(json.dumps(outcomes), encoding="utf-8")
-    mark_done(directory, key)
-    return outcomes, directory
 
 
 def intrinsic_key(budget: Budget, pretrained: str) -> dict:

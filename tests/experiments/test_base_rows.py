@@ -5,11 +5,11 @@ primary endpoints and the attribution shares; one fine-tuning shared by two rows
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -85,17 +85,20 @@ def test_the_table_compares_the_control_with_the_base_outside_the_primary_endpoi
 
 
 def test_two_rows_asking_for_one_fine_tuning_at_once_compute_it_once(monkeypatch, tmp_path):
+    import _outcomes
+
+    import kgplm
+
     computed = []
 
-    def slow_finetune(directory, key, *args):
-        computed.append(directory)
+    def slow_finetune(*, output_dir, **arguments):
+        computed.append(output_dir)
         time.sleep(0.5)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "outcomes.json").write_text(json.dumps({"score": 0.25}), encoding="utf-8")
-        replicate.mark_done(directory, key)
-        return {"score": 0.25}, directory
+        Path(output_dir).mkdir(parents=True)  # as kgplm.finetune writes its run there
+        return SimpleNamespace(test={"main": 0.25})
 
-    monkeypatch.setattr(replicate, "_finetune_into", slow_finetune)
+    monkeypatch.setattr(kgplm, "finetune", slow_finetune)
+    monkeypatch.setattr(_outcomes, "scored_outcomes", lambda directory, *args, **options: {"score": 0.25})
     monkeypatch.setenv(replicate.RUN_COMMIT, "test")
     results = []
 
