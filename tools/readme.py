@@ -14,14 +14,29 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-#: the committed results of the replication study's primary table
+#: the committed results of the replication study's protocol-v4 primary table (every method)
 RESULTS_NAME = "experiments/results/replicate-primary.json"
 RESULTS = REPO_ROOT / RESULTS_NAME
+#: the committed results of protocol v5, one file per re-tested family; a method found in one of them is
+#: reported from it, the others from :data:`RESULTS_NAME`
+V5_RESULTS = ("experiments/results/replicate-v5-smedbert.json", "experiments/results/replicate-v5-kebiolm.json")
 
 
 def _primary_results() -> tuple[dict[str, list[dict]], dict]:
     results = json.loads(RESULTS.read_text(encoding="utf-8"))
     return {name: family.get("primary", []) for name, family in results["families"].items()}, results
+
+
+def _v5_results() -> dict[str, tuple[str, dict]]:
+    """Method → (its protocol-v5 results file, the results) for every v5 file committed so far."""
+    found = {}
+    for name in V5_RESULTS:
+        path = REPO_ROOT / name
+        if path.exists():
+            results = json.loads(path.read_text(encoding="utf-8"))
+            for method in results["families"]:
+                found[method] = (name, results)
+    return found
 
 
 def _cell(results: dict, row: str, column: str) -> str:
@@ -39,7 +54,25 @@ def _status(entry: dict) -> str:
         return "**supported**"
     if status.startswith("not supported"):
         return "not supported"
+    if status.startswith("not detected"):
+        effect = entry.get("minimal_detectable_effect")
+        return "not detected" + ("" if effect is None else f" (smallest detectable effect {100 * effect:.1f})")
     return status.split(" (")[0].replace(" degenerate runs", " runs learnt nothing beyond a constant")
+
+
+def _p_text(value) -> str:
+    if value is None:
+        return "—"
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _baseline(results: dict, name_start: str, column: str) -> str:
+    """The score of the baseline row whose name starts with ``name_start`` in ``column``, ×100."""
+    for baselines in results["baselines"].values():
+        for name, values in baselines.items():
+            if name.startswith(name_start) and values.get(column) is not None:
+                return f"{100 * values[column]:.1f}"
+    return "—"
 
 
 def methods_table() -> str:
@@ -47,6 +80,8 @@ def methods_table() -> str:
     from kgplm.methods import available, get
 
     primary, _ = _primary_results()
+    for method, (_, results) in _v5_results().items():
+        primary[method] = results["families"][method]["primary"]
     lines = [
         "| method | paper | what it adds | primary endpoint (vs its control) | claim at small scale |",
         "|---|---|---|---|---|",
@@ -64,11 +99,52 @@ def methods_table() -> str:
 
 
 def headline_table() -> str:
-    """Each pre-registered primary endpoint: the method, its fair control, the difference and the verdict."""
+    """Each pre-registered primary endpoint: protocol v5's re-tested families first, then protocol v4's."""
+    v5 = _v5_results()
+    return "\n\n".join(part for part in (_v5_headline(v5), _v4_headline(exclude=set(v5))) if part)
+
+
+def _v5_headline(v5: dict[str, tuple[str, dict]]) -> str:
+    """The protocol-v5 endpoints: the base, the control, the method, the memorisation baseline and the tests."""
+    if not v5:
+        return ""
+    files = sorted({name for name, _ in v5.values()})
+    any_results = next(iter(v5.values()))[1]
+    seeds = sorted({e["n"] for _, r in v5.values() for f in r["families"].values() for e in f["primary"]})
+    lines = [
+        f"Protocol v5 (`{any_results['protocol_file']}`). Test scores × 100, mean ± 95 % t half-width over "
+        f"{', '.join(map(str, seeds))} pre-training seeds; δ is the method's mean per-seed difference from its "
+        "control; supported needs the paired t-test and the sign-flip test both below 0.05 (Holm over the "
+        "method's endpoints); memorisation tags the fine-tuning training split's own mention strings "
+        f"({', '.join(f'`{name}`' for name in files)}).",
+        "",
+        "| method | primary endpoint | base | control | method | memorisation | δ | p (t) | p (sign-flip) | verdict |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for method, (_, results) in v5.items():
+        base = next((row["name"] for row in results["rows"] if row["role"] == "base"), None)
+        for entry in results["families"][method]["primary"]:
+            column = entry["column"]
+            lines.append(
+                f"| `{method}` | {entry['endpoint']} | "
+                f"{_cell(results, base, column) if base else '—'} | {_cell(results, entry['against'], column)} | "
+                f"{_cell(results, entry['row'], column)} | {_baseline(results, 'memorisation', column)} | "
+                f"{100 * entry['difference']:+.1f} | {_p_text(entry['p_t'])} | "
+                f"{_p_text(entry['p_permutation'])} | {_status(entry)} |"
+            )
+    return "\n".join(lines)
+
+
+def _v4_headline(exclude: set[str]) -> str:
+    """Protocol v4's endpoints of every method not re-tested under v5."""
     primary, results = _primary_results()
+    primary = {name: entries for name, entries in primary.items() if name not in exclude}
+    if not primary:
+        return ""
     seeds = {entry["n"] for entries in primary.values() for entry in entries}
     lines = [
-        f"Test scores × 100, mean ± 95 % t half-width over {', '.join(map(str, sorted(seeds)))} pre-training "
+        ("Protocol v4, not re-tested under v5. " if exclude else "")
+        + f"Test scores × 100, mean ± 95 % t half-width over {', '.join(map(str, sorted(seeds)))} pre-training "
         f"seeds; δ is the mean per-seed difference, p (t) the pre-registered paired t-test "
         f"(`{RESULTS_NAME}`, {results['date']}, {results['device']}, "
         f"{results['machine']['cpus']} CPUs).",
@@ -78,12 +154,10 @@ def headline_table() -> str:
     ]
     for name, entries in primary.items():
         for entry in entries:
-            p_value = entry["p_t"]
-            p_text = "< 0.001" if p_value < 0.001 else f"{p_value:.3f}"
             lines.append(
                 f"| `{name}` | {entry['endpoint']} | {_cell(results, entry['row'], entry['column'])} | "
                 f"{_cell(results, entry['against'], entry['column'])} | {100 * entry['difference']:+.1f} | "
-                f"{p_text} | {_status(entry)} |"
+                f"{_p_text(entry['p_t'])} | {_status(entry)} |"
             )
     return "\n".join(lines)
 
