@@ -16,7 +16,9 @@ choice goes to ``<family>-<task>-choice.json`` and is what the protocol file rec
 budget and rate then serve every row of the family. ``--name`` writes the grid and the choice under
 another name (e.g. a method whose family the protocol gives a budget of its own, ``kebiolm``, read before
 the family's by :func:`choice_path`), and ``--model`` fine-tunes another directory than the base (e.g. a
-control, to see at which rates it learns at all).
+control, to see at which rates it learns at all). ``--finetune-seeds`` runs each rate with several
+fine-tuning seeds; with ``--every-seed-learns`` the choice is the first rate (in the order given) at which
+no seed's run is degenerate (:func:`first_where_every_seed_learns`, the protocol's §4b).
 
     .venv/bin/python experiments/finetune_protocol.py [--family mlm --task cmedqaner \\
         --learning-rates 2e-4 5e-4 1e-3 2e-3 --epochs 10]
@@ -99,8 +101,25 @@ def first_that_learns(rates: Sequence[float], runs: Sequence[dict]) -> float | N
         run = by_rate.get(rate)
         if run is None:
             return None
-        if max(point["dev"] for point in run["curve"]) > run["dev_constant"]:
+        if _learned(run):
             return rate
+    return None
+
+
+def _learned(run: dict) -> bool:
+    return max(point["dev"] for point in run["curve"]) > run["dev_constant"]
+
+
+def first_where_every_seed_learns(rates: Sequence[float], seeds: Sequence[int], runs: Sequence[dict]) -> float | None:
+    """The first of ``rates`` (in their order) at which the run of every fine-tuning seed in ``seeds`` learned
+    (its best dev score above the best constant predictor's). A rate with a degenerate run is passed over as
+    soon as that run exists; None when no rate qualifies or the first candidate still lacks a seed's run."""
+    by_key = {(run["learning_rate"], run.get("finetune_seed", 0)): run for run in runs}
+    for rate in rates:
+        present = [by_key[rate, seed] for seed in seeds if (rate, seed) in by_key]
+        if not all(_learned(run) for run in present):
+            continue
+        return rate if len(present) == len(seeds) else None
     return None
 
 
@@ -118,8 +137,9 @@ def append_record(path: Path, record: dict) -> None:
     temporary.replace(path)
 
 
-def grid_run(work: Path, base: Path, task: str, learning_rate: float, epochs: int, device: str) -> dict:
-    """One fine-tuning of ``base`` at ``learning_rate`` for ``epochs`` epochs, no early stop; its curve."""
+def grid_run(work: Path, base: Path, task: str, learning_rate: float, epochs: int, device: str, seed: int = 0) -> dict:
+    """One fine-tuning of ``base`` at ``learning_rate`` for ``epochs`` epochs with fine-tuning seed ``seed``, no
+    early stop; its curve."""
     import replicate
     from _cells import file_sha256
     from _outcomes import best_constant
@@ -128,7 +148,7 @@ def grid_run(work: Path, base: Path, task: str, learning_rate: float, epochs: in
     from kgplm.evaluation.tasks import load_task
 
     budget = replicate.Budget()
-    output = work / "protocol" / f"{base.name}-{task}-lr{learning_rate:g}-e{epochs}"
+    output = work / "protocol" / (f"{base.name}-{task}-lr{learning_rate:g}-e{epochs}" + (f"-s{seed}" if seed else ""))
     wall, cpu = time.perf_counter(), time.process_time()
     result = kgplm.finetune(
         model=base,
@@ -141,7 +161,7 @@ def grid_run(work: Path, base: Path, task: str, learning_rate: float, epochs: in
         patience=epochs,
         max_length=budget.finetune_max_length,
         max_train_examples=None,
-        seed=0,
+        seed=seed,
         device=device,
         progress=False,
     )
@@ -162,7 +182,7 @@ def grid_run(work: Path, base: Path, task: str, learning_rate: float, epochs: in
         "epochs": epochs,
         "batch_size": budget.finetune_batch_size,
         "max_length": budget.finetune_max_length,
-        "finetune_seed": 0,
+        "finetune_seed": seed,
         "curve": curve,
         "best_epoch": max(curve, key=lambda point: point["dev"])["epoch"],
         "test_at_best_epoch": float(result.test["main"]),
@@ -193,7 +213,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="run the rates in the order given and stop at the first whose run beats the best constant "
         "predictor on dev; the choice is that rate (the protocol's rule for a control, §4a)",
     )
+    parser.add_argument(
+        "--finetune-seeds", type=int, nargs="+", default=[0], help="fine-tune each rate with each of these seeds"
+    )
+    parser.add_argument(
+        "--every-seed-learns",
+        action="store_true",
+        help="run the rates in the order given, each with every --finetune-seeds seed, passing over a rate at "
+        "its first degenerate run; the choice is the first rate at which every seed's run beats the best "
+        "constant predictor on dev (the protocol's §4b)",
+    )
     args = parser.parse_args(argv)
+    if args.first_that_learns and args.every_seed_learns:
+        parser.error("--first-that-learns and --every-seed-learns are two rules; give one")
+    if len(args.finetune_seeds) > 1 and not args.every_seed_learns:
+        parser.error("several --finetune-seeds serve --every-seed-learns; the other rules read one curve per rate")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import torch
 
@@ -215,35 +249,54 @@ def main(argv: Sequence[str] | None = None) -> None:
             and run["task"] == args.task
             and run["epochs"] == args.epochs
             and run["learning_rate"] in args.learning_rates
+            and run.get("finetune_seed", 0) in args.finetune_seeds
         ]
 
+    def settled() -> bool:
+        if args.first_that_learns:
+            return first_that_learns(args.learning_rates, grid()) is not None
+        if args.every_seed_learns:
+            return first_where_every_seed_learns(args.learning_rates, args.finetune_seeds, grid()) is not None
+        return False
+
     for learning_rate in args.learning_rates:
-        if args.first_that_learns and first_that_learns(args.learning_rates, grid()) is not None:
-            break
-        done = [
-            run
-            for run in read_records(grid_path)
-            if (run["model_sha256"], run["task"], run["learning_rate"], run["epochs"])
-            == (digest, args.task, learning_rate, args.epochs)
-        ]
-        if done:
-            logger.info("lr %g: already in %s", learning_rate, grid_path)
-            continue
-        record = grid_run(args.work, base, args.task, learning_rate, args.epochs, args.device)
-        append_record(grid_path, record)
-        logger.info(
-            "lr %g: dev %s (best epoch %d) in %.0f s",
-            learning_rate,
-            " ".join(f"{100 * point['dev']:.1f}" for point in record["curve"]),
-            record["best_epoch"],
-            record["wall_s"],
-        )
+        for seed in args.finetune_seeds:
+            if settled():
+                break
+            if args.every_seed_learns and any(
+                run["learning_rate"] == learning_rate and not _learned(run) for run in grid()
+            ):
+                break  # this rate has a degenerate run: the rule passes it over
+            done = [
+                run
+                for run in read_records(grid_path)
+                if (run["model_sha256"], run["task"], run["learning_rate"], run["epochs"], run.get("finetune_seed", 0))
+                == (digest, args.task, learning_rate, args.epochs, seed)
+            ]
+            if done:
+                logger.info("lr %g, seed %d: already in %s", learning_rate, seed, grid_path)
+                continue
+            record = grid_run(args.work, base, args.task, learning_rate, args.epochs, args.device, seed)
+            append_record(grid_path, record)
+            logger.info(
+                "lr %g, seed %d: dev %s (best epoch %d) in %.0f s",
+                learning_rate,
+                seed,
+                " ".join(f"{100 * point['dev']:.1f}" for point in record["curve"]),
+                record["best_epoch"],
+                record["wall_s"],
+            )
     runs = grid()
-    rule = (
-        {"learning_rate": first_that_learns(args.learning_rates, runs), "rule": "first rate that learns"}
-        if args.first_that_learns
-        else choose(runs)
-    )
+    if args.first_that_learns:
+        rule = {"learning_rate": first_that_learns(args.learning_rates, runs), "rule": "first rate that learns"}
+    elif args.every_seed_learns:
+        rule = {
+            "learning_rate": first_where_every_seed_learns(args.learning_rates, args.finetune_seeds, runs),
+            "rule": "first rate at which every fine-tuning seed learns",
+            "finetune_seeds": list(args.finetune_seeds),
+        }
+    else:
+        rule = choose(runs)
     choice = {
         **rule,
         "family": args.family,

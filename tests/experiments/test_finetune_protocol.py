@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 
 import finetune_protocol  # noqa: E402
+from _cells import file_sha256  # noqa: E402
 
 from kgplm.exceptions import ConfigurationError  # noqa: E402
 
@@ -56,3 +58,53 @@ def test_the_first_rate_that_learns_in_the_order_given():
     assert finetune_protocol.first_that_learns([2e-3, 1e-4], runs) is None  # 1e-4 has not run yet
     # a pair task's constant predictor scores above 0: matching it is not learning
     assert finetune_protocol.first_that_learns([1e-3], [run(1e-3, [0.5, 0.5], constant=0.5)]) is None
+
+
+def test_the_first_rate_at_which_every_seed_learns():
+    def run(rate, seed, devs):
+        return {**_run(rate, devs), "finetune_seed": seed, "dev_constant": 0.0}
+
+    runs = [
+        run(5e-3, 0, [0.1, 0.3]),
+        run(5e-3, 1, [0.0, 0.0]),  # one seed stays the all-O tagger: 5e-3 is passed over
+        run(2e-3, 0, [0.1, 0.2]),
+        run(2e-3, 1, [0.0, 0.15]),
+    ]
+    assert finetune_protocol.first_where_every_seed_learns([5e-3, 2e-3], [0, 1], runs) == 2e-3
+    assert finetune_protocol.first_where_every_seed_learns([5e-3, 2e-3], [0], runs) == 5e-3
+    # seed 2 has not run at 2e-3: not settled yet
+    assert finetune_protocol.first_where_every_seed_learns([5e-3, 2e-3], [0, 1, 2], runs) is None
+    assert finetune_protocol.first_where_every_seed_learns([5e-3], [0, 1], runs) is None
+
+
+def test_every_seed_learns_runs_seeds_until_a_degenerate_one_then_the_next_rate(tmp_path, monkeypatch):
+    """The grid runs rate by rate, seed by seed; a degenerate run ends its rate, and the runs stop once the
+    rule is settled (the runs a rule cannot use are not paid for)."""
+    base = tmp_path / "base"
+    (base / "model").mkdir(parents=True)
+    (base / "model" / "model.safetensors").write_bytes(b"weights")
+    collapses = {(5e-3, 1)}  # (rate, seed) whose run stays the all-O tagger
+    calls = []
+
+    def fake_run(work, model, task, learning_rate, epochs, device, seed=0):
+        calls.append((learning_rate, seed))
+        devs = [0.0, 0.0] if (learning_rate, seed) in collapses else [0.1, 0.2]
+        return {
+            **_run(learning_rate, devs),
+            "model_sha256": file_sha256(model / "model" / "model.safetensors"),
+            "task": task,
+            "epochs": epochs,
+            "finetune_seed": seed,
+            "dev_constant": 0.0,
+            "best_epoch": 2,
+            "wall_s": 0.0,
+        }
+
+    monkeypatch.setattr(finetune_protocol, "grid_run", fake_run)
+    finetune_protocol.main(
+        ["--model", str(base), "--name", "toy", "--out", str(tmp_path), "--learning-rates", "5e-3", "2e-3", "1e-3"]
+        + ["--epochs", "2", "--finetune-seeds", "0", "1", "2", "--every-seed-learns"]
+    )
+    assert calls == [(5e-3, 0), (5e-3, 1), (2e-3, 0), (2e-3, 1), (2e-3, 2)]  # 5e-3 ends at seed 1; 1e-3 never runs
+    choice = json.loads((tmp_path / "toy-cmedqaner-choice.json").read_text(encoding="utf-8"))
+    assert choice["learning_rate"] == 2e-3 and choice["finetune_seeds"] == [0, 1, 2]
