@@ -219,7 +219,16 @@ def _intrinsic(measured: dict, tables: dict, baselines: dict, notes: dict, add) 
     notes["probes"] = {column.removeprefix("probe "): int(mask.sum()) for column, mask in probe_groups.items()}
 
 
-def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds: float) -> dict:
+def aggregate(
+    rows,
+    budget,
+    measured: dict,
+    *,
+    commit: str,
+    device: str,
+    seconds: float,
+    secondary_endpoints: dict[str, str] | None = None,
+) -> dict:
     from _outcomes import baseline_counts
 
     from kgplm.evaluation.baselines import linker_as_ner
@@ -323,12 +332,21 @@ def aggregate(rows, budget, measured: dict, *, commit: str, device: str, seconds
             baselines["pre-trained"].setdefault("chance", {})[column] = evaluation.chance
         notes[column] = evaluation.description
 
-    families = compare(rows, tables, column_tasks, counts_by_column, metric_by_column, budget.bootstrap_resamples)
+    families = compare(
+        rows,
+        tables,
+        column_tasks,
+        counts_by_column,
+        metric_by_column,
+        budget.bootstrap_resamples,
+        secondary_endpoints=secondary_endpoints,
+    )
     commits = sorted({c["commit"] for c in measured["cells"]})
     return {
         "title": "Does the knowledge help? The replication table",
         "protocol_file": PROTOCOL_FILE,
         "population": population(budget),
+        "secondary_endpoints": dict(secondary_endpoints or {}),
         "smoke": budget.smoke,
         "commit": commit,
         "cell_commits": commits,
@@ -430,8 +448,20 @@ def _seed_tests(row_cell: dict, against_cell: dict) -> dict:
     return entry
 
 
-def compare(rows, tables, column_tasks, counts_by_column, metric_by_column, resamples: int) -> dict:
-    """Family (knowledge method) → its primary and secondary comparisons (module docstring)."""
+def compare(
+    rows,
+    tables,
+    column_tasks,
+    counts_by_column,
+    metric_by_column,
+    resamples: int,
+    secondary_endpoints: dict[str, str] | None = None,
+) -> dict:
+    """Family (knowledge method) → its primary and secondary comparisons (module docstring).
+
+    ``secondary_endpoints``: method → why its pre-registered endpoints are secondary tests in this table
+    (a protocol change after the method's first cells); they are tested as primary endpoints are, and
+    each entry carries ``secondary`` (the reason), which the table prints beside its status."""
     by_name = {row.name: row for row in rows}
     cells = {}
     for table in tables.values():
@@ -476,6 +506,9 @@ def compare(rows, tables, column_tasks, counts_by_column, metric_by_column, resa
             f"{e.task} {e.metric}" for e in study(method).primary_endpoints if e.task not in measured
         )
         _decide_primary(family["primary"])
+        reason = (secondary_endpoints or {}).get(method)
+        for entry in family["primary"] if reason else []:
+            entry["secondary"] = reason
         secondary = family["secondary"]
         tested = [entry for entry in secondary if entry["p_t"] is not None]
         for entry, adjusted in zip(tested, holm([entry["p_t"] for entry in tested])):
@@ -721,7 +754,9 @@ def render_markdown(result: dict, heading_level: int = 2) -> str:
                 f"{entry['n']} | {_p(entry['p_t'])} | {_p(entry['p_permutation'])} | {_p(entry.get('p_t_holm'))} | "
                 f"{_p(entry.get('p_permutation_holm'))} | {'—' if effect is None else f'{100 * effect:.1f}'} | "
                 + (f"[{_signed(interval[0])}, {_signed(interval[1])}]" if interval else "—")
-                + f" | {entry['status']} |"
+                + f" | {entry['status']}"
+                + (f"; **secondary test**: {entry['secondary']}" if entry.get("secondary") else "")
+                + " |"
             )
         for missing in family.get("missing_endpoints", []):
             lines.append(

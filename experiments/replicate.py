@@ -1866,6 +1866,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="ROW",
         help="leave out these planned rows (by name, as --list-rows prints them): a protocol's cut",
     )
+    parser.add_argument(
+        "--secondary-endpoints",
+        nargs="+",
+        default=[],
+        metavar="METHOD",
+        help="report these methods' pre-registered endpoints as secondary tests: the protocol changed their "
+        "family's budget after its first cells",
+    )
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument(
         "--results-name",
@@ -1907,6 +1915,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     work = args.work or ROOT / ".cache" / ("replicate-smoke" if budget.smoke else "replicate")
     work.mkdir(parents=True, exist_ok=True)
     rows = without_rows(plan_rows(args.methods, primary=args.primary, base_rows=args.base_rows), args.cut_rows)
+    unknown = sorted(set(args.secondary_endpoints) - {row.group for row in rows if row.role == "method"})
+    if unknown:
+        raise ConfigurationError(
+            f"--secondary-endpoints {', '.join(unknown)}: not a method this run plans (its methods: "
+            f"{', '.join(sorted({row.group for row in rows if row.role == 'method'}))})"
+        )
     if args.primary and not args.tasks:  # the tasks of the rows' endpoints
         needed = {task for row in rows for task in row.tasks}
         budget = dataclasses.replace(
@@ -1957,6 +1971,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         commit=commit(),
         device=f"{args.device}, {torch.get_num_threads()} torch threads",
         seconds=time.perf_counter() - started,
+        secondary_endpoints={method: SECONDARY_REASON for method in args.secondary_endpoints},
     )
     args.results.mkdir(parents=True, exist_ok=True)
     stem = args.results_name or "replicate" + ("-primary" if args.primary else "") + ("-smoke" if budget.smoke else "")
@@ -1970,6 +1985,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     print(markdown)
     print(f"written {args.results / stem}.json and .md in {time.perf_counter() - started:.0f} s")
+
+
+#: why a method named by ``--secondary-endpoints`` has its endpoints reported as secondary tests
+SECONDARY_REASON = "the protocol changed this family's budget after its first cells"
 
 
 README_MARKERS = (

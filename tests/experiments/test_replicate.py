@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from kgplm.exceptions import ArtifactError
+from kgplm.exceptions import ArtifactError, ConfigurationError
 from kgplm.methods import get
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
@@ -918,3 +918,42 @@ def test_a_runner_computing_its_own_cells_does_not_watch_its_own_parent(monkeypa
     monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
     replicate._init_cell_worker(str(tmp_path), budget, "cpu", None)
     assert watched == [True]  # a pool worker
+
+
+def test_an_endpoint_the_protocol_changed_after_its_first_cells_is_labelled_secondary():
+    """--secondary-endpoints: the method's endpoint is tested as before (same δ, p and status) and carries
+    the reason, which the table prints beside its status."""
+    budget = dataclasses.replace(
+        replicate.Budget(), seeds=(0, 1, 2), finetune_seeds=(0,), tasks={"cmedqq": [None, 1]}, bootstrap_resamples=50
+    )
+    method_row = replicate.Row(
+        "m", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c", tasks=("cmedqq",)
+    )
+    control_row = replicate.Row(
+        "c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert", tasks=("cmedqq",)
+    )
+    right, wrong = [[1, 1, 1, 1]] * 3, [[0, 0, 0, 0]] * 3
+    cells = _cells("m", "cmedqq", right, finetune_seeds=(0,)) + _cells("c", "cmedqq", wrong, finetune_seeds=(0,))
+    test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
+    train = [PairExample(f"r{i}", "a", "b", label) for i, label in enumerate(["1", "1", "0"])]
+    measured = _measured(cells, test, train)
+    measured["probe"] = None
+
+    def primary(**options):
+        result = aggregate(
+            [method_row, control_row], budget, measured, commit="abc", device="cpu", seconds=1, **options
+        )
+        [entry] = result["families"]["smedbert"]["primary"]
+        return result, entry
+
+    _, registered = primary()
+    result, changed = primary(secondary_endpoints={"smedbert": "re-chosen budget"})
+    assert "secondary" not in registered and changed["secondary"] == "re-chosen budget"
+    assert {k: v for k, v in changed.items() if k != "secondary"} == registered
+    assert result["secondary_endpoints"] == {"smedbert": "re-chosen budget"}
+    assert f"| {registered['status']}; **secondary test**: re-chosen budget |" in render_markdown(result)
+
+
+def test_secondary_endpoints_must_name_a_planned_method():
+    with pytest.raises(ConfigurationError, match="--secondary-endpoints kebiolm: not a method this run plans"):
+        replicate.main(["--primary", "--methods", "smedbert", "--secondary-endpoints", "kebiolm"])
