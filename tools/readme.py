@@ -75,70 +75,97 @@ def _baseline(results: dict, name_start: str, column: str) -> str:
     return "—"
 
 
+def _v4_entries(exclude: set[tuple[str, str]]) -> tuple[dict[str, list[dict]], dict]:
+    """Protocol v4's primary entries per method, without the (method, endpoint) pairs in ``exclude``."""
+    primary, results = _primary_results()
+    kept = {
+        name: [entry for entry in entries if (name, entry["endpoint"]) not in exclude]
+        for name, entries in primary.items()
+    }
+    return {name: entries for name, entries in kept.items() if entries}, results
+
+
+def _v5_endpoints(v5: dict[str, tuple[str, dict]]) -> set[tuple[str, str]]:
+    """The (method, endpoint) pairs a protocol-v5 results file measured."""
+    return {
+        (method, entry["endpoint"])
+        for method, (_, results) in v5.items()
+        for entry in results["families"][method]["primary"]
+    }
+
+
 def methods_table() -> str:
-    """The registered methods: name, paper, what each adds, its primary endpoint and the claim's status."""
+    """The registered methods: name, paper, what each adds, its primary endpoints and each claim's status
+    (from protocol v5 where it measured the endpoint, else from protocol v4, so marked)."""
     from kgplm.methods import available, get
 
-    primary, _ = _primary_results()
-    for method, (_, results) in _v5_results().items():
-        primary[method] = results["families"][method]["primary"]
+    v5 = _v5_results()
+    v4, _ = _v4_entries(_v5_endpoints(v5))
     lines = [
         "| method | paper | what it adds | primary endpoint (vs its control) | claim at small scale |",
         "|---|---|---|---|---|",
     ]
     for name in available():
         spec = get(name)
-        endpoints = primary.get(name, [])
+        endpoints = (v5[name][1]["families"][name]["primary"] if name in v5 else []) + [
+            {**entry, "protocol": "v4"} for entry in v4.get(name, [])
+        ]
         if not endpoints:
             lines.append(f"| `{name}` | {spec.paper} | {spec.summary} | — (a baseline) | — |")
             continue
         endpoint_text = "; ".join(e["endpoint"] for e in endpoints)
-        status_text = "; ".join(_status(e) for e in endpoints)
+        status_text = "; ".join(
+            _status(e) + (" (protocol v4)" if v5 and e.get("protocol") == "v4" else "") for e in endpoints
+        )
         lines.append(f"| `{name}` | {spec.paper} | {spec.summary} | {endpoint_text} | {status_text} |")
     return "\n".join(lines)
 
 
 def headline_table() -> str:
-    """Each pre-registered primary endpoint: protocol v5's re-tested families first, then protocol v4's."""
+    """Each pre-registered primary endpoint: those protocol v5 measured first, then protocol v4's others."""
     v5 = _v5_results()
-    return "\n\n".join(part for part in (_v5_headline(v5), _v4_headline(exclude=set(v5))) if part)
+    return "\n\n".join(part for part in (_v5_headline(v5), _v4_headline(_v5_endpoints(v5))) if part)
 
 
 def _v5_headline(v5: dict[str, tuple[str, dict]]) -> str:
     """The protocol-v5 endpoints: the base, the control, the method, the memorisation baseline and the tests."""
-    if not v5:
+    entries = [
+        (method, results, entry)
+        for method, (_, results) in v5.items()
+        for entry in results["families"][method]["primary"]
+    ]
+    if not entries:
         return ""
     files = sorted({name for name, _ in v5.values()})
-    any_results = next(iter(v5.values()))[1]
-    seeds = sorted({e["n"] for _, r in v5.values() for f in r["families"].values() for e in f["primary"]})
+    protocol = entries[0][1]["protocol_file"]
+    seeds = sorted({entry["n"] for _, _, entry in entries})
     lines = [
-        f"Protocol v5 (`{any_results['protocol_file']}`). Test scores × 100, mean ± 95 % t half-width over "
+        f"Protocol v5 (`{protocol}`). Test scores × 100, mean ± 95 % t half-width over "
         f"{', '.join(map(str, seeds))} pre-training seeds; δ is the method's mean per-seed difference from its "
-        "control; supported needs the paired t-test and the sign-flip test both below 0.05 (Holm over the "
-        "method's endpoints); memorisation tags the fine-tuning training split's own mention strings "
+        "control; p (t) and p (sign-flip) are Holm-adjusted over the method's endpoints, and supported needs "
+        "both below 0.05; memorisation tags the fine-tuning training split's own mention strings "
         f"({', '.join(f'`{name}`' for name in files)}).",
         "",
-        "| method | primary endpoint | base | control | method | memorisation | δ | p (t) | p (sign-flip) | verdict |",
+        "| method | endpoint | base | control | method | memorisation | δ | p (t) | p (sign-flip) | verdict |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for method, (_, results) in v5.items():
+    for method, results, entry in entries:
         base = next((row["name"] for row in results["rows"] if row["role"] == "base"), None)
-        for entry in results["families"][method]["primary"]:
-            column = entry["column"]
-            lines.append(
-                f"| `{method}` | {entry['endpoint']} | "
-                f"{_cell(results, base, column) if base else '—'} | {_cell(results, entry['against'], column)} | "
-                f"{_cell(results, entry['row'], column)} | {_baseline(results, 'memorisation', column)} | "
-                f"{100 * entry['difference']:+.1f} | {_p_text(entry['p_t'])} | "
-                f"{_p_text(entry['p_permutation'])} | {_status(entry)} |"
-            )
+        column = entry["column"]
+        verdict = _status(entry) + (f"; secondary test: {entry['secondary']}" if entry.get("secondary") else "")
+        lines.append(
+            f"| `{method}` | {entry['endpoint']} | "
+            f"{_cell(results, base, column) if base else '—'} | {_cell(results, entry['against'], column)} | "
+            f"{_cell(results, entry['row'], column)} | {_baseline(results, 'memorisation', column)} | "
+            f"{100 * entry['difference']:+.1f} | {_p_text(entry.get('p_t_holm'))} | "
+            f"{_p_text(entry.get('p_permutation_holm'))} | {verdict} |"
+        )
     return "\n".join(lines)
 
 
-def _v4_headline(exclude: set[str]) -> str:
-    """Protocol v4's endpoints of every method not re-tested under v5."""
-    primary, results = _primary_results()
-    primary = {name: entries for name, entries in primary.items() if name not in exclude}
+def _v4_headline(exclude: set[tuple[str, str]]) -> str:
+    """Protocol v4's endpoints, without those protocol v5 measured (``exclude``: (method, endpoint) pairs)."""
+    primary, results = _v4_entries(exclude)
     if not primary:
         return ""
     seeds = {entry["n"] for entries in primary.values() for entry in entries}
