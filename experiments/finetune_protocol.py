@@ -309,6 +309,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     write_json(args.out / f"{name}-{args.task}-choice.json", choice)
     print(json.dumps(choice, indent=1))
+    if (args.first_that_learns or args.every_seed_learns) and choice["learning_rate"] is None:
+        raise ConfigurationError(
+            f"no rate of {args.learning_rates} satisfies the rule ({choice['rule']}); every run is in {grid_path}"
+        )
 
 
 if __name__ == "__main__":
