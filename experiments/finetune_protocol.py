@@ -267,12 +267,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 run["learning_rate"] == learning_rate and not _learned(run) for run in grid()
             ):
                 break  # this rate has a degenerate run: the rule passes it over
-            done = [
-                run
-                for run in read_records(grid_path)
-                if (run["model_sha256"], run["task"], run["learning_rate"], run["epochs"], run.get("finetune_seed", 0))
-                == (digest, args.task, learning_rate, args.epochs, seed)
-            ]
+            done = any(run["learning_rate"] == learning_rate and run.get("finetune_seed", 0) == seed for run in grid())
             if done:
                 logger.info("lr %g, seed %d: already in %s", learning_rate, seed, grid_path)
                 continue

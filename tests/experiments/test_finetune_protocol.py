@@ -108,6 +108,17 @@ def test_every_seed_learns_runs_seeds_until_a_degenerate_one_then_the_next_rate(
     assert calls == [(5e-3, 0), (5e-3, 1), (2e-3, 0), (2e-3, 1), (2e-3, 2)]  # 5e-3 ends at seed 1; 1e-3 never runs
     choice = json.loads((tmp_path / "toy-cmedqaner-choice.json").read_text(encoding="utf-8"))
     assert choice["learning_rate"] == 2e-3 and choice["finetune_seeds"] == [0, 1, 2]
+    # run again: every run is on record, so nothing is computed; a longer schedule's runs are other records
+    finetune_protocol.main(
+        ["--model", str(base), "--name", "toy", "--out", str(tmp_path), "--learning-rates", "5e-3", "2e-3", "1e-3"]
+        + ["--epochs", "2", "--finetune-seeds", "0", "1", "2", "--every-seed-learns"]
+    )
+    assert len(calls) == 5
+    finetune_protocol.main(
+        ["--model", str(base), "--name", "toy", "--out", str(tmp_path), "--learning-rates", "5e-3"]
+        + ["--epochs", "3", "--finetune-seeds", "0", "--every-seed-learns"]
+    )
+    assert calls[5:] == [(5e-3, 0)]
     # when no rate qualifies the choice says so and the script fails rather than exit as if it had chosen
     collapses.update({(2e-3, 1), (1e-3, 0)})
     with pytest.raises(ConfigurationError, match="no rate of .* satisfies the rule"):
