@@ -119,6 +119,12 @@ def test_every_seed_learns_runs_seeds_until_a_degenerate_one_then_the_next_rate(
         + ["--epochs", "3", "--finetune-seeds", "0", "--every-seed-learns"]
     )
     assert calls[5:] == [(5e-3, 0)]
+    # a rate part-way done (a stopped grid, or more seeds asked for): only its missing seeds run
+    finetune_protocol.main(
+        ["--model", str(base), "--name", "toy", "--out", str(tmp_path), "--learning-rates", "2e-3"]
+        + ["--epochs", "2", "--finetune-seeds", "0", "1", "2", "3", "--every-seed-learns"]
+    )
+    assert calls[6:] == [(2e-3, 3)]
     # when no rate qualifies the choice says so and the script fails rather than exit as if it had chosen
     collapses.update({(2e-3, 1), (1e-3, 0)})
     with pytest.raises(ConfigurationError, match="no rate of .* satisfies the rule"):
