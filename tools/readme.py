@@ -96,7 +96,8 @@ def _v5_endpoints(v5: dict[str, tuple[str, dict]]) -> set[tuple[str, str]]:
 
 def methods_table() -> str:
     """The registered methods: name, paper, what each adds, its primary endpoints and each claim's status
-    (from protocol v5 where it measured the endpoint, else from protocol v4, so marked)."""
+    (from protocol v5 where it measured the endpoint, a secondary test there so marked, else from protocol v4,
+    so marked)."""
     from kgplm.methods import available, get
 
     v5 = _v5_results()
@@ -115,7 +116,10 @@ def methods_table() -> str:
             continue
         endpoint_text = "; ".join(e["endpoint"] for e in endpoints)
         status_text = "; ".join(
-            _status(e) + (" (protocol v4)" if v5 and e.get("protocol") == "v4" else "") for e in endpoints
+            _status(e)
+            + (", a secondary test" if e.get("secondary") else "")
+            + (" (protocol v4)" if v5 and e.get("protocol") == "v4" else "")
+            for e in endpoints
         )
         lines.append(f"| `{name}` | {spec.paper} | {spec.summary} | {endpoint_text} | {status_text} |")
     return "\n".join(lines)

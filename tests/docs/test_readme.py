@@ -132,7 +132,7 @@ def test_the_headline_reports_a_v5_endpoint_from_its_file_and_the_others_from_v4
     assert "| `smedbert` | cmedqq accuracy |" in v4_part and "| `kebiolm` | cmedqaner entity_f1 |" in v4_part
     smedbert = readme.methods_table().split("| `smedbert` |")[1].splitlines()[0]
     assert smedbert.endswith(
-        "| cmedqaner entity_f1; cmedqq accuracy | not detected (smallest detectable effect 4.2); "
+        "| cmedqaner entity_f1; cmedqq accuracy | not detected (smallest detectable effect 4.2), a secondary test; "
         "not tested: 6 runs learnt nothing beyond a constant (protocol v4) |"
     )
 
