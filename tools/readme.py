@@ -117,7 +117,7 @@ def methods_table() -> str:
         endpoint_text = "; ".join(e["endpoint"] for e in endpoints)
         status_text = "; ".join(
             _status(e)
-            + (", a secondary test" if e.get("secondary") else "")
+            + (" as a secondary test" if e.get("secondary") else "")
             + (" (protocol v4)" if v5 and e.get("protocol") == "v4" else "")
             for e in endpoints
         )
@@ -156,7 +156,7 @@ def _v5_headline(v5: dict[str, tuple[str, dict]]) -> str:
     for method, results, entry in entries:
         base = next((row["name"] for row in results["rows"] if row["role"] == "base"), None)
         column = entry["column"]
-        verdict = _status(entry) + (f"; secondary test: {entry['secondary']}" if entry.get("secondary") else "")
+        verdict = _status(entry) + (f" as a secondary test ({entry['secondary']})" if entry.get("secondary") else "")
         lines.append(
             f"| `{method}` | {entry['endpoint']} | "
             f"{_cell(results, base, column) if base else '—'} | {_cell(results, entry['against'], column)} | "

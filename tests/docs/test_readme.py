@@ -126,13 +126,13 @@ def test_the_headline_reports_a_v5_endpoint_from_its_file_and_the_others_from_v4
     assert "over 7 pre-training seeds" in v5_part and "`experiments/results/replicate-v5-smedbert.json`" in v5_part
     assert (
         "| `smedbert` | cmedqaner entity_f1 | 47.0 ± 1.5 | 47.8 ± 1.3 | 51.2 ± 2.1 | 70.3 | +3.4 | 0.071 | 0.062 | "
-        "not detected (smallest detectable effect 4.2); secondary test: re-chosen |"
+        "not detected (smallest detectable effect 4.2) as a secondary test (re-chosen) |"
     ) in v5_part.splitlines()
     assert "| `smedbert` | cmedqaner entity_f1 |" not in v4_part
     assert "| `smedbert` | cmedqq accuracy |" in v4_part and "| `kebiolm` | cmedqaner entity_f1 |" in v4_part
     smedbert = readme.methods_table().split("| `smedbert` |")[1].splitlines()[0]
     assert smedbert.endswith(
-        "| cmedqaner entity_f1; cmedqq accuracy | not detected (smallest detectable effect 4.2), a secondary test; "
+        "| cmedqaner entity_f1; cmedqq accuracy | not detected (smallest detectable effect 4.2) as a secondary test; "
         "not tested: 6 runs learnt nothing beyond a constant (protocol v4) |"
     )
 
