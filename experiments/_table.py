@@ -377,7 +377,8 @@ def aggregate(
         "shares": attribution_shares(rows, tables),
         "curves": curves,
         "degenerate_runs": degenerate_runs,
-        "bases": measured.get("bases", {}),
+        # a base's directory name is its recipe key; where this run's cache kept it is nobody else's business
+        "bases": {family: os.path.basename(path) for family, path in measured.get("bases", {}).items()},
         "fine_tuned_runs": len(measured["cells"]),
         "notes": notes,
     }

@@ -539,6 +539,21 @@ def _primary(method, control, seeds):
     return result, primary
 
 
+def test_a_results_file_names_each_base_by_its_recipe_key_not_by_where_it_was_cached():
+    budget = dataclasses.replace(
+        replicate.Budget(), seeds=(0, 1, 2), finetune_seeds=(0, 1), tasks={"cmedqq": [None, 1]}, bootstrap_resamples=50
+    )
+    method_row = replicate.Row("m", "method", replicate.Pretraining("smedbert", "whole_entity"), "smedbert", "c")
+    control_row = replicate.Row("c", "control", replicate.Pretraining("mlm", "whole_entity"), "smedbert")
+    cells = _cells("m", "cmedqq", [[1, 1, 1, 1]] * 6) + _cells("c", "cmedqq", [[0, 0, 0, 0]] * 6)
+    test = [PairExample(f"t{i}", "a", "b", label) for i, label in enumerate(["1", "0", "1", "1"])]
+    train = [PairExample(f"r{i}", "a", "b", label) for i, label in enumerate(["1", "1", "0"])]
+    measured = {**_measured(cells, test, train), "probe": None, "bases": {"mlm": "/home/someone/cache/base/mlm-93b5"}}
+    result = aggregate([method_row, control_row], budget, measured, commit="abc", device="cpu", seconds=1)
+    assert result["bases"] == {"mlm": "mlm-93b5"}
+    assert "/home/someone" not in render_markdown(result)
+
+
 def test_a_primary_endpoint_is_supported_when_the_t_test_and_the_sign_flip_agree():
     seeds = (0, 1, 2, 3, 4, 5)
     method = [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 1]]
