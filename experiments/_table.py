@@ -377,7 +377,7 @@ def aggregate(
         "shares": attribution_shares(rows, tables),
         "curves": curves,
         "degenerate_runs": degenerate_runs,
-        # a base's directory name is its recipe key; where this run's cache kept it is nobody else's business
+        # a base's directory name is its recipe key (as under results/bases/); its local cache path is not recorded
         "bases": {family: os.path.basename(path) for family, path in measured.get("bases", {}).items()},
         "fine_tuned_runs": len(measured["cells"]),
         "notes": notes,
